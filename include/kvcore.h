@@ -1,0 +1,12 @@
+/* kvcore: KV-cache compute kernels for LLM serving (CPU SIMD built in; CUDA and HIP modules).
+ * Umbrella header: include this one; the topic headers live in kvcore/. */
+#ifndef KVCORE_H
+#define KVCORE_H
+
+#include <kvcore/export.h>
+#include <kvcore/version.h>
+#include <kvcore/status.h>
+#include <kvcore/context.h>
+#include <kvcore/topology.h>
+
+#endif

@@ -1,0 +1,68 @@
+/* The CPU backend: built into libkvcore, always available, cannot fail to probe. Every op runs
+ * synchronously on the calling thread (OpenMP inside), so "streams" are immediate. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_backend.h"
+
+static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
+{
+    (void)svc;
+    (void)why;
+    (void)whylen;
+    *ndevices = 1;
+    return KVC_OK;
+}
+
+static kvc_status_t cpu_init(const kvc_backend_services_t *svc, int device, kvc_backend_ctx_t **out)
+{
+    (void)device;
+    kvc_backend_ctx_t *b = calloc(1, sizeof(*b));
+    if (!b) return KVC_ERR_NO_MEMORY;
+    b->svc = svc;
+    b->isa = svc->cpu_isa;
+    b->num_threads = svc->num_threads > 0 ? svc->num_threads : 1;
+    *out = b;
+    return KVC_OK;
+}
+
+static void cpu_fini(kvc_backend_ctx_t *b) { free(b); }
+
+static kvc_status_t cpu_memcpy_sync(kvc_backend_ctx_t *b, void *dst, const void *src, size_t len)
+{
+    (void)b;
+    if (len) memmove(dst, src, len);
+    return KVC_OK;
+}
+
+static kvc_status_t cpu_stream_synchronize(kvc_backend_ctx_t *b, kvc_stream_t s)
+{
+    (void)b;
+    (void)s;
+    return KVC_OK; /* every CPU op has completed when it returns */
+}
+
+static kvc_status_t cpu_launch_host_callback(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t fn, void *arg)
+{
+    (void)b;
+    (void)s;
+    fn(arg); /* prior work on the "stream" is already done */
+    return KVC_OK;
+}
+
+const kvc_backend_t kvc_cpu_backend = {
+    .abi_version = KVC_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(kvc_backend_t),
+    .name = "cpu",
+    .priority = KVC_BACKEND_PRIORITY_CPU,
+    .probe = cpu_probe,
+    .init = cpu_init,
+    .fini = cpu_fini,
+    .ops = {
+        .memcpy_sync = cpu_memcpy_sync,
+        .stream_synchronize = cpu_stream_synchronize,
+        .launch_host_callback = cpu_launch_host_callback,
+    },
+};

@@ -1,0 +1,13 @@
+/* CPU backend internals shared by the files of src/backends/simd. */
+#ifndef KVC_CPU_BACKEND_H
+#define KVC_CPU_BACKEND_H
+
+#include <kvcore/backend.h>
+
+struct kvc_backend_ctx {
+    const kvc_backend_services_t *svc;
+    int isa;         /* kvc_isa_t tier chosen by the context */
+    int num_threads; /* OpenMP threads for parallel regions */
+};
+
+#endif

@@ -1,0 +1,13 @@
+/* The kvcore command-line tool: one function per subcommand. */
+#ifndef KVC_CLI_H
+#define KVC_CLI_H
+
+typedef struct kvc_cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv[0] is the subcommand name */
+} kvc_cli_command_t;
+
+int kvc_cmd_info(int argc, char **argv);
+
+#endif

@@ -1,0 +1,214 @@
+/* Context: topology, backend discovery and selection, resolved ops table. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef KVC_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include <kvcore/version.h>
+
+#include "env.h"
+#include "internal.h"
+
+KVC_API unsigned kvc_version(void) { return KVC_VERSION_NUMBER; }
+KVC_API const char *kvc_version_string(void) { return KVC_VERSION_STRING; }
+
+static int svc_log_enabled(int level) { return kvc_log_level_g >= level; }
+
+static void svc_log(int level, const char *backend, const char *fmt, ...)
+{
+    if (kvc_log_level_g < level) return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    kvc_log_emit(level, backend, "%s", buf);
+}
+
+static kvc_status_t svc_set_error(kvc_status_t status, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return kvc_error(status, "%s", buf);
+}
+
+static int parse_positive(const char *v, int fallback)
+{
+    if (!v || !*v) return fallback;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end || n < 0 || n > 4096) {
+        KVC_WARN("ignoring malformed number '%s'", v);
+        return fallback;
+    }
+    return (int)n;
+}
+
+/* Pick the backend; fills ctx->backend or returns the error of a forced backend. */
+static kvc_status_t select_backend(kvc_context_t *ctx, const char *forced)
+{
+    kvc_backend_slot_t *best = NULL;
+    if (forced) {
+        for (int i = 0; i < ctx->num_slots; i++)
+            if (!strcmp(ctx->slots[i].name, forced)) best = &ctx->slots[i];
+        if (!best)
+            return kvc_error(KVC_ERR_INVALID_ARG, "backend '%s' is unknown: use auto, cpu, cuda or hip", forced);
+        if (!best->built)
+            return kvc_error(KVC_ERR_NOT_FOUND,
+                             "backend '%s' was forced but its module is missing (%s): build kvcore with --with-%s "
+                             "or point KVCORE_MODULE_PATH at the directory holding kvcore_%s.so",
+                             forced, best->origin, forced, forced);
+        if (best->loaded == -1)
+            return kvc_error(KVC_ERR_ABI, "backend '%s' was forced but %s: %s; rebuild the module with this kvcore",
+                             forced, best->origin, best->reason);
+        if (best->loaded != 1)
+            return kvc_error(KVC_ERR_BACKEND, "backend '%s' was forced but could not be loaded from %s: %s", forced,
+                             best->origin, best->reason);
+        if (best->num_devices <= 0)
+            return kvc_error(KVC_ERR_NO_DEVICE,
+                             "backend '%s' was forced but %s; check the driver and visible devices, or unset "
+                             "KVCORE_BACKEND to fall back to the CPU backend",
+                             forced, best->reason);
+        if (ctx->device >= best->num_devices)
+            return kvc_error(KVC_ERR_NO_DEVICE, "backend '%s' has %d device(s); device %d was requested", forced,
+                             best->num_devices, ctx->device);
+    } else {
+        for (int i = 0; i < ctx->num_slots; i++) {
+            kvc_backend_slot_t *s = &ctx->slots[i];
+            if (s->loaded == 1 && s->num_devices > ctx->device && (!best || s->priority > best->priority)) best = s;
+        }
+        if (!best) best = &ctx->slots[0];
+    }
+    best->selected = 1;
+    ctx->backend = best->desc;
+    for (int i = 0; i < ctx->num_slots; i++) {
+        kvc_backend_slot_t *s = &ctx->slots[i];
+        if (s == best || s->loaded != 1 || s->num_devices <= 0) continue;
+        char r[sizeof(s->reason)];
+        snprintf(r, sizeof(r), "%s; not selected: %s", s->reason,
+                 forced ? "another backend was forced" : "a higher-priority backend was chosen");
+        memcpy(s->reason, r, sizeof(r));
+    }
+    return KVC_OK;
+}
+
+KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_context_t **out)
+{
+    if (!out) return kvc_error(KVC_ERR_INVALID_ARG, "out must not be NULL");
+    kvc_log_init();
+    const uint64_t mask = params ? params->field_mask : 0;
+    const char *forced = (mask & KVC_CONTEXT_PARAM_BACKEND) ? params->backend : kvc_env_get("KVCORE_BACKEND");
+    if (forced && (!*forced || !strcmp(forced, "auto"))) forced = NULL;
+    const char *module_path =
+        (mask & KVC_CONTEXT_PARAM_MODULE_PATH) ? params->module_path : kvc_env_get("KVCORE_MODULE_PATH");
+    const int load_all = (mask & KVC_CONTEXT_PARAM_LOAD_ALL) ? params->load_all_modules : 0;
+
+    kvc_context_t *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx) return kvc_error(KVC_ERR_NO_MEMORY, "cannot allocate a context");
+    ctx->device = (mask & KVC_CONTEXT_PARAM_DEVICE) ? params->device : parse_positive(kvc_env_get("KVCORE_DEVICE"), 0);
+    if (ctx->device < 0) {
+        const int dev = ctx->device;
+        free(ctx);
+        return kvc_error(KVC_ERR_INVALID_ARG, "device ordinal %d is negative", dev);
+    }
+#ifdef KVC_HAVE_OPENMP
+    const int omp_default = omp_get_max_threads();
+#else
+    const int omp_default = 1;
+#endif
+    ctx->num_threads = (mask & KVC_CONTEXT_PARAM_NUM_THREADS) ? params->num_threads
+                                                               : parse_positive(kvc_env_get("KVCORE_NUM_THREADS"), 0);
+    if (ctx->num_threads <= 0) ctx->num_threads = omp_default;
+#ifndef KVC_HAVE_OPENMP
+    ctx->num_threads = 1;
+#endif
+    ctx->isa = kvc_isa_select();
+    ctx->svc = (kvc_backend_services_t){ .abi_version = KVC_BACKEND_ABI_VERSION,
+                                         .log_enabled = svc_log_enabled,
+                                         .log = svc_log,
+                                         .set_error = svc_set_error,
+                                         .num_threads = ctx->num_threads,
+                                         .cpu_isa = (int)ctx->isa };
+
+    kvc_status_t st = kvc_topology_load(ctx);
+    if (st != KVC_OK) goto fail;
+    st = kvc_backends_discover(ctx, forced, module_path, load_all);
+    if (st != KVC_OK) goto fail;
+    st = select_backend(ctx, forced);
+    if (st != KVC_OK) goto fail;
+    st = ctx->backend->init(&ctx->svc, ctx->device, &ctx->bctx);
+    if (st != KVC_OK) {
+        st = kvc_error(st, "backend '%s' failed to initialise: %s", ctx->backend->name, kvc_last_error());
+        goto fail;
+    }
+    kvc_ops_resolve(&ctx->ops, ctx->backend);
+    KVC_INFO("context: backend %s, isa %s, %d threads", ctx->backend->name, kvc_isa_name(ctx->isa), ctx->num_threads);
+    *out = ctx;
+    return KVC_OK;
+fail:
+    kvc_backends_unload(ctx);
+    kvc_topology_unload(ctx);
+    free(ctx);
+    return st;
+}
+
+KVC_API void kvc_context_destroy(kvc_context_t *ctx)
+{
+    if (!ctx) return;
+    if (ctx->backend && ctx->bctx) ctx->backend->fini(ctx->bctx);
+    kvc_backends_unload(ctx);
+    kvc_topology_unload(ctx);
+    free(ctx);
+}
+
+KVC_API const char *kvc_context_backend_name(const kvc_context_t *ctx)
+{
+    return ctx && ctx->backend ? ctx->backend->name : "none";
+}
+
+KVC_API int kvc_context_backend_count(const kvc_context_t *ctx) { return ctx ? ctx->num_slots : 0; }
+
+KVC_API kvc_status_t kvc_context_backend_info(const kvc_context_t *ctx, int index, kvc_backend_info_t *out)
+{
+    if (!ctx || !out) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and out must not be NULL");
+    if (index < 0 || index >= ctx->num_slots)
+        return kvc_error(KVC_ERR_OUT_OF_RANGE, "backend index %d outside [0, %d)", index, ctx->num_slots);
+    const kvc_backend_slot_t *s = &ctx->slots[index];
+    *out = (kvc_backend_info_t){ .name = s->name,
+                                 .origin = s->origin,
+                                 .priority = s->priority,
+                                 .built = s->built,
+                                 .loaded = s->loaded == 1,
+                                 .num_devices = s->num_devices,
+                                 .selected = s->selected,
+                                 .reason = s->reason };
+    return KVC_OK;
+}
+
+KVC_API const char *kvc_context_isa(const kvc_context_t *ctx) { return ctx ? kvc_isa_name(ctx->isa) : "scalar"; }
+
+KVC_API int kvc_context_num_threads(const kvc_context_t *ctx) { return ctx ? ctx->num_threads : 0; }
+
+KVC_API const char *kvc_build_config(void) { return KVC_BUILD_CONFIG; }
+
+KVC_API kvc_status_t kvc_stream_synchronize(kvc_context_t *ctx, kvc_stream_t stream)
+{
+    if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
+    return ctx->ops.stream_synchronize(ctx->bctx, stream);
+}
+
+KVC_API kvc_status_t kvc_device_pci_bus_id(kvc_context_t *ctx, int device, char *buf, size_t len)
+{
+    if (!ctx || !buf) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and buf must not be NULL");
+    if (len < 16) return kvc_error(KVC_ERR_NO_SPACE, "buffer of %zu bytes; a PCI bus id needs 16", len);
+    if (device < 0) return kvc_error(KVC_ERR_OUT_OF_RANGE, "device %d is negative", device);
+    return ctx->ops.pci_bus_id(ctx->bctx, device, buf, len);
+}

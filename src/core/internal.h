@@ -1,0 +1,60 @@
+/* Core-private definitions shared by the files in src/core. */
+#ifndef KVC_CORE_INTERNAL_H
+#define KVC_CORE_INTERNAL_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <hwloc.h>
+
+#include <kvcore/backend.h>
+#include <kvcore/topology.h>
+
+#include "isa.h"
+#include "log.h"
+
+#define KVC_MAX_BACKENDS 3
+#define KVC_MAX_GPUS 64
+
+typedef struct kvc_backend_slot {
+    const char *name;
+    int priority;
+    const kvc_backend_t *desc; /* NULL when not loaded */
+    void *dl;                  /* dlopen handle (modules only) */
+    char origin[PATH_MAX];     /* "built-in" or module path */
+    int built, loaded, num_devices, selected;
+    char reason[256];
+} kvc_backend_slot_t;
+
+struct kvc_context {
+    hwloc_topology_t topo;
+    int topo_synthetic;
+    kvc_pci_device_t gpus[KVC_MAX_GPUS];
+    int num_gpus;
+
+    kvc_backend_slot_t slots[KVC_MAX_BACKENDS];
+    int num_slots;
+    const kvc_backend_t *backend; /* selected */
+    kvc_backend_ctx_t *bctx;
+    kvc_backend_ops_t ops; /* resolved: no NULL slot */
+    kvc_backend_services_t svc;
+
+    kvc_isa_t isa;
+    int num_threads;
+    int device;
+};
+
+/* The built-in CPU backend descriptor (src/backends/simd). */
+extern const kvc_backend_t kvc_cpu_backend;
+
+/* backend_registry.c */
+kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const char *module_path, int load_all);
+void kvc_backends_unload(kvc_context_t *ctx);
+/* Copy ops, replacing missing or NULL slots with stubs returning KVC_ERR_UNSUPPORTED. */
+void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc);
+
+/* topology.c */
+kvc_status_t kvc_topology_load(kvc_context_t *ctx);
+void kvc_topology_unload(kvc_context_t *ctx);
+int kvc_topology_has_vendor(const kvc_context_t *ctx, uint16_t vendor_id, char *first_bus_id, size_t len);
+
+#endif

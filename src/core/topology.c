@@ -1,0 +1,110 @@
+/* Topology: hwloc is loaded once per context, with PCI devices, to find GPUs and NUMA nodes. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static int pci_node_of(hwloc_topology_t topo, hwloc_obj_t pcidev)
+{
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(topo, pcidev);
+    if (!anc || !anc->nodeset || hwloc_bitmap_iszero(anc->nodeset)) return -1;
+    /* A PCI device attached to a package with several nodes is "near" all of them; take the first. */
+    return hwloc_bitmap_first(anc->nodeset);
+}
+
+kvc_status_t kvc_topology_load(kvc_context_t *ctx)
+{
+    if (hwloc_topology_init(&ctx->topo) < 0) return kvc_error(KVC_ERR_NO_MEMORY, "hwloc_topology_init failed");
+    hwloc_topology_set_io_types_filter(ctx->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(ctx->topo) < 0) {
+        hwloc_topology_destroy(ctx->topo);
+        ctx->topo = NULL;
+        return kvc_error(KVC_ERR_BACKEND, "hwloc_topology_load failed: %m (check HWLOC_XMLFILE)");
+    }
+    const char *src = hwloc_obj_get_info_by_name(hwloc_get_root_obj(ctx->topo), "Backend");
+    ctx->topo_synthetic = !hwloc_topology_is_thissystem(ctx->topo) || (src && !strcmp(src, "XML"));
+
+    ctx->num_gpus = 0;
+    for (hwloc_obj_t d = hwloc_get_next_pcidev(ctx->topo, NULL); d; d = hwloc_get_next_pcidev(ctx->topo, d)) {
+        const unsigned cls = d->attr->pcidev.class_id;
+        if ((cls >> 8) != 0x03) continue; /* display controllers only */
+        if (ctx->num_gpus == KVC_MAX_GPUS) break;
+        kvc_pci_device_t *g = &ctx->gpus[ctx->num_gpus++];
+        snprintf(g->bus_id, sizeof(g->bus_id), "%04x:%02x:%02x.%01x", d->attr->pcidev.domain, d->attr->pcidev.bus,
+                 d->attr->pcidev.dev, d->attr->pcidev.func);
+        g->vendor_id = d->attr->pcidev.vendor_id;
+        g->device_id = d->attr->pcidev.device_id;
+        g->class_id = (uint16_t)cls;
+        g->numa_node = pci_node_of(ctx->topo, d);
+    }
+    return KVC_OK;
+}
+
+void kvc_topology_unload(kvc_context_t *ctx)
+{
+    if (ctx->topo) hwloc_topology_destroy(ctx->topo);
+    ctx->topo = NULL;
+}
+
+int kvc_topology_has_vendor(const kvc_context_t *ctx, uint16_t vendor_id, char *first_bus_id, size_t len)
+{
+    int n = 0;
+    for (int i = 0; i < ctx->num_gpus; i++)
+        if (ctx->gpus[i].vendor_id == vendor_id) {
+            if (n == 0 && first_bus_id) snprintf(first_bus_id, len, "%s", ctx->gpus[i].bus_id);
+            n++;
+        }
+    return n;
+}
+
+KVC_API int kvc_topology_gpu_count(const kvc_context_t *ctx) { return ctx ? ctx->num_gpus : 0; }
+
+KVC_API kvc_status_t kvc_topology_gpu(const kvc_context_t *ctx, int index, kvc_pci_device_t *out)
+{
+    if (!ctx || !out) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and out must not be NULL");
+    if (index < 0 || index >= ctx->num_gpus)
+        return kvc_error(KVC_ERR_OUT_OF_RANGE, "gpu index %d outside [0, %d)", index, ctx->num_gpus);
+    *out = ctx->gpus[index];
+    return KVC_OK;
+}
+
+KVC_API int kvc_topology_numa_count(const kvc_context_t *ctx)
+{
+    return ctx ? hwloc_get_nbobjs_by_type(ctx->topo, HWLOC_OBJ_NUMANODE) : 0;
+}
+
+KVC_API kvc_status_t kvc_topology_numa_node(const kvc_context_t *ctx, int index, kvc_numa_node_info_t *out)
+{
+    if (!ctx || !out) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and out must not be NULL");
+    hwloc_obj_t n = hwloc_get_obj_by_type(ctx->topo, HWLOC_OBJ_NUMANODE, (unsigned)index);
+    if (index < 0 || !n)
+        return kvc_error(KVC_ERR_OUT_OF_RANGE, "numa index %d outside [0, %d)", index, kvc_topology_numa_count(ctx));
+    out->os_index = n->os_index;
+    out->total_bytes = n->attr ? n->attr->numanode.local_memory : 0;
+    out->num_cpus = n->cpuset ? hwloc_bitmap_weight(n->cpuset) : 0;
+    return KVC_OK;
+}
+
+KVC_API kvc_status_t kvc_topology_numa_of_pci(const kvc_context_t *ctx, const char *bus_id, int *node)
+{
+    if (!ctx || !bus_id || !node) return kvc_error(KVC_ERR_INVALID_ARG, "ctx, bus_id and node must not be NULL");
+    unsigned dom = 0, bus, dev, fn;
+    char tail;
+    if (sscanf(bus_id, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) != 4) {
+        dom = 0;
+        if (sscanf(bus_id, "%x:%x.%x%c", &bus, &dev, &fn, &tail) != 3)
+            return kvc_error(KVC_ERR_INVALID_ARG, "malformed PCI bus id '%s' (want DDDD:BB:DD.F)", bus_id);
+    }
+    if (dom > 0xffff || bus > 0xff || dev > 0x1f || fn > 7)
+        return kvc_error(KVC_ERR_INVALID_ARG, "PCI bus id '%s' has a field out of range", bus_id);
+    hwloc_obj_t d = hwloc_get_pcidev_by_busid(ctx->topo, dom, bus, dev, fn);
+    if (!d) return kvc_error(KVC_ERR_NOT_FOUND, "hwloc does not know PCI device %s", bus_id);
+    int n = pci_node_of(ctx->topo, d);
+    if (n < 0) return kvc_error(KVC_ERR_NOT_FOUND, "PCI device %s has no NUMA locality in the topology", bus_id);
+    *node = n;
+    return KVC_OK;
+}
+
+KVC_API int kvc_topology_is_synthetic(const kvc_context_t *ctx) { return ctx ? ctx->topo_synthetic : 0; }

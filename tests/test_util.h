@@ -1,0 +1,17 @@
+/* Helpers shared by the Criterion suites. */
+#ifndef KVC_TEST_UTIL_H
+#define KVC_TEST_UTIL_H
+
+#include <stddef.h>
+#include <kvcore.h>
+
+/* Path under tests/data (KVC_TEST_DATA, set by `make check`); static buffer. */
+const char *kvc_test_data(const char *rel);
+/* Build-tree path (KVC_TEST_BUILDDIR); static buffer. */
+const char *kvc_test_build(const char *rel);
+/* A fresh directory under /tmp holding `file` copied (or linked) as `as`; returns the directory. */
+const char *kvc_test_module_dir(const char *module_so, const char *as);
+/* Context on the CPU backend; aborts the test on failure. */
+kvc_context_t *kvc_test_cpu_context(void);
+
+#endif
