@@ -9,5 +9,6 @@ typedef struct kvc_cli_command {
 } kvc_cli_command_t;
 
 int kvc_cmd_info(int argc, char **argv);
+int kvc_cmd_bench(int argc, char **argv);
 
 #endif

@@ -8,6 +8,7 @@
 
 static const kvc_cli_command_t commands[] = {
     { "info", "version, build options, backends, devices, CPU ISA, NUMA nodes, environment knobs", kvc_cmd_info },
+    { "bench", "throughput of each op next to a baseline measured in the same run (--json)", kvc_cmd_bench },
 };
 
 static void usage(FILE *f)
