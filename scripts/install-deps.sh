@@ -1,0 +1,21 @@
+#!/bin/sh
+# Install what kvcore needs to build and test on Debian (run as root); packages already present are
+# left alone. The CUDA Toolkit is not a Debian package here: when nvcc is found (PATH or
+# /usr/local/cuda) configure builds the CUDA module, otherwise it is skipped and says so.
+set -eu
+pkgs="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev \
+libcriterion-dev hipcc clang libclang-rt-14-dev valgrind"
+missing=
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "install-deps: missing packages:$missing (run as root, or install them yourself)" >&2
+        exit 1
+    fi
+    echo "install-deps: installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq $missing >/dev/null
+fi
