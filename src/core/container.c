@@ -1,0 +1,393 @@
+/* .kvc container: header + five checksummed sections (docs/FORMAT.md). Every length and count read
+ * from the buffer is checked before use; arithmetic on sizes is overflow-checked. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "bitio.h"
+#include "container.h"
+#include "log.h"
+
+#define RICE_ESCAPE 24u /* unary prefixes this long are followed by a raw 32-bit value */
+
+static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
+
+static uint32_t crc(const uint8_t *p, size_t n) { return (uint32_t)crc32_z(crc32_z(0L, Z_NULL, 0), p, n); }
+
+static int mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+
+static size_t dtype_bytes(uint8_t dt) { return dt == KVC_CT_DTYPE_F32 ? 4 : (dt == KVC_CT_DTYPE_F16 || dt == KVC_CT_DTYPE_BF16) ? 2 : 0; }
+
+static size_t meta_bytes(const kvc_container_t *c) { return 32 + (size_t)c->kvs * c->num_layers; }
+
+/* ---- coded counts: per stream, symbol range [lo, hi], Rice parameter, counts of lo..hi-1 (hi's
+ * count is implied by the token total) ---- */
+
+static void rice_put(kvc_bitwriter_t *w, uint32_t v, unsigned k)
+{
+    const uint32_t q = v >> k;
+    if (q >= RICE_ESCAPE) {
+        kvc_bw_put(w, (1u << RICE_ESCAPE) - 1, RICE_ESCAPE);
+        kvc_bw_put(w, v, 32);
+        return;
+    }
+    kvc_bw_put(w, ((1ull << (q + 1)) - 2), q + 1); /* q ones, then a zero */
+    if (k) kvc_bw_put(w, v & ((1u << k) - 1), k);
+}
+
+static uint32_t rice_get(kvc_bitreader_t *r, unsigned k)
+{
+    uint32_t q = 0;
+    while (q < RICE_ESCAPE && kvc_br_get(r, 1)) {
+        q++;
+        if (r->overrun) return 0;
+    }
+    if (q == RICE_ESCAPE) return (uint32_t)kvc_br_get(r, 32);
+    return (q << k) | (uint32_t)(k ? kvc_br_get(r, k) : 0);
+}
+
+static unsigned rice_param(const uint32_t *cnt, unsigned lo, unsigned hi)
+{
+    uint64_t sum = 0;
+    for (unsigned s = lo; s < hi; s++) sum += cnt[s];
+    const uint64_t n = hi > lo ? hi - lo : 1, mean = sum / n;
+    unsigned k = 0;
+    while (k < 31 && (2ull << k) <= mean) k++;
+    return k;
+}
+
+static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t nstreams)
+{
+    for (uint64_t st = 0; st < nstreams; st++) {
+        const uint32_t *cnt = c->counts + st * c->cdf_bins;
+        unsigned lo = 0, hi = c->cdf_bins - 1u;
+        while (lo < hi && cnt[lo] == 0) lo++;
+        while (hi > lo && cnt[hi] == 0) hi--;
+        const unsigned k = rice_param(cnt, lo, hi);
+        kvc_bw_put(w, lo, 6);
+        kvc_bw_put(w, hi, 6);
+        kvc_bw_put(w, k, 5);
+        for (unsigned s = lo; s < hi; s++) rice_put(w, cnt[s], k);
+    }
+}
+
+static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c, uint64_t nstreams)
+{
+    kvc_bitreader_t r = { p, len, 0, 0 };
+    for (uint64_t st = 0; st < nstreams; st++) {
+        uint32_t *cnt = c->counts + st * c->cdf_bins;
+        const unsigned lo = (unsigned)kvc_br_get(&r, 6), hi = (unsigned)kvc_br_get(&r, 6), k = (unsigned)kvc_br_get(&r, 5);
+        if (hi >= c->cdf_bins || lo > hi || k > 31)
+            return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu has symbol range [%u, %u] for %u bins",
+                             (unsigned long long)st, lo, hi, c->cdf_bins);
+        uint64_t sum = 0;
+        for (unsigned s = lo; s < hi; s++) {
+            cnt[s] = rice_get(&r, k);
+            sum += cnt[s];
+        }
+        if (r.overrun) return kvc_error(KVC_ERR_CORRUPT, "container CDF section is truncated at stream %llu", (unsigned long long)st);
+        if (sum > c->num_tokens)
+            return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu counts %llu symbols for %u tokens",
+                             (unsigned long long)st, (unsigned long long)sum, c->num_tokens);
+        cnt[hi] = c->num_tokens - (uint32_t)sum;
+        if (hi > lo && (cnt[lo] == 0 || cnt[hi] == 0))
+            return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu range ends have zero counts", (unsigned long long)st);
+    }
+    if ((r.pos + 7) / 8 != len)
+        return kvc_error(KVC_ERR_CORRUPT, "container CDF section has %zu bytes, its content %zu", len, (r.pos + 7) / 8);
+    return KVC_OK;
+}
+
+/* ---- lengths: LEB128 varints ---- */
+
+static size_t put_varint(uint8_t *out, uint32_t v)
+{
+    size_t n = 0;
+    do {
+        const uint8_t b = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (out) out[n] = (uint8_t)(b | (v ? 0x80 : 0));
+        n++;
+    } while (v);
+    return n;
+}
+
+/* ---- sizes ---- */
+
+typedef struct {
+    uint64_t nstreams;    /* streams per window */
+    size_t meta, scales, cdf, lengths, streams, total;
+} layout_t;
+
+static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
+{
+    memset(L, 0, sizeof(*L));
+    L->nstreams = kvc_container_streams_per_window(c);
+    L->meta = meta_bytes(c);
+    L->scales = c->scales_bytes;
+    if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) {
+        uint64_t n;
+        if (!mul_ok(L->nstreams, (uint64_t)(c->cdf_bins + 1) * 2, &n)) return KVC_ERR_NO_MEMORY;
+        L->cdf = n;
+    } else {
+        kvc_bitwriter_t w = { NULL, 0, 0 };
+        put_counts(&w, c, L->nstreams);
+        L->cdf = (w.bits + 7) / 8;
+    }
+    for (uint64_t i = 0; i < L->nstreams * c->num_windows; i++) L->lengths += put_varint(NULL, c->lengths[i]);
+    L->streams = c->streams_bytes;
+    L->total = KVC_CONTAINER_HEADER_BYTES + 5 * KVC_CONTAINER_SECTION_BYTES + L->meta + L->scales + L->cdf + L->lengths +
+               L->streams;
+    return KVC_OK;
+}
+
+kvc_status_t kvc_container_size(const kvc_container_t *c, size_t *bytes)
+{
+    layout_t L;
+    kvc_status_t st = plan(c, &L);
+    if (st == KVC_OK) *bytes = L.total;
+    return st;
+}
+
+static uint8_t *section(uint8_t *p, uint32_t type, const uint8_t *payload, size_t n)
+{
+    put_u32(p, type);
+    put_u32(p + 4, crc(payload, n));
+    put_u64(p + 8, n);
+    return p + KVC_CONTAINER_SECTION_BYTES + n;
+}
+
+kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t cap, size_t *written)
+{
+    layout_t L;
+    kvc_status_t st = plan(c, &L);
+    if (st != KVC_OK) return st;
+    if (cap < L.total) return kvc_error(KVC_ERR_NO_SPACE, "container needs %zu bytes, buffer has %zu", L.total, cap);
+    memset(out, 0, L.total);
+    memcpy(out, KVC_CONTAINER_MAGIC, 8);
+    put_u16(out + 8, KVC_CONTAINER_VERSION_MAJOR);
+    put_u16(out + 10, KVC_CONTAINER_VERSION_MINOR);
+    put_u32(out + 12, c->flags);
+    put_u32(out + 16, KVC_CONTAINER_HEADER_BYTES);
+    put_u32(out + 20, 5);
+    put_u64(out + 24, L.total);
+    put_u32(out + 44, crc(out, 44));
+    uint8_t *p = out + KVC_CONTAINER_HEADER_BYTES;
+
+    uint8_t *m = p + KVC_CONTAINER_SECTION_BYTES;
+    m[0] = c->dtype;
+    m[1] = c->layout;
+    m[2] = c->kvs;
+    m[3] = c->cdf_bins;
+    put_u32(m + 4, c->num_layers);
+    put_u32(m + 8, c->num_tokens);
+    put_u32(m + 12, c->num_heads);
+    put_u32(m + 16, c->head_size);
+    put_u32(m + 20, c->window_tokens);
+    put_u32(m + 24, c->num_windows);
+    memcpy(m + 32, c->bins, (size_t)c->kvs * c->num_layers);
+    p = section(p, KVC_SECTION_META, m, L.meta);
+
+    memcpy(p + KVC_CONTAINER_SECTION_BYTES, c->scales, L.scales);
+    p = section(p, KVC_SECTION_SCALES, p + KVC_CONTAINER_SECTION_BYTES, L.scales);
+
+    uint8_t *q = p + KVC_CONTAINER_SECTION_BYTES;
+    if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) memcpy(q, c->raw_cdf, L.cdf);
+    else {
+        kvc_bitwriter_t w = { q, L.cdf, 0 };
+        put_counts(&w, c, L.nstreams);
+    }
+    p = section(p, KVC_SECTION_CDF, q, L.cdf);
+
+    q = p + KVC_CONTAINER_SECTION_BYTES;
+    size_t off = 0;
+    for (uint64_t i = 0; i < L.nstreams * c->num_windows; i++) off += put_varint(q + off, c->lengths[i]);
+    p = section(p, KVC_SECTION_LENGTHS, q, L.lengths);
+
+    memcpy(p + KVC_CONTAINER_SECTION_BYTES, c->streams, L.streams);
+    p = section(p, KVC_SECTION_STREAMS, p + KVC_CONTAINER_SECTION_BYTES, L.streams);
+    *written = L.total;
+    return KVC_OK;
+}
+
+/* ---- parsing ---- */
+
+static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t *c)
+{
+    if (len < KVC_CONTAINER_HEADER_BYTES) return kvc_error(KVC_ERR_CORRUPT, "container of %zu bytes is shorter than its header", len);
+    if (memcmp(buf, KVC_CONTAINER_MAGIC, 8)) return kvc_error(KVC_ERR_CORRUPT, "not a kvcore container (bad magic)");
+    if (get_u32(buf + 44) != crc(buf, 44)) return kvc_error(KVC_ERR_CORRUPT, "container header checksum mismatch");
+    const unsigned major = get_u16(buf + 8);
+    if (major != KVC_CONTAINER_VERSION_MAJOR)
+        return kvc_error(KVC_ERR_VERSION, "container format version %u.%u; this kvcore reads %u.x", major, get_u16(buf + 10),
+                         KVC_CONTAINER_VERSION_MAJOR);
+    if (get_u32(buf + 16) != KVC_CONTAINER_HEADER_BYTES || get_u32(buf + 20) != 5)
+        return kvc_error(KVC_ERR_CORRUPT, "container header has unexpected sizes");
+    const uint64_t total = get_u64(buf + 24);
+    if (total != len)
+        return kvc_error(KVC_ERR_CORRUPT, "container says %llu bytes, %zu given (truncated or padded)", (unsigned long long)total, len);
+    c->flags = get_u32(buf + 12);
+    if (c->flags & ~KVC_CONTAINER_FLAG_RAW_CDF) return kvc_error(KVC_ERR_CORRUPT, "container has unknown flags 0x%x", c->flags);
+    return KVC_OK;
+}
+
+/* Next section: checks type, bounds and checksum; returns its payload. */
+static kvc_status_t next_section(const uint8_t *buf, size_t len, size_t *pos, uint32_t type, const uint8_t **payload, size_t *n)
+{
+    if (len - *pos < KVC_CONTAINER_SECTION_BYTES) return kvc_error(KVC_ERR_CORRUPT, "container truncated before section %u", type);
+    const uint8_t *h = buf + *pos;
+    if (get_u32(h) != type) return kvc_error(KVC_ERR_CORRUPT, "container section %u found where %u was expected", get_u32(h), type);
+    const uint64_t sz = get_u64(h + 8);
+    if (sz > len - *pos - KVC_CONTAINER_SECTION_BYTES)
+        return kvc_error(KVC_ERR_CORRUPT, "container section %u claims %llu bytes past the end", type, (unsigned long long)sz);
+    *payload = h + KVC_CONTAINER_SECTION_BYTES;
+    *n = (size_t)sz;
+    if (crc(*payload, *n) != get_u32(h + 4)) return kvc_error(KVC_ERR_CORRUPT, "container section %u checksum mismatch", type);
+    *pos += KVC_CONTAINER_SECTION_BYTES + *n;
+    return KVC_OK;
+}
+
+static kvc_status_t parse_meta(const uint8_t *m, size_t n, kvc_container_t *c)
+{
+    if (n < 32) return kvc_error(KVC_ERR_CORRUPT, "container META section too short (%zu bytes)", n);
+    c->dtype = m[0];
+    c->layout = m[1];
+    c->kvs = m[2];
+    c->cdf_bins = m[3];
+    c->num_layers = get_u32(m + 4);
+    c->num_tokens = get_u32(m + 8);
+    c->num_heads = get_u32(m + 12);
+    c->head_size = get_u32(m + 16);
+    c->window_tokens = get_u32(m + 20);
+    c->num_windows = get_u32(m + 24);
+    if (!dtype_bytes(c->dtype)) return kvc_error(KVC_ERR_CORRUPT, "container dtype code %u is unknown", c->dtype);
+    if (!((c->layout == KVC_CT_LAYOUT_KV_2LTD && c->kvs == 2) || (c->layout == KVC_CT_LAYOUT_MLA && c->kvs == 1 && c->num_heads == 1)))
+        return kvc_error(KVC_ERR_CORRUPT, "container layout %u with %u planes and %u heads is inconsistent", c->layout, c->kvs,
+                         c->num_heads);
+    if (c->cdf_bins < 2 || c->cdf_bins > KVC_CONTAINER_MAX_BINS)
+        return kvc_error(KVC_ERR_CORRUPT, "container CDF width %u outside [2, %d]", c->cdf_bins, KVC_CONTAINER_MAX_BINS);
+    if (!c->num_layers || c->num_layers > sizeof(c->bins) / 2 || !c->num_tokens || !c->num_heads || !c->head_size ||
+        !c->window_tokens)
+        return kvc_error(KVC_ERR_CORRUPT, "container has a zero or oversized dimension");
+    if (c->num_windows != (c->num_tokens + c->window_tokens - 1) / c->window_tokens)
+        return kvc_error(KVC_ERR_CORRUPT, "container window count %u does not match %u tokens / %u", c->num_windows,
+                         c->num_tokens, c->window_tokens);
+    uint64_t x;
+    if (!mul_ok((uint64_t)c->num_heads, c->head_size, &x) || x > (1u << 24) ||
+        !mul_ok(kvc_container_streams_per_window(c), c->num_windows, &x) || x > (1ull << 40))
+        return kvc_error(KVC_ERR_CORRUPT, "container dimensions are implausibly large");
+    if (n != meta_bytes(c)) return kvc_error(KVC_ERR_CORRUPT, "container META section has %zu bytes, expected %zu", n, meta_bytes(c));
+    for (unsigned i = 0; i < (unsigned)c->kvs * c->num_layers; i++) {
+        c->bins[i] = m[32 + i];
+        if (c->bins[i] < 4 || c->bins[i] > c->cdf_bins)
+            return kvc_error(KVC_ERR_CORRUPT, "container quantiser bins[%u] = %u outside [4, %u]", i, c->bins[i], c->cdf_bins);
+    }
+    return KVC_OK;
+}
+
+kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_container_t *c)
+{
+    if (!buf || !c) return kvc_error(KVC_ERR_INVALID_ARG, "container buffer and output must not be NULL");
+    memset(c, 0, sizeof(*c));
+    kvc_status_t st = parse_header(buf, len, c);
+    if (st != KVC_OK) return st;
+    size_t pos = KVC_CONTAINER_HEADER_BYTES, n;
+    const uint8_t *m;
+    st = next_section(buf, len, &pos, KVC_SECTION_META, &m, &n);
+    return st != KVC_OK ? st : parse_meta(m, n, c);
+}
+
+kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c)
+{
+    kvc_status_t st = kvc_container_parse_meta(buf, len, c);
+    if (st != KVC_OK) return st;
+    size_t pos = KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + meta_bytes(c), n;
+    const uint8_t *p;
+    const uint64_t nstreams = kvc_container_streams_per_window(c), nlen = nstreams * c->num_windows;
+
+    if ((st = next_section(buf, len, &pos, KVC_SECTION_SCALES, &p, &n)) != KVC_OK) return st;
+    if (n != (uint64_t)c->kvs * c->num_layers * c->num_tokens * dtype_bytes(c->dtype))
+        return kvc_error(KVC_ERR_CORRUPT, "container SCALES section has %zu bytes for %u x %u x %u scales", n, c->kvs,
+                         c->num_layers, c->num_tokens);
+    c->scales = p;
+    c->scales_bytes = n;
+
+    if ((st = next_section(buf, len, &pos, KVC_SECTION_CDF, &p, &n)) != KVC_OK) return st;
+    if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) {
+        if (n != nstreams * (c->cdf_bins + 1u) * 2)
+            return kvc_error(KVC_ERR_CORRUPT, "container raw CDF section has %zu bytes, expected %llu", n,
+                             (unsigned long long)(nstreams * (c->cdf_bins + 1u) * 2));
+        c->raw_cdf = p;
+    } else {
+        /* Each coded stream takes at least 17 bits: reject before allocating for a claimed size. */
+        if ((uint64_t)n * 8 < nstreams * 17)
+            return kvc_error(KVC_ERR_CORRUPT, "container CDF section of %zu bytes cannot hold %llu streams", n,
+                             (unsigned long long)nstreams);
+        c->counts = calloc(nstreams * c->cdf_bins, sizeof(uint32_t));
+        if (!c->counts) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for %llu CDF counts", (unsigned long long)nstreams);
+        if ((st = get_counts(p, n, c, nstreams)) != KVC_OK) goto fail;
+    }
+
+    if ((st = next_section(buf, len, &pos, KVC_SECTION_LENGTHS, &p, &n)) != KVC_OK) goto fail;
+    if (n < nlen) { /* every length takes at least one byte */
+        st = kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section of %zu bytes cannot hold %llu lengths", n,
+                       (unsigned long long)nlen);
+        goto fail;
+    }
+    c->lengths = malloc(nlen * sizeof(uint32_t) + 1);
+    if (!c->lengths) {
+        st = kvc_error(KVC_ERR_NO_MEMORY, "no memory for %llu stream lengths", (unsigned long long)nlen);
+        goto fail;
+    }
+    size_t off = 0;
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < nlen; i++) {
+        uint32_t v = 0;
+        for (unsigned shift = 0;; shift += 7) {
+            if (off >= n || shift > 28) {
+                st = kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section is truncated or malformed at entry %llu",
+                               (unsigned long long)i);
+                goto fail;
+            }
+            const uint8_t b = p[off++];
+            v |= (uint32_t)(b & 0x7f) << shift;
+            if (!(b & 0x80)) break;
+        }
+        c->lengths[i] = v;
+        sum += v;
+    }
+    if (off != n) {
+        st = kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section has %zu trailing bytes", n - off);
+        goto fail;
+    }
+    if ((st = next_section(buf, len, &pos, KVC_SECTION_STREAMS, &p, &n)) != KVC_OK) goto fail;
+    if (sum != n) {
+        st = kvc_error(KVC_ERR_CORRUPT, "container stream lengths add up to %llu bytes, STREAMS has %zu", (unsigned long long)sum, n);
+        goto fail;
+    }
+    c->streams = p;
+    c->streams_bytes = n;
+    if (pos != len) {
+        st = kvc_error(KVC_ERR_CORRUPT, "container has %zu bytes after its last section", len - pos);
+        goto fail;
+    }
+    return KVC_OK;
+fail:
+    kvc_container_release(c);
+    return st;
+}
+
+void kvc_container_release(kvc_container_t *c)
+{
+    free(c->counts);
+    free(c->lengths);
+    c->counts = NULL;
+    c->lengths = NULL;
+}

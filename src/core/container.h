@@ -1,0 +1,63 @@
+/* The .kvc container (docs/FORMAT.md): serialisation and strict validation only. The codec
+ * (src/core/codec.c) fills / consumes the parsed view; this file never interprets symbols. */
+#ifndef KVC_CORE_CONTAINER_H
+#define KVC_CORE_CONTAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvcore/status.h>
+
+#define KVC_CONTAINER_MAGIC "\x89KVC\r\n\x1a\n"
+#define KVC_CONTAINER_VERSION_MAJOR 1
+#define KVC_CONTAINER_VERSION_MINOR 0
+#define KVC_CONTAINER_HEADER_BYTES 48
+#define KVC_CONTAINER_SECTION_BYTES 16
+#define KVC_CONTAINER_MAX_BINS 64
+#define KVC_CONTAINER_FLAG_RAW_CDF 1u /* CDF stored as LMCache's uint16 table (imported streams) */
+
+enum { KVC_SECTION_META = 1, KVC_SECTION_SCALES = 2, KVC_SECTION_CDF = 3, KVC_SECTION_LENGTHS = 4, KVC_SECTION_STREAMS = 5 };
+enum { KVC_CT_DTYPE_F16 = 1, KVC_CT_DTYPE_BF16 = 2, KVC_CT_DTYPE_F32 = 3 };
+enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };
+
+/* Parsed (or to-be-written) container. Pointers refer into the container buffer (parse) or to the
+ * caller's arrays (write); arrays owned by the struct are marked. */
+typedef struct kvc_container {
+    uint32_t flags;
+    uint8_t dtype;        /* KVC_CT_DTYPE_* */
+    uint8_t layout;       /* KVC_CT_LAYOUT_* */
+    uint8_t kvs;          /* planes: 2 (K, V) or 1 (MLA) */
+    uint8_t cdf_bins;     /* CDF width - 1 (LMCache: max bins over layers, 32) */
+    uint32_t num_layers, num_tokens, num_heads, head_size;
+    uint32_t window_tokens, num_windows;
+    uint8_t bins[2 * 4096]; /* quantiser bins per (plane, layer) */
+
+    const void *scales;   /* [kvs, NL, T] in dtype */
+    size_t scales_bytes;
+    /* CDF: exactly one of these, by flags. counts: uint32 [kvs*NL*C][cdf_bins] (owned after parse) */
+    uint32_t *counts;
+    const uint8_t *raw_cdf; /* uint16 LE [kvs*NL*C][cdf_bins+1] */
+    /* lengths: uint32 [num_windows][kvs*NL*C] (owned after parse) */
+    uint32_t *lengths;
+    const uint8_t *streams;
+    size_t streams_bytes;
+} kvc_container_t;
+
+static inline uint64_t kvc_container_streams_per_window(const kvc_container_t *c)
+{
+    return (uint64_t)c->kvs * c->num_layers * c->num_heads * c->head_size;
+}
+
+/* Bytes kvc_container_write will produce. */
+kvc_status_t kvc_container_size(const kvc_container_t *c, size_t *bytes);
+/* Serialise into out (cap bytes, at least kvc_container_size). */
+kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t cap, size_t *written);
+/* Validate every field and checksum and fill c (counts/lengths are allocated; free with
+ * kvc_container_release). KVC_ERR_CORRUPT for anything malformed or truncated, KVC_ERR_VERSION for
+ * another major version. Never reads outside buf[0, len). */
+kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c);
+void kvc_container_release(kvc_container_t *c);
+/* Parse only the header and META (cheap; for inspect). */
+kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_container_t *c);
+
+#endif
