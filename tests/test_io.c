@@ -466,6 +466,15 @@ Test(io_npy, malformed_container)
     len = make_npy(2, 0, HDR("<f4", "False", "(2,)"), 8);
     imgbuf[11] = 0xff; /* 4 GiB header length in a tiny file */
     EXPECT_NPY(imgbuf, len, KVC_ERR_CORRUPT);
+    /* a header longer than kvcore reads (1 MiB; real ones are a few hundred bytes) */
+    size_t big = ((size_t)1 << 20) + 1;
+    unsigned char *huge = malloc(12 + big);
+    memcpy(huge, "\x93NUMPY\x02\x00", 8);
+    for (int i = 0; i < 4; i++) huge[8 + i] = (unsigned char)(big >> (8 * i));
+    memset(huge + 12, ' ', big);
+    memcpy(huge + 12, HDR("|u1", "False", "()"), strlen(HDR("|u1", "False", "()")));
+    EXPECT_NPY(huge, 12 + big, KVC_ERR_UNSUPPORTED);
+    free(huge);
     /* truncated data */
     EXPECT_NPY1(HDR("<f4", "False", "(2, 3)"), 23, KVC_ERR_CORRUPT);
     EXPECT_NPY1(HDR("<f4", "False", "(2, 3)"), 0, KVC_ERR_CORRUPT);

@@ -5,6 +5,7 @@
  * dtype, and nothing may overflow. */
 #include "config.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,11 +115,15 @@ static kvc_status_t jbad(const jp_t *j, const char *what)
     return kvc_error(KVC_ERR_CORRUPT, "%s: safetensors header, byte %zu: %s", j->src, jpos(j), what);
 }
 
-static void jsemantic(jp_t *j, kvc_status_t st, const char *fmt, const char *arg)
+static void jsemantic(jp_t *j, kvc_status_t st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void jsemantic(jp_t *j, kvc_status_t st, const char *fmt, ...)
 {
     if (j->semantic != KVC_OK) return;
     j->semantic = st;
-    snprintf(j->semantic_msg, sizeof(j->semantic_msg), fmt, arg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(j->semantic_msg, sizeof(j->semantic_msg), fmt, ap);
+    va_end(ap);
 }
 
 static int hexval(int c)
@@ -365,7 +370,7 @@ static kvc_status_t jtensor(jp_t *j, st_entry_t *e)
                 if ((st = jstring(j, &ds, &dlen, &nul)) != KVC_OK) return st;
                 e->dtype = nul ? KVC_DTYPE_INVALID : dtype_from_st(ds);
                 if (e->dtype == KVC_DTYPE_INVALID)
-                    jsemantic(j, KVC_ERR_DTYPE, "tensor \"%s\": dtype not known to kvcore", e->name);
+                    jsemantic(j, KVC_ERR_DTYPE, "tensor \"%s\": dtype \"%.32s\" is not one kvcore knows", e->name, ds);
             } else if (!strcmp(key, "shape") && !nul) {
                 bit = F_SHAPE;
                 size_t n;
@@ -464,7 +469,7 @@ static kvc_status_t jheader(jp_t *j, kvc_safetensors_t *t)
                 memset(e, 0, sizeof(*e));
                 e->name = key;
                 e->name_len = klen;
-                if (nul) jsemantic(j, KVC_ERR_UNSUPPORTED, "a tensor name holds a NUL character%s", "");
+                if (nul) jsemantic(j, KVC_ERR_UNSUPPORTED, "a tensor name holds a NUL character");
                 if ((st = jtensor(j, e)) != KVC_OK) return st;
             }
             jws(j);
