@@ -8,5 +8,7 @@
 #include <kvcore/status.h>
 #include <kvcore/context.h>
 #include <kvcore/topology.h>
+#include <kvcore/types.h>
+#include <kvcore/io.h>
 
 #endif
