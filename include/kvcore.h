@@ -9,5 +9,6 @@
 #include <kvcore/context.h>
 #include <kvcore/topology.h>
 #include <kvcore/rope.h>
+#include <kvcore/recorder.h>
 
 #endif
