@@ -2,6 +2,7 @@
 #include "suites.h"
 
 const bench_suite_t bench_suites[] = {
+    { "rope", "RoPE key re-rotation (fused, delta) and cos/sin table, GB/s of key bytes vs memcpy", bench_rope },
     { NULL, NULL, NULL }, /* placeholder so the array is never empty; skipped by the CLI */
 };
 const size_t bench_suite_count = sizeof(bench_suites) / sizeof(bench_suites[0]);

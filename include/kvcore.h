@@ -10,5 +10,7 @@
 #include <kvcore/topology.h>
 #include <kvcore/types.h>
 #include <kvcore/io.h>
+#include <kvcore/rope.h>
+#include <kvcore/recorder.h>
 
 #endif

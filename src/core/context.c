@@ -138,7 +138,9 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
                                          .num_threads = ctx->num_threads,
                                          .cpu_isa = (int)ctx->isa };
 
-    kvc_status_t st = kvc_topology_load(ctx);
+    kvc_status_t st = kvc_recorder_create(&ctx->recorder);
+    if (st != KVC_OK) goto fail;
+    st = kvc_topology_load(ctx);
     if (st != KVC_OK) goto fail;
     st = kvc_backends_discover(ctx, forced, module_path, load_all);
     if (st != KVC_OK) goto fail;
@@ -156,6 +158,7 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
 fail:
     kvc_backends_unload(ctx);
     kvc_topology_unload(ctx);
+    kvc_recorder_destroy(ctx->recorder);
     free(ctx);
     return st;
 }
@@ -166,6 +169,7 @@ KVC_API void kvc_context_destroy(kvc_context_t *ctx)
     if (ctx->backend && ctx->bctx) ctx->backend->fini(ctx->bctx);
     kvc_backends_unload(ctx);
     kvc_topology_unload(ctx);
+    kvc_recorder_destroy(ctx->recorder);
     free(ctx);
 }
 

@@ -15,6 +15,8 @@
 #define KVC_MAX_BACKENDS 3
 #define KVC_MAX_GPUS 64
 
+typedef struct kvc_recorder kvc_recorder_t; /* recorder.c */
+
 typedef struct kvc_backend_slot {
     const char *name;
     int priority;
@@ -41,6 +43,7 @@ struct kvc_context {
     kvc_isa_t isa;
     int num_threads;
     int device;
+    kvc_recorder_t *recorder; /* completion and event records not drained yet */
 };
 
 /* The built-in CPU backend descriptor (src/backends/simd). */
@@ -51,6 +54,10 @@ kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const
 void kvc_backends_unload(kvc_context_t *ctx);
 /* Copy ops, replacing missing or NULL slots with stubs returning KVC_ERR_UNSUPPORTED. */
 void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc);
+
+/* recorder.c: the context's recorders (destroy frees records not drained; NULL is a no-op) */
+kvc_status_t kvc_recorder_create(kvc_recorder_t **out);
+void kvc_recorder_destroy(kvc_recorder_t *r);
 
 /* topology.c */
 kvc_status_t kvc_topology_load(kvc_context_t *ctx);
