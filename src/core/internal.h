@@ -41,6 +41,8 @@ struct kvc_context {
     kvc_isa_t isa;
     int num_threads;
     int device;
+
+    struct kvc_mem_registry *mem; /* live host allocations (hostmem.c) */
 };
 
 /* The built-in CPU backend descriptor (src/backends/simd). */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_backend.h"
+#include "cpu_memory.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -64,5 +65,9 @@ const kvc_backend_t kvc_cpu_backend = {
         .memcpy_sync = cpu_memcpy_sync,
         .stream_synchronize = cpu_stream_synchronize,
         .launch_host_callback = cpu_launch_host_callback,
+        .host_register = kvc_cpu_host_register,
+        .host_unregister = kvc_cpu_host_unregister,
+        .memcpy_split = kvc_cpu_memcpy_split,
+        .batched_memcpy = kvc_cpu_batched_memcpy,
     },
 };
