@@ -518,6 +518,27 @@ Test(memory, strict_missing_node_fails_preferred_falls_back)
     kvc_context_destroy(ctx);
 }
 
+Test(memory, strict_binding_larger_than_the_node_fails_before_mapping)
+{
+    kvc_context_t *ctx = real_ctx();
+    kvc_numa_node_info_t n;
+    cr_assert_eq(kvc_topology_numa_node(ctx, 0, &n), KVC_OK);
+    kvc_mem_params_t p = node_params(0, n.os_index, KVC_MEM_POLICY_STRICT);
+    p.field_mask |= KVC_MEM_PARAM_TOUCH;
+    p.touch = 0;
+    void *ptr = (void *)0x1;
+    cr_assert_eq(kvc_mem_alloc(ctx, n.total_bytes + GiB, &p, &ptr, NULL), KVC_ERR_PLACEMENT);
+    cr_assert(strstr(kvc_last_error(), "bytes in all"), "%s", kvc_last_error());
+    cr_assert_eq(ptr, (void *)0x1);
+    /* Preferred (MPOL_PREFERRED) may spill to other nodes: no such limit (not touched here; the
+     * kernel's overcommit check may still refuse a mapping larger than the machine). */
+    p.policy = KVC_MEM_POLICY_PREFERRED;
+    const kvc_status_t st = kvc_mem_alloc(ctx, n.total_bytes + GiB, &p, &ptr, NULL);
+    cr_assert(st == KVC_OK || st == KVC_ERR_NO_MEMORY, "%s: %s", kvc_status_name(st), kvc_last_error());
+    if (st == KVC_OK) cr_assert_eq(kvc_mem_free(ctx, ptr), KVC_OK);
+    kvc_context_destroy(ctx);
+}
+
 Test(memory, xml_topology_binding_is_not_real)
 {
     kvc_context_t *ctx = xml_ctx(kvc_test_data(TOPO_8NODES));

@@ -354,7 +354,10 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
     }
     if (b->numa_bound >= 0) b->kind_obtained |= KVC_MEM_NUMA;
     if (b->pages_kind != KVC_MEM_PAGES_NORMAL) b->kind_obtained |= KVC_MEM_HUGEPAGE;
-    if (touch) kvc_place_touch(ctx, b, &pl, b->pages_kind == KVC_MEM_PAGES_HUGETLB ? KVC_HUGE_2M : base_page());
+    if (touch) {
+        st = kvc_place_touch(ctx, b, &pl, b->pages_kind == KVC_MEM_PAGES_HUGETLB ? KVC_HUGE_2M : base_page());
+        if (st != KVC_OK) goto fail;
+    }
     if (kind & KVC_MEM_PINNED) {
         st = pin_block(ctx, b);
         if (st != KVC_OK) goto fail;

@@ -53,8 +53,9 @@ kvc_status_t kvc_place_resolve(kvc_context_t *ctx, const kvc_mem_params_t *p, kv
 /* Bind [addr, addr+len) to pl->node (MPOL_BIND when strict, MPOL_PREFERRED otherwise). On refusal:
  * strict → KVC_ERR_PLACEMENT; preferred → fallback recorded, pl->node cleared, KVC_OK. */
 kvc_status_t kvc_place_bind(kvc_context_t *ctx, kvc_mem_block_t *b, kvc_placement_t *pl, void *addr, size_t len);
-/* Fault in one byte every `step` bytes from threads bound to pl->node's CPUs (when binding). */
-void kvc_place_touch(kvc_context_t *ctx, kvc_mem_block_t *b, const kvc_placement_t *pl, size_t step);
+/* Fault every page in (pages of `step` bytes), in parallel from threads bound to pl->node's CPUs
+ * (when binding). KVC_ERR_NO_MEMORY when the kernel cannot provide the pages. */
+kvc_status_t kvc_place_touch(kvc_context_t *ctx, kvc_mem_block_t *b, const kvc_placement_t *pl, size_t step);
 /* Fill the location fields of a report from hwloc_get_area_memlocation. */
 void kvc_place_locate(kvc_context_t *ctx, const kvc_mem_block_t *b, kvc_mem_report_t *r);
 /* Append one sentence to b->fallback_text and set the flag. */

@@ -4,11 +4,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #ifdef KVC_HAVE_OPENMP
 #include <omp.h>
@@ -16,6 +18,10 @@
 
 #include "hostmem.h"
 #include "sysinfo.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it, older kernels say EINVAL */
+#endif
 
 void kvc_mem_fallback(kvc_mem_block_t *b, uint32_t flag, const char *fmt, ...)
 {
@@ -84,6 +90,11 @@ kvc_status_t kvc_place_resolve(kvc_context_t *ctx, const kvc_mem_params_t *p, kv
     if (ctx->topo_synthetic)
         return unplaceable(b, KVC_MEM_FALLBACK_NOT_THIS_SYSTEM,
                            "the topology was loaded from XML (HWLOC_XMLFILE), so binding would not be real");
+    /* MPOL_BIND cannot spill to other nodes: more than the node holds would end in the OOM killer. */
+    const uint64_t node_bytes = node->attr ? node->attr->numanode.local_memory : 0;
+    if (b->policy == KVC_MEM_POLICY_STRICT && node_bytes && b->size > node_bytes)
+        return kvc_error(KVC_ERR_PLACEMENT, "strict NUMA placement impossible: %zu bytes requested, NUMA node %u has "
+                         "%" PRIu64 " bytes in all", b->size, node->os_index, node_bytes);
     pl->node = node;
     return KVC_OK;
 }
@@ -109,19 +120,33 @@ kvc_status_t kvc_place_bind(kvc_context_t *ctx, kvc_mem_block_t *b, kvc_placemen
     return KVC_OK;
 }
 
-void kvc_place_touch(kvc_context_t *ctx, kvc_mem_block_t *b, const kvc_placement_t *pl, size_t step)
+/* Fault in [p, p+len): MADV_POPULATE_WRITE (Linux 5.14) populates a whole range in one call, far
+ * cheaper than one trap per page; older kernels get one write per page. 0 or an errno. */
+static int populate(char *p, size_t len, size_t step)
 {
-    volatile char *p = b->ptr;
+    if (madvise(p, len, MADV_POPULATE_WRITE) == 0) return 0;
+    if (errno != EINVAL) return errno;
+    for (size_t off = 0; off < len; off += step) ((volatile char *)p)[off] = 0;
+    return 0;
+}
+
+kvc_status_t kvc_place_touch(kvc_context_t *ctx, kvc_mem_block_t *b, const kvc_placement_t *pl, size_t step)
+{
     const size_t npages = b->mapped_size / step;
     hwloc_const_cpuset_t cpus = pl->node && !hwloc_bitmap_iszero(pl->node->cpuset) ? pl->node->cpuset : NULL;
     int nt = ctx->num_threads;
     if (cpus && hwloc_bitmap_weight(cpus) < nt) nt = hwloc_bitmap_weight(cpus);
     if ((size_t)nt > npages / 64) nt = npages / 64 > 0 ? (int)(npages / 64) : 1; /* not worth threads */
-    int unbound = 0;
+    int unbound = 0, failed = 0;
 #ifdef KVC_HAVE_OPENMP
-#pragma omp parallel num_threads(nt) reduction(| : unbound)
+#pragma omp parallel num_threads(nt) reduction(| : unbound) reduction(max : failed)
 #endif
     {
+#ifdef KVC_HAVE_OPENMP
+        const size_t t = (size_t)omp_get_thread_num(), n = (size_t)omp_get_num_threads();
+#else
+        const size_t t = 0, n = 1;
+#endif
         hwloc_bitmap_t saved = NULL;
         if (cpus) {
             saved = hwloc_bitmap_alloc();
@@ -132,19 +157,21 @@ void kvc_place_touch(kvc_context_t *ctx, kvc_mem_block_t *b, const kvc_placement
                 saved = NULL;
             }
         }
-#ifdef KVC_HAVE_OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (size_t i = 0; i < npages; i++) p[i * step] = 0;
+        const size_t lo = npages * t / n, hi = npages * (t + 1) / n;
+        if (hi > lo) failed = populate((char *)b->ptr + lo * step, (hi - lo) * step, step);
         if (saved) {
             hwloc_set_cpubind(ctx->topo, saved, HWLOC_CPUBIND_THREAD);
             hwloc_bitmap_free(saved);
         }
     }
+    if (failed)
+        return kvc_error(failed == ENOMEM || failed == EFAULT ? KVC_ERR_NO_MEMORY : kvc_status_from_errno(failed),
+                         "faulting in %zu bytes failed: %s", b->mapped_size, strerror(failed));
     if (unbound)
         kvc_mem_fallback(b, KVC_MEM_FALLBACK_TOUCH_UNBOUND,
                          "first-touch threads could not be bound to the CPUs of NUMA node %u; the memory binding "
                          "still places the pages.", pl->node->os_index);
+    return KVC_OK;
 }
 
 typedef struct {
