@@ -7,6 +7,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -669,6 +673,90 @@ Test(memory, pci_target_binds_on_this_machine)
     kvc_mem_free(ctx, ptr);
     kvc_context_destroy(ctx);
     hwloc_topology_destroy(t);
+}
+
+/* Make system call `nr` fail with EPERM in this process, as a container's seccomp profile does
+ * (Docker's refuses mbind without CAP_SYS_NICE). 0 on success. */
+static int deny_syscall(long nr)
+{
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)nr, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { sizeof(f) / sizeof(f[0]), f };
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
+static int child_binding_refused(void *arg)
+{
+    (void)arg;
+    if (deny_syscall(SYS_mbind) != 0) return CHILD_SKIP;
+    kvc_context_t *ctx = child_ctx();
+    if (!ctx) return 2;
+    kvc_numa_node_info_t n;
+    if (kvc_topology_numa_node(ctx, 0, &n) != KVC_OK) return 3;
+    kvc_mem_params_t p = node_params(0, n.os_index, KVC_MEM_POLICY_STRICT);
+    void *ptr = (void *)0x1;
+    if (kvc_mem_alloc(ctx, MiB, &p, &ptr, NULL) != KVC_ERR_PLACEMENT) return 4;
+    if (!strstr(kvc_last_error(), "refused") || !strstr(kvc_last_error(), strerror(EPERM))) {
+        fprintf(stderr, "message: %s\n", kvc_last_error());
+        return 5;
+    }
+    if (ptr != (void *)0x1 || kvc_mem_live_count(ctx) != 0) return 6;
+    /* Shared memory: the half-made segment is removed. */
+    const char *name = shm_name("refused");
+    p.field_mask |= KVC_MEM_PARAM_NAME;
+    p.kind |= KVC_MEM_SHARED;
+    p.name = name;
+    if (kvc_mem_alloc(ctx, MiB, &p, &ptr, NULL) != KVC_ERR_PLACEMENT || shm_exists(name)) return 7;
+    /* Preferred: unbound memory, and the report says why. */
+    p = node_params(KVC_MEM_PINNED, n.os_index, KVC_MEM_POLICY_PREFERRED);
+    kvc_mem_report_t r;
+    if (kvc_mem_alloc(ctx, MiB, &p, &ptr, &r) != KVC_OK) return 8;
+    if (r.fallbacks != KVC_MEM_FALLBACK_BIND_REFUSED || r.numa_bound != -1 || r.numa_requested != (int)n.os_index)
+        return 9;
+    if (r.kind_obtained != KVC_MEM_PINNED || !strstr(r.fallback_text, "CAP_SYS_NICE")) return 10;
+    kvc_mem_free(ctx, ptr);
+    kvc_context_destroy(ctx);
+    return 0;
+}
+
+Test(memory, binding_refused_by_the_os)
+{
+    const int rc = run_child(child_binding_refused, NULL);
+    if (rc == CHILD_SKIP) cr_skip_test("cannot install a seccomp filter here");
+    cr_assert_eq(rc, 0, "child check %d failed", rc);
+}
+
+static int child_touch_unbound(void *arg)
+{
+    (void)arg;
+    if (deny_syscall(SYS_sched_setaffinity) != 0) return CHILD_SKIP;
+    kvc_context_t *ctx = child_ctx();
+    if (!ctx) return 2;
+    kvc_numa_node_info_t n;
+    if (kvc_topology_numa_node(ctx, 0, &n) != KVC_OK) return 3;
+    if (n.num_cpus == 0) return CHILD_SKIP;
+    kvc_mem_params_t p = node_params(0, n.os_index, KVC_MEM_POLICY_STRICT);
+    void *ptr;
+    kvc_mem_report_t r;
+    if (kvc_mem_alloc(ctx, MiB, &p, &ptr, &r) != KVC_OK) return 4;
+    /* The threads could not move to the node's CPUs; the binding still placed every page. */
+    if (r.fallbacks != KVC_MEM_FALLBACK_TOUCH_UNBOUND || r.numa_bound != (int)n.os_index) return 5;
+    if (r.location_count != 1 || r.location[0].os_index != n.os_index || r.pages_unplaced) return 6;
+    kvc_mem_free(ctx, ptr);
+    kvc_context_destroy(ctx);
+    return 0;
+}
+
+Test(memory, first_touch_threads_cannot_move)
+{
+    const int rc = run_child(child_touch_unbound, NULL);
+    if (rc == CHILD_SKIP) cr_skip_test("cannot install a seccomp filter here, or node 0 has no CPUs");
+    cr_assert_eq(rc, 0, "child check %d failed", rc);
 }
 
 /* ---------------------------------------------------------------- hugepages */

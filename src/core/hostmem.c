@@ -157,14 +157,17 @@ static void *map_hugetlb(kvc_mem_block_t *b, const kvc_placement_t *pl, char *wh
         }
     }
     void *p = map_anon(b->mapped_size, MAP_HUGETLB | MAP_HUGE_2MB);
-    if (!p)
+    if (!p) {
+        const int err = errno;
         snprintf(why, whylen, "%" PRIu64 " free 2 MiB hugetlb pages, %" PRIu64 " needed (%s)", hugetlb_available(),
-                 need, strerror(errno));
+                 need, strerror(err));
+    }
     return p;
 }
 
-/* Normal pages aligned to 2 MiB and marked MADV_HUGEPAGE, so the kernel can use huge pages. */
-static void *map_thp(size_t len)
+/* Normal pages aligned to 2 MiB and marked MADV_HUGEPAGE, so the kernel can use huge pages;
+ * *marked says whether the kernel took the advice. */
+static void *map_thp(size_t len, int *marked)
 {
     char *raw = map_anon(len + KVC_HUGE_2M, 0);
     if (!raw) return NULL;
@@ -172,7 +175,7 @@ static void *map_thp(size_t len)
     if (p > raw) munmap(raw, (size_t)(p - raw));
     const size_t tail = (size_t)(raw + len + KVC_HUGE_2M - (p + len));
     if (tail) munmap(p + len, tail);
-    madvise(p, len, MADV_HUGEPAGE);
+    *marked = madvise(p, len, MADV_HUGEPAGE) == 0;
     return p;
 }
 
@@ -200,18 +203,20 @@ static kvc_status_t map_private(kvc_mem_block_t *b, const kvc_placement_t *pl)
                                         "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages or use the preferred "
                                         "policy", why);
     const kvc_thp_mode_t thp = kvc_thp_mode();
-    if (thp == KVC_THP_MADVISE || thp == KVC_THP_ALWAYS) {
+    int marked = 0;
+    if (thp == KVC_THP_MADVISE || thp == KVC_THP_ALWAYS) b->ptr = map_thp(b->mapped_size, &marked);
+    else b->ptr = map_anon(b->mapped_size, 0);
+    if (!b->ptr) return kvc_error(KVC_ERR_NO_MEMORY, "mmap of %zu bytes failed: %s", b->mapped_size, strerror(errno));
+    if (marked) {
+        b->pages_kind = KVC_MEM_PAGES_THP;
         kvc_mem_fallback(b, KVC_MEM_FALLBACK_NO_HUGETLB, "hugetlb pages unavailable (%s): transparent hugepages used.",
                          why);
-        b->ptr = map_thp(b->mapped_size);
-        b->pages_kind = KVC_MEM_PAGES_THP;
     } else {
         kvc_mem_fallback(b, KVC_MEM_FALLBACK_NO_HUGETLB | KVC_MEM_FALLBACK_NO_THP,
                          "hugetlb pages unavailable (%s) and transparent hugepages are %s: normal pages used.", why,
-                         kvc_thp_mode_name(thp));
-        b->ptr = map_anon(b->mapped_size, 0);
+                         thp == KVC_THP_MADVISE || thp == KVC_THP_ALWAYS ? "refused (madvise failed)"
+                                                                          : kvc_thp_mode_name(thp));
     }
-    if (!b->ptr) return kvc_error(KVC_ERR_NO_MEMORY, "mmap of %zu bytes failed: %s", b->mapped_size, strerror(errno));
     return KVC_OK;
 }
 

@@ -74,6 +74,11 @@ kvc_status_t kvc_place_resolve(kvc_context_t *ctx, const kvc_mem_params_t *p, kv
         }
         b->numa_requested = os;
         node = hwloc_get_numanode_obj_by_os_index(ctx->topo, (unsigned)os);
+        if (!node) {
+            snprintf(why, sizeof(why), "PCI device %s is near NUMA node %d, which hwloc does not list", p->pci_bus_id,
+                     os);
+            return unplaceable(b, KVC_MEM_FALLBACK_NO_SUCH_NODE, why);
+        }
     } else if (!ctx->topo_synthetic) {
         /* Local: the node of the CPU this thread runs on now. */
         hwloc_bitmap_t cpu = hwloc_bitmap_alloc(), ns = hwloc_bitmap_alloc();
