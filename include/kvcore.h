@@ -12,5 +12,6 @@
 #include <kvcore/io.h>
 #include <kvcore/rope.h>
 #include <kvcore/recorder.h>
+#include <kvcore/memory.h>
 
 #endif

@@ -12,6 +12,7 @@
 #include <kvcore/version.h>
 
 #include "env.h"
+#include "hostmem.h"
 #include "internal.h"
 
 KVC_API unsigned kvc_version(void) { return KVC_VERSION_NUMBER; }
@@ -152,6 +153,11 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
         goto fail;
     }
     kvc_ops_resolve(&ctx->ops, ctx->backend);
+    st = kvc_hostmem_init(ctx);
+    if (st != KVC_OK) {
+        ctx->backend->fini(ctx->bctx);
+        goto fail;
+    }
     KVC_INFO("context: backend %s, isa %s, %d threads", ctx->backend->name, kvc_isa_name(ctx->isa), ctx->num_threads);
     *out = ctx;
     return KVC_OK;
@@ -166,6 +172,7 @@ fail:
 KVC_API void kvc_context_destroy(kvc_context_t *ctx)
 {
     if (!ctx) return;
+    kvc_hostmem_teardown(ctx); /* before fini: unpinning needs the backend */
     if (ctx->backend && ctx->bctx) ctx->backend->fini(ctx->bctx);
     kvc_backends_unload(ctx);
     kvc_topology_unload(ctx);

@@ -44,6 +44,8 @@ struct kvc_context {
     int num_threads;
     int device;
     kvc_recorder_t *recorder; /* completion and event records not drained yet */
+
+    struct kvc_mem_registry *mem; /* live host allocations (hostmem.c) */
 };
 
 /* The built-in CPU backend descriptor (src/backends/simd). */

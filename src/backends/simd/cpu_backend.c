@@ -7,6 +7,7 @@
 
 #include "cpu_backend.h"
 #include "cpu_rope.h"
+#include "cpu_memory.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -68,5 +69,9 @@ const kvc_backend_t kvc_cpu_backend = {
         .rope_k_fused = kvc_cpu_rope_k_fused,
         .rope_cache_build = kvc_cpu_rope_cache_build,
         .rope_k_delta = kvc_cpu_rope_k_delta,
+        .host_register = kvc_cpu_host_register,
+        .host_unregister = kvc_cpu_host_unregister,
+        .memcpy_split = kvc_cpu_memcpy_split,
+        .batched_memcpy = kvc_cpu_batched_memcpy,
     },
 };
