@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_backend.h"
+#include "cpu_transfer.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -64,5 +65,7 @@ const kvc_backend_t kvc_cpu_backend = {
         .memcpy_sync = cpu_memcpy_sync,
         .stream_synchronize = cpu_stream_synchronize,
         .launch_host_callback = cpu_launch_host_callback,
+        .transfer_tokens = kvc_cpu_transfer_tokens,
+        .transfer_blocks = kvc_cpu_transfer_blocks,
     },
 };
