@@ -98,8 +98,8 @@ KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_tra
     if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
                               kvc_format_name(a->format))) != KVC_OK)
         return st;
-    if (!a->chunk) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     const int64_t T = a->num_tokens;
+    if (!a->chunk && T > 0) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
                            a->skip_prefix_tokens)) != KVC_OK)
         return st;
@@ -126,8 +126,8 @@ KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_tran
     if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
                               kvc_format_name(a->format))) != KVC_OK)
         return st;
-    if (!a->chunk) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     const int64_t T = a->num_tokens;
+    if (!a->chunk && T > 0) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     if ((st = check_tokens(&l, &a->shape, l.planes, T, a->slots, a->slot_type, a->num_slots, 0)) != KVC_OK) return st;
     const kvc_chunk_map_t c = { .plane_stride = a->token_major ? l.row_bytes : T * l.row_bytes,
                                 .token_stride = a->token_major ? l.planes * l.row_bytes : l.row_bytes,
