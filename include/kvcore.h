@@ -13,5 +13,6 @@
 #include <kvcore/rope.h>
 #include <kvcore/recorder.h>
 #include <kvcore/memory.h>
+#include <kvcore/transfer.h>
 
 #endif

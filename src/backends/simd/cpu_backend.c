@@ -8,6 +8,7 @@
 #include "cpu_backend.h"
 #include "cpu_rope.h"
 #include "cpu_memory.h"
+#include "cpu_transfer.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -73,5 +74,7 @@ const kvc_backend_t kvc_cpu_backend = {
         .host_unregister = kvc_cpu_host_unregister,
         .memcpy_split = kvc_cpu_memcpy_split,
         .batched_memcpy = kvc_cpu_batched_memcpy,
+        .transfer_tokens = kvc_cpu_transfer_tokens,
+        .transfer_blocks = kvc_cpu_transfer_blocks,
     },
 };
