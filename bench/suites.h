@@ -7,4 +7,6 @@
 extern const bench_suite_t bench_suites[];
 extern const size_t bench_suite_count;
 
+int bench_coder_run(const bench_opts_t *o);
+
 #endif
