@@ -14,5 +14,6 @@
 #include <kvcore/recorder.h>
 #include <kvcore/memory.h>
 #include <kvcore/transfer.h>
+#include <kvcore/cachegen.h>
 
 #endif

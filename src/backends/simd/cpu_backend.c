@@ -9,6 +9,7 @@
 #include "cpu_rope.h"
 #include "cpu_memory.h"
 #include "cpu_transfer.h"
+#include "cpu_cachegen.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -76,5 +77,11 @@ const kvc_backend_t kvc_cpu_backend = {
         .batched_memcpy = kvc_cpu_batched_memcpy,
         .transfer_tokens = kvc_cpu_transfer_tokens,
         .transfer_blocks = kvc_cpu_transfer_blocks,
+        .cg_cdf = cpu_cg_cdf,
+        .cg_encode = cpu_cg_encode,
+        .cg_decode = cpu_cg_decode,
+        .cg_decode_packed = cpu_cg_decode_packed,
+        .quantise = cpu_quantise,
+        .dequantise = cpu_dequantise,
     },
 };
