@@ -8,5 +8,6 @@
 #include <kvcore/status.h>
 #include <kvcore/context.h>
 #include <kvcore/topology.h>
+#include <kvcore/cachegen.h>
 
 #endif

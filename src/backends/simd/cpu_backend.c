@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_backend.h"
+#include "cpu_cachegen.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -64,5 +65,11 @@ const kvc_backend_t kvc_cpu_backend = {
         .memcpy_sync = cpu_memcpy_sync,
         .stream_synchronize = cpu_stream_synchronize,
         .launch_host_callback = cpu_launch_host_callback,
+        .cg_cdf = cpu_cg_cdf,
+        .cg_encode = cpu_cg_encode,
+        .cg_decode = cpu_cg_decode,
+        .cg_decode_packed = cpu_cg_decode_packed,
+        .quantise = cpu_quantise,
+        .dequantise = cpu_dequantise,
     },
 };

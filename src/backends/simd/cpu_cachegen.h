@@ -1,0 +1,93 @@
+/* CPU CacheGen ops (cpu_cachegen*.c) and the per-ISA kernels behind them. */
+#ifndef KVC_CPU_CACHEGEN_H
+#define KVC_CPU_CACHEGEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvcore/cachegen.h>
+
+#include "cpu_backend.h"
+
+kvc_status_t cpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a);
+kvc_status_t cpu_cg_encode(kvc_backend_ctx_t *b, const struct kvc_encode_args *a);
+kvc_status_t cpu_cg_decode(kvc_backend_ctx_t *b, const struct kvc_decode_args *a);
+kvc_status_t cpu_cg_decode_packed(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a);
+kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
+kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
+
+/* ---- shared between the driver (cpu_cachegen.c) and the per-ISA kernels ---- */
+
+/* Streams per interleaved group: independent state machines advanced token by token so their
+ * latency chains (multiply, divide, count-leading-zeros) overlap. */
+#define CG_GROUP 4
+
+/* Calls smaller than this (symbols or values) run on the calling thread: waking a team costs more. */
+#define CG_PARALLEL_MIN (1u << 15)
+
+/* What an encoder kernel needs (validated input). */
+typedef struct cg_enc_job {
+    const uint16_t *cdf;
+    const uint8_t *symbols;
+    uint8_t *streams;
+    int32_t *lengths;
+    size_t tokens, channels, capacity;
+    unsigned num_bins;
+} cg_enc_job_t;
+
+/* What a decoder kernel needs: stream k is base + k*stride with lengths[k] bytes (per-stream
+ * buffers), or base + prefsum[k-1] .. base + prefsum[k] when prefsum is set (packed). */
+typedef struct cg_dec_job {
+    const uint16_t *cdf;
+    const uint8_t *base;
+    size_t stride;
+    const int32_t *lengths;
+    const int64_t *prefsum;
+    uint8_t *symbols;
+    size_t tokens, channels;
+    unsigned num_bins;
+} cg_dec_job_t;
+
+/* One row of the quantiser: `channels` values of one (layer, token). */
+typedef struct cg_quant_row {
+    const void *in;  /* quantise: values; dequantise: symbols */
+    void *out;       /* quantise: symbols; dequantise: values */
+    size_t channels;
+    unsigned m;      /* bins/2 - 1 */
+} cg_quant_row_t;
+
+typedef struct cg_kernels {
+    /* Streams (layer, c0 .. c0+n-1). */
+    void (*encode)(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
+    void (*decode)(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
+    /* Largest finite |x| of a row (0 if none). */
+    float (*row_absmax)(kvc_cg_dtype_t dtype, const void *x, size_t n);
+    void (*quantise_row)(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
+    void (*dequantise_row)(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
+} cg_kernels_t;
+
+extern const cg_kernels_t cg_kernels_scalar;
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CG_HAVE_AVX2 1
+extern const cg_kernels_t cg_kernels_avx2;
+/* The AVX2 kernels also use LZCNT, BMI1/2 and POPCNT; 1 when the CPU has them all. */
+int cg_avx2_usable(void);
+#endif
+
+/* The kernels for the context's ISA tier. */
+const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b);
+
+/* Scalar row quantiser pieces, shared so every ISA computes the same fp32 operations. */
+float cg_row_absmax_scalar(kvc_cg_dtype_t dtype, const void *x, size_t n);
+void cg_quantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
+void cg_dequantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
+
+/* Power-of-two factor f applied to both x and scale before M / scale (see cachegen.h). */
+static inline float cg_prescale(float scale)
+{
+    if (scale < 0x1p-64f) return 0x1p64f;
+    if (scale > 0x1p64f) return 0x1p-64f;
+    return 1.0f;
+}
+
+#endif
