@@ -9,5 +9,7 @@
 #include <kvcore/context.h>
 #include <kvcore/topology.h>
 #include <kvcore/cachegen.h>
+#include <kvcore/types.h>
+#include <kvcore/io.h>
 
 #endif

@@ -1,0 +1,102 @@
+/* Shared by the file readers and writers in src/io: the element-type table, a bounds-checked byte
+ * source (a file or a memory buffer) and a byte sink (a file or a memory buffer). */
+#ifndef KVC_IO_INTERNAL_H
+#define KVC_IO_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvcore/io.h>
+#include <kvcore/types.h>
+
+#include "log.h"
+
+/* The readers copy little-endian data straight into host tensors. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "kvcore file I/O assumes a little-endian host");
+
+#define KVC_IO_ALIGN 64
+
+typedef struct kvc_dtype_info {
+    size_t size;
+    const char *name;        /* kvc_dtype_name */
+    const char *npy_descr;   /* what kvc_npy_write writes; NULL: no .npy form */
+    const char *st_name;     /* safetensors dtype string */
+    int st_rank;             /* the reference's enum order (alignment ascending), for write order */
+} kvc_dtype_info_t;
+
+/* NULL for a value that is not a valid type. */
+const kvc_dtype_info_t *kvc_dtype_info(kvc_dtype_t dtype);
+
+/* a * b into *out; returns 0 on overflow (then *out is unspecified). */
+static inline int kvc_mul_ok(size_t a, size_t b, size_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static inline int kvc_add_ok(size_t a, size_t b, size_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+/* 64-byte aligned allocation; NULL for n == 0 (callers treat that as success). */
+kvc_status_t kvc_io_alloc(size_t n, void **out);
+
+/* Validate a tensor given to a writer (argument index `what` names it in messages). */
+kvc_status_t kvc_tensor_check(const kvc_tensor_t *t, const char *what);
+
+/* A byte source: a regular file read with pread, or a memory image. Reads outside [0, size) are
+ * refused, so a parser can only see bytes that exist. */
+typedef struct kvc_src {
+    const unsigned char *mem; /* NULL for a file */
+    int fd;
+    size_t size;
+    const char *name; /* path, or "buffer", for messages */
+} kvc_src_t;
+
+kvc_status_t kvc_src_open_file(kvc_src_t *s, const char *path);
+void kvc_src_open_mem(kvc_src_t *s, const void *buf, size_t len);
+void kvc_src_close(kvc_src_t *s);
+/* Copy n bytes at off; KVC_ERR_CORRUPT when they are not all there (a parser bug otherwise). */
+kvc_status_t kvc_src_read(const kvc_src_t *s, size_t off, void *dst, size_t n);
+
+/* A byte sink: a file (created or truncated; removed again on failure when this call created it)
+ * or a memory buffer whose capacity the caller already checked. */
+typedef struct kvc_sink {
+    unsigned char *mem;
+    size_t cap, pos;
+    int fd;
+    int created;
+    const char *path;
+} kvc_sink_t;
+
+kvc_status_t kvc_sink_open_file(kvc_sink_t *k, const char *path);
+void kvc_sink_open_mem(kvc_sink_t *k, void *buf, size_t cap);
+kvc_status_t kvc_sink_write(kvc_sink_t *k, const void *p, size_t n);
+/* Close; when st is an error (or closing fails) a file this sink created is removed. Returns the
+ * first error. */
+kvc_status_t kvc_sink_finish(kvc_sink_t *k, kvc_status_t st);
+
+/* Grow-on-demand text buffer for headers. */
+typedef struct kvc_strbuf {
+    char *p;
+    size_t len, cap;
+    int failed; /* an allocation failed: the content is incomplete */
+} kvc_strbuf_t;
+
+void kvc_sb_put(kvc_strbuf_t *b, const char *s, size_t n);
+void kvc_sb_puts(kvc_strbuf_t *b, const char *s);
+void kvc_sb_putc(kvc_strbuf_t *b, char c);
+void kvc_sb_size(kvc_strbuf_t *b, size_t v);
+void kvc_sb_free(kvc_strbuf_t *b);
+
+/* npy.c: the header of an .npy image, validated against the source size. */
+typedef struct kvc_npy_header {
+    kvc_dtype_t dtype;
+    int ndim;
+    size_t shape[KVC_TENSOR_MAX_DIMS];
+    size_t data_offset;
+    size_t nbytes;
+} kvc_npy_header_t;
+
+kvc_status_t kvc_npy_parse_src(const kvc_src_t *s, kvc_npy_header_t *h);
+/* Does the source start with the .npy magic? */
+int kvc_npy_has_magic(const kvc_src_t *s);
+
+/* safetensors.c: parse and validate an archive on a source (which it takes over on success and
+ * closes on kvc_safetensors_close). */
+kvc_status_t kvc_safetensors_open_src(kvc_src_t *s, kvc_safetensors_t **out);
+
+#endif
