@@ -11,5 +11,6 @@
 #include <kvcore/cachegen.h>
 #include <kvcore/types.h>
 #include <kvcore/io.h>
+#include <kvcore/codec.h>
 
 #endif

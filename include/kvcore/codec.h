@@ -24,7 +24,11 @@ typedef enum kvc_codec_layout {
 enum {
     KVC_CODEC_PARAM_BINS = 1u << 0,   /* bins: per (plane, layer); default LMCache's (kvc_cg_default_bins) */
     KVC_CODEC_PARAM_WINDOW = 1u << 1, /* window_tokens; default 256 (LMCache) */
+    KVC_CODEC_PARAM_PROGRESS = 1u << 2, /* progress callback */
 };
+
+/* Called after each coded window (done of total), from the calling thread. */
+typedef void (*kvc_codec_progress_fn)(void *user, size_t done, size_t total);
 
 typedef struct kvc_codec_params {
     uint64_t field_mask;
@@ -33,6 +37,8 @@ typedef struct kvc_codec_params {
     size_t num_layers, num_tokens, num_heads, head_size;
     const uint32_t *bins;       /* [planes * num_layers], each in [4, 64] */
     uint32_t window_tokens;
+    kvc_codec_progress_fn progress;
+    void *progress_user;
 } kvc_codec_params_t;
 
 /* Container header and size breakdown (kvc_codec_inspect). */

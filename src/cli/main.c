@@ -8,6 +8,9 @@
 
 static const kvc_cli_command_t commands[] = {
     { "info", "version, build options, backends, devices, CPU ISA, NUMA nodes, environment knobs", kvc_cmd_info },
+    { "encode", "CacheGen-compress a KV cache (.npy / .safetensors) into a .kvc container", kvc_cmd_encode },
+    { "decode", "restore a .kvc container to .npy / .safetensors", kvc_cmd_decode },
+    { "inspect", "header, sizes, bits/symbol vs entropy per layer, error vs the original", kvc_cmd_inspect },
     { "bench", "throughput of each op next to a baseline measured in the same run (--json)", kvc_cmd_bench },
 };
 

@@ -20,6 +20,12 @@ typedef struct {
     size_t planes, layers, tokens, channels; /* layers = planes * NL */
 } dims_t;
 
+/* The quantiser's dtype for an element type (checked to be f16, bf16 or f32 before). */
+static kvc_cg_dtype_t cg_dtype(kvc_dtype_t d)
+{
+    return d == KVC_DTYPE_F16 ? KVC_CG_F16 : d == KVC_DTYPE_BF16 ? KVC_CG_BF16 : KVC_CG_F32;
+}
+
 static uint8_t ct_dtype(kvc_dtype_t d)
 {
     return d == KVC_DTYPE_F16 ? KVC_CT_DTYPE_F16 : d == KVC_DTYPE_BF16 ? KVC_CT_DTYPE_BF16 : d == KVC_DTYPE_F32 ? KVC_CT_DTYPE_F32 : 0;
@@ -140,7 +146,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         goto done;
     }
 
-    kvc_quant_args_t q = { .dtype = p->dtype, .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
+    kvc_quant_args_t q = { .dtype = cg_dtype(p->dtype), .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     if ((st = kvc_quantise(ctx, &q)) != KVC_OK) goto done;
 
@@ -174,6 +180,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
             packed_len += (size_t)lens[s];
             c->lengths[(size_t)w * S + s] = (uint32_t)lens[s];
         }
+        if ((p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress) p->progress(p->progress_user, w + 1u, nwin);
     }
 
     const uint8_t dt = ct_dtype(p->dtype);
@@ -316,7 +323,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     }
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    kvc_quant_args_t q = { .dtype = api_dtype(c->dtype), .values = out, .symbols = symbols, .scales = scales, .bins = bins,
+    kvc_quant_args_t q = { .dtype = cg_dtype(api_dtype(c->dtype)), .values = out, .symbols = symbols, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     st = kvc_dequantise(ctx, &q);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */
