@@ -12,5 +12,6 @@
 #include <kvcore/types.h>
 #include <kvcore/io.h>
 #include <kvcore/codec.h>
+#include <kvcore/transfer.h>
 
 #endif

@@ -1,0 +1,130 @@
+/* `kvcore bench transfer`: KV transfers of one 256-token chunk (32 layers, 8 KV heads x 128, fp16,
+ * block size 16, random block ids) per format family and direction, next to memcpy of the same
+ * bytes with the same thread count, measured in the same run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "suites.h"
+
+enum { NL = 32, NH = 8, HS = 128, MLA_HS = 576, BS = 16, CHUNK = 256, NB = 64, ES = 2 };
+
+typedef struct {
+    int blocks; /* 1: kvc_transfer_blocks, 0: kvc_transfer_tokens */
+    int format;
+} tcase_t;
+
+static const tcase_t cases[] = {
+    { 1, 1 }, { 1, 2 }, { 1, 6 }, { 1, 7 }, { 1, 0 }, { 1, 8 }, { 1, 9 }, { 1, 3 }, { 1, 13 }, { 1, 12 },
+    { 0, 1 }, { 0, 2 }, { 0, 6 }, { 0, 4 }, { 0, 3 }, { 0, 0 },
+};
+
+typedef struct {
+    kvc_context_t *ctx;
+    kvc_token_transfer_t tok;
+    kvc_block_transfer_t blk;
+    int blocks, failed;
+} job_t;
+
+static void run_job(void *arg)
+{
+    job_t *j = arg;
+    const kvc_status_t st = j->blocks ? kvc_transfer_blocks(j->ctx, &j->blk) : kvc_transfer_tokens(j->ctx, &j->tok);
+    if (st != KVC_OK) j->failed = 1;
+}
+
+static kvc_page_shape_t shape_of(int fmt)
+{
+    const int mla = kvc_format_is_mla(fmt), fused = kvc_format_is_fused_packed(fmt);
+    return (kvc_page_shape_t){ .kv_size = mla || fused ? 1 : 2, .element_size = ES, .nl = NL, .nb = NB, .bs = BS,
+                               .nh = mla ? 1 : NH, .hs = mla ? MLA_HS : fused ? 2 * HS : HS };
+}
+
+/* Bytes of one engine tensor of the format (the pointer table has kvc_format_ptr_count of them). */
+static size_t tensor_bytes(int fmt, const kvc_page_shape_t *s)
+{
+    const size_t block = (size_t)(s->bs * s->nh * s->hs * s->element_size);
+    if (kvc_format_is_cross_layer(fmt)) return block * 2 * NL * NB;
+    return block * (size_t)s->kv_size * NB;
+}
+
+static int run_case(const bench_opts_t *o, const tcase_t *c, const int *threads, int nthreads, kvc_context_t **ctxs)
+{
+    const kvc_page_shape_t s = shape_of(c->format);
+    const int64_t nptr = kvc_format_ptr_count(c->format, NL);
+    const size_t tb = tensor_bytes(c->format, &s);
+    void **eng = calloc((size_t)nptr, sizeof(void *));
+    for (int64_t i = 0; i < nptr; i++) eng[i] = bench_alloc(tb);
+    const int planes = s.kv_size;
+    const size_t row = (size_t)(s.nh * s.hs * ES), chunk_bytes = (size_t)planes * NL * CHUNK * row;
+    void *chunk = bench_alloc(chunk_bytes);
+    int64_t ids[CHUNK / BS], slots[CHUNK];
+    srand(12345 + c->format);
+    for (int i = 0; i < CHUNK / BS; i++) { /* distinct random blocks */
+        int dup;
+        do {
+            ids[i] = rand() % NB;
+            dup = 0;
+            for (int k = 0; k < i; k++) dup |= ids[k] == ids[i];
+        } while (dup);
+    }
+    for (int t = 0; t < CHUNK; t++) slots[t] = ids[t / BS] * BS + t % BS;
+    const int reps = o->quick ? 3 : 15;
+    int rc = 0;
+    for (int dir = 0; dir < 2 && !rc; dir++)
+        for (int ti = 0; ti < nthreads && !rc; ti++) {
+            job_t j = { .ctx = ctxs[ti], .blocks = c->blocks };
+            j.tok = (kvc_token_transfer_t){ .format = c->format, .direction = dir, .shape = s, .engine_ptrs = eng,
+                                            .num_engine_ptrs = nptr, .chunk = chunk, .num_tokens = CHUNK,
+                                            .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = CHUNK };
+            j.blk = (kvc_block_transfer_t){ .format = c->format, .direction = dir, .shape = s, .engine_ptrs = eng,
+                                            .num_engine_ptrs = nptr, .objects = &chunk, .num_objects = 1,
+                                            .chunk_tokens = CHUNK, .block_ids = ids,
+                                            .block_id_type = KVC_INDEX_INT64, .num_block_ids = CHUNK / BS };
+            const double t = bench_time(run_job, &j, reps);
+            if (j.failed) {
+                fprintf(stderr, "bench transfer: format %d failed: %s\n", c->format, kvc_last_error());
+                rc = 1;
+                break;
+            }
+            const double gbps = (double)chunk_bytes / t / 1e9;
+            const double base = bench_memcpy_gbps(chunk_bytes, threads[ti], reps);
+            char name[96], params[320];
+            snprintf(name, sizeof(name), "%s/%s/%s", c->blocks ? "blocks" : "tokens", kvc_format_name(c->format),
+                     dir == KVC_H2D ? "H2D" : "D2H");
+            snprintf(params, sizeof(params),
+                     "\"op\":\"%s\",\"format\":%d,\"direction\":\"%s\",\"layout\":\"%s\",\"nl\":%d,\"nh\":%d,"
+                     "\"hs\":%d,\"bs\":%d,\"chunk_tokens\":%d,\"element_size\":%d,\"bytes\":%zu",
+                     c->blocks ? "blocks" : "tokens", c->format, dir == KVC_H2D ? "H2D" : "D2H",
+                     kvc_format_is_hnd(c->format) ? "HND" : "NHD", NL, (int)s.nh, (int)s.hs, BS, CHUNK, ES,
+                     chunk_bytes);
+            bench_result_t r = { .suite = "transfer", .name = name, .value = gbps, .unit = "GB/s",
+                                 .baseline_name = "memcpy", .baseline_value = base, .threads = threads[ti],
+                                 .params = params };
+            bench_report(o, &r);
+        }
+    bench_free(chunk, chunk_bytes);
+    for (int64_t i = 0; i < nptr; i++) bench_free(eng[i], tb);
+    free(eng);
+    return rc;
+}
+
+int bench_transfer_run(const bench_opts_t *o)
+{
+    /* 1 thread, then the requested count (2 on the reference machine). */
+    int threads[2] = { 1, o->threads > 1 ? o->threads : 2 }, n = 2;
+    kvc_context_t *ctxs[2] = { NULL, NULL };
+    for (int i = 0; i < n; i++) {
+        kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_NUM_THREADS, .num_threads = threads[i] };
+        if (kvc_context_create(&p, &ctxs[i]) != KVC_OK) {
+            fprintf(stderr, "bench transfer: %s\n", kvc_last_error());
+            if (i) kvc_context_destroy(ctxs[0]);
+            return 1;
+        }
+    }
+    int rc = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !rc; i++) rc = run_case(o, &cases[i], threads, n, ctxs);
+    for (int i = 0; i < n; i++) kvc_context_destroy(ctxs[i]);
+    return rc;
+}

@@ -1,0 +1,244 @@
+/* KV transfers between an engine's paged KV cache and LMCache-style contiguous chunks.
+ *
+ * Every op is a byte-exact copy (no dtype conversion; element size 1, 2, 4 or 8 bytes). The core
+ * validates every argument before any byte moves, so a call that returns an error has changed
+ * nothing. Direction follows LMCache: KVC_H2D = chunk -> paged cache (retrieve), KVC_D2H = paged
+ * cache -> chunk (store). Slots and block ids are int64 and declared as such (KVC_INDEX_INT64).
+ * docs/TRANSFER.md has the format table and the deliberate differences from LMCache. */
+#ifndef KVCORE_TRANSFER_H
+#define KVCORE_TRANSFER_H
+
+#include <stdint.h>
+#include <kvcore/export.h>
+#include <kvcore/status.h>
+#include <kvcore/context.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* LMCache's EngineKVFormat: the integers are ABI and identical to LMCache's. Names read as the
+ * engine's containers: "_X_" separates list levels, other tokens are tensor dimensions; CS is the
+ * fused per-head K|V width (= 2*HS). Per-tensor shapes are in docs/TRANSFER.md. */
+typedef enum kvc_format {
+    KVC_FMT_NB_NL_TWO_BS_NH_HS = 0,     /* one tensor [NB, NL, 2, BS, NH, HS] (vLLM cross-layer) */
+    KVC_FMT_NL_X_TWO_NB_BS_NH_HS = 1,   /* NL x [2, NB, BS, NH, HS] (vLLM flash-attention) */
+    KVC_FMT_NL_X_NB_TWO_BS_NH_HS = 2,   /* NL x [NB, 2, BS, NH, HS] (vLLM FlashInfer) */
+    KVC_FMT_NL_X_NB_BS_HS = 3,          /* NL x [NB, BS, HS] (vLLM MLA) */
+    KVC_FMT_TWO_X_NL_X_NBBS_NH_HS = 4,  /* [K list, V list] of NL x [NB*BS, NH, HS] (SGLang MHA) */
+    KVC_FMT_NL_X_NBBS_ONE_HS = 5,       /* NL x [NB*BS, 1, HS] (SGLang MLA) */
+    KVC_FMT_NL_X_TWO_NB_NH_BS_HS = 6,   /* NL x [2, NB, NH, BS, HS] (flash-attention, HND) */
+    KVC_FMT_NL_X_NB_TWO_NH_BS_HS = 7,   /* NL x [NB, 2, NH, BS, HS] (FlashInfer, HND) */
+    KVC_FMT_NB_NL_TWO_NH_BS_HS = 8,     /* one tensor [NB, NL, 2, NH, BS, HS] (TRT-LLM cross-layer) */
+    KVC_FMT_TWO_X_NL_X_NB_BS_NH_HS = 9, /* [K list, V list] of NL x [NB, BS, NH, HS] (SGLang, MP) */
+    KVC_FMT_NL_X_NB_NH_BS_TWO_HS = 10,  /* NL x [NB, NH, BS, 2*HS] (fused K|V, HND) */
+    KVC_FMT_NL_X_NB_BS_NH_TWO_HS = 11,  /* NL x [NB, BS, NH, 2*HS] (fused K|V, NHD) */
+    KVC_FMT_NL_X_NB_NH_BS_CS = 12,      /* NL x [NB, NH, BS, CS] (vLLM unified cache, HND) */
+    KVC_FMT_NL_X_NB_BS_NH_CS = 13,      /* NL x [NB, BS, NH, CS] (vLLM unified cache, NHD) */
+} kvc_format_t;
+
+#define KVC_FORMAT_COUNT 14
+
+typedef enum kvc_direction {
+    KVC_H2D = 0, /* chunk -> paged cache (LMCache retrieve / load) */
+    KVC_D2H = 1, /* paged cache -> chunk (LMCache store / offload) */
+} kvc_direction_t;
+
+/* Element type of a slot mapping or block id list. Only int64 is accepted: it is declared rather
+ * than assumed so that an int32 tensor handed over by a binding is rejected (KVC_ERR_DTYPE) instead
+ * of being misread. 0 is deliberately not a valid value. */
+typedef enum kvc_index_type {
+    KVC_INDEX_INT32 = 1,
+    KVC_INDEX_INT64 = 2,
+} kvc_index_type_t;
+
+/* Layout of the chunk side for the fused formats 10-13 (LMCache's MemObjKVLayout values). */
+typedef enum kvc_chunk_layout {
+    KVC_CHUNK_DEFAULT = 0,      /* [2, NL, T, NH*HS]; MLA [NL, T, HS]; fused formats: as FUSED_PACKED */
+    KVC_CHUNK_SPLIT_KV = 1,     /* [2, NL, T, NH*HS] (fused formats: K and V halves split into planes) */
+    KVC_CHUNK_FUSED_PACKED = 2, /* [1, NL, T, NH*CS]: each head's K|V kept together (fused formats only) */
+} kvc_chunk_layout_t;
+
+/* Format predicates (LMCache's format_facts). Unknown values give 0 for every predicate.
+ * Exactly one of cross_layer / kv_list / layer_list holds for a known format. */
+KVC_API int kvc_format_is_valid(int format);
+KVC_API int kvc_format_is_cross_layer(int format); /* 0, 8: one tensor holding every layer */
+KVC_API int kvc_format_is_kv_list(int format);     /* 4, 9: separate K and V lists */
+KVC_API int kvc_format_is_layer_list(int format);  /* 1-3, 5-7, 10-13: one tensor per layer */
+KVC_API int kvc_format_is_mla(int format);         /* 3, 5: one latent plane */
+KVC_API int kvc_format_is_hnd(int format);         /* 6, 7, 8, 10, 12: heads outside tokens in a block */
+KVC_API int kvc_format_is_fused_packed(int format);/* 10-13: K|V fused in the trailing dimension */
+KVC_API int kvc_format_is_two_major(int format);   /* 1, 6: the K/V axis outside the block axis */
+KVC_API int kvc_format_is_pbs_fused(int format);   /* 4, 5: blocks and tokens folded into one axis */
+/* "NL_X_TWO_NB_BS_NH_HS" etc.; "unknown" for values outside the enum. */
+KVC_API const char *kvc_format_name(int format);
+/* Entries the engine pointer table needs: 1 (cross-layer), NL (layer list), 2*NL (K/V lists, K
+ * first); -1 for an unknown format or nl < 1. */
+KVC_API int64_t kvc_format_ptr_count(int format, int64_t nl);
+
+/* LMCache's PageBufferShapeDesc: the engine side's geometry. */
+typedef struct kvc_page_shape {
+    int32_t kv_size;      /* planes in the engine tensors: 2 (K, V); 1 for MLA and fused formats */
+    int32_t element_size; /* bytes per element: 1, 2, 4 or 8 */
+    int64_t nl;           /* layers */
+    int64_t nb;           /* blocks (pages) per layer; slots are in [0, nb*bs) */
+    int64_t bs;           /* tokens per block */
+    int64_t nh;           /* KV heads (1 for MLA) */
+    int64_t hs;           /* elements per head; fused formats: the fused width CS = 2*HS */
+    /* Elements between consecutive blocks of one plane, 0 = tight (bs*nh*hs). Padded pools: only
+     * the single-plane formats with a block axis (3, 10-13) accept it (SPEC 2.4's recommendation);
+     * it must be >= bs*nh*hs. */
+    int64_t block_stride_elems;
+} kvc_page_shape_t;
+
+/* Per-token multi-layer transfer (LMCache multi_layer_kv_transfer; its _unilateral variant is
+ * format 4 with the 2*NL K/V buffers, or an MLA format). Every format 0-13 is accepted with its
+ * real geometry: format 0 means the cross-layer tensor here too (one pointer).
+ * For t in [skip_prefix_tokens, num_tokens) with s = slots[t] >= 0, every layer l and plane p:
+ *   chunk[p, l, t, :] <-> engine row of slot s (block s / bs, offset s % bs) of layer l, plane p.
+ * Slots < 0 and rows t < skip_prefix_tokens are untouched in both directions. Slots of the skipped
+ * prefix are not read. */
+typedef struct kvc_token_transfer {
+    kvc_format_t format;
+    kvc_direction_t direction;
+    kvc_page_shape_t shape;
+    void *const *engine_ptrs;        /* kvc_format_ptr_count(format, nl) base addresses */
+    int64_t num_engine_ptrs;
+    void *chunk;                     /* [planes, NL, num_tokens, row] */
+    kvc_chunk_layout_t chunk_layout; /* KVC_CHUNK_DEFAULT unless a fused format is split */
+    int64_t num_tokens;              /* T: token rows of the chunk */
+    const void *slots;               /* T entries; may be NULL when T == 0 */
+    kvc_index_type_t slot_type;      /* must be KVC_INDEX_INT64 */
+    int64_t num_slots;               /* must equal num_tokens */
+    int64_t skip_prefix_tokens;      /* in [0, T] */
+    kvc_stream_t stream;             /* GPU backends; ignored by the CPU backend */
+} kvc_token_transfer_t;
+
+/* Per-block multi-layer transfer (LMCache multi_layer_block_kv_transfer). The blocks listed in
+ * block_ids fill consecutive objects of chunk_tokens tokens each: bpo = chunk_tokens / bs blocks
+ * per object, flat index f -> object f / bpo, token rows [(f % bpo)*bs, +bs). num_objects must be
+ * ceil(num_block_ids / bpo), so the last object may be partial (its tail rows are untouched).
+ * Blocks f < skip_prefix_blocks (and their object rows) are untouched and their ids not read.
+ * Each object is [planes, NL, chunk_tokens, row]. */
+typedef struct kvc_block_transfer {
+    kvc_format_t format;
+    kvc_direction_t direction;
+    kvc_page_shape_t shape;
+    void *const *engine_ptrs;
+    int64_t num_engine_ptrs;
+    void *const *objects; /* num_objects chunk base addresses */
+    int64_t num_objects;
+    kvc_chunk_layout_t chunk_layout;
+    int64_t chunk_tokens; /* C (LMCache lmcache_chunk_size): > 0 and a multiple of bs */
+    const void *block_ids;
+    kvc_index_type_t block_id_type; /* must be KVC_INDEX_INT64 */
+    int64_t num_block_ids;
+    int64_t skip_prefix_blocks; /* in [0, num_block_ids] */
+    kvc_stream_t stream;
+} kvc_block_transfer_t;
+
+/* Single-layer transfer (LMCache single_layer_kv_transfer, and _sgl with format 9 or 4 and the
+ * two pointers {K, V}). shape.nl must be 1; cross-layer formats have no single-layer form. The
+ * chunk is [planes, T, row] (plane-major) or [T, planes, row] (token_major); MLA [T, HS]. */
+typedef struct kvc_layer_transfer {
+    kvc_format_t format;
+    kvc_direction_t direction;
+    kvc_page_shape_t shape;
+    void *const *engine_ptrs; /* 1 pointer, or 2 ({K, V}) for formats 4 and 9 */
+    int64_t num_engine_ptrs;
+    void *chunk;
+    kvc_chunk_layout_t chunk_layout;
+    int32_t token_major;
+    int64_t num_tokens;
+    const void *slots;
+    kvc_index_type_t slot_type;
+    int64_t num_slots; /* must equal num_tokens */
+    kvc_stream_t stream;
+} kvc_layer_transfer_t;
+
+/* The flash pair (LMCache load_and_reshape_flash / reshape_and_cache_back_flash): one layer of a
+ * [2, NL, T, NH*HS] chunk against separate K and V caches [NB, BS, NH, HS]. Unlike LMCache's
+ * fallback, negative slots are skipped. shape: kv_size 2, nl = NL of the chunk. */
+typedef struct kvc_flash_transfer {
+    kvc_page_shape_t shape;
+    void *key_value; /* [2, NL, num_tokens, NH*HS] */
+    int64_t num_tokens;
+    void *key_cache;
+    void *value_cache;
+    const void *slots;
+    kvc_index_type_t slot_type;
+    int64_t num_slots; /* must equal num_tokens */
+    int64_t layer_idx; /* in [0, NL) */
+    kvc_stream_t stream;
+} kvc_flash_transfer_t;
+
+KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *args);
+KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *args);
+KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_transfer_t *args);
+/* D2H: key_value[:, layer_idx, t] <- key_cache / value_cache at slots[t] (slots < 0 skipped). */
+KVC_API kvc_status_t kvc_load_and_reshape_flash(kvc_context_t *ctx, const kvc_flash_transfer_t *args);
+/* H2D: the inverse. */
+KVC_API kvc_status_t kvc_reshape_and_cache_back_flash(kvc_context_t *ctx, const kvc_flash_transfer_t *args);
+
+/* ------------------------------------------------------------------------------------------------
+ * For backends: every op above becomes one of two plans, built and validated by the core. A plan
+ * holds only pointers and int64 byte counts, so a GPU module can pass it to a kernel as is.
+ * (The pointer tables are the caller's; a GPU backend reads them where the caller put them.) */
+
+/* Engine side. Address of head h of token o in block b of layer l, plane p:
+ *   ptrs[l*ptr_layer_step + p*ptr_plane_step] + l*layer_offset + p*plane_offset
+ *     + b*block_stride + o*token_stride + h*head_stride */
+typedef struct kvc_engine_map {
+    void *const *ptrs;
+    int64_t ptr_layer_step, ptr_plane_step;
+    int64_t layer_offset, plane_offset;
+    int64_t block_stride, token_stride, head_stride; /* bytes */
+    int64_t block_size;                              /* tokens per block (slot -> block, offset) */
+} kvc_engine_map_t;
+
+/* Chunk side: base + p*plane_stride + l*layer_stride + t*token_stride + h*head_stride (bytes). */
+typedef struct kvc_chunk_map {
+    int64_t plane_stride, layer_stride, token_stride, head_stride;
+} kvc_chunk_map_t;
+
+/* How one unit (a token, or a whole block) splits into contiguous runs present on both sides, the
+ * longest the geometry allows (a head, a token row, or a whole block):
+ *   for i < outer_count, j < inner_count: copy run_bytes between
+ *     engine + i*outer_engine + j*inner_engine and chunk + i*outer_chunk + j*inner_chunk. */
+typedef struct kvc_run_shape {
+    int64_t run_bytes;
+    int64_t outer_count, outer_engine, outer_chunk;
+    int64_t inner_count, inner_engine, inner_chunk;
+} kvc_run_shape_t;
+
+struct kvc_token_plan {
+    int32_t direction; /* kvc_direction_t */
+    int64_t num_layers, num_planes;
+    kvc_engine_map_t engine;
+    void *chunk;
+    kvc_chunk_map_t chunk_map;
+    const int64_t *slots;          /* slots[t] < 0: skip; all others are in range */
+    int64_t first_token, end_token; /* tokens [first_token, end_token) */
+    kvc_run_shape_t runs;          /* runs of one token */
+    int64_t bytes;                 /* upper bound of bytes moved (work sizing) */
+    kvc_stream_t stream;
+};
+
+struct kvc_block_plan {
+    int32_t direction;
+    int64_t num_layers, num_planes;
+    kvc_engine_map_t engine;
+    void *const *objects;
+    int64_t blocks_per_object;
+    kvc_chunk_map_t chunk_map;
+    const int64_t *block_ids;       /* all ids in [first_block, end_block) are in range */
+    int64_t first_block, end_block; /* flat block indices f; object f / bpo, row (f % bpo)*bs */
+    kvc_run_shape_t runs;           /* runs of one block (bs tokens) */
+    int64_t bytes;
+    kvc_stream_t stream;
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

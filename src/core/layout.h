@@ -1,0 +1,29 @@
+/* Engine formats expanded into explicit byte-stride maps (the one place that knows the shapes of
+ * kvc_format_t), and the run shapes the copy engines iterate. */
+#ifndef KVC_CORE_LAYOUT_H
+#define KVC_CORE_LAYOUT_H
+
+#include <kvcore/transfer.h>
+
+typedef struct kvc_layout {
+    kvc_engine_map_t engine; /* ptrs left NULL: the op fills them in */
+    int64_t planes;          /* planes of the chunk side (2 for K/V, 1 for MLA and fused-packed) */
+    int64_t heads;
+    int64_t head_bytes; /* bytes of one head of one plane, as the chunk stores it */
+    int64_t row_bytes;  /* one token of one plane on the chunk side: heads * head_bytes */
+    int64_t ptr_count;  /* pointer table entries the format needs */
+} kvc_layout_t;
+
+/* Validate (format, shape, chunk layout) and expand them. Errors: KVC_ERR_FORMAT (unknown format
+ * or a chunk layout the format cannot use), KVC_ERR_DTYPE (element size), KVC_ERR_SHAPE. */
+kvc_status_t kvc_layout_build(int format, const kvc_page_shape_t *shape, int chunk_layout, kvc_layout_t *out);
+
+/* Runs of one token (heads) and of one block (tokens x heads) between the engine and a chunk. */
+kvc_run_shape_t kvc_layout_token_runs(const kvc_layout_t *l, const kvc_chunk_map_t *c);
+kvc_run_shape_t kvc_layout_block_runs(const kvc_layout_t *l, const kvc_chunk_map_t *c);
+
+/* a*b (and a*b*c) as int64, or -1 on overflow or a negative operand. */
+int64_t kvc_mul2(int64_t a, int64_t b);
+int64_t kvc_mul3(int64_t a, int64_t b, int64_t c);
+
+#endif

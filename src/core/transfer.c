@@ -1,0 +1,219 @@
+/* Public KV transfer ops: validate every argument once, build a plan, hand it to the backend.
+ * Nothing is written before validation has passed, so a failed call changes no byte. */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include <kvcore/transfer.h>
+
+#include "internal.h"
+#include "layout.h"
+
+static kvc_status_t check_direction(int d)
+{
+    if (d != KVC_H2D && d != KVC_D2H)
+        return kvc_error(KVC_ERR_INVALID_ARG, "direction = %d: must be KVC_H2D (0) or KVC_D2H (1)", d);
+    return KVC_OK;
+}
+
+static kvc_status_t check_ptr_table(const char *what, void *const *ptrs, int64_t n, int64_t want, const char *why)
+{
+    if (n != want)
+        return kvc_error(KVC_ERR_SHAPE, "num_%s = %lld: %s needs %lld", what, (long long)n, why, (long long)want);
+    if (n > 0 && !ptrs) return kvc_error(KVC_ERR_INVALID_ARG, "%s is NULL", what);
+    for (int64_t i = 0; i < n; i++)
+        if (!ptrs[i]) return kvc_error(KVC_ERR_INVALID_ARG, "%s[%lld] is NULL", what, (long long)i);
+    return KVC_OK;
+}
+
+/* An int64 index list: declared type, non-NULL when non-empty, entries [first, n) < limit (and
+ * >= 0 unless negatives mean "skip"). */
+static kvc_status_t check_indices(const char *what, const void *p, int type, int64_t n, int64_t first, int64_t limit,
+                                  int negative_skips, const char *limit_name)
+{
+    if (type != KVC_INDEX_INT64)
+        return kvc_error(KVC_ERR_DTYPE, "%s: index type %d%s; only KVC_INDEX_INT64 (%d) is accepted", what, type,
+                         type == KVC_INDEX_INT32 ? " (int32)" : "", KVC_INDEX_INT64);
+    if (n > 0 && !p) return kvc_error(KVC_ERR_INVALID_ARG, "%s is NULL with %lld entries", what, (long long)n);
+    const int64_t *v = p;
+    for (int64_t i = first; i < n; i++) {
+        if (v[i] >= limit || (v[i] < 0 && !negative_skips))
+            return kvc_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", what, (long long)i,
+                             (long long)v[i], (long long)limit, limit_name);
+    }
+    return KVC_OK;
+}
+
+static kvc_status_t check_skip(const char *what, int64_t skip, int64_t n)
+{
+    if (skip < 0 || skip > n)
+        return kvc_error(KVC_ERR_OUT_OF_RANGE, "%s = %lld outside [0, %lld]", what, (long long)skip, (long long)n);
+    return KVC_OK;
+}
+
+/* Shared by the per-token ops: token count, slot list and chunk size. */
+static kvc_status_t check_tokens(const kvc_layout_t *l, const kvc_page_shape_t *s, int64_t planes_times_layers,
+                                 int64_t num_tokens, const void *slots, int slot_type, int64_t num_slots, int64_t skip)
+{
+    if (num_tokens < 0) return kvc_error(KVC_ERR_SHAPE, "num_tokens = %lld is negative", (long long)num_tokens);
+    if (num_slots != num_tokens)
+        return kvc_error(KVC_ERR_SHAPE, "num_slots = %lld but the chunk has num_tokens = %lld rows", (long long)num_slots,
+                         (long long)num_tokens);
+    if (kvc_mul3(planes_times_layers, num_tokens, l->row_bytes) < 0)
+        return kvc_error(KVC_ERR_SHAPE, "chunk of %lld tokens overflows 64-bit byte offsets", (long long)num_tokens);
+    kvc_status_t st = check_skip("skip_prefix_tokens", skip, num_tokens);
+    if (st != KVC_OK) return st;
+    return check_indices("slots", slots, slot_type, num_slots, skip, s->nb * s->bs, 1, "nb*bs slots");
+}
+
+static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
+                               void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
+                               int64_t num_tokens, kvc_stream_t stream)
+{
+    if (skip == num_tokens) return KVC_OK;
+    struct kvc_token_plan p = { .direction = direction,
+                                .num_layers = layers,
+                                .num_planes = l->planes,
+                                .engine = l->engine,
+                                .chunk = chunk,
+                                .chunk_map = cmap,
+                                .slots = slots,
+                                .first_token = skip,
+                                .end_token = num_tokens,
+                                .runs = kvc_layout_token_runs(l, &cmap),
+                                .bytes = kvc_mul3(layers * l->planes, num_tokens - skip, l->row_bytes),
+                                .stream = stream };
+    p.engine.ptrs = ptrs;
+    return ctx->ops.transfer_tokens(ctx->bctx, &p);
+}
+
+KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
+{
+    if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
+    kvc_status_t st = check_direction(a->direction);
+    if (st != KVC_OK) return st;
+    kvc_layout_t l;
+    if ((st = kvc_layout_build(a->format, &a->shape, a->chunk_layout, &l)) != KVC_OK) return st;
+    if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
+                              kvc_format_name(a->format))) != KVC_OK)
+        return st;
+    if (!a->chunk) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
+    const int64_t T = a->num_tokens;
+    if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
+                           a->skip_prefix_tokens)) != KVC_OK)
+        return st;
+    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * T * l.row_bytes,
+                                .layer_stride = T * l.row_bytes,
+                                .token_stride = l.row_bytes,
+                                .head_stride = l.head_bytes };
+    return run_tokens(ctx, &l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots,
+                      a->skip_prefix_tokens, T, a->stream);
+}
+
+KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_transfer_t *a)
+{
+    if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
+    kvc_status_t st = check_direction(a->direction);
+    if (st != KVC_OK) return st;
+    if (kvc_format_is_cross_layer(a->format))
+        return kvc_error(KVC_ERR_FORMAT, "format %s holds every layer in one tensor; use kvc_transfer_tokens",
+                         kvc_format_name(a->format));
+    kvc_layout_t l;
+    if ((st = kvc_layout_build(a->format, &a->shape, a->chunk_layout, &l)) != KVC_OK) return st;
+    if (a->shape.nl != 1)
+        return kvc_error(KVC_ERR_SHAPE, "shape.nl = %lld: a single-layer transfer needs nl = 1", (long long)a->shape.nl);
+    if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
+                              kvc_format_name(a->format))) != KVC_OK)
+        return st;
+    if (!a->chunk) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
+    const int64_t T = a->num_tokens;
+    if ((st = check_tokens(&l, &a->shape, l.planes, T, a->slots, a->slot_type, a->num_slots, 0)) != KVC_OK) return st;
+    const kvc_chunk_map_t c = { .plane_stride = a->token_major ? l.row_bytes : T * l.row_bytes,
+                                .token_stride = a->token_major ? l.planes * l.row_bytes : l.row_bytes,
+                                .head_stride = l.head_bytes };
+    return run_tokens(ctx, &l, a->direction, 1, a->engine_ptrs, a->chunk, c, a->slots, 0, T, a->stream);
+}
+
+static kvc_status_t flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a, int direction)
+{
+    if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
+    /* One layer of separate K and V caches [NB, BS, NH, HS] is format 9 with nl = 1. */
+    kvc_page_shape_t one = a->shape;
+    one.nl = 1;
+    kvc_layout_t l;
+    kvc_status_t st = kvc_layout_build(KVC_FMT_TWO_X_NL_X_NB_BS_NH_HS, &one, KVC_CHUNK_DEFAULT, &l);
+    if (st != KVC_OK) return st;
+    if (a->shape.nl < 1) return kvc_error(KVC_ERR_SHAPE, "shape.nl = %lld must be >= 1", (long long)a->shape.nl);
+    if (!a->key_value || !a->key_cache || !a->value_cache)
+        return kvc_error(KVC_ERR_INVALID_ARG, "%s is NULL",
+                         !a->key_value ? "key_value" : !a->key_cache ? "key_cache" : "value_cache");
+    const int64_t T = a->num_tokens;
+    if ((st = check_tokens(&l, &one, 2 * a->shape.nl, T, a->slots, a->slot_type, a->num_slots, 0)) != KVC_OK) return st;
+    if (a->layer_idx < 0 || a->layer_idx >= a->shape.nl)
+        return kvc_error(KVC_ERR_OUT_OF_RANGE, "layer_idx = %lld outside [0, %lld)", (long long)a->layer_idx,
+                         (long long)a->shape.nl);
+    void *const ptrs[2] = { a->key_cache, a->value_cache };
+    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * T * l.row_bytes,
+                                .token_stride = l.row_bytes,
+                                .head_stride = l.head_bytes };
+    char *chunk = (char *)a->key_value + a->layer_idx * T * l.row_bytes;
+    return run_tokens(ctx, &l, direction, 1, ptrs, chunk, c, a->slots, 0, T, a->stream);
+}
+
+KVC_API kvc_status_t kvc_load_and_reshape_flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a)
+{
+    return flash(ctx, a, KVC_D2H);
+}
+
+KVC_API kvc_status_t kvc_reshape_and_cache_back_flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a)
+{
+    return flash(ctx, a, KVC_H2D);
+}
+
+KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a)
+{
+    if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
+    kvc_status_t st = check_direction(a->direction);
+    if (st != KVC_OK) return st;
+    kvc_layout_t l;
+    if ((st = kvc_layout_build(a->format, &a->shape, a->chunk_layout, &l)) != KVC_OK) return st;
+    if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
+                              kvc_format_name(a->format))) != KVC_OK)
+        return st;
+    const int64_t C = a->chunk_tokens, bs = a->shape.bs, n = a->num_block_ids;
+    if (C <= 0 || C % bs)
+        return kvc_error(KVC_ERR_SHAPE, "chunk_tokens = %lld: must be a positive multiple of the block size %lld",
+                         (long long)C, (long long)bs);
+    if (kvc_mul3(l.planes * a->shape.nl, C, l.row_bytes) < 0)
+        return kvc_error(KVC_ERR_SHAPE, "chunk of %lld tokens overflows 64-bit byte offsets", (long long)C);
+    if (n < 0) return kvc_error(KVC_ERR_SHAPE, "num_block_ids = %lld is negative", (long long)n);
+    const int64_t bpo = C / bs, want_objects = n / bpo + (n % bpo != 0);
+    char why[96];
+    snprintf(why, sizeof(why), "%lld block ids at %lld blocks per object", (long long)n, (long long)bpo);
+    if ((st = check_ptr_table("objects", a->objects, a->num_objects, want_objects, why)) != KVC_OK) return st;
+    if ((st = check_skip("skip_prefix_blocks", a->skip_prefix_blocks, n)) != KVC_OK) return st;
+    if ((st = check_indices("block_ids", a->block_ids, a->block_id_type, n, a->skip_prefix_blocks, a->shape.nb, 0,
+                            "nb blocks")) != KVC_OK)
+        return st;
+    if (a->skip_prefix_blocks == n) return KVC_OK;
+    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * C * l.row_bytes,
+                                .layer_stride = C * l.row_bytes,
+                                .token_stride = l.row_bytes,
+                                .head_stride = l.head_bytes };
+    struct kvc_block_plan p = { .direction = a->direction,
+                                .num_layers = a->shape.nl,
+                                .num_planes = l.planes,
+                                .engine = l.engine,
+                                .objects = a->objects,
+                                .blocks_per_object = bpo,
+                                .chunk_map = c,
+                                .block_ids = a->block_ids,
+                                .first_block = a->skip_prefix_blocks,
+                                .end_block = n,
+                                .runs = kvc_layout_block_runs(&l, &c),
+                                .bytes = kvc_mul3(a->shape.nl * l.planes, (n - a->skip_prefix_blocks) * bs, l.row_bytes),
+                                .stream = a->stream };
+    p.engine.ptrs = a->engine_ptrs;
+    return ctx->ops.transfer_blocks(ctx->bctx, &p);
+}

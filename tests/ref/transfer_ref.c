@@ -1,0 +1,164 @@
+/* Scalar transfer oracle: row-major flattening of the shapes in SPEC.md 2.2, one element per copy. */
+#include "transfer_ref.h"
+
+#include <string.h>
+
+/* Row-major offset of idx in dims; dim0_stride (elements, 0 = tight) replaces the outer step. */
+static int64_t flat(int n, const int64_t *dims, const int64_t *idx, int64_t dim0_stride)
+{
+    int64_t off = 0, stride = 1;
+    for (int i = n - 1; i >= 1; i--) {
+        off += idx[i] * stride;
+        stride *= dims[i];
+    }
+    return off + idx[0] * (dim0_stride ? dim0_stride : stride);
+}
+
+static int is_fused(int f) { return f >= 10 && f <= 13; }
+static int is_mla(int f) { return f == 3 || f == 5; }
+
+int64_t ref_chunk_planes(int f, int layout)
+{
+    if (is_mla(f)) return 1;
+    if (is_fused(f)) return layout == KVC_CHUNK_SPLIT_KV ? 2 : 1;
+    return 2;
+}
+
+int64_t ref_chunk_head_elems(int f, const kvc_page_shape_t *s, int layout)
+{
+    return is_fused(f) && layout == KVC_CHUNK_SPLIT_KV ? s->hs / 2 : s->hs;
+}
+
+size_t ref_engine_tensor_bytes(int f, const kvc_page_shape_t *s)
+{
+    const int64_t NL = s->nl, NB = s->nb, BS = s->bs, NH = s->nh, HS = s->hs;
+    int64_t elems;
+    switch (f) {
+    case 0: case 8: elems = NB * NL * 2 * BS * NH * HS; break;
+    case 1: case 2: case 6: case 7: elems = 2 * NB * BS * NH * HS; break;
+    case 4: case 9: elems = NB * BS * NH * HS; break;
+    case 5: elems = NB * BS * HS; break;
+    default: /* 3, 10-13: [NB, ...] with an optional padded block step */
+        elems = NB * (s->block_stride_elems ? s->block_stride_elems : BS * NH * HS);
+        break;
+    }
+    return (size_t)elems * (size_t)s->element_size;
+}
+
+uint8_t *ref_engine_elem(int f, const kvc_page_shape_t *s, int layout, void *const *ptrs, int64_t l, int64_t p,
+                         int64_t b, int64_t o, int64_t h, int64_t e)
+{
+    const int64_t NL = s->nl, NB = s->nb, BS = s->bs, NH = s->nh, HS = s->hs;
+    int64_t off, ptr = l;
+    if (is_fused(f) && layout == KVC_CHUNK_SPLIT_KV) e += p * (HS / 2); /* K half, then V half */
+    switch (f) {
+    case 0: { const int64_t d[] = { NB, NL, 2, BS, NH, HS }, i[] = { b, l, p, o, h, e };
+        ptr = 0; off = flat(6, d, i, 0); break; }
+    case 1: { const int64_t d[] = { 2, NB, BS, NH, HS }, i[] = { p, b, o, h, e }; off = flat(5, d, i, 0); break; }
+    case 2: { const int64_t d[] = { NB, 2, BS, NH, HS }, i[] = { b, p, o, h, e }; off = flat(5, d, i, 0); break; }
+    case 3: { const int64_t d[] = { NB, BS, HS }, i[] = { b, o, e }; off = flat(3, d, i, s->block_stride_elems); break; }
+    case 4: { const int64_t d[] = { NB * BS, NH, HS }, i[] = { b * BS + o, h, e };
+        ptr = p * NL + l; off = flat(3, d, i, 0); break; }
+    case 5: { const int64_t d[] = { NB * BS, 1, HS }, i[] = { b * BS + o, 0, e }; off = flat(3, d, i, 0); break; }
+    case 6: { const int64_t d[] = { 2, NB, NH, BS, HS }, i[] = { p, b, h, o, e }; off = flat(5, d, i, 0); break; }
+    case 7: { const int64_t d[] = { NB, 2, NH, BS, HS }, i[] = { b, p, h, o, e }; off = flat(5, d, i, 0); break; }
+    case 8: { const int64_t d[] = { NB, NL, 2, NH, BS, HS }, i[] = { b, l, p, h, o, e };
+        ptr = 0; off = flat(6, d, i, 0); break; }
+    case 9: { const int64_t d[] = { NB, BS, NH, HS }, i[] = { b, o, h, e };
+        ptr = p * NL + l; off = flat(4, d, i, 0); break; }
+    case 10: case 12: { const int64_t d[] = { NB, NH, BS, HS }, i[] = { b, h, o, e };
+        off = flat(4, d, i, s->block_stride_elems); break; }
+    default: { const int64_t d[] = { NB, BS, NH, HS }, i[] = { b, o, h, e }; /* 11, 13 */
+        off = flat(4, d, i, s->block_stride_elems); break; }
+    }
+    return (uint8_t *)ptrs[ptr] + off * s->element_size;
+}
+
+static void move(uint8_t *eng, uint8_t *chk, int es, int direction)
+{
+    if (direction == KVC_H2D) memcpy(eng, chk, (size_t)es);
+    else memcpy(chk, eng, (size_t)es);
+}
+
+void ref_transfer_tokens(const kvc_token_transfer_t *a)
+{
+    const kvc_page_shape_t *s = &a->shape;
+    const int64_t P = ref_chunk_planes(a->format, a->chunk_layout), H = ref_chunk_head_elems(a->format, s, a->chunk_layout);
+    const int64_t T = a->num_tokens, cd[] = { P, s->nl, T, s->nh, H };
+    const int64_t *slots = a->slots;
+    for (int64_t t = a->skip_prefix_tokens; t < T; t++) {
+        if (slots[t] < 0) continue;
+        for (int64_t l = 0; l < s->nl; l++)
+            for (int64_t p = 0; p < P; p++)
+                for (int64_t h = 0; h < s->nh; h++)
+                    for (int64_t e = 0; e < H; e++) {
+                        const int64_t ci[] = { p, l, t, h, e };
+                        move(ref_engine_elem(a->format, s, a->chunk_layout, a->engine_ptrs, l, p, slots[t] / s->bs,
+                                             slots[t] % s->bs, h, e),
+                             (uint8_t *)a->chunk + flat(5, cd, ci, 0) * s->element_size, s->element_size, a->direction);
+                    }
+    }
+}
+
+void ref_transfer_blocks(const kvc_block_transfer_t *a)
+{
+    const kvc_page_shape_t *s = &a->shape;
+    const int64_t P = ref_chunk_planes(a->format, a->chunk_layout), H = ref_chunk_head_elems(a->format, s, a->chunk_layout);
+    const int64_t C = a->chunk_tokens, bpo = C / s->bs, n = a->num_block_ids, cd[] = { P, s->nl, C, s->nh, H };
+    const int64_t *ids = a->block_ids;
+    for (int64_t o = 0; o < a->num_objects; o++) {
+        /* the fallback's valid range: [max(o*bpo, skip), min((o+1)*bpo, n)) */
+        int64_t start = o * bpo > a->skip_prefix_blocks ? o * bpo : a->skip_prefix_blocks;
+        int64_t end = (o + 1) * bpo < n ? (o + 1) * bpo : n;
+        for (int64_t f = start; f < end; f++)
+            for (int64_t l = 0; l < s->nl; l++)
+                for (int64_t p = 0; p < P; p++)
+                    for (int64_t t = 0; t < s->bs; t++)
+                        for (int64_t h = 0; h < s->nh; h++)
+                            for (int64_t e = 0; e < H; e++) {
+                                const int64_t ci[] = { p, l, (f - o * bpo) * s->bs + t, h, e };
+                                move(ref_engine_elem(a->format, s, a->chunk_layout, a->engine_ptrs, l, p, ids[f], t, h, e),
+                                     (uint8_t *)a->objects[o] + flat(5, cd, ci, 0) * s->element_size, s->element_size,
+                                     a->direction);
+                            }
+    }
+}
+
+void ref_transfer_layer(const kvc_layer_transfer_t *a)
+{
+    const kvc_page_shape_t *s = &a->shape;
+    const int64_t P = ref_chunk_planes(a->format, a->chunk_layout), H = ref_chunk_head_elems(a->format, s, a->chunk_layout);
+    const int64_t T = a->num_tokens;
+    const int64_t pm[] = { P, T, s->nh, H }, tm[] = { T, P, s->nh, H };
+    const int64_t *slots = a->slots;
+    for (int64_t t = 0; t < T; t++) {
+        if (slots[t] < 0) continue;
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t h = 0; h < s->nh; h++)
+                for (int64_t e = 0; e < H; e++) {
+                    const int64_t ip[] = { p, t, h, e }, it[] = { t, p, h, e };
+                    const int64_t ci = a->token_major ? flat(4, tm, it, 0) : flat(4, pm, ip, 0);
+                    move(ref_engine_elem(a->format, s, a->chunk_layout, a->engine_ptrs, 0, p, slots[t] / s->bs,
+                                         slots[t] % s->bs, h, e),
+                         (uint8_t *)a->chunk + ci * s->element_size, s->element_size, a->direction);
+                }
+    }
+}
+
+void ref_flash(const kvc_flash_transfer_t *a, int direction)
+{
+    const kvc_page_shape_t *s = &a->shape;
+    const int64_t T = a->num_tokens, kd[] = { s->nb, s->bs, s->nh, s->hs }, cd[] = { 2, s->nl, T, s->nh, s->hs };
+    const int64_t *slots = a->slots;
+    for (int64_t t = 0; t < T; t++) {
+        if (slots[t] < 0) continue;
+        for (int64_t p = 0; p < 2; p++)
+            for (int64_t h = 0; h < s->nh; h++)
+                for (int64_t e = 0; e < s->hs; e++) {
+                    const int64_t ki[] = { slots[t] / s->bs, slots[t] % s->bs, h, e }, ci[] = { p, a->layer_idx, t, h, e };
+                    uint8_t *cache = p ? a->value_cache : a->key_cache;
+                    move(cache + flat(4, kd, ki, 0) * s->element_size,
+                         (uint8_t *)a->key_value + flat(5, cd, ci, 0) * s->element_size, s->element_size, direction);
+                }
+    }
+}

@@ -1,0 +1,27 @@
+/* Scalar oracle for the KV transfers, written from SPEC.md 2.2/2.5/3.1-3.6: every element is
+ * located by flattening the engine tensor's shape (one element at a time), independently of the
+ * library's stride plans. It does not validate: call it with valid arguments only. */
+#ifndef KVC_REF_TRANSFER_H
+#define KVC_REF_TRANSFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <kvcore/transfer.h>
+
+/* Bytes of engine tensor `ptr_index` (of kvc_format_ptr_count) for a format and shape. */
+size_t ref_engine_tensor_bytes(int format, const kvc_page_shape_t *s);
+/* Planes and per-plane head elements of the chunk side. */
+int64_t ref_chunk_planes(int format, int chunk_layout);
+int64_t ref_chunk_head_elems(int format, const kvc_page_shape_t *s, int chunk_layout);
+
+/* Address of element e of head h of the token at (block b, offset o) of layer l, chunk plane p. */
+uint8_t *ref_engine_elem(int format, const kvc_page_shape_t *s, int chunk_layout, void *const *ptrs, int64_t l,
+                         int64_t p, int64_t b, int64_t o, int64_t h, int64_t e);
+
+void ref_transfer_tokens(const kvc_token_transfer_t *a);
+void ref_transfer_blocks(const kvc_block_transfer_t *a);
+void ref_transfer_layer(const kvc_layer_transfer_t *a);
+void ref_flash(const kvc_flash_transfer_t *a, int direction);
+
+#endif
