@@ -13,5 +13,6 @@ int kvc_cmd_bench(int argc, char **argv);
 int kvc_cmd_encode(int argc, char **argv);
 int kvc_cmd_decode(int argc, char **argv);
 int kvc_cmd_inspect(int argc, char **argv);
+int kvc_cmd_demo(int argc, char **argv);
 
 #endif
