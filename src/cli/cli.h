@@ -10,5 +10,9 @@ typedef struct kvc_cli_command {
 
 int kvc_cmd_info(int argc, char **argv);
 int kvc_cmd_bench(int argc, char **argv);
+int kvc_cmd_encode(int argc, char **argv);
+int kvc_cmd_decode(int argc, char **argv);
+int kvc_cmd_inspect(int argc, char **argv);
+int kvc_cmd_demo(int argc, char **argv);
 
 #endif

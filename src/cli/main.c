@@ -8,6 +8,10 @@
 
 static const kvc_cli_command_t commands[] = {
     { "info", "version, build options, backends, devices, CPU ISA, NUMA nodes, environment knobs", kvc_cmd_info },
+    { "demo", "the main job: real KV caches through paged cache -> chunks -> CacheGen -> back, verified", kvc_cmd_demo },
+    { "encode", "CacheGen-compress a KV cache (.npy / .safetensors) into a .kvc container", kvc_cmd_encode },
+    { "decode", "restore a .kvc container to .npy / .safetensors", kvc_cmd_decode },
+    { "inspect", "header, sizes, bits/symbol vs entropy per layer, error vs the original", kvc_cmd_inspect },
     { "bench", "throughput of each op next to a baseline measured in the same run (--json)", kvc_cmd_bench },
 };
 

@@ -24,6 +24,7 @@ enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };
  * caller's arrays (write); arrays owned by the struct are marked. */
 typedef struct kvc_container {
     uint32_t flags;
+    uint16_t version_minor; /* parse: the container's minor version */
     uint8_t dtype;        /* KVC_CT_DTYPE_* */
     uint8_t layout;       /* KVC_CT_LAYOUT_* */
     uint8_t kvs;          /* planes: 2 (K, V) or 1 (MLA) */

@@ -10,6 +10,8 @@
 #include "cpu_memory.h"
 #include "cpu_transfer.h"
 #include "cpu_cachegen.h"
+#include "cpu_cachegen.h"
+#include "cpu_transfer.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -83,5 +85,7 @@ const kvc_backend_t kvc_cpu_backend = {
         .cg_decode_packed = cpu_cg_decode_packed,
         .quantise = cpu_quantise,
         .dequantise = cpu_dequantise,
+        .transfer_tokens = kvc_cpu_transfer_tokens,
+        .transfer_blocks = kvc_cpu_transfer_blocks,
     },
 };

@@ -1,0 +1,92 @@
+/* CacheGen codec: a KV chunk (KV_2LTD or MLA; fp16, bf16 or fp32) to and from a self-describing,
+ * checksummed .kvc container (docs/FORMAT.md). The coded streams are LMCache's: per (plane, layer)
+ * max-abs quantisation, a per-(plane, layer, channel) CDF over the whole chunk, and 32-bit
+ * arithmetic coding in windows of 256 tokens; the CDF table is stored as Rice-coded counts. */
+#ifndef KVCORE_CODEC_H
+#define KVCORE_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <kvcore/export.h>
+#include <kvcore/status.h>
+#include <kvcore/context.h>
+#include <kvcore/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kvc_codec_layout {
+    KVC_CODEC_KV_2LTD = 0, /* [2, NL, T, NH*HS]: K plane then V plane */
+    KVC_CODEC_MLA = 1,     /* [NL, T, HS] (num_heads must be 1) */
+} kvc_codec_layout_t;
+
+enum {
+    KVC_CODEC_PARAM_BINS = 1u << 0,   /* bins: per (plane, layer); default LMCache's (kvc_cg_default_bins) */
+    KVC_CODEC_PARAM_WINDOW = 1u << 1, /* window_tokens; default 256 (LMCache) */
+    KVC_CODEC_PARAM_PROGRESS = 1u << 2, /* progress callback */
+};
+
+/* Called after each coded window (done of total), from the calling thread. */
+typedef void (*kvc_codec_progress_fn)(void *user, size_t done, size_t total);
+
+typedef struct kvc_codec_params {
+    uint64_t field_mask;
+    kvc_dtype_t dtype;          /* KVC_DTYPE_F16, _BF16 or _F32 */
+    kvc_codec_layout_t layout;
+    size_t num_layers, num_tokens, num_heads, head_size;
+    const uint32_t *bins;       /* [planes * num_layers], each in [4, 64] */
+    uint32_t window_tokens;
+    kvc_codec_progress_fn progress;
+    void *progress_user;
+} kvc_codec_params_t;
+
+/* Container header and size breakdown (kvc_codec_inspect). */
+typedef struct kvc_codec_info {
+    kvc_dtype_t dtype;
+    kvc_codec_layout_t layout;
+    size_t planes, num_layers, num_tokens, num_heads, head_size;
+    uint32_t window_tokens, num_windows, cdf_bins;
+    unsigned version_major, version_minor;
+    int raw_cdf;               /* CDF stored as LMCache's table (imported) rather than coded counts */
+    size_t container_bytes;    /* whole .kvc */
+    size_t original_bytes;     /* the uncompressed chunk in its dtype */
+    size_t streams_bytes, cdf_bytes, scales_bytes, lengths_bytes, meta_bytes;
+    size_t lmcache_bytes;      /* same streams in LMCache's layout: int16 CDF, int32 lengths, dtype scales */
+} kvc_codec_info_t;
+
+/* Per (plane, layer) statistics of a container: coded bits per symbol and the empirical entropy of
+ * the symbols (from the stored counts), both averaged over the layer's channels. */
+typedef struct kvc_codec_layer_stats {
+    unsigned plane, layer, bins;
+    double bits_per_symbol;
+    double entropy_bits;
+} kvc_codec_layer_stats_t;
+
+/* Compress one chunk `kv` (host memory, C order, shape per layout). *out receives a new buffer
+ * (free with kvc_codec_free) of *out_len bytes. Errors: KVC_ERR_INVALID_ARG (NULL, zero sizes,
+ * bins outside [4, 64] or not even), KVC_ERR_DTYPE, KVC_ERR_SHAPE (MLA with num_heads != 1, more
+ * than 4096 layers, sizes that overflow). */
+KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,
+                                      size_t *out_len);
+KVC_API void kvc_codec_free(void *p);
+
+/* Validate the whole container (every section and checksum) and describe it. */
+KVC_API kvc_status_t kvc_codec_inspect(const void *buf, size_t len, kvc_codec_info_t *info);
+
+/* Per-layer statistics; stats holds info.planes * info.num_layers entries. Validates the whole
+ * container. */
+KVC_API kvc_status_t kvc_codec_layer_stats(const void *buf, size_t len, kvc_codec_layer_stats_t *stats, size_t count);
+
+/* Decompress into a caller buffer of out_bytes (at least info.original_bytes: else
+ * KVC_ERR_NO_SPACE), or into a new tensor (kvc_codec_decode_alloc; shape [2, NL, T, NH*HS] or
+ * [NL, T, HS]). Every field is validated first: KVC_ERR_CORRUPT for a malformed, truncated or
+ * corrupted container, KVC_ERR_VERSION for another major format version. info may be NULL. */
+KVC_API kvc_status_t kvc_codec_decode(kvc_context_t *ctx, const void *buf, size_t len, void *out, size_t out_bytes,
+                                      kvc_codec_info_t *info);
+KVC_API kvc_status_t kvc_codec_decode_alloc(kvc_context_t *ctx, const void *buf, size_t len, kvc_tensor_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

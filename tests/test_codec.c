@@ -1,0 +1,467 @@
+/* CacheGen codec and .kvc container: round trips on real KV data with the quantiser's error bound,
+ * LMCache-compatible streams, byte-exact re-encode, and every corruption rejected with its status. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include <criterion/criterion.h>
+#include <kvcore.h>
+
+#include "../src/core/half.h"
+#include "npy_load.h"
+#include "test_util.h"
+
+/* Real K/V of stories260K: [5 layers, 512 tokens, 4 heads, 8] fp16 each, stacked to KV_2LTD. */
+static uint16_t *real_kv(size_t *nl, size_t *t, size_t *nh, size_t *hs)
+{
+    test_npy_t k = test_npy_load(kvc_test_data("kvdata/story_prompt_K.npy"));
+    test_npy_t v = test_npy_load(kvc_test_data("kvdata/story_prompt_V.npy"));
+    cr_assert_str_eq(k.descr, "<f2");
+    *nl = k.shape[0];
+    *t = k.shape[1];
+    *nh = k.shape[2];
+    *hs = k.shape[3];
+    uint16_t *kv = malloc(2 * k.count * 2);
+    memcpy(kv, k.data, k.count * 2);
+    memcpy(kv + k.count, v.data, v.count * 2);
+    test_npy_free(&k);
+    test_npy_free(&v);
+    return kv;
+}
+
+static kvc_codec_params_t params_for(kvc_dtype_t dt, size_t nl, size_t t, size_t nh, size_t hs)
+{
+    kvc_codec_params_t p = { .dtype = dt, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = t, .num_heads = nh,
+                             .head_size = hs };
+    return p;
+}
+
+static double elem(const void *base, size_t i, kvc_dtype_t dt)
+{
+    if (dt == KVC_DTYPE_F32) return ((const float *)base)[i];
+    const uint16_t h = ((const uint16_t *)base)[i];
+    return dt == KVC_DTYPE_F16 ? kvc_f16_to_f32(h) : kvc_bf16_to_f32(h);
+}
+
+/* |x - x^| <= scale / (2M) per element (+ output rounding), scale = row max-abs, M = bins/2 - 1. */
+static void assert_error_bound(const void *orig, const void *dec, kvc_dtype_t dt, size_t L, size_t T, size_t C,
+                               const uint32_t *bins)
+{
+    const double rel_round = dt == KVC_DTYPE_F32 ? 1e-6 : dt == KVC_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+    for (size_t l = 0; l < L; l++) {
+        const double M = bins[l] / 2 - 1;
+        for (size_t t = 0; t < T; t++) {
+            const size_t row = (l * T + t) * C;
+            double scale = 0;
+            for (size_t c = 0; c < C; c++) scale = fmax(scale, fabs(elem(orig, row + c, dt)));
+            for (size_t c = 0; c < C; c++) {
+                const double x = elem(orig, row + c, dt), y = elem(dec, row + c, dt);
+                cr_assert_leq(fabs(x - y), scale / (2 * M) * (1 + 1e-5) + fabs(x) * rel_round + 1e-30,
+                              "layer %zu token %zu channel %zu: %g decoded as %g (scale %g, M %g)", l, t, c, x, y, scale, M);
+            }
+        }
+    }
+}
+
+Test(codec, real_data_round_trip_within_bound)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_OK, "%s", kvc_last_error());
+    kvc_codec_info_t info;
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK);
+    cr_assert_eq(info.num_layers, nl);
+    cr_assert_eq(info.num_tokens, t);
+    cr_assert_eq(info.container_bytes, len);
+    cr_assert_eq(info.original_bytes, 2 * nl * t * nh * hs * 2);
+    cr_assert_lt(len, info.original_bytes / 3, "real data should compress > 3x vs fp16 (got %zu of %zu)", len,
+                 info.original_bytes);
+    /* The compact CDF must beat LMCache's int16 table by a wide margin. */
+    const size_t lmcache_cdf = 2 * nl * nh * hs * (info.cdf_bins + 1) * 2;
+    cr_assert_lt(info.cdf_bytes * 2, lmcache_cdf, "coded CDF %zu bytes vs LMCache's %zu", info.cdf_bytes, lmcache_cdf);
+    cr_assert_lt(len, info.lmcache_bytes);
+
+    uint16_t *dec = malloc(info.original_bytes);
+    cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, info.original_bytes, NULL), KVC_OK, "%s", kvc_last_error());
+    uint32_t bins[10];
+    kvc_cg_default_bins(nl, bins);
+    assert_error_bound(kv, dec, KVC_DTYPE_F16, 2 * nl, t, nh * hs, bins);
+
+    /* Per-layer statistics: coded size within 2 % of the symbols' entropy (+ flush bits). */
+    kvc_codec_layer_stats_t ls[10];
+    cr_assert_eq(kvc_codec_layer_stats(buf, len, ls, 10), KVC_OK);
+    for (int l = 0; l < 10; l++) {
+        cr_assert_gt(ls[l].entropy_bits, 1.0);
+        cr_assert_geq(ls[l].bits_per_symbol, ls[l].entropy_bits * 0.999);
+        cr_assert_lt(ls[l].bits_per_symbol, ls[l].entropy_bits * 1.02, "layer %d: %f bits vs entropy %f", l,
+                     ls[l].bits_per_symbol, ls[l].entropy_bits);
+    }
+    cr_assert_eq(kvc_codec_layer_stats(buf, len, ls, 9), KVC_ERR_NO_SPACE);
+    cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, info.original_bytes - 1, NULL), KVC_ERR_NO_SPACE);
+
+    /* Re-encoding the decoded chunk reproduces the container byte for byte. */
+    uint8_t *buf2;
+    size_t len2;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, dec, &buf2, &len2), KVC_OK);
+    cr_assert_eq(len2, len);
+    cr_assert(memcmp(buf, buf2, len) == 0, "re-encode of the decoded chunk differs");
+    kvc_codec_free(buf2);
+    /* Encoding is deterministic. */
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf2, &len2), KVC_OK);
+    cr_assert(len2 == len && memcmp(buf, buf2, len) == 0);
+    kvc_codec_free(buf2);
+    free(dec);
+    kvc_codec_free(buf);
+    free(kv);
+    kvc_context_destroy(ctx);
+}
+
+/* The STREAMS section is LMCache's packed bytestream: each window equals kvc_cg_encode with the
+ * CDF that kvc_cg_cdf computes over the whole chunk's symbols (LMCache's calculate_cdf). */
+Test(codec, streams_are_lmcache_streams)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_OK);
+    kvc_codec_info_t info;
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK);
+
+    const size_t L = 2 * nl, C = nh * hs, B = info.cdf_bins;
+    uint32_t bins[10];
+    kvc_cg_default_bins(nl, bins);
+    uint8_t *sym = malloc(L * t * C);
+    float *scales = malloc(L * t * sizeof(float));
+    kvc_quant_args_t q = { .dtype = KVC_CG_F16, .values = kv, .symbols = sym, .scales = scales, .bins = bins, .layers = L,
+                           .tokens = t, .channels = C };
+    cr_assert_eq(kvc_quantise(ctx, &q), KVC_OK);
+    uint16_t *cdf = malloc(L * C * (B + 1) * 2);
+    kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = t, .channels = C, .num_bins = (unsigned)B };
+    cr_assert_eq(kvc_cg_cdf(ctx, &ca), KVC_OK);
+
+    /* Window 0 (tokens 0..255) coded on its own, LMCache-style. */
+    const size_t W = info.window_tokens, cap = kvc_cg_encode_bound(W);
+    uint8_t *win = malloc(L * W * C), *streams = malloc(L * C * cap);
+    int32_t *lens = malloc(L * C * sizeof(int32_t));
+    for (size_t l = 0; l < L; l++) memcpy(win + l * W * C, sym + l * t * C, W * C);
+    kvc_encode_args_t e = { .cdf = cdf, .symbols = win, .streams = streams, .lengths = lens, .layers = L, .tokens = W,
+                            .channels = C, .capacity = cap, .num_bins = (unsigned)B };
+    cr_assert_eq(kvc_cg_encode(ctx, &e), KVC_OK);
+    size_t total = 0;
+    for (size_t s = 0; s < L * C; s++) total += (size_t)lens[s];
+    uint8_t *packed = malloc(total);
+    size_t off = 0;
+    for (size_t s = 0; s < L * C; s++) {
+        memcpy(packed + off, streams + s * cap, (size_t)lens[s]);
+        off += (size_t)lens[s];
+    }
+    /* The STREAMS section is the last one: its payload ends the file. */
+    const uint8_t *streams_section = buf + len - info.streams_bytes;
+    cr_assert(memcmp(streams_section, packed, total) == 0, "window 0 is not LMCache's packed bytestream");
+    free(packed);
+    free(win);
+    free(streams);
+    free(lens);
+    free(cdf);
+    free(sym);
+    free(scales);
+    kvc_codec_free(buf);
+    free(kv);
+    kvc_context_destroy(ctx);
+}
+
+static void synth(void *buf, kvc_dtype_t dt, size_t n, unsigned seed)
+{
+    srand(seed);
+    for (size_t i = 0; i < n; i++) {
+        const float x = (float)((rand() % 20001) - 10000) / 1000.0f * (i % 7 == 0 ? 8.0f : 1.0f);
+        if (dt == KVC_DTYPE_F32) ((float *)buf)[i] = x;
+        else if (dt == KVC_DTYPE_F16) ((uint16_t *)buf)[i] = kvc_f32_to_f16(x);
+        else ((uint16_t *)buf)[i] = kvc_f32_to_bf16(x);
+    }
+}
+
+Test(codec, every_dtype_layout_and_window)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32 };
+    for (int di = 0; di < 3; di++) {
+        for (int mla = 0; mla < 2; mla++) {
+            const size_t nl = 3, t = 300, nh = mla ? 1 : 2, hs = mla ? 40 : 12, planes = mla ? 1 : 2;
+            const size_t n = planes * nl * t * nh * hs, es = kvc_dtype_size(dts[di]);
+            void *kv = malloc(n * es), *dec = malloc(n * es);
+            synth(kv, dts[di], n, 7u + (unsigned)di);
+            const uint32_t bins[6] = { 32, 16, 8, 64, 4, 16 };
+            kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_WINDOW, .dtype = dts[di],
+                                     .layout = mla ? KVC_CODEC_MLA : KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = t,
+                                     .num_heads = nh, .head_size = hs, .bins = bins, .window_tokens = 64 };
+            uint8_t *buf;
+            size_t len;
+            cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_OK, "%s", kvc_last_error());
+            kvc_codec_info_t info;
+            cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, n * es, &info), KVC_OK, "%s", kvc_last_error());
+            cr_assert_eq(info.num_windows, 5u);
+            cr_assert_eq(info.cdf_bins, mla ? 32u : 64u); /* max of the bins in use */
+            cr_assert_eq(info.planes, planes);
+            assert_error_bound(kv, dec, dts[di], planes * nl, t, nh * hs, bins);
+            kvc_tensor_t tt;
+            cr_assert_eq(kvc_codec_decode_alloc(ctx, buf, len, &tt), KVC_OK);
+            cr_assert_eq(tt.ndim, mla ? 3 : 4);
+            cr_assert_eq(tt.nbytes, n * es);
+            cr_assert(memcmp(tt.data, dec, n * es) == 0);
+            kvc_tensor_free(&tt);
+            kvc_codec_free(buf);
+            free(kv);
+            free(dec);
+        }
+    }
+    kvc_context_destroy(ctx);
+}
+
+Test(codec, all_zero_and_nan_rows_have_defined_results)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    const size_t nl = 1, t = 4, c = 8, n = 2 * nl * t * c;
+    float kv[64] = { 0 }, dec[64];
+    for (size_t i = 8; i < 16; i++) kv[i] = (float)i - 11.5f; /* token 1 of K: finite values */
+    kv[17] = NAN;                                             /* token 2 of K: one NaN, rest 0 */
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F32, nl, t, 1, c);
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, sizeof(dec), NULL), KVC_OK);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert(!isnan(dec[i]), "element %zu decoded as NaN", i);
+        if (i < 8 || (i >= 16 && i < 24) || i >= 32) cr_assert_eq(dec[i], 0.0f, "element %zu: %g", i, (double)dec[i]);
+    }
+    kvc_codec_free(buf);
+    kvc_context_destroy(ctx);
+}
+
+Test(codec, bad_parameters)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    uint16_t kv[64] = { 0 };
+    uint8_t *buf = (uint8_t *)0x1;
+    size_t len = 7;
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, 1, 4, 2, 4);
+    cr_assert_eq(kvc_codec_encode(NULL, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_codec_encode(ctx, NULL, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_codec_encode(ctx, &p, NULL, &buf, &len), KVC_ERR_INVALID_ARG);
+    p.dtype = KVC_DTYPE_I32;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_DTYPE);
+    p = params_for(KVC_DTYPE_F16, 1, 0, 2, 4);
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    p = params_for(KVC_DTYPE_F16, 1, 4, 2, 4);
+    p.layout = KVC_CODEC_MLA;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_SHAPE);
+    p.layout = (kvc_codec_layout_t)7;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    p = params_for(KVC_DTYPE_F16, 1, 4, 2, 4);
+    const uint32_t odd[2] = { 31, 16 }, small[2] = { 2, 16 }, big[2] = { 66, 16 };
+    p.field_mask = KVC_CODEC_PARAM_BINS;
+    p.bins = odd;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    p.bins = small;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    p.bins = big;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    p.bins = NULL;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    p = params_for(KVC_DTYPE_F16, 1, 4, 2, 4);
+    p.field_mask = KVC_CODEC_PARAM_WINDOW;
+    p.window_tokens = 0;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(buf, (uint8_t *)0x1, "out must be untouched on failure");
+    cr_assert_eq(len, 7u);
+    kvc_context_destroy(ctx);
+}
+
+/* ---- corruption ---- */
+
+static uint8_t *small_container(kvc_context_t *ctx, size_t *len)
+{
+    uint16_t kv[2 * 2 * 40 * 6];
+    synth(kv, KVC_DTYPE_F16, sizeof(kv) / 2, 3);
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, 2, 40, 2, 3);
+    p.field_mask = KVC_CODEC_PARAM_WINDOW;
+    p.window_tokens = 16;
+    uint8_t *buf;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, len), KVC_OK);
+    return buf;
+}
+
+static kvc_status_t try_decode(kvc_context_t *ctx, const uint8_t *buf, size_t len)
+{
+    static uint16_t out[2 * 2 * 40 * 6];
+    return kvc_codec_decode(ctx, buf, len, out, sizeof(out), NULL);
+}
+
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static void wr32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+
+/* Offsets of the 5 section headers. */
+static void sections(const uint8_t *buf, size_t off[5])
+{
+    size_t pos = 48;
+    for (int i = 0; i < 5; i++) {
+        off[i] = pos;
+        pos += 16 + (size_t)rd32(buf + pos + 8);
+    }
+}
+
+/* Recompute the section's and the header's checksums after a deliberate edit (so the edit reaches
+ * the field validation instead of stopping at the checksum). */
+static void reseal(uint8_t *buf, size_t section_off)
+{
+    const size_t n = rd32(buf + section_off + 8);
+    wr32(buf + section_off + 4, (uint32_t)crc32(0, buf + section_off + 16, (uInt)n));
+    wr32(buf + 44, (uint32_t)crc32(0, buf, 44));
+}
+
+Test(codec, corrupted_bytes_are_detected)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len;
+    uint8_t *good = small_container(ctx, &len), *bad = malloc(len);
+    cr_assert_eq(try_decode(ctx, good, len), KVC_OK);
+    /* Flip one bit in every byte in turn: the checksums catch each one. */
+    for (size_t i = 0; i < len; i++) {
+        memcpy(bad, good, len);
+        bad[i] ^= 0x10;
+        const kvc_status_t st = try_decode(ctx, bad, len);
+        cr_assert(st == KVC_ERR_CORRUPT || (i >= 8 && i < 10 && st == KVC_ERR_VERSION), "byte %zu flipped: %s", i,
+                  kvc_status_name(st));
+    }
+    free(bad);
+    kvc_codec_free(good);
+    kvc_context_destroy(ctx);
+}
+
+Test(codec, truncation_and_padding)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len, off[5];
+    uint8_t *good = small_container(ctx, &len);
+    sections(good, off);
+    for (size_t n = 0; n < len; n++) cr_assert_eq(try_decode(ctx, good, n), KVC_ERR_CORRUPT, "truncated to %zu", n);
+    uint8_t *padded = malloc(len + 1);
+    memcpy(padded, good, len);
+    padded[len] = 0;
+    cr_assert_eq(try_decode(ctx, padded, len + 1), KVC_ERR_CORRUPT);
+    free(padded);
+    kvc_codec_free(good);
+    kvc_context_destroy(ctx);
+}
+
+Test(codec, magic_and_version)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len;
+    uint8_t *buf = small_container(ctx, &len);
+    buf[8] = 2; /* major version 2 */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_VERSION);
+    kvc_codec_info_t info;
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_ERR_VERSION);
+    buf[8] = 1;
+    buf[10] = 7; /* a newer minor version of the same major is readable */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_OK);
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK);
+    cr_assert_eq(info.version_minor, 7u);
+    buf[1] = 'X';
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    kvc_codec_free(buf);
+    kvc_context_destroy(ctx);
+}
+
+/* Every META field set to an inconsistent value, with valid checksums: field validation rejects it. */
+Test(codec, every_meta_field_validated)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len, off[5];
+    uint8_t *good = small_container(ctx, &len), *bad = malloc(len);
+    sections(good, off);
+    const size_t m = off[0] + 16;
+    struct {
+        size_t at;
+        int width;
+        uint32_t value;
+    } edits[] = {
+        { 0, 1, 0 }, { 0, 1, 9 },             /* dtype */
+        { 1, 1, 1 }, { 1, 1, 5 },             /* layout */
+        { 2, 1, 1 }, { 2, 1, 3 },             /* planes */
+        { 3, 1, 1 }, { 3, 1, 65 }, { 3, 1, 8 }, /* CDF width (8 < bins of layer 0) */
+        { 4, 4, 0 }, { 4, 4, 3 }, { 4, 4, 5000 }, /* layers */
+        { 8, 4, 0 }, { 8, 4, 41 }, { 8, 4, 39 }, /* tokens */
+        { 12, 4, 0 }, { 12, 4, 3 },           /* heads */
+        { 16, 4, 0 }, { 16, 4, 4 },           /* head size */
+        { 20, 4, 0 }, { 20, 4, 13 },          /* window (4 windows, not 3) */
+        { 24, 4, 2 }, { 24, 4, 4 },           /* window count */
+        { 32, 1, 2 }, { 32, 1, 200 },         /* bins of (K, layer 0) */
+    };
+    for (size_t e = 0; e < sizeof(edits) / sizeof(edits[0]); e++) {
+        memcpy(bad, good, len);
+        if (edits[e].width == 1) bad[m + edits[e].at] = (uint8_t)edits[e].value;
+        else wr32(bad + m + edits[e].at, edits[e].value);
+        reseal(bad, off[0]);
+        cr_assert_eq(try_decode(ctx, bad, len), KVC_ERR_CORRUPT, "META+%zu = %u accepted", edits[e].at, edits[e].value);
+    }
+    /* Section type out of order, and a section size running past the end (resealed header). */
+    memcpy(bad, good, len);
+    wr32(bad + off[2], 4);
+    cr_assert_eq(try_decode(ctx, bad, len), KVC_ERR_CORRUPT);
+    memcpy(bad, good, len);
+    wr32(bad + off[4] + 8, (uint32_t)len);
+    cr_assert_eq(try_decode(ctx, bad, len), KVC_ERR_CORRUPT);
+    /* A stream length moved from one stream to its neighbour (same total): still a valid container
+     * structurally, decodes to garbage but in bounds; a length made larger breaks the sum. */
+    memcpy(bad, good, len);
+    bad[off[3] + 16] = (uint8_t)(bad[off[3] + 16] + 1);
+    reseal(bad, off[3]);
+    cr_assert_eq(try_decode(ctx, bad, len), KVC_ERR_CORRUPT);
+    /* Unknown flag bits. */
+    memcpy(bad, good, len);
+    bad[12] |= 0x80;
+    reseal(bad, off[0]);
+    cr_assert_eq(try_decode(ctx, bad, len), KVC_ERR_CORRUPT);
+    free(bad);
+    kvc_codec_free(good);
+    kvc_context_destroy(ctx);
+}
+
+/* Random bytes in the coded sections, resealed so they reach the decoders: never out of bounds
+ * (ASan builds check that), and either rejected or decoded to finite values. */
+Test(codec, resealed_garbage_stays_in_bounds)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len, off[5];
+    uint8_t *good = small_container(ctx, &len), *bad = malloc(len);
+    sections(good, off);
+    srand(11);
+    static uint16_t out[2 * 2 * 40 * 6];
+    for (int trial = 0; trial < 300; trial++) {
+        memcpy(bad, good, len);
+        const int s = 1 + trial % 4; /* SCALES, CDF, LENGTHS or STREAMS */
+        const size_t n = rd32(bad + off[s] + 8);
+        for (int k = 0; k < 3 && n; k++) bad[off[s] + 16 + (size_t)rand() % n] = (uint8_t)rand();
+        reseal(bad, off[s]);
+        const kvc_status_t st = kvc_codec_decode(ctx, bad, len, out, sizeof(out), NULL);
+        cr_assert(st == KVC_OK || st == KVC_ERR_CORRUPT, "trial %d: %s", trial, kvc_status_name(st));
+        if (st == KVC_OK)
+            for (size_t i = 0; i < sizeof(out) / 2; i++) cr_assert(isfinite(kvc_f16_to_f32(out[i])));
+    }
+    free(bad);
+    kvc_codec_free(good);
+    kvc_context_destroy(ctx);
+}
