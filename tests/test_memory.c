@@ -1367,6 +1367,44 @@ Test(memory, batched_errors_write_nothing)
     kvc_context_destroy(ctx);
 }
 
+/* Overlaps between entries far apart in a long shuffled list are found too (the destinations are
+ * sorted to find them). */
+Test(memory, batched_overlap_found_among_many_entries)
+{
+    kvc_context_t *ctx = real_ctx();
+    enum { N = 5000, E = 64 };
+    unsigned char *src = malloc(N * E), *dst = calloc(N + 1, E);
+    void *dsts[N];
+    const void *srcs[N];
+    size_t sizes[N];
+    for (size_t i = 0; i < N; i++) {
+        srcs[i] = src + i * E;
+        dsts[i] = dst + ((i * 7919) % N) * E; /* a permutation: N and 7919 are coprime */
+        sizes[i] = E;
+    }
+    fill_pattern(src, N * E, 4);
+    cr_assert_eq(kvc_batched_memcpy(ctx, dsts, srcs, sizes, N, NULL), KVC_OK, "%s", kvc_last_error());
+    for (size_t i = 0; i < N; i++) cr_assert_arr_eq(dsts[i], srcs[i], E, "entry %zu", i);
+    /* Entry 4321 now overlaps, by one byte, the destination that follows its own in memory. */
+    memset(dst, 0, (N + 1) * E);
+    const size_t victim = 4321, neighbour_slot = (victim * 7919) % N + 1;
+    dsts[victim] = (unsigned char *)dsts[victim] + 1;
+    cr_assert_eq(kvc_batched_memcpy(ctx, dsts, srcs, sizes, N, NULL), KVC_ERR_INVALID_ARG);
+    char want[64];
+    snprintf(want, sizeof(want), "dsts[%zu] and dsts[", victim);
+    cr_assert(strstr(kvc_last_error(), want), "%s (neighbour slot %zu)", kvc_last_error(), neighbour_slot);
+    for (size_t i = 0; i < (N + 1) * E; i++) cr_assert_eq(dst[i], 0, "a rejected batch wrote byte %zu", i);
+    dsts[victim] = (unsigned char *)dsts[victim] - 1;
+    /* A source inside some far entry's destination. */
+    srcs[17] = dsts[N - 3];
+    cr_assert_eq(kvc_batched_memcpy(ctx, dsts, srcs, sizes, N, NULL), KVC_ERR_INVALID_ARG);
+    snprintf(want, sizeof(want), "srcs[17] overlaps dsts[%d]", N - 3);
+    cr_assert(strstr(kvc_last_error(), want), "%s", kvc_last_error());
+    free(src);
+    free(dst);
+    kvc_context_destroy(ctx);
+}
+
 /* ---------------------------------------------------------------- the kernel's settings */
 
 Test(memory, hugepage_pools_match_meminfo)
