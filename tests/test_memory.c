@@ -891,6 +891,29 @@ Test(memory, mlock_limit_too_low_is_a_limit_error)
     cr_assert_eq(rc, 0, "child check %d failed", rc);
 }
 
+/* On a GPU-type backend pinning goes through the module's host_register slot; a module without
+ * one fails the request (never an unpinned "pinned" pool), and copies say unsupported. */
+Test(memory, backend_without_host_register)
+{
+    setenv("HWLOC_XMLFILE", kvc_test_data("topologies/24em64t-2n6c2t-pci.xml"), 1);
+    setenv("KVCORE_MODULE_PATH", kvc_test_module_dir(kvc_test_build("tests/modules/.libs/fake_good.so"), "kvcore_cuda.so"), 1);
+    setenv("KVC_FAKE_NDEV", "1", 1);
+    kvc_context_t *ctx = NULL;
+    cr_assert_eq(kvc_context_create(NULL, &ctx), KVC_OK, "%s", kvc_last_error());
+    cr_assert_str_neq(kvc_context_backend_name(ctx), "cpu");
+    kvc_mem_params_t p = kind_params(KVC_MEM_PINNED);
+    void *ptr = (void *)0x1;
+    cr_assert_eq(kvc_mem_alloc(ctx, 3 * MiB, &p, &ptr, NULL), KVC_ERR_UNSUPPORTED);
+    cr_assert(strstr(kvc_last_error(), "chunk 1 of 1"), "%s", kvc_last_error());
+    cr_assert_eq(ptr, (void *)0x1);
+    cr_assert_eq(kvc_mem_live_count(ctx), 0);
+    kvc_mem_report_t r;
+    cr_assert_eq(kvc_mem_alloc(ctx, 3 * MiB, NULL, &ptr, &r), KVC_OK, "plain memory needs no backend op");
+    char a[8] = "abcdefg", b[8];
+    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 8, KVC_COPY_D2H, 0, 64, NULL), KVC_ERR_UNSUPPORTED);
+    kvc_context_destroy(ctx); /* frees the leaked plain allocation */
+}
+
 /* ---------------------------------------------------------------- shared memory */
 
 typedef struct {
