@@ -403,7 +403,9 @@ Test(memory, each_kind_report_matches_hwloc_and_kernel)
         if (kind & KVC_MEM_PINNED) {
             cr_assert(r.pinned && (r.kind_obtained & KVC_MEM_PINNED), "%s", kname);
             cr_assert_eq(r.pin_calls, 1, "%s: one chunk below the default chunk size", kname);
-            cr_assert_geq(locked, r.mapped_size, "%s: reported pinned but VmLck grew by %" PRIu64, kname, locked);
+            /* hugetlb pages are never swapped out, and the kernel does not count them in VmLck. */
+            if (r.pages_kind == KVC_MEM_PAGES_HUGETLB) cr_assert_eq(smaps_field(ptr, "KernelPageSize"), 2 * MiB);
+            else cr_assert_geq(locked, r.mapped_size, "%s: reported pinned but VmLck grew by %" PRIu64, kname, locked);
         } else {
             cr_assert_not(r.pinned, "%s", kname);
             cr_assert_eq(locked, 0, "%s", kname);
@@ -889,6 +891,29 @@ Test(memory, mlock_limit_too_low_is_a_limit_error)
     cr_assert_eq(rc, 0, "child check %d failed", rc);
 }
 
+/* On a GPU-type backend pinning goes through the module's host_register slot; a module without
+ * one fails the request (never an unpinned "pinned" pool), and copies say unsupported. */
+Test(memory, backend_without_host_register)
+{
+    setenv("HWLOC_XMLFILE", kvc_test_data("topologies/24em64t-2n6c2t-pci.xml"), 1);
+    setenv("KVCORE_MODULE_PATH", kvc_test_module_dir(kvc_test_build("tests/modules/.libs/fake_good.so"), "kvcore_cuda.so"), 1);
+    setenv("KVC_FAKE_NDEV", "1", 1);
+    kvc_context_t *ctx = NULL;
+    cr_assert_eq(kvc_context_create(NULL, &ctx), KVC_OK, "%s", kvc_last_error());
+    cr_assert_str_neq(kvc_context_backend_name(ctx), "cpu");
+    kvc_mem_params_t p = kind_params(KVC_MEM_PINNED);
+    void *ptr = (void *)0x1;
+    cr_assert_eq(kvc_mem_alloc(ctx, 3 * MiB, &p, &ptr, NULL), KVC_ERR_UNSUPPORTED);
+    cr_assert(strstr(kvc_last_error(), "chunk 1 of 1"), "%s", kvc_last_error());
+    cr_assert_eq(ptr, (void *)0x1);
+    cr_assert_eq(kvc_mem_live_count(ctx), 0);
+    kvc_mem_report_t r;
+    cr_assert_eq(kvc_mem_alloc(ctx, 3 * MiB, NULL, &ptr, &r), KVC_OK, "plain memory needs no backend op");
+    char a[8] = "abcdefg", b[8];
+    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 8, KVC_COPY_D2H, 0, 64, NULL), KVC_ERR_UNSUPPORTED);
+    kvc_context_destroy(ctx); /* frees the leaked plain allocation */
+}
+
 /* ---------------------------------------------------------------- shared memory */
 
 typedef struct {
@@ -1362,6 +1387,44 @@ Test(memory, batched_errors_write_nothing)
     sizes[0] = 16;
     cr_assert_eq(kvc_batched_memcpy(ctx, dsts, srcs, sizes, 4, NULL), KVC_OK, "%s", kvc_last_error());
     cr_assert_arr_eq(buf + 300, orig + 216, 16);
+    kvc_context_destroy(ctx);
+}
+
+/* Overlaps between entries far apart in a long shuffled list are found too (the destinations are
+ * sorted to find them). */
+Test(memory, batched_overlap_found_among_many_entries)
+{
+    kvc_context_t *ctx = real_ctx();
+    enum { N = 5000, E = 64 };
+    unsigned char *src = malloc(N * E), *dst = calloc(N + 1, E);
+    void *dsts[N];
+    const void *srcs[N];
+    size_t sizes[N];
+    for (size_t i = 0; i < N; i++) {
+        srcs[i] = src + i * E;
+        dsts[i] = dst + ((i * 7919) % N) * E; /* a permutation: N and 7919 are coprime */
+        sizes[i] = E;
+    }
+    fill_pattern(src, N * E, 4);
+    cr_assert_eq(kvc_batched_memcpy(ctx, dsts, srcs, sizes, N, NULL), KVC_OK, "%s", kvc_last_error());
+    for (size_t i = 0; i < N; i++) cr_assert_arr_eq(dsts[i], srcs[i], E, "entry %zu", i);
+    /* Entry 4321 now overlaps, by one byte, the destination that follows its own in memory. */
+    memset(dst, 0, (N + 1) * E);
+    const size_t victim = 4321, neighbour_slot = (victim * 7919) % N + 1;
+    dsts[victim] = (unsigned char *)dsts[victim] + 1;
+    cr_assert_eq(kvc_batched_memcpy(ctx, dsts, srcs, sizes, N, NULL), KVC_ERR_INVALID_ARG);
+    char want[64];
+    snprintf(want, sizeof(want), "dsts[%zu] and dsts[", victim);
+    cr_assert(strstr(kvc_last_error(), want), "%s (neighbour slot %zu)", kvc_last_error(), neighbour_slot);
+    for (size_t i = 0; i < (N + 1) * E; i++) cr_assert_eq(dst[i], 0, "a rejected batch wrote byte %zu", i);
+    dsts[victim] = (unsigned char *)dsts[victim] - 1;
+    /* A source inside some far entry's destination. */
+    srcs[17] = dsts[N - 3];
+    cr_assert_eq(kvc_batched_memcpy(ctx, dsts, srcs, sizes, N, NULL), KVC_ERR_INVALID_ARG);
+    snprintf(want, sizeof(want), "srcs[17] overlaps dsts[%d]", N - 3);
+    cr_assert(strstr(kvc_last_error(), want), "%s", kvc_last_error());
+    free(src);
+    free(dst);
     kvc_context_destroy(ctx);
 }
 

@@ -147,11 +147,13 @@ typedef struct kvc_mem_report {
  * query costing up to KVC_MEM_LOCATION_SAMPLES system calls). *out is set only on success.
  * Errors: KVC_ERR_INVALID_ARG (bad flags, combination, name, pin_chunk; target without NUMA),
  * KVC_ERR_PLACEMENT (strict NUMA placement impossible: unknown node or device, XML topology, binding
- * refused by the OS; the message says which), KVC_ERR_LIMIT (strict hugepages with too few free
- * hugetlb pages; RLIMIT_MEMLOCK too low for pinning: the message gives the limit and the request),
+ * refused by the OS, more bytes than the node has; the message says which), KVC_ERR_LIMIT (strict
+ * hugepages with too few free hugetlb pages; RLIMIT_MEMLOCK too low for pinning: the message gives
+ * the limit and the request),
  * KVC_ERR_EXISTS (shared name exists: never reused), KVC_ERR_NO_SPACE (shared memory filesystem
  * too small: checked by reserving the space up front, so a full /dev/shm never means a SIGBUS
- * later), KVC_ERR_NO_MEMORY, KVC_ERR_PERMISSION, KVC_ERR_BACKEND (GPU host register). */
+ * later), KVC_ERR_NO_MEMORY (mapping or faulting in failed), KVC_ERR_PERMISSION, KVC_ERR_BACKEND
+ * (GPU host register). Pinning is never a fallback: it fails under both policies. */
 KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_mem_params_t *params, void **out,
                                    kvc_mem_report_t *report);
 

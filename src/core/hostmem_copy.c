@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hostmem.h"
 
@@ -46,22 +47,45 @@ typedef struct {
     size_t entry;
 } range_t;
 
-static int by_start(const void *a, const void *b)
+/* Sort ranges by start: LSD radix sort on (lo - smallest lo), 11 bits per pass, as many passes as
+ * the span of the addresses needs (3 for a pool of up to 8 GiB); qsort took as long as copying 4 KiB
+ * entries. tmp has room for n ranges. */
+static void sort_by_start(range_t *r, range_t *tmp, size_t n)
 {
-    const uintptr_t x = ((const range_t *)a)->lo, y = ((const range_t *)b)->lo;
-    return (x > y) - (x < y);
+    enum { BITS = 11, BUCKETS = 1 << BITS };
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].lo < lo) lo = r[i].lo;
+        if (r[i].lo > hi) hi = r[i].lo;
+    }
+    size_t count[BUCKETS];
+    range_t *src = r, *dst = tmp;
+    for (unsigned shift = 0; shift < sizeof(uintptr_t) * 8 && ((hi - lo) >> shift) != 0; shift += BITS) {
+        memset(count, 0, sizeof(count));
+        for (size_t i = 0; i < n; i++) count[((src[i].lo - lo) >> shift) & (BUCKETS - 1)]++;
+        for (size_t b = 0, sum = 0; b < BUCKETS; b++) {
+            const size_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[count[((src[i].lo - lo) >> shift) & (BUCKETS - 1)]++] = src[i];
+        range_t *swap = src;
+        src = dst;
+        dst = swap;
+    }
+    if (src != r) memcpy(r, src, n * sizeof(*r));
 }
 
 /* Destinations must be pairwise disjoint and must not overlap another entry's source (an entry's
  * own src/dst overlap is a memmove). O(n log n): sort the destinations, then look up each source. */
 static kvc_status_t check_cross_overlap(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count)
 {
-    range_t *d = malloc(count * sizeof(*d));
+    range_t *d = malloc(2 * count * sizeof(*d));
     if (!d) return kvc_error(KVC_ERR_NO_MEMORY, "cannot allocate %zu ranges to check for overlap", count);
     size_t n = 0;
     for (size_t i = 0; i < count; i++)
         if (sizes[i]) d[n++] = (range_t){ (uintptr_t)dsts[i], (uintptr_t)dsts[i] + sizes[i], i };
-    qsort(d, n, sizeof(*d), by_start);
+    sort_by_start(d, d + count, n);
     kvc_status_t st = KVC_OK;
     for (size_t k = 1; k < n && st == KVC_OK; k++)
         if (d[k].lo < d[k - 1].hi)

@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #ifdef KVC_HAVE_OPENMP
 #include <omp.h>
 #endif
@@ -31,9 +32,14 @@ static unsigned long long locked_bytes(void)
     return kb * 1024;
 }
 
+/* The system calls themselves: sanitizers (ASan) and some preload shims replace mlock with a no-op
+ * that reports success, which would make "pinned" a lie. */
+static int sys_mlock(const void *p, size_t len) { return (int)syscall(SYS_mlock, p, len); }
+static int sys_munlock(const void *p, size_t len) { return (int)syscall(SYS_munlock, p, len); }
+
 kvc_status_t kvc_cpu_host_register(kvc_backend_ctx_t *b, void *ptr, size_t len)
 {
-    if (mlock(ptr, len) == 0) return KVC_OK;
+    if (sys_mlock(ptr, len) == 0) return KVC_OK;
     const int err = errno;
     struct rlimit rl;
     const int limited = getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
@@ -50,7 +56,7 @@ kvc_status_t kvc_cpu_host_register(kvc_backend_ctx_t *b, void *ptr, size_t len)
 
 kvc_status_t kvc_cpu_host_unregister(kvc_backend_ctx_t *b, void *ptr, size_t len)
 {
-    if (munlock(ptr, len) == 0) return KVC_OK;
+    if (sys_munlock(ptr, len) == 0) return KVC_OK;
     const int err = errno;
     return b->svc->set_error(err == ENOMEM ? KVC_ERR_INVALID_ARG : KVC_ERR_BACKEND, "munlock of %zu bytes failed: %s",
                              len, strerror(err));
