@@ -15,10 +15,6 @@
 #include <kvcore/memory.h>
 #include <kvcore/transfer.h>
 #include <kvcore/cachegen.h>
-#include <kvcore/cachegen.h>
-#include <kvcore/types.h>
-#include <kvcore/io.h>
 #include <kvcore/codec.h>
-#include <kvcore/transfer.h>
 
 #endif

@@ -85,7 +85,5 @@ const kvc_backend_t kvc_cpu_backend = {
         .cg_decode_packed = cpu_cg_decode_packed,
         .quantise = cpu_quantise,
         .dequantise = cpu_dequantise,
-        .transfer_tokens = kvc_cpu_transfer_tokens,
-        .transfer_blocks = kvc_cpu_transfer_blocks,
     },
 };
