@@ -105,7 +105,7 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
         } while (dup);
     }
     for (int t = 0; t < CHUNK; t++) slots[t] = ids[t / BS] * BS + t % BS; /* vLLM-style slot mapping */
-    const int reps = o->quick ? 3 : 20;
+    const int reps = o->quick ? 3 : 10;
     for (int dir = 0; dir < 2; dir++)
         for (int ti = 0; ti < 2; ti++) {
             job_t j = { .ctx = su->ctxs[ti], .blocks = c->blocks };
