@@ -144,7 +144,8 @@ static kvc_status_t flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a, int
     kvc_layout_t l;
     kvc_status_t st = kvc_layout_build(KVC_FMT_TWO_X_NL_X_NB_BS_NH_HS, &one, KVC_CHUNK_DEFAULT, &l);
     if (st != KVC_OK) return st;
-    if (a->shape.nl < 1) return kvc_error(KVC_ERR_SHAPE, "shape.nl = %lld must be >= 1", (long long)a->shape.nl);
+    if (a->shape.nl < 1 || kvc_mul2(2, a->shape.nl) < 0) /* 2*nl: the chunk's planes x layers, below */
+        return kvc_error(KVC_ERR_SHAPE, "shape.nl = %lld must be >= 1 and 2*nl fit 64 bits", (long long)a->shape.nl);
     if (!a->key_value || !a->key_cache || !a->value_cache)
         return kvc_error(KVC_ERR_INVALID_ARG, "%s is NULL",
                          !a->key_value ? "key_value" : !a->key_cache ? "key_cache" : "value_cache");
