@@ -86,6 +86,46 @@ KVC_API kvc_status_t kvc_codec_decode(kvc_context_t *ctx, const void *buf, size_
                                       kvc_codec_info_t *info);
 KVC_API kvc_status_t kvc_codec_decode_alloc(kvc_context_t *ctx, const void *buf, size_t len, kvc_tensor_t *out);
 
+/* ---- LMCache interchange ------------------------------------------------------------------------
+ * LMCache's CacheGen object (CacheGenGPUEncoderOutput, SPEC §4.5) as plain host arrays: LMCache
+ * pickles torch tensors; turning them into arrays (t.cpu().numpy()) is the caller's job. The coded
+ * streams are the same bytes in both worlds, so import and export copy them and never re-code. */
+typedef struct kvc_lmcache_window {
+    const uint8_t *bytes;   /* bytestream: the window's streams back to back, stream k = plane*NL*C + layer*C + channel */
+    size_t nbytes;
+    const int32_t *lengths; /* bytestream_lengths [planes * NL * C] */
+    size_t num_tokens;      /* ntokens */
+} kvc_lmcache_window_t;
+
+typedef struct kvc_lmcache_chunk {
+    kvc_dtype_t dtype;         /* the KV dtype, which is also the maxima's: f16, bf16 or f32 */
+    kvc_codec_layout_t layout; /* KV_2LTD: planes K and V; MLA: one plane */
+    size_t num_layers, num_tokens, num_heads, head_size;
+    uint32_t cdf_bins;         /* the CDF has cdf_bins + 1 entries per stream (LMCache: 32) */
+    const uint16_t *cdf;       /* [planes * NL * C][cdf_bins + 1] (LMCache stores it as int16: same bits) */
+    const void *max_key;       /* max_tensors_key [NL, T(, 1)] in dtype */
+    const void *max_value;     /* max_tensors_value [NL, T(, 1)]; NULL for MLA */
+    const uint32_t *bins;      /* quantiser bins per (plane, layer) LMCache's config used, each even and
+                                  in [4, cdf_bins]; NULL: LMCache's defaults (kvc_cg_default_bins) */
+    size_t num_windows;
+    const kvc_lmcache_window_t *windows; /* every window but the last has the same token count */
+} kvc_lmcache_chunk_t;
+
+/* LMCache object -> .kvc container (*out: free with kvc_codec_free). The CDF table is stored as
+ * coded counts when it is LMCache's normalisation of whole-chunk counts (so the container is as
+ * small as one kvcore encoded itself, and byte-identical to it), else verbatim (info.raw_cdf).
+ * Everything is validated: KVC_ERR_INVALID_ARG (NULL, zero sizes, bad bins), KVC_ERR_DTYPE,
+ * KVC_ERR_SHAPE (window token counts that do not add up to num_tokens or are not uniform),
+ * KVC_ERR_CORRUPT (a CDF row that does not start at 0 or is not strictly increasing, a negative
+ * length, lengths that do not add up to the window's bytes). */
+KVC_API kvc_status_t kvc_codec_import_lmcache(const kvc_lmcache_chunk_t *in, uint8_t **out, size_t *out_len);
+
+/* .kvc container -> LMCache object. *storage receives one allocation holding every array `out`
+ * points to (free it with kvc_codec_free; `out` then dangles). The container is validated first
+ * (KVC_ERR_CORRUPT, KVC_ERR_VERSION); a container with windows over 256 tokens, which LMCache's
+ * decoder cannot take, is KVC_ERR_UNSUPPORTED. */
+KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_lmcache_chunk_t *out, void **storage);
+
 #ifdef __cplusplus
 }
 #endif

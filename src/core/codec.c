@@ -10,11 +10,12 @@
 #include <kvcore/cachegen.h>
 #include <kvcore/codec.h>
 
+#include "codec_internal.h"
 #include "container.h"
 #include "half.h"
 #include "internal.h"
 
-#define DEFAULT_WINDOW 256u /* LMCache's CACHEGEN_GPU_MAX_TOKENS_PER_CHUNK */
+#define DEFAULT_WINDOW KVC_CODEC_LMCACHE_WINDOW
 
 typedef struct {
     size_t planes, layers, tokens, channels; /* layers = planes * NL */
@@ -49,16 +50,6 @@ static void scale_store(void *p, size_t i, uint8_t dt, float f)
     if (dt == KVC_CT_DTYPE_F32) { memcpy((uint8_t *)p + 4 * i, &f, 4); return; }
     const uint16_t h = dt == KVC_CT_DTYPE_F16 ? kvc_f32_to_f16(f) : kvc_f32_to_bf16(f);
     memcpy((uint8_t *)p + 2 * i, &h, 2);
-}
-
-/* SPEC §4.2 normalisation of counts (total tokens) into a uint16 CDF of bins + 1 entries. */
-static void cdf_from_counts(const uint32_t *cnt, unsigned bins, uint64_t total, uint16_t *cdf)
-{
-    uint64_t cum = 0;
-    for (unsigned i = 0; i <= bins; i++) {
-        cdf[i] = (uint16_t)(total ? ((65535u - bins) * cum) / total + i : i);
-        if (i < bins) cum += cnt[i];
-    }
 }
 
 /* Symbols of window [t0, t0+tw) of every layer, gathered into a contiguous [layers, tw, C] block
@@ -158,7 +149,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
             const uint8_t *row = symbols + (l * T + t) * C;
             for (size_t ch = 0; ch < C; ch++) cnt[ch * B + row[ch]]++;
         }
-        for (size_t ch = 0; ch < C; ch++) cdf_from_counts(cnt + ch * B, B, T, cdf + (l * C + ch) * (B + 1));
+        for (size_t ch = 0; ch < C; ch++) kvc_cdf_from_counts(cnt + ch * B, B, T, cdf + (l * C + ch) * (B + 1));
     }
 
     for (uint32_t w = 0; w < nwin; w++) {
@@ -283,7 +274,7 @@ static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t *
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF)
         for (size_t i = 0; i < S * (B + 1); i++) cdf[i] = (uint16_t)(c->raw_cdf[2 * i] | (c->raw_cdf[2 * i + 1] << 8));
     else
-        for (size_t s = 0; s < S; s++) cdf_from_counts(c->counts + s * B, B, c->num_tokens, cdf + s * (B + 1));
+        for (size_t s = 0; s < S; s++) kvc_cdf_from_counts(c->counts + s * B, B, c->num_tokens, cdf + s * (B + 1));
     *out = cdf;
     return KVC_OK;
 }
