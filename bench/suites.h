@@ -11,5 +11,6 @@ int bench_transfer_run(const bench_opts_t *o); /* bench_transfer.c */
 int bench_coder_run(const bench_opts_t *o);    /* bench_coder.c */
 int bench_rope(const bench_opts_t *o);         /* bench_rope.c */
 int bench_memory_run(const bench_opts_t *o);   /* bench_memory.c */
+int bench_codec_run(const bench_opts_t *o);    /* bench_codec.c */
 
 #endif

@@ -23,7 +23,7 @@ static kvc_context_t *open_context(const char *cmd)
 int kvc_cmd_encode(int argc, char **argv)
 {
     const char *in[2] = { NULL, NULL }, *out = NULL;
-    int nin = 0, quiet = 0;
+    int nin = 0, quiet = 0, as_json = 0;
     kvc_kvcache_io_params_t io = { 0 };
     kvc_codec_params_t p = { 0 };
     for (int i = 1; i < argc; i++) {
@@ -40,10 +40,12 @@ int kvc_cmd_encode(int argc, char **argv)
             p.window_tokens = (uint32_t)w;
             p.field_mask |= KVC_CODEC_PARAM_WINDOW;
         } else if (!strcmp(argv[i], "-q")) quiet = 1;
+        else if (!strcmp(argv[i], "--json")) as_json = 1;
         else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore encode KV_FILE|K_FILE V_FILE -o OUT.kvc [--heads N] [--head-size N] [--window T] [-q]\n"
+            printf("usage: kvcore encode KV_FILE|K_FILE V_FILE -o OUT.kvc [--heads N] [--head-size N] [--window T] [-q] [--json]\n"
                    "  KV_FILE: .npy or .safetensors with [2, NL, T, NH*HS] (or \"k\"/\"v\" tensors [NL, T, NH, HS]);\n"
-                   "  K_FILE V_FILE: two files of [NL, T, NH, HS]. f16, bf16 or f32.\n");
+                   "  K_FILE V_FILE: two files of [NL, T, NH, HS]. f16, bf16 or f32.\n"
+                   "  --json: one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary line\n");
             return 0;
         } else if (argv[i][0] == '-' || nin == 2) {
             fprintf(stderr, "kvcore encode: unexpected argument '%s' (see --help)\n", argv[i]);
@@ -73,6 +75,7 @@ int kvc_cmd_encode(int argc, char **argv)
     p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
     p.progress = cli_progress;
     p.progress_user = (void *)"encode";
+    if (as_json) p.field_mask &= ~(uint64_t)KVC_CODEC_PARAM_PROGRESS;
     uint8_t *buf = NULL;
     size_t len = 0;
     const double t0 = cli_now();
@@ -80,7 +83,23 @@ int kvc_cmd_encode(int argc, char **argv)
     const double dt = cli_now() - t0;
     int rc = 0;
     if (st != KVC_OK) rc = cli_fail("encode", st);
-    else if ((rc = cli_write_file(out, buf, len)) == 0 && !quiet)
+    else if ((rc = cli_write_file(out, buf, len)) == 0 && as_json) {
+        json_writer_t w;
+        json_init(&w, stdout, 1);
+        json_begin_object(&w, NULL);
+        json_string(&w, "output", out);
+        json_string(&w, "dtype", kvc_dtype_name(kv.dtype));
+        json_int(&w, "layers", (long long)p.num_layers);
+        json_int(&w, "tokens", (long long)p.num_tokens);
+        json_int(&w, "channels", (long long)(p.num_heads * p.head_size));
+        json_int(&w, "input_bytes", (long long)kv.nbytes);
+        json_int(&w, "output_bytes", (long long)len);
+        json_double(&w, "ratio", (double)kv.nbytes / (double)len);
+        json_double(&w, "seconds", dt);
+        json_double(&w, "gb_per_s", (double)kv.nbytes / dt / 1e9);
+        json_end_object(&w);
+        json_finish(&w);
+    } else if (rc == 0 && !quiet)
         printf("%s: %zu layers x %zu tokens x %zu channels (%s), %zu -> %zu bytes (%.2fx) in %.3f s (%.2f GB/s)\n", out,
                p.num_layers, p.num_tokens, p.num_heads * p.head_size, kvc_dtype_name(kv.dtype), kv.nbytes, len,
                (double)kv.nbytes / (double)len, dt, (double)kv.nbytes / dt / 1e9);
@@ -93,13 +112,15 @@ int kvc_cmd_encode(int argc, char **argv)
 int kvc_cmd_decode(int argc, char **argv)
 {
     const char *in = NULL, *out = NULL;
-    int split = 0;
+    int split = 0, as_json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--split")) split = 1;
+        else if (!strcmp(argv[i], "--json")) as_json = 1;
         else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore decode IN.kvc -o OUT.{npy,safetensors} [--split]\n"
-                   "  writes [2, NL, T, NH*HS]; --split writes \"k\" and \"v\" [NL, T, NH, HS] (safetensors)\n");
+            printf("usage: kvcore decode IN.kvc -o OUT.{npy,safetensors} [--split] [--json]\n"
+                   "  writes [2, NL, T, NH*HS]; --split writes \"k\" and \"v\" [NL, T, NH, HS] (safetensors)\n"
+                   "  --json: one JSON object on stdout (shape, sizes, seconds)\n");
             return 0;
         } else if (argv[i][0] == '-' || in) {
             fprintf(stderr, "kvcore decode: unexpected argument '%s' (see --help)\n", argv[i]);
@@ -121,8 +142,10 @@ int kvc_cmd_decode(int argc, char **argv)
     kvc_tensor_t kv;
     kvc_codec_info_t info;
     int rc = 0;
+    const double t0 = cli_now();
     kvc_status_t st = kvc_codec_inspect(buf, len, &info);
     if (st == KVC_OK) st = kvc_codec_decode_alloc(ctx, buf, len, &kv);
+    const double dt = cli_now() - t0;
     if (st != KVC_OK) rc = cli_fail("decode", st);
     else {
         kvc_kvcache_io_params_t io = { .field_mask = KVC_KVCACHE_PARAM_NUM_HEADS | KVC_KVCACHE_PARAM_HEAD_SIZE |
@@ -136,6 +159,25 @@ int kvc_cmd_decode(int argc, char **argv)
             st = kvc_kvcache_save(out, &kv, &io);
         }
         if (st != KVC_OK) rc = cli_fail("decode", st);
+        else if (as_json) {
+            json_writer_t w;
+            json_init(&w, stdout, 1);
+            json_begin_object(&w, NULL);
+            json_string(&w, "input", in);
+            json_string(&w, "output", out);
+            json_string(&w, "dtype", kvc_dtype_name(info.dtype));
+            json_string(&w, "layout", info.layout == KVC_CODEC_MLA ? "MLA" : "KV_2LTD");
+            json_int(&w, "layers", (long long)info.num_layers);
+            json_int(&w, "tokens", (long long)info.num_tokens);
+            json_int(&w, "heads", (long long)info.num_heads);
+            json_int(&w, "head_size", (long long)info.head_size);
+            json_int(&w, "input_bytes", (long long)len);
+            json_int(&w, "output_bytes", (long long)kv.nbytes);
+            json_double(&w, "decode_seconds", dt);
+            json_double(&w, "gb_per_s", (double)kv.nbytes / dt / 1e9);
+            json_end_object(&w);
+            json_finish(&w);
+        }
         kvc_tensor_free(&kv);
     }
     kvc_context_destroy(ctx);

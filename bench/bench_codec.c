@@ -1,0 +1,130 @@
+/* `kvcore bench codec`: the CacheGen codec end to end (quantise, CDF, windowed coding, container;
+ * and back) on a 7B-class fp16 chunk [2, 32 layers, 256 tokens, 8 x 128], in GB/s of fp16 bytes
+ * next to memcpy of the same bytes with the same threads, with 1 thread and then --threads N
+ * (default 2). Then the compressed size next to the fp16 chunk and next to the same streams in
+ * LMCache's layout (int16 CDF table, int32 lengths, maxima). Data: synth_kv.c (per-channel
+ * scales, outlier key channels, smooth keys), so the coder sees realistic symbol statistics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvcore.h>
+
+#include "../src/cli/synth_kv.h"
+#include "bench.h"
+#include "suites.h"
+
+#define NL 32
+#define NH 8
+#define HS 128
+#define TOKENS 256
+
+typedef struct {
+    kvc_context_t *ctx;
+    const kvc_codec_params_t *p;
+    const uint16_t *kv;
+    const uint8_t *container;
+    size_t container_len;
+    uint16_t *out;
+    size_t out_bytes;
+    kvc_status_t status;
+} codec_job_t;
+
+static void encode_job(void *arg)
+{
+    codec_job_t *j = arg;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    const kvc_status_t st = kvc_codec_encode(j->ctx, j->p, j->kv, &buf, &len);
+    if (st != KVC_OK) j->status = st;
+    kvc_codec_free(buf);
+}
+
+static void decode_job(void *arg)
+{
+    codec_job_t *j = arg;
+    const kvc_status_t st = kvc_codec_decode(j->ctx, j->container, j->container_len, j->out, j->out_bytes, NULL);
+    if (st != KVC_OK) j->status = st;
+}
+
+static int run_threads(const bench_opts_t *o, int threads, const kvc_codec_params_t *p, const uint16_t *kv, size_t bytes,
+                       int reps, int report_size)
+{
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_NUM_THREADS, .num_threads = threads };
+    kvc_context_t *ctx = NULL;
+    if (kvc_context_create(&cp, &ctx) != KVC_OK) {
+        fprintf(stderr, "bench codec: %s\n", kvc_last_error());
+        return 1;
+    }
+    codec_job_t j = { .ctx = ctx, .p = p, .kv = kv, .out_bytes = bytes };
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc = 1;
+    if (kvc_codec_encode(ctx, p, kv, &buf, &len) != KVC_OK || !(j.out = malloc(bytes))) {
+        fprintf(stderr, "bench codec: encode failed: %s\n", kvc_last_error());
+        goto done;
+    }
+    j.container = buf;
+    j.container_len = len;
+    const double t_enc = bench_time(encode_job, &j, reps), t_dec = bench_time(decode_job, &j, reps);
+    if (j.status != KVC_OK) {
+        fprintf(stderr, "bench codec: %s\n", kvc_last_error());
+        goto done;
+    }
+    const double base = bench_memcpy_gbps(bytes, threads, reps);
+    kvc_codec_info_t info;
+    if (kvc_codec_inspect(buf, len, &info) != KVC_OK) goto done;
+    char params[256];
+    snprintf(params, sizeof(params),
+             "\"dtype\":\"f16\",\"layers\":%d,\"tokens\":%d,\"heads\":%d,\"head_size\":%d,\"bytes\":%zu,"
+             "\"backend\":\"%s\",\"isa\":\"%s\"",
+             NL, TOKENS, NH, HS, bytes, kvc_context_backend_name(ctx), kvc_context_isa(ctx));
+    bench_result_t r = { .suite = "codec", .name = "encode", .value = (double)bytes / t_enc / 1e9, .unit = "GB/s",
+                         .baseline_name = "memcpy", .baseline_value = base, .threads = threads, .params = params };
+    bench_report(o, &r);
+    r.name = "decode";
+    r.value = (double)bytes / t_dec / 1e9;
+    bench_report(o, &r);
+
+    if (report_size) {
+        /* Sizes: ratio = container / baseline (smaller is better). */
+        snprintf(params, sizeof(params),
+                 "\"streams\":%zu,\"cdf\":%zu,\"scales\":%zu,\"lengths\":%zu,\"bits_per_element\":%.4f,"
+                 "\"compression_vs_fp16\":%.3f",
+                 info.streams_bytes, info.cdf_bytes, info.scales_bytes, info.lengths_bytes, 8.0 * (double)len / (double)(bytes / 2),
+                 (double)bytes / (double)len);
+        bench_result_t s = { .suite = "codec", .name = "size_vs_fp16", .value = (double)len, .unit = "bytes",
+                             .baseline_name = "fp16_chunk", .baseline_value = (double)bytes, .threads = threads, .params = params };
+        bench_report(o, &s);
+        snprintf(params, sizeof(params), "\"lmcache_cdf_bytes\":%zu,\"lmcache_lengths_bytes\":%zu,\"saved_bytes\":%zd",
+                 info.lmcache_bytes - info.streams_bytes - info.scales_bytes - (size_t)info.num_windows * 2 * NL * NH * HS * 4,
+                 (size_t)info.num_windows * 2 * NL * NH * HS * 4, (ssize_t)info.lmcache_bytes - (ssize_t)len);
+        s.name = "size_vs_lmcache_layout";
+        s.baseline_name = "lmcache_layout";
+        s.baseline_value = (double)info.lmcache_bytes;
+        bench_report(o, &s);
+    }
+    rc = 0;
+done:
+    free(j.out);
+    kvc_codec_free(buf);
+    kvc_context_destroy(ctx);
+    return rc;
+}
+
+int bench_codec_run(const bench_opts_t *o)
+{
+    const size_t bytes = (size_t)2 * NL * TOKENS * NH * HS * sizeof(uint16_t);
+    uint16_t *kv = synth_kv_f16(NL, TOKENS, NH, HS, 42);
+    if (!kv) {
+        fprintf(stderr, "bench codec: no memory for a %zu-byte chunk\n", bytes);
+        return 1;
+    }
+    const kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = NL,
+                                   .num_tokens = TOKENS, .num_heads = NH, .head_size = HS };
+    const int reps = o->quick ? 2 : 5, threads[2] = { 1, o->threads > 1 ? o->threads : 2 };
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++) rc = run_threads(o, threads[i], &p, kv, bytes, reps, i == 0);
+    free(kv);
+    return rc;
+}
