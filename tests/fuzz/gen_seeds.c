@@ -331,6 +331,55 @@ static void env_seeds(void)
     for (size_t i = 0; i < sizeof(s) / sizeof(s[0]); i++) put("env", s[i].name, &s[i].control, 1, s[i].text, strlen(s[i].text));
 }
 
+/* ------------------------------------------------------------------ LMCache interchange */
+
+/* A real chunk (KV_2LTD f16, 2 layers, 40 tokens, 12 channels, windows of 20) exported to LMCache's
+ * arrays and laid out as fuzz_lmcache.c reads them: as is (mode 0) and repaired (mode 1). */
+static void lmcache_seeds(void)
+{
+    const size_t nl = 2, t = 40, d = 12, n = 2 * nl * t * d;
+    float *chunk = kv_chunk(nl, t, d);
+    uint8_t *kv = malloc(n * 2);
+    convert(chunk, n, KVC_DTYPE_F16, kv);
+    kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_WINDOW, .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD,
+                             .num_layers = nl, .num_tokens = t, .num_heads = 1, .head_size = d, .window_tokens = 20 };
+    uint8_t *buf;
+    size_t len;
+    kvc_status_t st = kvc_codec_encode(ctx, &p, kv, &buf, &len);
+    if (st != KVC_OK) die("kvc_codec_encode", st);
+    kvc_lmcache_chunk_t ex;
+    void *storage;
+    if ((st = kvc_codec_export_lmcache(buf, len, &ex, &storage)) != KVC_OK) die("kvc_codec_export_lmcache", st);
+    const size_t S = 2 * nl * d, B = ex.cdf_bins;
+    size_t cap = 8 + S * (B + 1) * 2 + 2 * nl * t * 2, used = 0;
+    for (size_t w = 0; w < ex.num_windows; w++) cap += S * 4 + ex.windows[w].nbytes;
+    uint8_t *in = malloc(cap);
+    const uint8_t hdr[8] = { 0, 0, (uint8_t)(nl - 1), (uint8_t)(t - 1), (uint8_t)(d - 1), (uint8_t)(B - 4),
+                             (uint8_t)(ex.num_windows - 1), 19 };
+    memcpy(in, hdr, 8);
+    used = 8;
+    memcpy(in + used, ex.cdf, S * (B + 1) * 2);
+    used += S * (B + 1) * 2;
+    memcpy(in + used, ex.max_key, nl * t * 2);
+    used += nl * t * 2;
+    memcpy(in + used, ex.max_value, nl * t * 2);
+    used += nl * t * 2;
+    for (size_t w = 0; w < ex.num_windows; w++) {
+        memcpy(in + used, ex.windows[w].lengths, S * 4);
+        used += S * 4;
+        memcpy(in + used, ex.windows[w].bytes, ex.windows[w].nbytes);
+        used += ex.windows[w].nbytes;
+    }
+    put("lmcache", "real-f16-2ltd", in, used, NULL, 0);
+    in[0] = 1;
+    put("lmcache", "real-f16-2ltd-repaired", in, used, NULL, 0);
+    free(in);
+    kvc_codec_free(storage);
+    kvc_codec_free(buf);
+    free(kv);
+    free(chunk);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -349,6 +398,7 @@ int main(int argc, char **argv)
     container_seed("bf16-2ltd", KVC_DTYPE_BF16, KVC_CODEC_KV_2LTD, 1, 8, 2, 4, 256, small);
     container_seed("f32-mla", KVC_DTYPE_F32, KVC_CODEC_MLA, 1, 8, 1, 8, 3, small);
     raw_cdf_seed();
+    lmcache_seeds();
     decode_seeds("coder0_nb16", 16, 0, 4, 256);
     decode_seeds("coder1_nb32", 32, 1, 3, 512);
     decode_synthetic();
