@@ -1,6 +1,6 @@
 /* RoPE for stored keys (SPEC §5): move rotary-encoded keys from their stored positions to new
  * positions in place (CacheBlend re-RoPE), build the cos/sin table, or rotate by the position delta
- * without a table. Math is done in fp32 for every key dtype, with one rounding at the end; see
+ * without a table. Keys are rotated in fp32 for every key dtype, with one rounding at the end; see
  * docs/ROPE.md for the accuracy of each variant. */
 #ifndef KVCORE_ROPE_H
 #define KVCORE_ROPE_H
@@ -54,7 +54,11 @@ typedef struct kvc_rope_table {
 } kvc_rope_table_t;
 
 /* Undo the rotation at old_positions[t] and apply it at new_positions[t], for every token t, in
- * one pass (the two rotations are composed in fp32 per pair before touching the key). rot_dim is
+ * one pass: per token and pair, the two table rows are combined in double into one rotation,
+ * normalised to unit length, rounded to fp32 and applied once to every head. Each table row is thus
+ * taken as the rotation by its angle: the rows' norm error does not scale the keys, and old == new
+ * gives the keys back bit-identical. (For a table that is not a rotation, the result is the SPEC's
+ * two steps divided by the norms of the two rows.) rot_dim is
  * table->rot_dim and must be even and <= head_size. The table dtype must equal the key dtype or be
  * KVC_ROPE_F32. Keys, positions and table must not overlap.
  * Errors: KVC_ERR_INVALID_ARG (NULL pointer, zero count, bad style), KVC_ERR_DTYPE (unknown dtype,

@@ -98,6 +98,17 @@ void rope_ref_fused_pair(double x, double y, double co, double so, double cn, do
     *yo = yr * cn + xr * sn;
 }
 
+void rope_ref_fused_pair_unit(double x, double y, double co, double so, double cn, double sn, double *xo,
+                              double *yo)
+{
+    rope_ref_fused_pair(x, y, co, so, cn, sn, xo, yo);
+    const double norms = hypot(co, so) * hypot(cn, sn);
+    if (norms > 0) {
+        *xo /= norms;
+        *yo /= norms;
+    }
+}
+
 void rope_ref_rotate_pair(double x, double y, double angle, double *xo, double *yo)
 {
     *xo = x * cos(angle) - y * sin(angle);

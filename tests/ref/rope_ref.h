@@ -27,6 +27,11 @@ double rope_ref_theta(size_t i, size_t rot_dim, double base);
 /* SPEC §5 fused re-rotation in double for one pair: undo (co, so), apply (cn, sn). */
 void rope_ref_fused_pair(double x, double y, double co, double so, double cn, double sn, double *xo, double *yo);
 
+/* kvcore's fused re-rotation: rope_ref_fused_pair divided by the norms of the two table rows,
+ * |(co, so)| * |(cn, sn)| (left as is when that product is 0). */
+void rope_ref_fused_pair_unit(double x, double y, double co, double so, double cn, double sn, double *xo,
+                              double *yo);
+
 /* Rotation of one pair by angle (double, libm). */
 void rope_ref_rotate_pair(double x, double y, double angle, double *xo, double *yo);
 

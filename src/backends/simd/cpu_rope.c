@@ -21,8 +21,7 @@ static void scalar_factors(const void *row_old, const void *row_new, kvc_rope_dt
     for (size_t i = 0; i < half; i++) {
         const float co = kvc_rope_load1(row_old, dt, i), so = kvc_rope_load1(row_old, dt, half + i);
         const float cn = kvc_rope_load1(row_new, dt, i), sn = kvc_rope_load1(row_new, dt, half + i);
-        c[i] = cn * co + sn * so;
-        s[i] = sn * co - cn * so;
+        kvc_rope_combine1(co, so, cn, sn, c + i, s + i);
     }
 }
 

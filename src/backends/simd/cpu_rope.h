@@ -2,7 +2,8 @@
  * (cpu_rope.c: scalar; cpu_rope_avx2.c, cpu_rope_avx512.c: compiled with their own -m flags).
  *
  * Every variant reduces to "per token, a rotation (c_i, s_i) per pair i, applied to every head":
- *   fused:  c = cos(new - old) and s = sin(new - old) composed from two table rows,
+ *   fused:  c = cos(new - old) and s = sin(new - old) composed from two table rows (in double,
+ *           normalised: see kvc_rope_combine1),
  *   delta:  c, s from sincos((new - old) * theta_i),
  *   table:  c, s from sincos(p * theta_i), stored as row p.
  * All files are compiled with -ffp-contract=off so results do not depend on the compiler's FMA
@@ -18,7 +19,8 @@
 #include <kvcore/rope.h>
 
 typedef struct kvc_rope_kernels {
-    /* c[i] = cn*co + sn*so, s[i] = sn*co - cn*so for i < half, from table rows (cos half, sin half). */
+    /* The single rotation that undoes row_old and applies row_new (rows: cos half, sin half), for
+     * i < half: see kvc_rope_combine1. Bit-identical on every tier. */
     void (*factors)(const void *row_old, const void *row_new, kvc_rope_dtype_t dtype, size_t half, float *c,
                     float *s);
     /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) for i < half (see kvc_rope_reduce). */
@@ -55,6 +57,29 @@ static inline double kvc_rope_reduce(double a)
 {
     const double k = nearbyint(a * KVC_ROPE_INV_2PI);
     return fma(-k, KVC_ROPE_2PI_LO, fma(-k, KVC_ROPE_2PI_HI, a));
+}
+
+/* Combined rotation of one pair for the fused op: undo (co, so), apply (cn, sn).
+ *   cd = cn*co + sn*so, sd = sn*co - cn*so   in double: each product of two floats is exact, so
+ *                                            sd is exactly 0 when both rows are the same (equal
+ *                                            positions), with or without FMA contraction;
+ *   h  = sqrt(cd*cd + sd*sd)                 = |row_old| * |row_new| up to double rounding (no
+ *                                            overflow or underflow is possible for float inputs);
+ *   c = fp32(cd * (1/h)), s = fp32(sd * (1/h)).
+ * Normalising removes the rows' norm error (c^2 + s^2 of rounded table entries is not 1), so for
+ * old == new the result is exactly c = 1 (sqrt(cd*cd) == cd in binary floating point, and
+ * cd * (1/cd) is within 2^-52 of 1, which rounds to 1 in fp32), s = 0: the keys come back
+ * bit-identical. A zero row (h == 0) gives c = s = 0, as the SPEC's two steps would. The SIMD tiers
+ * do the same operations in the same order (mul, add, sqrt, div, mul; no FMA), so the factors are
+ * bit-identical across tiers. */
+static inline void kvc_rope_combine1(float co, float so, float cn, float sn, float *c, float *s)
+{
+    const double cd = (double)cn * (double)co + (double)sn * (double)so;
+    const double sd = (double)sn * (double)co - (double)cn * (double)so;
+    const double h = sqrt(cd * cd + sd * sd);
+    const double inv = h == 0 ? 0.0 : 1.0 / h;
+    *c = (float)(cd * inv);
+    *s = (float)(sd * inv);
 }
 
 static inline float kvc_rope_h2f(uint16_t h)

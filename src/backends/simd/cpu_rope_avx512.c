@@ -69,6 +69,25 @@ static inline void store16(void *p, kvc_rope_dtype_t dt, __m512 v, __mmask16 m)
     }
 }
 
+/* kvc_rope_combine1 on eight pairs, in double. */
+static inline __m256 combine8(__m256 co8, __m256 so8, __m256 cn8, __m256 sn8, __m256 *s_out)
+{
+    const __m512d co = _mm512_cvtps_pd(co8), so = _mm512_cvtps_pd(so8);
+    const __m512d cn = _mm512_cvtps_pd(cn8), sn = _mm512_cvtps_pd(sn8);
+    const __m512d cd = _mm512_add_pd(_mm512_mul_pd(cn, co), _mm512_mul_pd(sn, so));
+    const __m512d sd = _mm512_sub_pd(_mm512_mul_pd(sn, co), _mm512_mul_pd(cn, so));
+    const __m512d h = _mm512_sqrt_pd(_mm512_add_pd(_mm512_mul_pd(cd, cd), _mm512_mul_pd(sd, sd)));
+    /* 1/h, or 0 where h == 0 (a zero row, or a lane past the end: masked loads give zeros) */
+    const __m512d inv = _mm512_maskz_div_pd(_mm512_cmp_pd_mask(h, _mm512_setzero_pd(), _CMP_NEQ_UQ),
+                                            _mm512_set1_pd(1.0), h);
+    *s_out = _mm512_cvtpd_ps(_mm512_mul_pd(sd, inv));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(cd, inv));
+}
+
+static inline __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
+static inline __m256 hi8(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
+static inline __m512 join16(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
+
 static void avx512_factors(const void *row_old, const void *row_new, kvc_rope_dtype_t dt, size_t half, float *c,
                            float *s)
 {
@@ -78,8 +97,11 @@ static void avx512_factors(const void *row_old, const void *row_new, kvc_rope_dt
         const __mmask16 m = mask16(half - i);
         const __m512 co = load16(ro + i * es, dt, m), so = load16(ro + (half + i) * es, dt, m);
         const __m512 cn = load16(rn + i * es, dt, m), sn = load16(rn + (half + i) * es, dt, m);
-        storef(c + i, _mm512_add_ps(_mm512_mul_ps(cn, co), _mm512_mul_ps(sn, so)), m);
-        storef(s + i, _mm512_sub_ps(_mm512_mul_ps(sn, co), _mm512_mul_ps(cn, so)), m);
+        __m256 s0, s1;
+        const __m256 c0 = combine8(lo8(co), lo8(so), lo8(cn), lo8(sn), &s0);
+        const __m256 c1 = combine8(hi8(co), hi8(so), hi8(cn), hi8(sn), &s1);
+        storef(c + i, join16(c0, c1), m);
+        storef(s + i, join16(s0, s1), m);
     }
 }
 
