@@ -1,6 +1,8 @@
 /* `kvcore bench transfer`: KV transfers of one 256-token chunk (32 layers, 8 KV heads x 128, fp16,
  * block size 16, random block ids) per format family and direction, next to memcpy of the same
- * bytes with the same thread count, measured in the same run. */
+ * bytes with the same thread count, measured in the same run. On a GPU backend the engine tensors
+ * and the chunk are device memory (kvc_device_alloc), each timed call ends with a stream
+ * synchronisation, and the baseline is a device-to-device copy of the same bytes (kvc_memcpy). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +32,50 @@ typedef struct {
 static void run_job(void *arg)
 {
     job_t *j = arg;
-    const kvc_status_t st = j->blocks ? kvc_transfer_blocks(j->ctx, &j->blk) : kvc_transfer_tokens(j->ctx, &j->tok);
+    kvc_status_t st = j->blocks ? kvc_transfer_blocks(j->ctx, &j->blk) : kvc_transfer_tokens(j->ctx, &j->tok);
+    if (st == KVC_OK) st = kvc_stream_synchronize(j->ctx, NULL); /* GPU ops are asynchronous */
     if (st != KVC_OK) j->failed = 1;
+}
+
+/* GPU backend: buffers in device memory, the baseline a device-to-device copy. */
+static int on_gpu(const bench_opts_t *o) { return strcmp(kvc_context_backend_name(o->ctx), "cpu") != 0; }
+
+static void *buf_alloc(const bench_opts_t *o, size_t bytes)
+{
+    if (!on_gpu(o)) return bench_alloc(bytes);
+    void *p = NULL;
+    if (kvc_device_alloc(o->ctx, bytes, &p) != KVC_OK) {
+        fprintf(stderr, "bench transfer: device_alloc(%zu): %s\n", bytes, kvc_last_error());
+        exit(1);
+    }
+    return p;
+}
+
+static void buf_free(const bench_opts_t *o, void *p, size_t bytes)
+{
+    if (on_gpu(o)) kvc_device_free(o->ctx, p);
+    else bench_free(p, bytes);
+}
+
+typedef struct {
+    kvc_context_t *ctx;
+    void *dst, *src;
+    size_t bytes;
+} d2d_job_t;
+
+static void d2d_job(void *arg)
+{
+    d2d_job_t *j = arg;
+    (void)kvc_memcpy(j->ctx, j->dst, j->src, j->bytes);
+}
+
+static double d2d_gbps(const bench_opts_t *o, size_t bytes, int reps)
+{
+    d2d_job_t j = { o->ctx, buf_alloc(o, bytes), buf_alloc(o, bytes), bytes };
+    const double t = bench_time(d2d_job, &j, reps);
+    buf_free(o, j.dst, bytes);
+    buf_free(o, j.src, bytes);
+    return (double)bytes / t / 1e9;
 }
 
 static kvc_page_shape_t shape_of(int fmt)
@@ -51,14 +95,15 @@ static size_t tensor_bytes(int fmt, const kvc_page_shape_t *s)
 
 static int run_case(const bench_opts_t *o, const tcase_t *c, const int *threads, int nthreads, kvc_context_t **ctxs)
 {
+    const int gpu = on_gpu(o);
     const kvc_page_shape_t s = shape_of(c->format);
     const int64_t nptr = kvc_format_ptr_count(c->format, NL);
     const size_t tb = tensor_bytes(c->format, &s);
     void **eng = calloc((size_t)nptr, sizeof(void *));
-    for (int64_t i = 0; i < nptr; i++) eng[i] = bench_alloc(tb);
+    for (int64_t i = 0; i < nptr; i++) eng[i] = buf_alloc(o, tb);
     const int planes = s.kv_size;
     const size_t row = (size_t)(s.nh * s.hs * ES), chunk_bytes = (size_t)planes * NL * CHUNK * row;
-    void *chunk = bench_alloc(chunk_bytes);
+    void *chunk = buf_alloc(o, chunk_bytes);
     int64_t ids[CHUNK / BS], slots[CHUNK];
     srand(12345 + c->format);
     for (int i = 0; i < CHUNK / BS; i++) { /* distinct random blocks */
@@ -89,7 +134,7 @@ static int run_case(const bench_opts_t *o, const tcase_t *c, const int *threads,
                 break;
             }
             const double gbps = (double)chunk_bytes / t / 1e9;
-            const double base = bench_memcpy_gbps(chunk_bytes, threads[ti], reps);
+            const double base = gpu ? d2d_gbps(o, chunk_bytes, reps) : bench_memcpy_gbps(chunk_bytes, threads[ti], reps);
             char name[96], params[320];
             snprintf(name, sizeof(name), "%s/%s/%s", c->blocks ? "blocks" : "tokens", kvc_format_name(c->format),
                      dir == KVC_H2D ? "H2D" : "D2H");
@@ -100,18 +145,26 @@ static int run_case(const bench_opts_t *o, const tcase_t *c, const int *threads,
                      kvc_format_is_hnd(c->format) ? "HND" : "NHD", NL, (int)s.nh, (int)s.hs, BS, CHUNK, ES,
                      chunk_bytes);
             bench_result_t r = { .suite = "transfer", .name = name, .value = gbps, .unit = "GB/s",
-                                 .baseline_name = "memcpy", .baseline_value = base, .threads = threads[ti],
+                                 .baseline_name = gpu ? "memcpy_d2d" : "memcpy", .baseline_value = base,
+                                 .threads = threads[ti],
                                  .params = params };
             bench_report(o, &r);
         }
-    bench_free(chunk, chunk_bytes);
-    for (int64_t i = 0; i < nptr; i++) bench_free(eng[i], tb);
+    buf_free(o, chunk, chunk_bytes);
+    for (int64_t i = 0; i < nptr; i++) buf_free(o, eng[i], tb);
     free(eng);
     return rc;
 }
 
 int bench_transfer_run(const bench_opts_t *o)
 {
+    if (on_gpu(o)) { /* one context: threads do not apply */
+        const int one = 1;
+        kvc_context_t *ctx = o->ctx;
+        int rc = 0;
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !rc; i++) rc = run_case(o, &cases[i], &one, 1, &ctx);
+        return rc;
+    }
     /* 1 thread, then the requested count (2 on the reference machine). */
     int threads[2] = { 1, o->threads > 1 ? o->threads : 2 }, n = 2;
     kvc_context_t *ctxs[2] = { NULL, NULL };

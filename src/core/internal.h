@@ -41,6 +41,8 @@ struct kvc_context {
     kvc_isa_t isa;
     int num_threads;
     int device;
+
+    struct kvc_device_registry *devmem; /* live kvc_device_alloc allocations (device.c) */
 };
 
 /* The built-in CPU backend descriptor (src/backends/simd). */
@@ -51,6 +53,9 @@ kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const
 void kvc_backends_unload(kvc_context_t *ctx);
 /* Copy ops, replacing missing or NULL slots with stubs returning KVC_ERR_UNSUPPORTED. */
 void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc);
+
+/* device.c: frees what kvc_device_alloc handed out and was not freed (before the backend's fini). */
+void kvc_device_teardown(kvc_context_t *ctx);
 
 /* topology.c */
 kvc_status_t kvc_topology_load(kvc_context_t *ctx);
