@@ -899,3 +899,148 @@ Test(modules, info_all_loads_modules_without_device)
             cr_log_warn("%s reports a device on this machine: %s", names[i], entry);
     }
 }
+
+/* ------------------------------------------------------------------ RoPE and copies
+ * Their public headers come from other branches: these tests compile once the header is in the
+ * tree (the relative path keeps an installed kvcore's headers out). */
+
+#if __has_include("../include/kvcore/rope.h")
+#include "../include/kvcore/rope.h"
+
+static float rope_value(const void *p, kvc_rope_dtype_t dt, size_t i)
+{
+    if (dt == KVC_ROPE_F32) return ((const float *)p)[i];
+    uint16_t b = ((const uint16_t *)p)[i];
+    if (dt == KVC_ROPE_BF16) {
+        const uint32_t u = (uint32_t)b << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    _Float16 h;
+    memcpy(&h, &b, 2);
+    return (float)h;
+}
+
+/* Within a few units in the last place of the dtype (the GPU uses sincosf, the CPU SLEEF). */
+static void rope_close(kvc_context_t *dev, const void *dev_buf, const void *cpu_buf, kvc_rope_dtype_t dt, size_t n,
+                       const char *what)
+{
+    const size_t es = kvc_rope_dtype_size(dt);
+    uint8_t *h = host_copy_of(dev, dev_buf, n * es);
+    const double tol = dt == KVC_ROPE_F32 ? 2e-5 : dt == KVC_ROPE_F16 ? 2e-3 : 1.6e-2;
+    for (size_t i = 0; i < n; i++) {
+        const double a = rope_value(h, dt, i), b = rope_value(cpu_buf, dt, i);
+        cr_assert(fabs(a - b) <= tol * (1 + fabs(b)), "%s: element %zu: GPU %g, CPU %g", what, i, a, b);
+    }
+    free(h);
+}
+
+static void rope_suite(target_t t)
+{
+    kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
+    const size_t N = 37, NH = 5, HS = 64, ROT = 48, MAXP = 300;
+    for (int dt = 0; dt < 3; dt++) {
+        const size_t es = kvc_rope_dtype_size((kvc_rope_dtype_t)dt);
+        /* table */
+        uint8_t *tab = malloc(MAXP * ROT * es);
+        void *tab_d = dev_alloc(dev, MAXP * ROT * es);
+        kvc_rope_table_t table = { .data = tab, .dtype = dt, .max_position = MAXP, .rot_dim = ROT };
+        cr_assert_eq(kvc_rope_cache_build(cpu, NULL, &table, 10000.0), KVC_OK, "%s", kvc_last_error());
+        table.data = tab_d;
+        cr_assert_eq(kvc_rope_cache_build(dev, NULL, &table, 10000.0), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+        rope_close(dev, tab_d, tab, dt, MAXP * ROT, "cos/sin table");
+        table.data = tab;
+        void *tab_cpu_d = dev_copy_of(dev, tab, MAXP * ROT * es); /* both sides from the same table */
+        int64_t oldp[37], newp[37];
+        uint64_t seed = 5;
+        for (size_t i = 0; i < N; i++) {
+            oldp[i] = (int64_t)(rng_next(&seed) % MAXP);
+            newp[i] = (int64_t)(rng_next(&seed) % MAXP);
+        }
+        for (int style = 0; style < 2; style++)
+            for (int delta = 0; delta < 2; delta++) {
+                const size_t nel = N * NH * HS;
+                uint8_t *key = malloc(nel * es);
+                for (size_t i = 0; i < nel; i++) {
+                    const float v = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 4 - 2);
+                    if (dt == KVC_ROPE_F32) memcpy(key + 4 * i, &v, 4);
+                    else {
+                        const uint16_t b = f32_to_bits16(v, dt == KVC_ROPE_BF16 ? KVC_CG_BF16 : KVC_CG_F16);
+                        memcpy(key + 2 * i, &b, 2);
+                    }
+                }
+                void *key_d = dev_copy_of(dev, key, nel * es);
+                kvc_rope_keys_t k = { .data = key, .dtype = dt, .num_tokens = N, .num_heads = NH, .head_size = HS };
+                kvc_status_t st = delta ? kvc_rope_k_delta(cpu, NULL, &k, oldp, newp, ROT, 10000.0, style)
+                                        : kvc_rope_k_fused(cpu, NULL, &k, oldp, newp, &table, style);
+                cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
+                k.data = key_d;
+                kvc_rope_table_t td = table;
+                td.data = tab_cpu_d;
+                st = delta ? kvc_rope_k_delta(dev, NULL, &k, oldp, newp, ROT, 10000.0, style)
+                           : kvc_rope_k_fused(dev, NULL, &k, oldp, newp, &td, style);
+                cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
+                cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+                rope_close(dev, key_d, key, dt, nel, delta ? "rope_k_delta" : "rope_k_fused");
+                kvc_device_free(dev, key_d);
+                free(key);
+            }
+        kvc_device_free(dev, tab_d);
+        kvc_device_free(dev, tab_cpu_d);
+        free(tab);
+    }
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, rope_against_cpu_backend) { rope_suite(TARGET_GPU); }
+#endif
+
+#if __has_include("../include/kvcore/memory.h")
+#include "../include/kvcore/memory.h"
+
+Test(gpu, split_and_batched_copies)
+{
+    kvc_context_t *dev = open_target(TARGET_GPU);
+    const size_t n = 1 << 20, off = 3 * 4096 + 100, align = 64 * 1024;
+    uint8_t *src = malloc(n), *back = calloc(1, n);
+    fill_random(src, n, 42);
+    uint8_t *d = dev_alloc(dev, n);
+    cr_assert_eq(kvc_memcpy_async(dev, d, src, n, KVC_COPY_H2D, off, align, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy_async(dev, back, d, n, KVC_COPY_D2H, off, align, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    cr_assert_arr_eq(back, src, n);
+    /* batched device-to-device copies, sizes 0 included, and one entry overlapping itself */
+    enum { K = 40 };
+    void *dsts[K];
+    const void *srcs[K];
+    size_t sizes[K];
+    uint8_t *d2 = dev_alloc(dev, n);
+    uint8_t *expect = calloc(1, n);
+    cr_assert_eq(kvc_memcpy(dev, d2, expect, n), KVC_OK);
+    uint64_t seed = 9;
+    for (int i = 0; i < K; i++) {
+        sizes[i] = i % 7 == 0 ? 0 : (size_t)(rng_next(&seed) % 9000);
+        srcs[i] = d + (size_t)i * 20000;
+        dsts[i] = d2 + (size_t)i * 20000;
+        if (sizes[i]) memcpy(expect + (size_t)i * 20000, src + (size_t)i * 20000, sizes[i]);
+    }
+    /* entry K-1 moves d2[900000, +5000) to d2[900100, ...): overlapping within the entry */
+    sizes[K - 1] = 5000;
+    srcs[K - 1] = d2 + 900000;
+    dsts[K - 1] = d2 + 900100;
+    uint8_t *tmp = malloc(5000);
+    memcpy(tmp, expect + 900000, 5000);
+    memcpy(expect + 900100, tmp, 5000);
+    cr_assert_eq(kvc_batched_memcpy(dev, dsts, srcs, sizes, K, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    assert_same(dev, d2, expect, n, "batched copies");
+    free(tmp);
+    free(src);
+    free(back);
+    free(expect);
+    kvc_context_destroy(dev);
+}
+#endif
