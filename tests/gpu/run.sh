@@ -19,6 +19,9 @@ step() { printf '== %s\n' "$*" | tee -a "$log"; }
 fail() { printf 'FAILED: %s (log: %s)\n' "$*" "$log"; exit 1; }
 
 step "configure (CUDA sm_$arch, no HIP)"
+if [ -f "$src/config.status" ] && [ "$(cd "$build" && pwd)" != "$src" ]; then
+    fail "$src is configured in place: run 'make distclean' there, or pass it as BUILD_DIR to build in place"
+fi
 if [ ! -x "$src/configure" ]; then (cd "$src" && autoreconf -fi) >>"$log" 2>&1 || fail "autoreconf"; fi
 (cd "$build" && "$src/configure" --with-cuda --with-cuda-arch="$arch" --without-hip) >>"$log" 2>&1 || fail configure
 step "build (-j$jobs)"
@@ -50,7 +53,7 @@ echo "== summary"
 echo "build:  $((t_build - t0)) s (sm_$arch)"
 echo "tests:  $pass ok ($skip skipped), $failn failed, in $((t_tests - t_build)) s  [$build/test_gpu.tap]"
 if [ -n "$gpu_skip" ]; then
-    echo "GPU:    no device: ${gpu_skip#*# SKIP }"
+    echo "GPU:    ${gpu_skip#*# SKIP }"
     echo "        nothing ran on a GPU; the emu:: tests checked the kernels' arithmetic on the CPU."
     exit 77
 fi
