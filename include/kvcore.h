@@ -8,10 +8,13 @@
 #include <kvcore/status.h>
 #include <kvcore/context.h>
 #include <kvcore/topology.h>
-#include <kvcore/cachegen.h>
 #include <kvcore/types.h>
 #include <kvcore/io.h>
-#include <kvcore/codec.h>
+#include <kvcore/rope.h>
+#include <kvcore/recorder.h>
+#include <kvcore/memory.h>
 #include <kvcore/transfer.h>
+#include <kvcore/cachegen.h>
+#include <kvcore/codec.h>
 
 #endif

@@ -1,4 +1,23 @@
 #!/bin/sh
 # Automake LOG_COMPILER for Criterion suites: run one suite and print its TAP report on stdout, so
 # tap-driver.sh counts skips as SKIP (never as PASS). Criterion writes TAP to stderr with --tap=-.
-exec "$@" --tap=- 2>&1
+#
+# Sanitizer reports (ASan, LeakSanitizer, UBSan, TSan builds) go to files in a fresh directory and
+# any report fails the suite ("Bail out!"): Criterion runs each test in a worker process and ignores
+# the worker's exit status once the test has reported, so a leak that LeakSanitizer finds when the
+# worker exits would otherwise pass unnoticed. Options the caller set in *SAN_OPTIONS are kept.
+dir=$(mktemp -d "${TMPDIR:-/tmp}/kvc-san.XXXXXX") || exit 99
+for var in ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS; do
+    eval "cur=\${$var:-}"
+    eval "$var=\"\${cur:+\$cur:}log_path=\$dir/report\""
+    export "${var?}"
+done
+"$@" --tap=- 2>&1
+rc=$?
+if [ -n "$(ls -A "$dir")" ]; then
+    echo "Bail out! sanitizer report(s) from $1 (see below)"
+    cat "$dir"/*
+    rc=1
+fi
+rm -rf "$dir"
+exit $rc

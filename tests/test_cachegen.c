@@ -1,7 +1,7 @@
 /* CacheGen: LMCache golden vectors, SPEC Appendix A, the scalar reference coder (tests/ref) on
  * many shapes and distributions, capacity handling, every error status, random and truncated
  * decoder input, the quantiser against a double-precision reference, and real KV round trips.
- * Every coder check runs on each CPU ISA tier the machine has (KVCORE_ISA=scalar and best). */
+ * Every coder check runs on each CPU ISA tier the machine has (KVCORE_ISA=scalar, avx2, avx512). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,20 +34,25 @@ static kvc_context_t *ctx_isa(const char *isa)
     return ctx;
 }
 
-/* Contexts for the scalar tier and the best tier (when it is not scalar). Returns the count. */
-static int tiers(kvc_context_t *out[2])
+/* One context per CPU ISA tier this machine has (scalar always; avx2, avx512 when present), so
+ * every kernel variant is checked. Returns the count (at most 3). */
+static int tiers(kvc_context_t *out[3])
 {
-    out[0] = ctx_isa("scalar");
-    cr_assert_str_eq(kvc_context_isa(out[0]), "scalar");
-    out[1] = ctx_isa("best");
-    if (!strcmp(kvc_context_isa(out[1]), "scalar")) {
-        kvc_context_destroy(out[1]);
-        return 1;
+    static const char *const names[] = { "scalar", "avx2", "avx512" };
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        kvc_context_t *c = ctx_isa(names[i]);
+        if (strcmp(kvc_context_isa(c), names[i]) != 0) { /* capped to a lower tier: not available */
+            kvc_context_destroy(c);
+            continue;
+        }
+        out[n++] = c;
     }
-    return 2;
+    cr_assert_geq(n, 1);
+    return n;
 }
 
-static void destroy_tiers(kvc_context_t *c[2], int n)
+static void destroy_tiers(kvc_context_t *c[3], int n)
 {
     for (int i = 0; i < n; i++) kvc_context_destroy(c[i]);
 }
@@ -161,7 +166,7 @@ static void golden_check(const char *name)
     ASSERT_SAME(streams, g.buffer.data, ns * g.cap, "%s: reference streams", name);
     cr_assert_eq((size_t)((int64_t *)g.prefsum.data)[ns - 1], g.packed.count);
 
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         const char *isa = kvc_context_isa(ctx[i]);
@@ -218,7 +223,7 @@ Test(cachegen_appendix, cdf_0013)
     const uint8_t sym[4] = { 0, 0, 1, 3 };
     const uint16_t want[5] = { 0, 32766, 49150, 49151, 65535 };
     uint16_t cdf[5];
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         kvc_cdf_args_t a = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = 4, .channels = 1, .num_bins = 4 };
@@ -233,7 +238,7 @@ Test(cachegen_appendix, three_byte_stream)
     const uint8_t sym[12] = { 0, 1, 2, 3, 3, 3, 2, 1, 0, 0, 3, 3 };
     const uint16_t want_cdf[5] = { 0, 16383, 27306, 38229, 65535 };
     const uint8_t want[3] = { 0x16, 0x26, 0x8b };
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         uint16_t cdf[5];
@@ -280,7 +285,7 @@ Test(cachegen_appendix, cross_backend_202_bytes)
             for (size_t c = 0; c < C; c++) sym[(l * T + t) * C + c] = (uint8_t)(t % 15);
     uint8_t want[CAP] = { 0 };
     cr_assert_eq(ref_cg_encode_stream(cdf, B, sym, T, C, want, CAP), 202u);
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         uint8_t *streams = xcalloc(L * C * CAP);
@@ -402,7 +407,7 @@ static void check_vs_ref(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, 
 
 Test(cachegen_ref, bins_1_to_64_all_distributions)
 {
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     uint64_t rng = 42;
     for (int i = 0; i < nt; i++)
@@ -415,7 +420,7 @@ Test(cachegen_ref, token_counts_0_to_5000)
 {
     static const size_t Ts[] = { 0, 1, 2, 3, 4, 5, 7, 8, 31, 255, 256, 257, 1000, 4096, 5000 };
     static const unsigned Bs[] = { 2, 16, 32, 33, 64 };
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     uint64_t rng = 7;
     for (int i = 0; i < nt; i++)
@@ -430,7 +435,7 @@ Test(cachegen_ref, token_counts_0_to_5000)
 Test(cachegen_ref, channel_counts)
 {
     static const size_t Cs[] = { 1, 2, 3, 4, 5, 63, 64, 65, 131 };
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     uint64_t rng = 99;
     for (int i = 0; i < nt; i++)
@@ -498,7 +503,7 @@ Test(cachegen_ref, encode_bound_worst_case)
     const size_t bound = kvc_cg_encode_bound(T);
     uint8_t *buf = xmalloc(bound);
     int32_t len;
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = &len, .layers = 1,
@@ -565,7 +570,7 @@ Test(cachegen_capacity, no_space_reports_needed_and_stops_writing)
     for (size_t k = 0; k < L * C; k++) longest = (size_t)wlen[k] > longest ? (size_t)wlen[k] : longest;
     cr_assert_gt(longest, (size_t)CAP);
     cr_assert_leq((size_t)wlen[0], (size_t)CAP);
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         uint8_t *buf = xmalloc(L * C * CAP + GUARD);
@@ -636,7 +641,7 @@ static void fixture(coder_fixture_t *f)
 
 Test(cachegen_errors, cdf_symbol_out_of_range)
 {
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         coder_fixture_t f;
@@ -659,7 +664,7 @@ Test(cachegen_errors, cdf_symbol_out_of_range)
 
 Test(cachegen_errors, encode_rejects_before_writing)
 {
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         coder_fixture_t f;
@@ -699,7 +704,7 @@ static void assert_untouched(const uint8_t *p, size_t n)
 
 Test(cachegen_errors, decode_rejects_corrupt_metadata)
 {
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         coder_fixture_t f;
@@ -838,7 +843,7 @@ Test(cachegen_errors, invalid_arguments)
  * difference, and ASan catches reads past the allocation (exact-size heap buffers). */
 Test(cachegen_fuzz, random_and_truncated_streams)
 {
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     uint64_t rng = 2024;
     for (int round = 0; round < 60; round++) {
@@ -1008,7 +1013,7 @@ Test(cachegen_quant, against_reference_all_dtypes)
     static const size_t Cs[] = { 1, 7, 8, 37, 256 };
     enum { L = 5, T = 18 };
     const uint32_t bins[L] = { 4, 5, 16, 32, 64 };
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     uint64_t rng = 77;
     for (size_t di = 0; di < 3; di++)
@@ -1017,19 +1022,19 @@ Test(cachegen_quant, against_reference_all_dtypes)
             const size_t C = Cs[ci], n = L * T * C;
             void *x = xmalloc(n * esize(dt));
             fill_values(&rng, dt, x, L, T, C);
-            uint8_t *sym[2];
-            float *sc[2];
-            void *xh[2];
+            uint8_t *sym[3];
+            float *sc[3];
+            void *xh[3];
             for (int i = 0; i < nt; i++) {
                 sym[i] = xmalloc(n);
                 sc[i] = xmalloc(L * T * 4);
                 xh[i] = xmalloc(n * esize(dt));
                 check_quant(ctx[i], dt, x, L, T, C, bins, sym[i], sc[i], xh[i]);
             }
-            if (nt == 2) { /* tiers agree bit for bit, ties included */
-                ASSERT_SAME(sym[0], sym[1], n, "symbols scalar vs %s, dtype %d C %zu", kvc_context_isa(ctx[1]), dt, C);
-                ASSERT_SAME(sc[0], sc[1], L * T * 4, "scales");
-                ASSERT_SAME(xh[0], xh[1], n * esize(dt), "dequantised values");
+            for (int i = 1; i < nt; i++) { /* tiers agree bit for bit, ties included */
+                ASSERT_SAME(sym[0], sym[i], n, "symbols scalar vs %s, dtype %d C %zu", kvc_context_isa(ctx[i]), dt, C);
+                ASSERT_SAME(sc[0], sc[i], L * T * 4, "scales");
+                ASSERT_SAME(xh[0], xh[i], n * esize(dt), "dequantised values");
             }
             for (int i = 0; i < nt; i++) {
                 free(sym[i]);
@@ -1051,7 +1056,7 @@ Test(cachegen_quant, all_f16_values)
     uint8_t *q = xmalloc(N * C);
     float *s = xmalloc(N * 4);
     const uint32_t bins = 32;
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         kvc_quant_args_t a = { .dtype = KVC_CG_F16, .values = x, .symbols = q, .scales = s, .bins = &bins,
@@ -1087,7 +1092,7 @@ Test(cachegen_quant, dequantise_rounding)
     }
     const uint32_t bins = 32;
     static const kvc_cg_dtype_t dts[] = { KVC_CG_F16, KVC_CG_BF16 };
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     uint16_t *out = xmalloc(R * C * 2);
     for (int i = 0; i < nt; i++)
@@ -1185,7 +1190,7 @@ Test(cachegen_kvdata, round_trip)
     memcpy(kv, k.data, NL * T * C * 2);
     memcpy(kv + NL * T * C, v.data, NL * T * C * 2);
     uint32_t *bins = xmalloc(L * 4);
-    kvc_context_t *ctx[2];
+    kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int variant = 0; variant < 2; variant++) {
         cr_assert_eq(kvc_cg_default_bins(NL, bins), KVC_OK);

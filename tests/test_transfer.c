@@ -31,7 +31,12 @@ static int64_t rnd_in(rng_t *r, int64_t lo, int64_t hi) { return lo + (int64_t)(
 static void fill(rng_t *r, void *p, size_t n)
 {
     uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(rnd(r) >> 56);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const uint64_t v = rnd(r);
+        memcpy(b + i, &v, 8);
+    }
+    for (; i < n; i++) b[i] = (uint8_t)(rnd(r) >> 56);
 }
 
 /* A buffer in two copies: one for the library, one for the oracle. */
@@ -472,7 +477,7 @@ Test(transfer, flash_pair_skips_negative_slots)
  * with 64-byte aligned runs, for the streaming stores. */
 Test(transfer, threaded_and_streaming_paths_match_oracle)
 {
-    kvc_context_t *ctx = ctx_threads(4);
+    kvc_context_t *ctx = ctx_threads(3);
     rng_t r = { 42 };
     const int fmts[] = { 1, 6, 3, 13 };
     for (int i = 0; i < 4; i++) {
@@ -888,6 +893,14 @@ Test(transfer, token_errors_have_exact_status_and_write_nothing)
     TOKENS_FAIL(KVC_ERR_OUT_OF_RANGE, "slots[4] = 16", (void)0);
     f.slots[4] = INT64_MAX;
     TOKENS_FAIL(KVC_ERR_OUT_OF_RANGE, "slots[4] = 9223372036854775807", (void)0);
+
+    /* An empty transfer may come with NULL chunk and slots (empty tensors) and does nothing. */
+    kvc_token_transfer_t empty = fx_tokens(&f, KVC_H2D);
+    empty.num_tokens = empty.num_slots = 0;
+    empty.chunk = NULL;
+    empty.slots = NULL;
+    cr_assert_eq(kvc_transfer_tokens(f.ctx, &empty), KVC_OK, "%s", kvc_last_error());
+    fx_expect_untouched(&f, "empty transfer");
 
     /* An out-of-range slot inside the skipped prefix is never read: the call succeeds and rows
      * [0, skip) of the chunk stay as they were. */

@@ -24,6 +24,7 @@ typedef struct kvc_numa_node_info {
     unsigned os_index;    /* the kernel's node number (may differ from the logical index) */
     uint64_t total_bytes; /* memory local to the node */
     int num_cpus;         /* processing units in the node's cpuset */
+    int64_t free_bytes;   /* MemFree of the node from sysfs now; -1 when unknown (XML topology) */
 } kvc_numa_node_info_t;
 
 KVC_API int kvc_topology_gpu_count(const kvc_context_t *ctx);
@@ -39,6 +40,45 @@ KVC_API kvc_status_t kvc_topology_numa_of_pci(const kvc_context_t *ctx, const ch
 
 /* True when the topology was loaded from an XML file (binding then does nothing real). */
 KVC_API int kvc_topology_is_synthetic(const kvc_context_t *ctx);
+
+/* ---- the running kernel's memory settings (always the real machine, even with an XML topology) ---- */
+
+/* One hugetlb pool (/sys/kernel/mm/hugepages/hugepages-<size>kB). Counts are pages. */
+typedef struct kvc_hugepage_pool {
+    uint64_t page_size; /* bytes */
+    uint64_t total;     /* nr_hugepages */
+    uint64_t free;      /* free_hugepages (includes reserved ones) */
+    uint64_t reserved;  /* resv_hugepages: promised to mappings, not yet faulted */
+    uint64_t surplus;   /* surplus_hugepages */
+} kvc_hugepage_pool_t;
+
+/* Hugetlb pools by increasing page size; writes at most max entries and returns how many pools
+ * exist (0 when the kernel has none). */
+KVC_API int kvc_hugepage_pools(kvc_hugepage_pool_t *out, int max);
+
+/* Transparent hugepage mode (/sys/kernel/mm/transparent_hugepage/enabled). */
+typedef enum kvc_thp_mode {
+    KVC_THP_UNAVAILABLE = 0, /* kernel without THP */
+    KVC_THP_NEVER = 1,
+    KVC_THP_MADVISE = 2,     /* only for ranges marked MADV_HUGEPAGE (what kvcore does) */
+    KVC_THP_ALWAYS = 3,
+} kvc_thp_mode_t;
+
+KVC_API kvc_thp_mode_t kvc_thp_mode(void);
+KVC_API const char *kvc_thp_mode_name(kvc_thp_mode_t mode); /* "unavailable", "never", ... */
+
+/* The calling process's cgroup limits (v2, or v1 memory and cpuset controllers). */
+typedef struct kvc_cgroup_info {
+    int version;             /* 2, 1, or 0 when no cgroup information was found */
+    char memory_path[512];   /* cgroup directory the memory figures come from, "" when none */
+    int64_t memory_limit;    /* bytes: the smallest limit on the path to the root; -1 unlimited */
+    int64_t memory_usage;    /* bytes charged to the cgroup now; -1 unknown */
+    char cpuset_cpus[256];   /* effective CPU list ("0-3,8"), "" unknown */
+    char cpuset_mems[256];   /* effective memory node list, "" unknown */
+} kvc_cgroup_info_t;
+
+/* Reads /proc/self/cgroup and /sys/fs/cgroup. KVC_OK with version 0 when there is nothing to read. */
+KVC_API kvc_status_t kvc_cgroup_info(kvc_cgroup_info_t *out);
 
 #ifdef __cplusplus
 }

@@ -104,7 +104,7 @@ typedef struct kvc_token_transfer {
     kvc_page_shape_t shape;
     void *const *engine_ptrs;        /* kvc_format_ptr_count(format, nl) base addresses */
     int64_t num_engine_ptrs;
-    void *chunk;                     /* [planes, NL, num_tokens, row] */
+    void *chunk;                     /* [planes, NL, num_tokens, row]; may be NULL when T == 0 */
     kvc_chunk_layout_t chunk_layout; /* KVC_CHUNK_DEFAULT unless a fused format is split */
     int64_t num_tokens;              /* T: token rows of the chunk */
     const void *slots;               /* T entries; may be NULL when T == 0 */

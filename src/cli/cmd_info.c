@@ -7,6 +7,63 @@
 #include "cli.h"
 #include "json.h"
 
+/* Hugepage pools, THP and cgroup limits: always the running kernel's, even with an XML topology. */
+static void print_memory_text(void)
+{
+    kvc_hugepage_pool_t pools[8];
+    const int n = kvc_hugepage_pools(pools, 8);
+    printf("\nhugepages (transparent: %s):\n", kvc_thp_mode_name(kvc_thp_mode()));
+    if (n == 0) printf("  no hugetlb pools\n");
+    for (int i = 0; i < n && i < 8; i++)
+        printf("  %6llu kB pages: %llu total, %llu free, %llu reserved, %llu surplus\n",
+               (unsigned long long)(pools[i].page_size >> 10), (unsigned long long)pools[i].total,
+               (unsigned long long)pools[i].free, (unsigned long long)pools[i].reserved,
+               (unsigned long long)pools[i].surplus);
+    kvc_cgroup_info_t cg;
+    kvc_cgroup_info(&cg);
+    printf("\ncgroup:");
+    if (cg.version == 0) {
+        printf(" none found\n");
+        return;
+    }
+    printf(" v%d %s\n", cg.version, cg.memory_path);
+    if (cg.memory_limit >= 0) printf("  memory limit %.2f GiB", (double)cg.memory_limit / (1u << 30));
+    else printf("  memory limit none");
+    if (cg.memory_usage >= 0) printf(", %.2f GiB used", (double)cg.memory_usage / (1u << 30));
+    printf("\n  cpuset cpus %s, mems %s\n", cg.cpuset_cpus[0] ? cg.cpuset_cpus : "(unknown)",
+           cg.cpuset_mems[0] ? cg.cpuset_mems : "(unknown)");
+}
+
+static void print_memory_json(json_writer_t *w)
+{
+    kvc_hugepage_pool_t pools[8];
+    const int n = kvc_hugepage_pools(pools, 8);
+    json_string(w, "transparent_hugepages", kvc_thp_mode_name(kvc_thp_mode()));
+    json_begin_array(w, "hugepage_pools");
+    for (int i = 0; i < n && i < 8; i++) {
+        json_begin_object(w, NULL);
+        json_int(w, "page_size", (long long)pools[i].page_size);
+        json_int(w, "total", (long long)pools[i].total);
+        json_int(w, "free", (long long)pools[i].free);
+        json_int(w, "reserved", (long long)pools[i].reserved);
+        json_int(w, "surplus", (long long)pools[i].surplus);
+        json_end_object(w);
+    }
+    json_end_array(w);
+    kvc_cgroup_info_t cg;
+    kvc_cgroup_info(&cg);
+    json_begin_object(w, "cgroup");
+    json_int(w, "version", cg.version);
+    json_string(w, "memory_path", cg.memory_path);
+    if (cg.memory_limit >= 0) json_int(w, "memory_limit", cg.memory_limit);
+    else json_null(w, "memory_limit");
+    if (cg.memory_usage >= 0) json_int(w, "memory_usage", cg.memory_usage);
+    else json_null(w, "memory_usage");
+    json_string(w, "cpuset_cpus", cg.cpuset_cpus);
+    json_string(w, "cpuset_mems", cg.cpuset_mems);
+    json_end_object(w);
+}
+
 static void print_text(kvc_context_t *ctx)
 {
     printf("kvcore %s (library %s)\n\n", KVC_VERSION_STRING, kvc_version_string());
@@ -30,8 +87,11 @@ static void print_text(kvc_context_t *ctx)
     for (int i = 0; i < kvc_topology_numa_count(ctx); i++) {
         kvc_numa_node_info_t n;
         kvc_topology_numa_node(ctx, i, &n);
-        printf("  node %u: %.1f GiB, %d cpus\n", n.os_index, (double)n.total_bytes / (1u << 30), n.num_cpus);
+        printf("  node %u: %.1f GiB", n.os_index, (double)n.total_bytes / (1u << 30));
+        if (n.free_bytes >= 0) printf(" (%.1f GiB free)", (double)n.free_bytes / (1u << 30));
+        printf(", %d cpus\n", n.num_cpus);
     }
+    print_memory_text();
     printf("\ngpus on the PCI bus:\n");
     if (kvc_topology_gpu_count(ctx) == 0) printf("  none\n");
     for (int i = 0; i < kvc_topology_gpu_count(ctx); i++) {
@@ -93,9 +153,12 @@ static void print_json(kvc_context_t *ctx)
         json_int(&w, "os_index", n.os_index);
         json_int(&w, "bytes", (long long)n.total_bytes);
         json_int(&w, "cpus", n.num_cpus);
+        if (n.free_bytes >= 0) json_int(&w, "free_bytes", n.free_bytes);
+        else json_null(&w, "free_bytes");
         json_end_object(&w);
     }
     json_end_array(&w);
+    print_memory_json(&w);
     json_begin_array(&w, "gpus");
     for (int i = 0; i < kvc_topology_gpu_count(ctx); i++) {
         kvc_pci_device_t g;

@@ -142,7 +142,8 @@ KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_args_t *
 
 KVC_API kvc_status_t kvc_cg_default_bins(size_t num_layers, uint32_t *bins)
 {
-    if (!bins || num_layers == 0) return kvc_error(KVC_ERR_INVALID_ARG, "cg_default_bins: bins NULL or 0 layers");
+    if (!bins || num_layers == 0 || num_layers > SIZE_MAX / 2)
+        return kvc_error(KVC_ERR_INVALID_ARG, "cg_default_bins: bins NULL or %zu layers", num_layers);
     const int small = num_layers < 10;
     for (size_t l = 0; l < num_layers; l++) {
         bins[l] = small || l < 10 ? 32 : 16;

@@ -12,6 +12,7 @@
 #include <kvcore/version.h>
 
 #include "env.h"
+#include "hostmem.h"
 #include "internal.h"
 
 KVC_API unsigned kvc_version(void) { return KVC_VERSION_NUMBER; }
@@ -138,7 +139,9 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
                                          .num_threads = ctx->num_threads,
                                          .cpu_isa = (int)ctx->isa };
 
-    kvc_status_t st = kvc_topology_load(ctx);
+    kvc_status_t st = kvc_recorder_create(&ctx->recorder);
+    if (st != KVC_OK) goto fail;
+    st = kvc_topology_load(ctx);
     if (st != KVC_OK) goto fail;
     st = kvc_backends_discover(ctx, forced, module_path, load_all);
     if (st != KVC_OK) goto fail;
@@ -146,16 +149,24 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
     if (st != KVC_OK) goto fail;
     st = ctx->backend->init(&ctx->svc, ctx->device, &ctx->bctx);
     if (st != KVC_OK) {
-        st = kvc_error(st, "backend '%s' failed to initialise: %s", ctx->backend->name, kvc_last_error());
+        char why[512]; /* kvc_error writes the buffer kvc_last_error() returns: copy it first */
+        snprintf(why, sizeof(why), "%s", kvc_last_error());
+        st = kvc_error(st, "backend '%s' failed to initialise: %s", ctx->backend->name, why);
         goto fail;
     }
     kvc_ops_resolve(&ctx->ops, ctx->backend);
+    st = kvc_hostmem_init(ctx);
+    if (st != KVC_OK) {
+        ctx->backend->fini(ctx->bctx);
+        goto fail;
+    }
     KVC_INFO("context: backend %s, isa %s, %d threads", ctx->backend->name, kvc_isa_name(ctx->isa), ctx->num_threads);
     *out = ctx;
     return KVC_OK;
 fail:
     kvc_backends_unload(ctx);
     kvc_topology_unload(ctx);
+    kvc_recorder_destroy(ctx->recorder);
     free(ctx);
     return st;
 }
@@ -163,10 +174,12 @@ fail:
 KVC_API void kvc_context_destroy(kvc_context_t *ctx)
 {
     if (!ctx) return;
+    kvc_hostmem_teardown(ctx); /* before fini: unpinning needs the backend */
     kvc_device_teardown(ctx); /* before fini: freeing needs the backend */
     if (ctx->backend && ctx->bctx) ctx->backend->fini(ctx->bctx);
     kvc_backends_unload(ctx);
     kvc_topology_unload(ctx);
+    kvc_recorder_destroy(ctx->recorder);
     free(ctx);
 }
 

@@ -15,6 +15,8 @@
 #define KVC_MAX_BACKENDS 3
 #define KVC_MAX_GPUS 64
 
+typedef struct kvc_recorder kvc_recorder_t; /* recorder.c */
+
 typedef struct kvc_backend_slot {
     const char *name;
     int priority;
@@ -41,7 +43,9 @@ struct kvc_context {
     kvc_isa_t isa;
     int num_threads;
     int device;
+    kvc_recorder_t *recorder; /* completion and event records not drained yet */
 
+    struct kvc_mem_registry *mem; /* live host allocations (hostmem.c) */
     struct kvc_device_registry *devmem; /* live kvc_device_alloc allocations (device.c) */
 };
 
@@ -53,6 +57,10 @@ kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const
 void kvc_backends_unload(kvc_context_t *ctx);
 /* Copy ops, replacing missing or NULL slots with stubs returning KVC_ERR_UNSUPPORTED. */
 void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc);
+
+/* recorder.c: the context's recorders (destroy frees records not drained; NULL is a no-op) */
+kvc_status_t kvc_recorder_create(kvc_recorder_t **out);
+void kvc_recorder_destroy(kvc_recorder_t *r);
 
 /* device.c: frees what kvc_device_alloc handed out and was not freed (before the backend's fini). */
 void kvc_device_teardown(kvc_context_t *ctx);

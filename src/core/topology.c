@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sysinfo.h"
 
 static int pci_node_of(hwloc_topology_t topo, hwloc_obj_t pcidev)
 {
@@ -84,6 +85,8 @@ KVC_API kvc_status_t kvc_topology_numa_node(const kvc_context_t *ctx, int index,
     out->os_index = n->os_index;
     out->total_bytes = n->attr ? n->attr->numanode.local_memory : 0;
     out->num_cpus = n->cpuset ? hwloc_bitmap_weight(n->cpuset) : 0;
+    /* hwloc knows each node's size, not its free memory: that comes from sysfs, for real topologies. */
+    out->free_bytes = ctx->topo_synthetic ? -1 : kvc_sys_node_free_bytes(n->os_index);
     return KVC_OK;
 }
 
@@ -108,3 +111,27 @@ KVC_API kvc_status_t kvc_topology_numa_of_pci(const kvc_context_t *ctx, const ch
 }
 
 KVC_API int kvc_topology_is_synthetic(const kvc_context_t *ctx) { return ctx ? ctx->topo_synthetic : 0; }
+
+KVC_API int kvc_hugepage_pools(kvc_hugepage_pool_t *out, int max)
+{
+    return kvc_sys_hugepage_pools_at(KVC_SYS_HUGEPAGES_DIR, out, max);
+}
+
+KVC_API kvc_thp_mode_t kvc_thp_mode(void) { return kvc_sys_thp_mode_at(KVC_SYS_THP_ENABLED); }
+
+KVC_API const char *kvc_thp_mode_name(kvc_thp_mode_t mode)
+{
+    switch (mode) {
+    case KVC_THP_NEVER: return "never";
+    case KVC_THP_MADVISE: return "madvise";
+    case KVC_THP_ALWAYS: return "always";
+    default: return "unavailable";
+    }
+}
+
+KVC_API kvc_status_t kvc_cgroup_info(kvc_cgroup_info_t *out)
+{
+    if (!out) return kvc_error(KVC_ERR_INVALID_ARG, "out must not be NULL");
+    kvc_sys_cgroup_at(KVC_SYS_CGROUP_ROOT, KVC_SYS_SELF_CGROUP, out);
+    return KVC_OK;
+}

@@ -98,8 +98,8 @@ KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_tra
     if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
                               kvc_format_name(a->format))) != KVC_OK)
         return st;
-    if (!a->chunk) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     const int64_t T = a->num_tokens;
+    if (!a->chunk && T > 0) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
                            a->skip_prefix_tokens)) != KVC_OK)
         return st;
@@ -126,8 +126,8 @@ KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_tran
     if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
                               kvc_format_name(a->format))) != KVC_OK)
         return st;
-    if (!a->chunk) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     const int64_t T = a->num_tokens;
+    if (!a->chunk && T > 0) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     if ((st = check_tokens(&l, &a->shape, l.planes, T, a->slots, a->slot_type, a->num_slots, 0)) != KVC_OK) return st;
     const kvc_chunk_map_t c = { .plane_stride = a->token_major ? l.row_bytes : T * l.row_bytes,
                                 .token_stride = a->token_major ? l.planes * l.row_bytes : l.row_bytes,
@@ -144,7 +144,8 @@ static kvc_status_t flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a, int
     kvc_layout_t l;
     kvc_status_t st = kvc_layout_build(KVC_FMT_TWO_X_NL_X_NB_BS_NH_HS, &one, KVC_CHUNK_DEFAULT, &l);
     if (st != KVC_OK) return st;
-    if (a->shape.nl < 1) return kvc_error(KVC_ERR_SHAPE, "shape.nl = %lld must be >= 1", (long long)a->shape.nl);
+    if (a->shape.nl < 1 || kvc_mul2(2, a->shape.nl) < 0) /* 2*nl: the chunk's planes x layers, below */
+        return kvc_error(KVC_ERR_SHAPE, "shape.nl = %lld must be >= 1 and 2*nl fit 64 bits", (long long)a->shape.nl);
     if (!a->key_value || !a->key_cache || !a->value_cache)
         return kvc_error(KVC_ERR_INVALID_ARG, "%s is NULL",
                          !a->key_value ? "key_value" : !a->key_cache ? "key_cache" : "value_cache");

@@ -525,7 +525,7 @@ static kvc_status_t validate(kvc_safetensors_t *t, size_t data_size)
                              src, e->name, e->end - e->begin, nbytes);
     }
     /* The ranges must tile [0, data_size): no overlap, no gap, nothing past the end. */
-    qsort(t->entries, t->count, sizeof(*t->entries), cmp_offsets);
+    if (t->count) qsort(t->entries, t->count, sizeof(*t->entries), cmp_offsets);
     size_t at = 0;
     for (size_t i = 0; i < t->count; i++) {
         const st_entry_t *e = &t->entries[i];

@@ -279,7 +279,7 @@ kvc_status_t kvc_sink_finish(kvc_sink_t *k, kvc_status_t st)
 
 void kvc_sb_put(kvc_strbuf_t *b, const char *s, size_t n)
 {
-    if (b->failed) return;
+    if (b->failed || n == 0) return;
     if (n > b->cap - b->len) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap - b->len < n) {

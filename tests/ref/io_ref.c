@@ -5,7 +5,7 @@
 
 static size_t emit(unsigned char *out, size_t cap, size_t at, const void *p, size_t n)
 {
-    if (out && at + n <= cap) memcpy(out + at, p, n);
+    if (out && n && at + n <= cap) memcpy(out + at, p, n);
     return at + n;
 }
 

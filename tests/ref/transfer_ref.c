@@ -74,10 +74,17 @@ uint8_t *ref_engine_elem(int f, const kvc_page_shape_t *s, int layout, void *con
     return (uint8_t *)ptrs[ptr] + off * s->element_size;
 }
 
+/* One element of es bytes, in the direction's sense. */
 static void move(uint8_t *eng, uint8_t *chk, int es, int direction)
 {
-    if (direction == KVC_H2D) memcpy(eng, chk, (size_t)es);
-    else memcpy(chk, eng, (size_t)es);
+    uint8_t *dst = direction == KVC_H2D ? eng : chk;
+    const uint8_t *src = direction == KVC_H2D ? chk : eng;
+    switch (es) {
+    case 1: *dst = *src; break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
 }
 
 void ref_transfer_tokens(const kvc_token_transfer_t *a)

@@ -6,6 +6,10 @@
 #include <string.h>
 
 #include "cpu_backend.h"
+#include "cpu_rope.h"
+#include "cpu_memory.h"
+#include "cpu_transfer.h"
+#include "cpu_cachegen.h"
 #include "cpu_cachegen.h"
 #include "cpu_transfer.h"
 
@@ -85,13 +89,20 @@ const kvc_backend_t kvc_cpu_backend = {
         .device_free = cpu_device_free,
         .stream_synchronize = cpu_stream_synchronize,
         .launch_host_callback = cpu_launch_host_callback,
+        .rope_k_fused = kvc_cpu_rope_k_fused,
+        .rope_cache_build = kvc_cpu_rope_cache_build,
+        .rope_k_delta = kvc_cpu_rope_k_delta,
+        .host_register = kvc_cpu_host_register,
+        .host_unregister = kvc_cpu_host_unregister,
+        .memcpy_split = kvc_cpu_memcpy_split,
+        .batched_memcpy = kvc_cpu_batched_memcpy,
+        .transfer_tokens = kvc_cpu_transfer_tokens,
+        .transfer_blocks = kvc_cpu_transfer_blocks,
         .cg_cdf = cpu_cg_cdf,
         .cg_encode = cpu_cg_encode,
         .cg_decode = cpu_cg_decode,
         .cg_decode_packed = cpu_cg_decode_packed,
         .quantise = cpu_quantise,
         .dequantise = cpu_dequantise,
-        .transfer_tokens = kvc_cpu_transfer_tokens,
-        .transfer_blocks = kvc_cpu_transfer_blocks,
     },
 };

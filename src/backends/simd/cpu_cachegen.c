@@ -53,16 +53,14 @@ static kvc_status_t check_symbols(kvc_backend_ctx_t *b, const char *op, const ui
 {
     const size_t n = layers * tokens * channels;
     if (n == 0) return KVC_OK;
-    /* Per-chunk maxima (vectorisable), one pass, threads over chunks. */
+    /* One vectorised pass over chunks; the exact index only when a chunk has a bad symbol. */
     const size_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
     size_t first_bad = n;
 #pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first_bad) if (n >= CG_PARALLEL_MIN)
     for (size_t ci = 0; ci < nchunks; ci++) {
         const uint8_t *p = sym + ci * chunk;
         const size_t m = ci + 1 < nchunks ? chunk : n - ci * chunk;
-        uint8_t mx = 0;
-        for (size_t i = 0; i < m; i++) mx = p[i] > mx ? p[i] : mx;
-        if (mx >= num_bins)
+        if (cg_any_at_least(p, m, (uint8_t)num_bins))
             for (size_t i = 0; i < m; i++)
                 if (p[i] >= num_bins) {
                     first_bad = ci * chunk + i < first_bad ? ci * chunk + i : first_bad;

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <kvcore/cachegen.h>
 
@@ -81,6 +82,25 @@ const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b);
 float cg_row_absmax_scalar(kvc_cg_dtype_t dtype, const void *x, size_t n);
 void cg_quantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
 void cg_dequantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
+
+/* 1 when some p[i] >= bound (16 bytes at a time with GCC vector extensions: SSE2 / NEON). */
+static inline int cg_any_at_least(const uint8_t *p, size_t n, uint8_t bound)
+{
+    typedef uint8_t v16u __attribute__((vector_size(16)));
+    typedef int8_t v16s __attribute__((vector_size(16)));
+    const v16u lim = (v16u){ 0 } + bound;
+    v16s hit = { 0 };
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        v16u v;
+        memcpy(&v, p + i, 16);
+        hit |= (v16s)(v >= lim);
+    }
+    int any = 0;
+    for (unsigned k = 0; k < 16; k++) any |= hit[k];
+    for (; i < n; i++) any |= p[i] >= bound;
+    return any != 0;
+}
 
 /* Power-of-two factor f applied to both x and scale before M / scale (see cachegen.h). */
 static inline float cg_prescale(float scale)

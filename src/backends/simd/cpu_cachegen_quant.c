@@ -145,9 +145,7 @@ kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a
         if (!(s >= 0.0f && s < INFINITY) && row < bad_scale) bad_scale = row;
         const unsigned top = 2 * (a->bins[row / T] / 2 - 1);
         const uint8_t *q = a->symbols + row * C;
-        uint8_t mx = 0;
-        for (size_t i = 0; i < C; i++) mx = q[i] > mx ? q[i] : mx;
-        if (mx > top)
+        if (cg_any_at_least(q, C, (uint8_t)(top + 1)))
             for (size_t i = 0; i < C; i++)
                 if (q[i] > top) {
                     if (row * C + i < bad_sym) bad_sym = row * C + i;

@@ -1,0 +1,224 @@
+/* `kvcore bench memory`: allocation + first touch of a pool for each kind of host memory (the free
+ * is not timed), next to malloc + memset of the same bytes in the same run; batched memcpy and the
+ * split copy next to one memcpy of the same bytes over the same threads. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+/* Best-of-reps seconds of `setup` alone (after one warm-up); `teardown` runs untimed after each. */
+static double best_of(int reps, void *(*setup)(void *), void (*teardown)(void *, void *), void *arg)
+{
+    double best = 1e30;
+    for (int i = 0; i <= reps; i++) {
+        const double t0 = bench_now();
+        void *p = setup(arg);
+        const double t = bench_now() - t0;
+        if (!p) return -1;
+        teardown(arg, p);
+        if (i > 0 && t < best) best = t;
+    }
+    return best;
+}
+
+static void *malloc_memset(void *arg)
+{
+    const size_t bytes = *(const size_t *)arg;
+    char *p = malloc(bytes);
+    if (p) memset(p, 0x5a, bytes); /* not 0: the compiler would turn malloc + memset(0) into calloc */
+    __asm__ volatile("" : : "r"(p) : "memory"); /* and must not drop the unused writes either */
+    return p;
+}
+
+static void free_malloced(void *arg, void *p)
+{
+    (void)arg;
+    free(p);
+}
+
+typedef struct {
+    kvc_context_t *ctx;
+    size_t bytes;
+    kvc_mem_params_t params;
+} kvc_job_t;
+
+static void *kvc_alloc(void *arg)
+{
+    kvc_job_t *j = arg;
+    void *p = NULL;
+    return kvc_mem_alloc(j->ctx, j->bytes, &j->params, &p, NULL) == KVC_OK ? p : NULL;
+}
+
+static void kvc_free(void *arg, void *p) { kvc_mem_free(((kvc_job_t *)arg)->ctx, p); }
+
+static void report_kind(const bench_opts_t *o, const char *name, size_t bytes, unsigned kind, double baseline, int reps)
+{
+    char shm[64];
+    snprintf(shm, sizeof(shm), "/kvcore-bench-%d", (int)getpid());
+    kvc_job_t j = { .ctx = o->ctx, .bytes = bytes, .params = { .field_mask = KVC_MEM_PARAM_KIND, .kind = kind } };
+    if (kind & KVC_MEM_SHARED) {
+        j.params.field_mask |= KVC_MEM_PARAM_NAME;
+        j.params.name = shm;
+    }
+    /* What this kind obtains here (page size, pinned, node), for the record. */
+    void *p;
+    kvc_mem_report_t r;
+    kvc_status_t st = kvc_mem_alloc(o->ctx, bytes, &j.params, &p, &r);
+    if (st != KVC_OK) {
+        fprintf(stderr, "bench memory: %s skipped: %s (%s)\n", name, kvc_status_name(st), kvc_last_error());
+        return;
+    }
+    kvc_mem_free(o->ctx, p);
+    const double t = best_of(reps, kvc_alloc, kvc_free, &j);
+    if (t < 0) {
+        fprintf(stderr, "bench memory: %s failed: %s\n", name, kvc_last_error());
+        return;
+    }
+    char params[256];
+    snprintf(params, sizeof(params),
+             "\"bytes\":%zu,\"page_size\":%zu,\"pinned\":%d,\"numa_bound\":%d,\"fallbacks\":%" PRIu32, bytes,
+             r.page_size, r.pinned, r.numa_bound, r.fallbacks);
+    const bench_result_t res = { .suite = "memory",
+                                 .name = name,
+                                 .value = (double)bytes / t / 1e9,
+                                 .unit = "GB/s",
+                                 .baseline_name = "malloc+memset",
+                                 .baseline_value = baseline,
+                                 .threads = kvc_context_num_threads(o->ctx),
+                                 .params = params };
+    bench_report(o, &res);
+}
+
+typedef struct {
+    kvc_context_t *ctx;
+    void **dsts;
+    const void **srcs;
+    size_t *sizes;
+    size_t count;
+    kvc_status_t status;
+} batch_job_t;
+
+static void batch(void *arg)
+{
+    batch_job_t *j = arg;
+    if (j->status == KVC_OK)
+        j->status = kvc_batched_memcpy(j->ctx, j->dsts, (const void *const *)j->srcs, j->sizes, j->count, NULL);
+}
+
+typedef struct {
+    kvc_context_t *ctx;
+    void *dst;
+    const void *src;
+    size_t bytes, alignment;
+    kvc_status_t status;
+} split_job_t;
+
+static void split(void *arg)
+{
+    split_job_t *j = arg;
+    if (j->status == KVC_OK)
+        j->status = kvc_memcpy_async(j->ctx, j->dst, j->src, j->bytes, KVC_COPY_H2D, 0, j->alignment, NULL);
+}
+
+static void report_copy(const bench_opts_t *o, const char *name, size_t bytes, double t, double baseline,
+                        const char *params)
+{
+    const bench_result_t res = { .suite = "memory",
+                                 .name = name,
+                                 .value = (double)bytes / t / 1e9,
+                                 .unit = "GB/s",
+                                 .baseline_name = "memcpy_same_bytes",
+                                 .baseline_value = baseline,
+                                 .threads = kvc_context_num_threads(o->ctx),
+                                 .params = params };
+    bench_report(o, &res);
+}
+
+static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
+{
+    const int threads = kvc_context_num_threads(o->ctx);
+    const double baseline = bench_memcpy_gbps(bytes, threads, reps);
+    char *src = bench_alloc(bytes), *dst = bench_alloc(bytes);
+    /* Entries of a KV page (4 KiB), a block (64 KiB) and a chunk (2 MiB), destinations shuffled. */
+    const size_t entry_sizes[] = { 4 << 10, 64 << 10, 2 << 20 };
+    int rc = 0;
+    for (size_t c = 0; c < 3 && !rc; c++) {
+        const size_t e = entry_sizes[c], n = bytes / e;
+        batch_job_t j = { .ctx = o->ctx, .count = n };
+        j.dsts = malloc(n * sizeof(*j.dsts));
+        j.srcs = malloc(n * sizeof(*j.srcs));
+        j.sizes = malloc(n * sizeof(*j.sizes));
+        if (!j.dsts || !j.srcs || !j.sizes) {
+            fprintf(stderr, "bench memory: out of memory for %zu entries\n", n);
+            exit(1);
+        }
+        const size_t stride = n > 1 && n % 7919 ? 7919 : 1; /* a permutation when n is not a multiple of it */
+        for (size_t i = 0; i < n; i++) {
+            j.srcs[i] = src + i * e;
+            j.dsts[i] = dst + (i * stride % n) * e;
+            j.sizes[i] = e;
+        }
+        const double t = bench_time(batch, &j, reps);
+        if (j.status != KVC_OK) {
+            fprintf(stderr, "bench memory: batched memcpy failed: %s\n", kvc_last_error());
+            rc = 1;
+        } else {
+            char name[64], params[96];
+            snprintf(name, sizeof(name), "batched_memcpy_%zuKiB_entries", e >> 10);
+            snprintf(params, sizeof(params), "\"bytes\":%zu,\"entries\":%zu", bytes, n);
+            report_copy(o, name, bytes, t, baseline, params);
+        }
+        free(j.dsts);
+        free(j.srcs);
+        free(j.sizes);
+    }
+    /* The split copy with LMCache's 64 MiB registration pieces and a small alignment. */
+    const size_t alignments[] = { (size_t)64 << 20, 4096 };
+    for (size_t c = 0; c < 2 && !rc; c++) {
+        split_job_t j = { .ctx = o->ctx, .dst = dst, .src = src, .bytes = bytes, .alignment = alignments[c] };
+        const double t = bench_time(split, &j, reps);
+        if (j.status != KVC_OK) {
+            fprintf(stderr, "bench memory: split copy failed: %s\n", kvc_last_error());
+            rc = 1;
+            break;
+        }
+        char name[64], params[96];
+        snprintf(name, sizeof(name), "split_copy_align_%zuKiB", alignments[c] >> 10);
+        snprintf(params, sizeof(params), "\"bytes\":%zu,\"alignment\":%zu", bytes, alignments[c]);
+        report_copy(o, name, bytes, t, baseline, params);
+    }
+    bench_free(src, bytes);
+    bench_free(dst, bytes);
+    return rc;
+}
+
+int bench_memory_run(const bench_opts_t *o)
+{
+    const size_t pool = o->quick ? (size_t)256 << 20 : (size_t)4 << 30;
+    const int reps = o->quick ? 2 : 3;
+    size_t bytes = pool;
+    const double t = best_of(reps, malloc_memset, free_malloced, &bytes);
+    if (t < 0) {
+        fprintf(stderr, "bench memory: malloc of %zu bytes failed\n", pool);
+        return 1;
+    }
+    const double baseline = (double)pool / t / 1e9;
+    static const struct {
+        const char *name;
+        unsigned kind;
+    } kinds[] = {
+        { "alloc_touch_plain", KVC_MEM_PLAIN },
+        { "alloc_touch_numa_local", KVC_MEM_NUMA },
+        { "alloc_touch_hugepage", KVC_MEM_HUGEPAGE },
+        { "alloc_touch_pinned", KVC_MEM_PINNED },
+        { "alloc_touch_pinned_numa_hugepage", KVC_MEM_PINNED | KVC_MEM_NUMA | KVC_MEM_HUGEPAGE },
+        { "alloc_touch_shared", KVC_MEM_SHARED },
+        { "alloc_touch_shared_numa", KVC_MEM_SHARED | KVC_MEM_NUMA },
+    };
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+        report_kind(o, kinds[k].name, pool, kinds[k].kind, baseline, reps);
+    return bench_copies(o, o->quick ? (size_t)64 << 20 : (size_t)1 << 30, reps);
+}

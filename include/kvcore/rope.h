@@ -1,0 +1,118 @@
+/* RoPE for stored keys (SPEC §5): move rotary-encoded keys from their stored positions to new
+ * positions in place (CacheBlend re-RoPE), build the cos/sin table, or rotate by the position delta
+ * without a table. Math is done in fp32 for every key dtype, with one rounding at the end; see
+ * docs/ROPE.md for the accuracy of each variant. */
+#ifndef KVCORE_ROPE_H
+#define KVCORE_ROPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <kvcore/export.h>
+#include <kvcore/status.h>
+#include <kvcore/context.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element type of keys and of cos/sin tables. */
+typedef enum kvc_rope_dtype {
+    KVC_ROPE_F32 = 0,
+    KVC_ROPE_F16 = 1,  /* IEEE binary16 */
+    KVC_ROPE_BF16 = 2, /* bfloat16 (upper half of a binary32) */
+} kvc_rope_dtype_t;
+
+/* How the rot_dim rotated elements of a head form pairs (x, y). */
+typedef enum kvc_rope_style {
+    KVC_ROPE_NEOX = 0, /* x = k[i], y = k[i + rot_dim/2] (rotate_half; vLLM is_neox=True) */
+    KVC_ROPE_GPTJ = 1, /* x = k[2i], y = k[2i+1] (adjacent pairs; llama2.c, GPT-J) */
+} kvc_rope_style_t;
+
+/* Positions must lie in [0, KVC_ROPE_POSITION_LIMIT) (and below a table's max_position). */
+#define KVC_ROPE_POSITION_LIMIT ((int64_t)1 << 31)
+
+/* Keys [num_tokens, num_heads, head_size], rotated in place. Only the first rot_dim elements of
+ * each head are touched. Strides count elements, not bytes. */
+typedef struct kvc_rope_keys {
+    void *data;             /* first element of token 0, head 0; aligned to the element size */
+    kvc_rope_dtype_t dtype;
+    size_t num_tokens;      /* N; 0 is a no-op (positions may then be NULL) */
+    size_t num_heads;       /* NKV, at least 1 */
+    size_t head_size;       /* HS, at least 1 */
+    size_t head_stride;     /* elements from head h to head h+1; 0 means head_size. 2*HS for fused K/V rows */
+    size_t token_stride;    /* elements from token t to t+1; 0 means num_heads*head_stride */
+} kvc_rope_keys_t;
+
+/* A cos/sin table [max_position, rot_dim] in vLLM's layout: row p is
+ * [cos(p*theta_0) .. cos(p*theta_{rot_dim/2-1}), sin(p*theta_0) .. sin(p*theta_{rot_dim/2-1})]
+ * with theta_i = base^(-2i/rot_dim). Rows are contiguous (row stride rot_dim). */
+typedef struct kvc_rope_table {
+    void *data;             /* read by kvc_rope_k_fused, written by kvc_rope_cache_build */
+    kvc_rope_dtype_t dtype;
+    size_t max_position;    /* rows */
+    size_t rot_dim;         /* columns: even, at least 2 */
+} kvc_rope_table_t;
+
+/* Undo the rotation at old_positions[t] and apply it at new_positions[t], for every token t, in
+ * one pass (the two rotations are composed in fp32 per pair before touching the key). rot_dim is
+ * table->rot_dim and must be even and <= head_size. The table dtype must equal the key dtype or be
+ * KVC_ROPE_F32. Keys, positions and table must not overlap.
+ * Errors: KVC_ERR_INVALID_ARG (NULL pointer, zero count, bad style), KVC_ERR_DTYPE (unknown dtype,
+ * table dtype neither the key dtype nor fp32), KVC_ERR_SHAPE (rot_dim odd or > head_size, strides
+ * that make heads or tokens overlap, sizes overflowing size_t), KVC_ERR_ALIGNMENT (pointer not
+ * aligned to its element), KVC_ERR_OUT_OF_RANGE (a position outside [0, max_position); the message
+ * names the array and index). Nothing is written on error. CPU backend: synchronous. */
+KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
+                                      const int64_t *old_positions, const int64_t *new_positions,
+                                      const kvc_rope_table_t *table, kvc_rope_style_t style);
+
+/* Fill table (all max_position rows) with cos/sin for base (finite, > 0). Angles p*theta_i are formed
+ * and reduced modulo 2*pi in double, then SLEEF's fp32 sincos (1.0-ulp variant) runs on the reduced
+ * angle with a first-order correction for the fp32 rounding of the angle. max_position must be in
+ * [1, KVC_ROPE_POSITION_LIMIT]. Errors as above, plus KVC_ERR_INVALID_ARG for a bad base. */
+KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_table_t *table,
+                                          double base);
+
+/* Table-free variant: rotate each token by the angle (new - old)*theta_i computed on the fly (same
+ * angle scheme as kvc_rope_cache_build), i.e. a single rotation instead of two through rounded table
+ * entries. Positions must lie in [0, KVC_ROPE_POSITION_LIMIT). Errors as kvc_rope_k_fused, with
+ * KVC_ERR_SHAPE / KVC_ERR_INVALID_ARG for rot_dim and KVC_ERR_INVALID_ARG for a bad base. */
+KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
+                                      const int64_t *old_positions, const int64_t *new_positions, size_t rot_dim,
+                                      double base, kvc_rope_style_t style);
+
+/* Bytes of one element of dtype (0 for an unknown dtype). */
+KVC_API size_t kvc_rope_dtype_size(kvc_rope_dtype_t dtype);
+
+/* ---------------------------------------------------------------- for backends
+ * Arguments of the rope_* slots of kvc_backend_ops_t, filled by the core after validation:
+ * strides are resolved (never 0), positions are in range, sizes do not overflow, num_tokens > 0. */
+struct kvc_rope_args {
+    kvc_stream_t stream;
+    kvc_rope_keys_t keys;
+    const int64_t *old_positions;
+    const int64_t *new_positions;
+    kvc_rope_table_t table; /* rot_dim = table.rot_dim */
+    int is_neox;
+};
+
+struct kvc_rope_cache_args {
+    kvc_stream_t stream;
+    kvc_rope_table_t table;
+    double base;
+};
+
+struct kvc_rope_delta_args {
+    kvc_stream_t stream;
+    kvc_rope_keys_t keys;
+    const int64_t *old_positions;
+    const int64_t *new_positions;
+    size_t rot_dim;
+    double base;
+    int is_neox;
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,232 @@
+/* CPU RoPE slots: pick the kernels of the context's ISA tier, split tokens (or table rows) across
+ * OpenMP threads, and hold the scalar tier (also the fallback for NEON, which has no kernels yet). */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include <sleef.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu_backend.h"
+#include "cpu_rope.h"
+#include "isa.h"
+
+/* ---------------------------------------------------------------- scalar tier */
+
+static void scalar_factors(const void *row_old, const void *row_new, kvc_rope_dtype_t dt, size_t half, float *c,
+                           float *s)
+{
+    for (size_t i = 0; i < half; i++) {
+        const float co = kvc_rope_load1(row_old, dt, i), so = kvc_rope_load1(row_old, dt, half + i);
+        const float cn = kvc_rope_load1(row_new, dt, i), sn = kvc_rope_load1(row_new, dt, half + i);
+        c[i] = cn * co + sn * so;
+        s[i] = sn * co - cn * so;
+    }
+}
+
+static void scalar_sincos(double d, const double *theta, size_t half, float *c, float *s)
+{
+    for (size_t i = 0; i < half; i++) {
+        const double r = kvc_rope_reduce(d * theta[i]);
+        const float hi = (float)r, lo = (float)(r - (double)hi);
+        const Sleef_float2 sc = Sleef_sincosf_u10(hi); /* x: sin, y: cos */
+        s[i] = sc.x + sc.y * lo;
+        c[i] = sc.y - sc.x * lo;
+    }
+}
+
+static void scalar_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                          int is_neox, const float *c, const float *s)
+{
+    const size_t es = kvc_rope_dtype_size(dt);
+    for (size_t h = 0; h < num_heads; h++) {
+        void *head = (char *)key + h * head_stride * es;
+        for (size_t i = 0; i < half; i++) {
+            const size_t xi = is_neox ? i : 2 * i, yi = is_neox ? i + half : 2 * i + 1;
+            const float x = kvc_rope_load1(head, dt, xi), y = kvc_rope_load1(head, dt, yi);
+            kvc_rope_store1(head, dt, xi, x * c[i] - y * s[i]);
+            kvc_rope_store1(head, dt, yi, y * c[i] + x * s[i]);
+        }
+    }
+}
+
+static void scalar_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) kvc_rope_store1(dst, dt, i, src[i]);
+}
+
+const kvc_rope_kernels_t kvc_rope_kernels_scalar = {
+    .factors = scalar_factors,
+    .sincos = scalar_sincos,
+    .rotate = scalar_rotate,
+    .store = scalar_store,
+};
+
+/* ---------------------------------------------------------------- slots */
+
+static const kvc_rope_kernels_t *kernels_for(const kvc_backend_ctx_t *b)
+{
+#ifdef KVC_HAVE_X86_SIMD
+    if (b->isa >= KVC_ISA_AVX512) return &kvc_rope_kernels_avx512;
+    if (b->isa >= KVC_ISA_AVX2) return &kvc_rope_kernels_avx2;
+#else
+    (void)b;
+#endif
+    return &kvc_rope_kernels_scalar;
+}
+
+/* Per-thread c/s buffers: 2 * stride floats per thread, stride a multiple of 16 (one cache line). */
+typedef struct scratch {
+    float *buf;
+    size_t stride;
+} scratch_t;
+
+static kvc_status_t scratch_alloc(kvc_backend_ctx_t *b, int threads, size_t half, scratch_t *out)
+{
+    out->stride = (half + 15) & ~(size_t)15;
+    out->buf = aligned_alloc(64, (size_t)threads * 2 * out->stride * sizeof(float));
+    if (!out->buf)
+        return b->svc->set_error(KVC_ERR_NO_MEMORY, "rope: cannot allocate %d x %zu floats of scratch", threads,
+                                 2 * out->stride);
+    return KVC_OK;
+}
+
+static int thread_id(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static int threads_for(const kvc_backend_ctx_t *b, size_t work)
+{
+    return work < (size_t)b->num_threads ? (int)work : b->num_threads;
+}
+
+/* theta_i = base^(-2i/rot_dim) in double (vLLM's inv_freq, without its fp32 rounding). */
+static double *theta_alloc(kvc_backend_ctx_t *b, size_t rot_dim, double base)
+{
+    const size_t half = rot_dim / 2;
+    double *theta = malloc(half * sizeof(double));
+    if (!theta) {
+        b->svc->set_error(KVC_ERR_NO_MEMORY, "rope: cannot allocate %zu frequencies", half);
+        return NULL;
+    }
+    for (size_t i = 0; i < half; i++) theta[i] = pow(base, -(double)(2 * i) / (double)rot_dim);
+    return theta;
+}
+
+kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a)
+{
+    const kvc_rope_kernels_t *k = kernels_for(b);
+    const kvc_rope_keys_t *key = &a->keys;
+    const size_t half = a->table.rot_dim / 2, kes = kvc_rope_dtype_size(key->dtype);
+    const size_t row_bytes = a->table.rot_dim * kvc_rope_dtype_size(a->table.dtype);
+    const int threads = threads_for(b, key->num_tokens);
+    scratch_t sc;
+    kvc_status_t st = scratch_alloc(b, threads, half, &sc);
+    if (st != KVC_OK) return st;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        float *c = sc.buf + (size_t)thread_id() * 2 * sc.stride, *s = c + sc.stride;
+        int64_t last_old = -1, last_new = -1; /* consecutive tokens often share both positions */
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (size_t t = 0; t < key->num_tokens; t++) {
+            const int64_t po = a->old_positions[t], pn = a->new_positions[t];
+            if (po != last_old || pn != last_new) {
+                k->factors((const char *)a->table.data + (size_t)po * row_bytes,
+                           (const char *)a->table.data + (size_t)pn * row_bytes, a->table.dtype, half, c, s);
+                last_old = po;
+                last_new = pn;
+            }
+            k->rotate((char *)key->data + t * key->token_stride * kes, key->dtype, key->num_heads, key->head_stride,
+                      half, a->is_neox, c, s);
+        }
+    }
+    free(sc.buf);
+    return KVC_OK;
+}
+
+kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a)
+{
+    const kvc_rope_kernels_t *k = kernels_for(b);
+    const kvc_rope_keys_t *key = &a->keys;
+    const size_t half = a->rot_dim / 2, kes = kvc_rope_dtype_size(key->dtype);
+    double *theta = theta_alloc(b, a->rot_dim, a->base);
+    if (!theta) return KVC_ERR_NO_MEMORY;
+    const int threads = threads_for(b, key->num_tokens);
+    scratch_t sc;
+    kvc_status_t st = scratch_alloc(b, threads, half, &sc);
+    if (st != KVC_OK) {
+        free(theta);
+        return st;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        float *c = sc.buf + (size_t)thread_id() * 2 * sc.stride, *s = c + sc.stride;
+        int64_t last_delta = INT64_MIN; /* the delta is usually the same for a run of tokens */
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (size_t t = 0; t < key->num_tokens; t++) {
+            const int64_t delta = a->new_positions[t] - a->old_positions[t];
+            if (delta != last_delta) {
+                k->sincos((double)delta, theta, half, c, s);
+                last_delta = delta;
+            }
+            k->rotate((char *)key->data + t * key->token_stride * kes, key->dtype, key->num_heads, key->head_stride,
+                      half, a->is_neox, c, s);
+        }
+    }
+    free(sc.buf);
+    free(theta);
+    return KVC_OK;
+}
+
+kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rope_cache_args *a)
+{
+    const kvc_rope_kernels_t *k = kernels_for(b);
+    const kvc_rope_table_t *tb = &a->table;
+    const size_t half = tb->rot_dim / 2, es = kvc_rope_dtype_size(tb->dtype);
+    double *theta = theta_alloc(b, tb->rot_dim, a->base);
+    if (!theta) return KVC_ERR_NO_MEMORY;
+    const int threads = threads_for(b, tb->max_position);
+    scratch_t sc;
+    kvc_status_t st = scratch_alloc(b, threads, half, &sc);
+    if (st != KVC_OK) {
+        free(theta);
+        return st;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        float *c = sc.buf + (size_t)thread_id() * 2 * sc.stride, *s = c + sc.stride;
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (size_t p = 0; p < tb->max_position; p++) {
+            char *row = (char *)tb->data + p * tb->rot_dim * es;
+            if (tb->dtype == KVC_ROPE_F32) {
+                k->sincos((double)p, theta, half, (float *)row, (float *)row + half);
+            } else {
+                k->sincos((double)p, theta, half, c, s);
+                k->store(row, tb->dtype, c, half);
+                k->store(row + half * es, tb->dtype, s, half);
+            }
+        }
+    }
+    free(sc.buf);
+    free(theta);
+    return KVC_OK;
+}

@@ -1,0 +1,125 @@
+/* CPU RoPE: the backend slots (cpu_rope.c) and the per-ISA kernels they dispatch to
+ * (cpu_rope.c: scalar; cpu_rope_avx2.c, cpu_rope_avx512.c: compiled with their own -m flags).
+ *
+ * Every variant reduces to "per token, a rotation (c_i, s_i) per pair i, applied to every head":
+ *   fused:  c = cos(new - old) and s = sin(new - old) composed from two table rows,
+ *   delta:  c, s from sincos((new - old) * theta_i),
+ *   table:  c, s from sincos(p * theta_i), stored as row p.
+ * All files are compiled with -ffp-contract=off so results do not depend on the compiler's FMA
+ * contraction: FMAs are written explicitly where wanted (the rotation itself). */
+#ifndef KVC_CPU_ROPE_H
+#define KVC_CPU_ROPE_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <kvcore/backend.h>
+#include <kvcore/rope.h>
+
+typedef struct kvc_rope_kernels {
+    /* c[i] = cn*co + sn*so, s[i] = sn*co - cn*so for i < half, from table rows (cos half, sin half). */
+    void (*factors)(const void *row_old, const void *row_new, kvc_rope_dtype_t dtype, size_t half, float *c,
+                    float *s);
+    /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) for i < half (see kvc_rope_reduce). */
+    void (*sincos)(double d, const double *theta, size_t half, float *c, float *s);
+    /* Rotate the first 2*half elements of num_heads heads starting at key (head stride in elements):
+     * x' = x*c - y*s, y' = y*c + x*s, math in fp32, one rounding to the key dtype. */
+    void (*rotate)(void *key, kvc_rope_dtype_t dtype, size_t num_heads, size_t head_stride, size_t half, int is_neox,
+                   const float *c, const float *s);
+    /* dst[i] = src[i] converted to dtype (round to nearest even). */
+    void (*store)(void *dst, kvc_rope_dtype_t dtype, const float *src, size_t n);
+} kvc_rope_kernels_t;
+
+extern const kvc_rope_kernels_t kvc_rope_kernels_scalar;
+#ifdef KVC_HAVE_X86_SIMD
+extern const kvc_rope_kernels_t kvc_rope_kernels_avx2;
+extern const kvc_rope_kernels_t kvc_rope_kernels_avx512;
+#endif
+
+/* Backend slots. */
+kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a);
+kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rope_cache_args *a);
+kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
+
+/* ---- scalar helpers shared by the kernels (tails, the scalar tier) ---- */
+
+/* 2*pi as an unevaluated sum of two doubles (Cody-Waite), and 1/(2*pi). */
+#define KVC_ROPE_2PI_HI 6.283185307179586
+#define KVC_ROPE_2PI_LO 2.4492935982947064e-16
+#define KVC_ROPE_INV_2PI 0.15915494309189535
+
+/* a - 2*pi*round(a / 2*pi), in [-pi, pi]. Each FMA rounds once, on a result already near [-pi, pi],
+ * so the error is the rounding of a itself (|a| * 2^-53) plus about 2^-52. */
+static inline double kvc_rope_reduce(double a)
+{
+    const double k = nearbyint(a * KVC_ROPE_INV_2PI);
+    return fma(-k, KVC_ROPE_2PI_LO, fma(-k, KVC_ROPE_2PI_HI, a));
+}
+
+static inline float kvc_rope_h2f(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) bits = sign | 0x7f800000u | (man << 13);
+    else if (exp) bits = sign | ((exp + 112) << 23) | (man << 13);
+    else {
+        const float f = (float)man * 0x1p-24f; /* subnormal or zero: exact */
+        return sign ? -f : f;
+    }
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+static inline uint16_t kvc_rope_f2h(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof(x));
+    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+    const uint32_t ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return sign | 0x7e00u | (uint16_t)((ax >> 13) & 0x3ffu); /* quiet NaN */
+    if (ax >= 0x477ff000u) return sign | 0x7c00u;                                  /* >= 65520: inf */
+    if (ax < 0x38800000u) { /* below 2^-14: a multiple of 2^-24, scaling by 2^24 is exact */
+        float a;
+        memcpy(&a, &ax, sizeof(a));
+        return sign | (uint16_t)nearbyintf(a * 0x1p24f);
+    }
+    return sign | (uint16_t)((ax + 0xfffu + ((ax >> 13) & 1u) - 0x38000000u) >> 13);
+}
+
+static inline float kvc_rope_bf2f(uint16_t b)
+{
+    const uint32_t x = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &x, sizeof(f));
+    return f;
+}
+
+static inline uint16_t kvc_rope_f2bf(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof(x));
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+static inline float kvc_rope_load1(const void *p, kvc_rope_dtype_t dt, size_t i)
+{
+    switch (dt) {
+    case KVC_ROPE_F16: return kvc_rope_h2f(((const uint16_t *)p)[i]);
+    case KVC_ROPE_BF16: return kvc_rope_bf2f(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+static inline void kvc_rope_store1(void *p, kvc_rope_dtype_t dt, size_t i, float v)
+{
+    switch (dt) {
+    case KVC_ROPE_F16: ((uint16_t *)p)[i] = kvc_rope_f2h(v); break;
+    case KVC_ROPE_BF16: ((uint16_t *)p)[i] = kvc_rope_f2bf(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
+
+#endif

@@ -1,0 +1,172 @@
+/* RoPE public API: validate every argument once, then call the backend slot. */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include <kvcore/rope.h>
+
+#include "internal.h"
+
+KVC_API size_t kvc_rope_dtype_size(kvc_rope_dtype_t dtype)
+{
+    switch (dtype) {
+    case KVC_ROPE_F32: return 4;
+    case KVC_ROPE_F16:
+    case KVC_ROPE_BF16: return 2;
+    }
+    return 0;
+}
+
+static const char *dtype_name(kvc_rope_dtype_t d)
+{
+    switch (d) {
+    case KVC_ROPE_F32: return "f32";
+    case KVC_ROPE_F16: return "f16";
+    case KVC_ROPE_BF16: return "bf16";
+    }
+    return "unknown";
+}
+
+static kvc_status_t check_style(kvc_rope_style_t style)
+{
+    if (style != KVC_ROPE_NEOX && style != KVC_ROPE_GPTJ)
+        return kvc_error(KVC_ERR_INVALID_ARG, "style %d is neither KVC_ROPE_NEOX nor KVC_ROPE_GPTJ", (int)style);
+    return KVC_OK;
+}
+
+static kvc_status_t check_base(double base)
+{
+    if (!isfinite(base) || base <= 0)
+        return kvc_error(KVC_ERR_INVALID_ARG, "base %g must be finite and positive", base);
+    return KVC_OK;
+}
+
+static kvc_status_t check_rot_dim(size_t rot_dim, size_t head_size)
+{
+    if (rot_dim == 0) return kvc_error(KVC_ERR_INVALID_ARG, "rot_dim must not be 0");
+    if (rot_dim % 2) return kvc_error(KVC_ERR_SHAPE, "rot_dim %zu is odd", rot_dim);
+    if (head_size && rot_dim > head_size)
+        return kvc_error(KVC_ERR_SHAPE, "rot_dim %zu exceeds head_size %zu", rot_dim, head_size);
+    return KVC_OK;
+}
+
+/* Validates keys and returns a copy with strides resolved. */
+static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out)
+{
+    if (!k) return kvc_error(KVC_ERR_INVALID_ARG, "keys must not be NULL");
+    const size_t es = kvc_rope_dtype_size(k->dtype);
+    if (!es) return kvc_error(KVC_ERR_DTYPE, "keys->dtype %d is not a kvc_rope_dtype_t", (int)k->dtype);
+    if (k->num_heads == 0 || k->head_size == 0)
+        return kvc_error(KVC_ERR_INVALID_ARG, "keys: num_heads (%zu) and head_size (%zu) must be at least 1",
+                         k->num_heads, k->head_size);
+    *out = *k;
+    if (!out->head_stride) out->head_stride = k->head_size;
+    if (out->head_stride < k->head_size)
+        return kvc_error(KVC_ERR_SHAPE, "keys: head_stride %zu is smaller than head_size %zu", out->head_stride,
+                         k->head_size);
+    size_t row; /* elements spanned by one token: (num_heads-1)*head_stride + head_size */
+    if (__builtin_mul_overflow(k->num_heads - 1, out->head_stride, &row) ||
+        __builtin_add_overflow(row, k->head_size, &row))
+        return kvc_error(KVC_ERR_SHAPE, "keys: num_heads %zu x head_stride %zu overflows", k->num_heads,
+                         out->head_stride);
+    if (!out->token_stride && __builtin_mul_overflow(k->num_heads, out->head_stride, &out->token_stride))
+        return kvc_error(KVC_ERR_SHAPE, "keys: num_heads %zu x head_stride %zu overflows", k->num_heads,
+                         out->head_stride);
+    if (out->token_stride < row)
+        return kvc_error(KVC_ERR_SHAPE, "keys: token_stride %zu is smaller than the %zu elements a token's heads span",
+                         out->token_stride, row);
+    size_t bytes;
+    if (k->num_tokens && (__builtin_mul_overflow(k->num_tokens - 1, out->token_stride, &bytes) ||
+                          __builtin_add_overflow(bytes, row, &bytes) || __builtin_mul_overflow(bytes, es, &bytes)))
+        return kvc_error(KVC_ERR_SHAPE, "keys: %zu tokens x token_stride %zu overflows", k->num_tokens,
+                         out->token_stride);
+    if (k->num_tokens && !k->data) return kvc_error(KVC_ERR_INVALID_ARG, "keys->data must not be NULL");
+    if ((uintptr_t)k->data % es)
+        return kvc_error(KVC_ERR_ALIGNMENT, "keys->data %p is not aligned to its %zu-byte elements", k->data, es);
+    return KVC_OK;
+}
+
+static kvc_status_t check_positions(const char *name, const int64_t *pos, size_t n, int64_t limit)
+{
+    if (!pos) return kvc_error(KVC_ERR_INVALID_ARG, "%s must not be NULL", name);
+    if ((uintptr_t)pos % sizeof(int64_t))
+        return kvc_error(KVC_ERR_ALIGNMENT, "%s %p is not aligned to 8 bytes", name, (const void *)pos);
+    for (size_t i = 0; i < n; i++)
+        if (pos[i] < 0 || pos[i] >= limit)
+            return kvc_error(KVC_ERR_OUT_OF_RANGE, "%s[%zu] = %lld outside [0, %lld)", name, i, (long long)pos[i],
+                             (long long)limit);
+    return KVC_OK;
+}
+
+static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
+{
+    if (!t) return kvc_error(KVC_ERR_INVALID_ARG, "table must not be NULL");
+    const size_t es = kvc_rope_dtype_size(t->dtype);
+    if (!es) return kvc_error(KVC_ERR_DTYPE, "table->dtype %d is not a kvc_rope_dtype_t", (int)t->dtype);
+    if (!t->data) return kvc_error(KVC_ERR_INVALID_ARG, "table->data must not be NULL");
+    if (t->max_position == 0) return kvc_error(KVC_ERR_INVALID_ARG, "table->max_position must not be 0");
+    if (t->max_position > (size_t)KVC_ROPE_POSITION_LIMIT)
+        return kvc_error(KVC_ERR_SHAPE, "table->max_position %zu exceeds KVC_ROPE_POSITION_LIMIT", t->max_position);
+    kvc_status_t st = check_rot_dim(t->rot_dim, head_size);
+    if (st != KVC_OK) return st;
+    size_t bytes;
+    if (__builtin_mul_overflow(t->max_position, t->rot_dim, &bytes) || __builtin_mul_overflow(bytes, es, &bytes))
+        return kvc_error(KVC_ERR_SHAPE, "table %zu x %zu overflows", t->max_position, t->rot_dim);
+    if ((uintptr_t)t->data % es)
+        return kvc_error(KVC_ERR_ALIGNMENT, "table->data %p is not aligned to its %zu-byte elements", t->data, es);
+    return KVC_OK;
+}
+
+KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
+                                      const int64_t *old_positions, const int64_t *new_positions,
+                                      const kvc_rope_table_t *table, kvc_rope_style_t style)
+{
+    if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
+    struct kvc_rope_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions,
+                               .is_neox = style == KVC_ROPE_NEOX };
+    kvc_status_t st = check_style(style);
+    if (st == KVC_OK) st = check_keys(keys, &a.keys);
+    if (st == KVC_OK) st = check_table(table, a.keys.head_size);
+    if (st != KVC_OK) return st;
+    if (table->dtype != keys->dtype && table->dtype != KVC_ROPE_F32)
+        return kvc_error(KVC_ERR_DTYPE, "table dtype %s must be the key dtype (%s) or f32", dtype_name(table->dtype),
+                         dtype_name(keys->dtype));
+    if (a.keys.num_tokens == 0) return KVC_OK;
+    const int64_t rows = (int64_t)table->max_position;
+    if ((st = check_positions("old_positions", old_positions, a.keys.num_tokens, rows)) != KVC_OK) return st;
+    if ((st = check_positions("new_positions", new_positions, a.keys.num_tokens, rows)) != KVC_OK) return st;
+    a.table = *table;
+    return ctx->ops.rope_k_fused(ctx->bctx, &a);
+}
+
+KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_table_t *table,
+                                          double base)
+{
+    if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
+    kvc_status_t st = check_table(table, 0);
+    if (st == KVC_OK) st = check_base(base);
+    if (st != KVC_OK) return st;
+    const struct kvc_rope_cache_args a = { .stream = stream, .table = *table, .base = base };
+    return ctx->ops.rope_cache_build(ctx->bctx, &a);
+}
+
+KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
+                                      const int64_t *old_positions, const int64_t *new_positions, size_t rot_dim,
+                                      double base, kvc_rope_style_t style)
+{
+    if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
+    struct kvc_rope_delta_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions,
+                                     .rot_dim = rot_dim, .base = base, .is_neox = style == KVC_ROPE_NEOX };
+    kvc_status_t st = check_style(style);
+    if (st == KVC_OK) st = check_keys(keys, &a.keys);
+    if (st == KVC_OK) st = check_rot_dim(rot_dim, a.keys.head_size);
+    if (st == KVC_OK) st = check_base(base);
+    if (st != KVC_OK) return st;
+    if (a.keys.num_tokens == 0) return KVC_OK;
+    if ((st = check_positions("old_positions", old_positions, a.keys.num_tokens, KVC_ROPE_POSITION_LIMIT)) != KVC_OK)
+        return st;
+    if ((st = check_positions("new_positions", new_positions, a.keys.num_tokens, KVC_ROPE_POSITION_LIMIT)) != KVC_OK)
+        return st;
+    return ctx->ops.rope_k_delta(ctx->bctx, &a);
+}
