@@ -900,12 +900,9 @@ Test(modules, info_all_loads_modules_without_device)
     }
 }
 
-/* ------------------------------------------------------------------ RoPE and copies
- * Their public headers come from other branches: these tests compile once the header is in the
- * tree (the relative path keeps an installed kvcore's headers out). */
+/* ------------------------------------------------------------------ RoPE and copies */
 
-#if __has_include("../include/kvcore/rope.h")
-#include "../include/kvcore/rope.h"
+#include <kvcore/rope.h>
 
 static float rope_value(const void *p, kvc_rope_dtype_t dt, size_t i)
 {
@@ -996,10 +993,8 @@ static void rope_suite(target_t t)
 }
 
 Test(gpu, rope_against_cpu_backend) { rope_suite(TARGET_GPU); }
-#endif
 
-#if __has_include("../include/kvcore/memory.h")
-#include "../include/kvcore/memory.h"
+#include <kvcore/memory.h>
 
 Test(gpu, split_and_batched_copies)
 {
@@ -1043,4 +1038,3 @@ Test(gpu, split_and_batched_copies)
     free(expect);
     kvc_context_destroy(dev);
 }
-#endif

@@ -1,8 +1,7 @@
 /* Copies (memory.h): LMCache's region-split async copy (SPEC §6.5) and batched copies, queued on
- * the caller's stream. Compiled to nothing until memory.h is in the tree (see gpu_backend.h). */
+ * the caller's stream. */
 #include "gpu_backend.h"
 
-#ifdef KVC_GPU_HAVE_COPY
 #include <kvcore/memory.h>
 
 /* One async copy per piece: a piece never crosses a host_alignment boundary of the host buffer's
@@ -46,4 +45,3 @@ kvc_status_t kvc_gpu_batched_memcpy(kvc_backend_ctx_t *b, const struct kvc_batch
     }
     return st;
 }
-#endif

@@ -98,19 +98,12 @@ kvc_status_t kvc_gpu_cg_decode_packed(kvc_backend_ctx_t *b, const struct kvc_dec
 kvc_status_t kvc_gpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
 kvc_status_t kvc_gpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
 
-/* Ops whose argument structs live in headers of branches merged separately (memory.h, rope.h):
- * their files compile to nothing until the header is in the tree. The relative path keeps an
- * installed kvcore's headers from being picked up. */
-#if __has_include("../../../include/kvcore/memory.h")
-#define KVC_GPU_HAVE_COPY 1
+/* copy.cu (memory.h) */
 kvc_status_t kvc_gpu_memcpy_split(kvc_backend_ctx_t *b, const struct kvc_copy_split *a);
 kvc_status_t kvc_gpu_batched_memcpy(kvc_backend_ctx_t *b, const struct kvc_batched_copy *a);
-#endif
-#if __has_include("../../../include/kvcore/rope.h")
-#define KVC_GPU_HAVE_ROPE 1
+/* rope.cu (rope.h) */
 kvc_status_t kvc_gpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a);
 kvc_status_t kvc_gpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rope_cache_args *a);
 kvc_status_t kvc_gpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
-#endif
 
 #endif

@@ -324,15 +324,11 @@ static kvc_backend_t make_descriptor(void)
     d.ops.cg_decode_packed = kvc_gpu_cg_decode_packed;
     d.ops.quantise = kvc_gpu_quantise;
     d.ops.dequantise = kvc_gpu_dequantise;
-#ifdef KVC_GPU_HAVE_COPY
     d.ops.memcpy_split = kvc_gpu_memcpy_split;
     d.ops.batched_memcpy = kvc_gpu_batched_memcpy;
-#endif
-#ifdef KVC_GPU_HAVE_ROPE
     d.ops.rope_k_fused = kvc_gpu_rope_k_fused;
     d.ops.rope_cache_build = kvc_gpu_rope_cache_build;
     d.ops.rope_k_delta = kvc_gpu_rope_k_delta;
-#endif
     return d;
 }
 

@@ -1,5 +1,4 @@
-/* RoPE re-rotation of stored keys (rope.h, SPEC §5) on the GPU. Compiled to nothing until rope.h
- * is in the tree (see gpu_backend.h).
+/* RoPE re-rotation of stored keys (rope.h, SPEC §5) on the GPU.
  * One thread per (token, head, pair), grid-stride over the flattened index (nothing depends on
  * the head count or the warp width). Math in fp32 with one rounding to the key dtype at the end,
  * the operations of the CPU backend's scalar tier in the same order (none contracted); angles
@@ -10,7 +9,6 @@
  * given stream. */
 #include "gpu_backend.h"
 
-#ifdef KVC_GPU_HAVE_ROPE
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,4 +220,3 @@ kvc_status_t kvc_gpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
     st = kvc_gpu_launch_status(b, "rope_cache_build");
     return kvc_gpu_stage_end(b, &s, stream, st);
 }
-#endif
