@@ -1,6 +1,8 @@
 /* `kvcore bench transfer`: KV transfers of one 256-token chunk (32 layers, 8 KV heads x 128, fp16,
  * block size 16, random block ids) per format family and direction, next to memcpy of the same
- * bytes with the same thread count, measured in the same run. */
+ * bytes with the same thread count, measured in the same run. On a GPU backend the engine tensors
+ * and the chunk are device memory (kvc_device_alloc), each timed call ends with a stream
+ * synchronisation, and the baseline is a device-to-device copy of the same bytes (kvc_memcpy). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +36,50 @@ typedef struct {
 static void run_job(void *arg)
 {
     job_t *j = arg;
-    const kvc_status_t st = j->blocks ? kvc_transfer_blocks(j->ctx, &j->blk) : kvc_transfer_tokens(j->ctx, &j->tok);
+    kvc_status_t st = j->blocks ? kvc_transfer_blocks(j->ctx, &j->blk) : kvc_transfer_tokens(j->ctx, &j->tok);
+    if (st == KVC_OK) st = kvc_stream_synchronize(j->ctx, NULL); /* GPU ops are asynchronous */
     if (st != KVC_OK) j->failed = 1;
+}
+
+/* GPU backend: buffers in device memory, the baseline a device-to-device copy. */
+static int on_gpu(const bench_opts_t *o) { return strcmp(kvc_context_backend_name(o->ctx), "cpu") != 0; }
+
+static void *buf_alloc(const bench_opts_t *o, size_t bytes)
+{
+    if (!on_gpu(o)) return bench_alloc(bytes);
+    void *p = NULL;
+    if (kvc_device_alloc(o->ctx, bytes, &p) != KVC_OK) {
+        fprintf(stderr, "bench transfer: device_alloc(%zu): %s\n", bytes, kvc_last_error());
+        exit(1);
+    }
+    return p;
+}
+
+static void buf_free(const bench_opts_t *o, void *p, size_t bytes)
+{
+    if (on_gpu(o)) (void)kvc_device_free(o->ctx, p);
+    else bench_free(p, bytes);
+}
+
+typedef struct {
+    kvc_context_t *ctx;
+    void *dst, *src;
+    size_t bytes;
+} d2d_job_t;
+
+static void d2d_job(void *arg)
+{
+    d2d_job_t *j = arg;
+    (void)kvc_memcpy(j->ctx, j->dst, j->src, j->bytes);
+}
+
+static double d2d_gbps(const bench_opts_t *o, size_t bytes, int reps)
+{
+    d2d_job_t j = { o->ctx, buf_alloc(o, bytes), buf_alloc(o, bytes), bytes };
+    const double t = bench_time(d2d_job, &j, reps);
+    buf_free(o, j.dst, bytes);
+    buf_free(o, j.src, bytes);
+    return (double)bytes / t / 1e9;
 }
 
 static kvc_page_shape_t shape_of(int fmt)
@@ -77,6 +121,7 @@ typedef struct {
     char *arena, *chunk;
     kvc_context_t *ctxs[2];
     int threads[2];
+    int nctx, gpu; /* GPU backend: one context (o->ctx), device buffers, device-to-device baseline */
     baseline_t base[8];
     int nbase;
 } suite_t;
@@ -107,7 +152,7 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
     for (int t = 0; t < CHUNK; t++) slots[t] = ids[t / BS] * BS + t % BS; /* vLLM-style slot mapping */
     const int reps = o->quick ? 3 : 10;
     for (int dir = 0; dir < 2; dir++)
-        for (int ti = 0; ti < 2; ti++) {
+        for (int ti = 0; ti < su->nctx; ti++) {
             job_t j = { .ctx = su->ctxs[ti], .blocks = c->blocks };
             j.tok = (kvc_token_transfer_t){ .format = c->format, .direction = dir, .shape = s, .engine_ptrs = eng,
                                             .num_engine_ptrs = nptr, .chunk = chunk, .num_tokens = CHUNK,
@@ -121,7 +166,8 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
                 fprintf(stderr, "bench transfer: format %d failed: %s\n", c->format, kvc_last_error());
                 return 1;
             }
-            const double base = baseline(su->base, &su->nbase, chunk_bytes, su->threads[ti], reps);
+            const double base = su->gpu ? d2d_gbps(o, chunk_bytes, reps)
+                                        : baseline(su->base, &su->nbase, chunk_bytes, su->threads[ti], reps);
             char name[96], params[320];
             snprintf(name, sizeof(name), "%s/%s/%s", c->blocks ? "blocks" : "tokens", kvc_format_name(c->format),
                      dir == KVC_H2D ? "H2D" : "D2H");
@@ -132,7 +178,7 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
                      kvc_format_is_hnd(c->format) ? "HND" : "NHD", NL, (int)s.nh, (int)s.hs, BS, CHUNK, ES,
                      chunk_bytes);
             bench_result_t r = { .suite = "transfer", .name = name, .value = (double)chunk_bytes / t / 1e9,
-                                 .unit = "GB/s", .baseline_name = "memcpy", .baseline_value = base,
+                                 .unit = "GB/s", .baseline_name = su->gpu ? "memcpy_d2d" : "memcpy", .baseline_value = base,
                                  .threads = su->threads[ti], .params = params };
             bench_report(o, &r);
         }
@@ -141,9 +187,15 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
 
 int bench_transfer_run(const bench_opts_t *o)
 {
-    /* 1 thread, then the requested count (2 on the reference machine). */
-    suite_t su = { .threads = { 1, o->threads > 1 ? o->threads : 2 } };
-    for (int i = 0; i < 2; i++) {
+    /* 1 thread, then the requested count (2 on the reference machine). On a GPU backend one context:
+     * threads do not apply. */
+    suite_t su = { .threads = { 1, o->threads > 1 ? o->threads : 2 }, .nctx = 2, .gpu = on_gpu(o) };
+    if (su.gpu) {
+        su.nctx = 1;
+        su.ctxs[0] = o->ctx;
+        su.threads[0] = 1;
+    }
+    for (int i = 0; i < 2 && !su.gpu; i++) {
         kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_NUM_THREADS, .num_threads = su.threads[i] };
         if (kvc_context_create(&p, &su.ctxs[i]) != KVC_OK) {
             fprintf(stderr, "bench transfer: %s\n", kvc_last_error());
@@ -151,12 +203,12 @@ int bench_transfer_run(const bench_opts_t *o)
             return 1;
         }
     }
-    su.arena = bench_alloc(ARENA_BYTES);
-    su.chunk = bench_alloc(CHUNK_BYTES);
+    su.arena = buf_alloc(o, ARENA_BYTES);
+    su.chunk = buf_alloc(o, CHUNK_BYTES);
     int rc = 0;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]) && !rc; i++) rc = run_case(o, &su, &cases[i]);
-    bench_free(su.arena, ARENA_BYTES);
-    bench_free(su.chunk, CHUNK_BYTES);
-    for (int i = 0; i < 2; i++) kvc_context_destroy(su.ctxs[i]);
+    buf_free(o, su.arena, ARENA_BYTES);
+    buf_free(o, su.chunk, CHUNK_BYTES);
+    for (int i = 0; i < 2 && !su.gpu; i++) kvc_context_destroy(su.ctxs[i]);
     return rc;
 }

@@ -12,5 +12,6 @@ int bench_coder_run(const bench_opts_t *o);    /* bench_coder.c */
 int bench_rope(const bench_opts_t *o);         /* bench_rope.c */
 int bench_memory_run(const bench_opts_t *o);   /* bench_memory.c */
 int bench_codec_run(const bench_opts_t *o);    /* bench_codec.c */
+int bench_coder_dev_run(const bench_opts_t *o); /* bench_coder_dev.c */
 
 #endif

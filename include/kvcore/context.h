@@ -52,6 +52,21 @@ KVC_API const char *kvc_context_backend_name(const kvc_context_t *ctx);
 /* Wait until all work queued on `stream` is done (CPU backend: returns at once). */
 KVC_API kvc_status_t kvc_stream_synchronize(kvc_context_t *ctx, kvc_stream_t stream);
 
+/* Memory of the selected backend's device (device memory on GPU backends, 64-byte aligned host
+ * memory on the CPU backend), so the same code can feed any backend's ops. size 0 or NULL out:
+ * KVC_ERR_INVALID_ARG; KVC_ERR_NO_MEMORY when the device is full. The context keeps a list of its
+ * allocations: freeing a pointer it did not hand out (or twice) is KVC_ERR_STATE and touches
+ * nothing; kvc_context_destroy frees what is left (and logs a warning). NULL is a no-op. */
+KVC_API kvc_status_t kvc_device_alloc(kvc_context_t *ctx, size_t size, void **out);
+KVC_API kvc_status_t kvc_device_free(kvc_context_t *ctx, void *ptr);
+
+/* Synchronous copy of nbytes between any two addresses the backend can reach (host, pinned or
+ * device memory, in any direction; the GPU runtime tells them apart). Waits for the copy, and on
+ * GPU backends it is ordered after work on the default stream. Overlapping ranges are allowed on
+ * the CPU backend only (memmove). nbytes 0 is a no-op; a NULL pointer with nbytes > 0 is
+ * KVC_ERR_INVALID_ARG. */
+KVC_API kvc_status_t kvc_memcpy(kvc_context_t *ctx, void *dst, const void *src, size_t nbytes);
+
 /* PCI bus id ("DDDD:BB:DD.F", lower case) of a device of the selected GPU backend, from its
  * runtime. buf needs at least 16 bytes. KVC_ERR_UNSUPPORTED on the CPU backend. */
 KVC_API kvc_status_t kvc_device_pci_bus_id(kvc_context_t *ctx, int device, char *buf, size_t len);

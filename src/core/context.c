@@ -175,6 +175,7 @@ KVC_API void kvc_context_destroy(kvc_context_t *ctx)
 {
     if (!ctx) return;
     kvc_hostmem_teardown(ctx); /* before fini: unpinning needs the backend */
+    kvc_device_teardown(ctx); /* before fini: freeing needs the backend */
     if (ctx->backend && ctx->bctx) ctx->backend->fini(ctx->bctx);
     kvc_backends_unload(ctx);
     kvc_topology_unload(ctx);

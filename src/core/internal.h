@@ -46,6 +46,7 @@ struct kvc_context {
     kvc_recorder_t *recorder; /* completion and event records not drained yet */
 
     struct kvc_mem_registry *mem; /* live host allocations (hostmem.c) */
+    struct kvc_device_registry *devmem; /* live kvc_device_alloc allocations (device.c) */
 };
 
 /* The built-in CPU backend descriptor (src/backends/simd). */
@@ -60,6 +61,9 @@ void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc);
 /* recorder.c: the context's recorders (destroy frees records not drained; NULL is a no-op) */
 kvc_status_t kvc_recorder_create(kvc_recorder_t **out);
 void kvc_recorder_destroy(kvc_recorder_t *r);
+
+/* device.c: frees what kvc_device_alloc handed out and was not freed (before the backend's fini). */
+void kvc_device_teardown(kvc_context_t *ctx);
 
 /* topology.c */
 kvc_status_t kvc_topology_load(kvc_context_t *ctx);

@@ -34,6 +34,20 @@ typedef hipStream_t gpuStream_t;
 #define gpuHostRegisterDefault hipHostRegisterDefault
 #define gpuHostGetDevicePointer hipHostGetDevicePointer
 #define gpuPointerGetAttributes hipPointerGetAttributes
+#define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+#define gpuMemsetAsync hipMemsetAsync
+#define gpuErrorInvalidValue hipErrorInvalidValue
+typedef hipEvent_t gpuEvent_t;
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuEventRecord hipEventRecord
+#define gpuEventSynchronize hipEventSynchronize
+#define gpuEventDestroy hipEventDestroy
+#define gpuHostAllocDefault(p, n) hipHostMalloc((p), (n), hipHostMallocDefault)
+#define gpuFreeHost hipHostFree
+#define gpuDeviceGetAttribute hipDeviceGetAttribute
+#define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
+#define gpuDevAttrPageableMemoryAccess hipDeviceAttributePageableMemoryAccess
 #define KVC_GPU_NAME "hip"
 #define KVC_GPU_RUNTIME "HIP"
 #define KVC_GPU_PRIORITY KVC_BACKEND_PRIORITY_HIP
@@ -67,6 +81,20 @@ typedef cudaStream_t gpuStream_t;
 #define gpuHostRegisterDefault cudaHostRegisterDefault
 #define gpuHostGetDevicePointer cudaHostGetDevicePointer
 #define gpuPointerGetAttributes cudaPointerGetAttributes
+#define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+#define gpuMemsetAsync cudaMemsetAsync
+#define gpuErrorInvalidValue cudaErrorInvalidValue
+typedef cudaEvent_t gpuEvent_t;
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuEventRecord cudaEventRecord
+#define gpuEventSynchronize cudaEventSynchronize
+#define gpuEventDestroy cudaEventDestroy
+#define gpuHostAllocDefault(p, n) cudaHostAlloc((p), (n), cudaHostAllocDefault)
+#define gpuFreeHost cudaFreeHost
+#define gpuDeviceGetAttribute cudaDeviceGetAttribute
+#define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
+#define gpuDevAttrPageableMemoryAccess cudaDevAttrPageableMemoryAccess
 #define KVC_GPU_NAME "cuda"
 #define KVC_GPU_RUNTIME "CUDA"
 #define KVC_GPU_PRIORITY KVC_BACKEND_PRIORITY_CUDA
@@ -74,19 +102,11 @@ typedef cudaStream_t gpuStream_t;
 
 #include <kvcore/backend.h>
 
-/* Per-context state of a GPU backend. The device context is created lazily (first op). */
-struct kvc_backend_ctx {
-    const kvc_backend_services_t *svc;
-    int device;
-    int activated; /* gpuSetDevice done on this context's first op */
-};
-
-/* The one place that maps a runtime error to a kvcore status (and logs it once, at `level`). */
-kvc_status_t kvc_gpu_status(const kvc_backend_services_t *svc, gpuError_t err, const char *what, int level);
-
-#define KVC_GPU_CALL(b, call, level) kvc_gpu_status((b)->svc, (call), #call, (level))
-
-/* Make the context's device current (first use creates the primary context). */
-kvc_status_t kvc_gpu_activate(kvc_backend_ctx_t *b);
+/* Byte swap of a 32-bit word in device code (big-endian stream words). */
+#if defined(KVC_GPU_HIP)
+#define gpu_bswap32(x) __builtin_bswap32(x)
+#else
+#define gpu_bswap32(x) __byte_perm((x), 0u, 0x0123u)
+#endif
 
 #endif

@@ -1,10 +1,11 @@
-/* GPU backend module (CUDA or HIP, see gpu_port.h): descriptor, probe, device and memory ops.
+/* GPU backend module (CUDA or HIP, see gpu_port.h): descriptor, probe, device and memory ops,
+ * the staging ring and pointer translation the kernels of the other files use.
  * Probing only counts devices; no GPU context is created before the first op. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_port.h"
+#include "gpu_backend.h"
 
 kvc_status_t kvc_gpu_status(const kvc_backend_services_t *svc, gpuError_t err, const char *what, int level)
 {
@@ -29,8 +30,142 @@ kvc_status_t kvc_gpu_activate(kvc_backend_ctx_t *b)
 {
     if (b->activated) return gpuSetDevice(b->device) == gpuSuccess ? KVC_OK : KVC_ERR_BACKEND;
     kvc_status_t st = KVC_GPU_CALL(b, gpuSetDevice(b->device), 1);
-    if (st == KVC_OK) b->activated = 1;
+    if (st != KVC_OK) return st;
+    int v = 0;
+    if (gpuDeviceGetAttribute(&v, gpuDevAttrMultiProcessorCount, b->device) == gpuSuccess) b->sm_count = v;
+    v = 0;
+    if (gpuDeviceGetAttribute(&v, gpuDevAttrPageableMemoryAccess, b->device) == gpuSuccess) b->pageable_access = v;
+    (void)gpuGetLastError();
+    b->activated = 1;
+    return KVC_OK;
+}
+
+kvc_status_t kvc_gpu_launch_status(kvc_backend_ctx_t *b, const char *kernel)
+{
+    const gpuError_t err = gpuGetLastError();
+    if (err == gpuSuccess) return KVC_OK;
+    return kvc_gpu_status(b->svc, err, kernel, 1);
+}
+
+/* ---------------------------------------------------------------- staging ring */
+
+kvc_status_t kvc_gpu_stage_begin(kvc_backend_ctx_t *b, size_t bytes, gpu_stage_t *s)
+{
+    kvc_status_t st = kvc_gpu_activate(b);
+    if (st != KVC_OK) return st;
+    pthread_mutex_lock(&b->stage_lock);
+    gpu_stage_slot_t *slot = &b->stage[b->stage_next++ % KVC_GPU_STAGE_SLOTS];
+    if (!slot->has_event) {
+        st = KVC_GPU_CALL(b, gpuEventCreateWithFlags(&slot->done, gpuEventDisableTiming), 1);
+        if (st != KVC_OK) goto fail;
+        slot->has_event = 1;
+    } else {
+        /* The slot's previous user has queued its last read of it before this event. */
+        st = KVC_GPU_CALL(b, gpuEventSynchronize(slot->done), 1);
+        if (st != KVC_OK) goto fail;
+    }
+    if (slot->cap < bytes) {
+        size_t cap = slot->cap ? 2 * slot->cap : 64 * 1024;
+        while (cap < bytes) cap *= 2;
+        if (slot->host) (void)gpuFreeHost(slot->host);
+        if (slot->dev) (void)gpuFree(slot->dev);
+        slot->host = slot->dev = NULL;
+        slot->cap = 0;
+        st = KVC_GPU_CALL(b, gpuHostAllocDefault(&slot->host, cap), 1);
+        if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuMalloc(&slot->dev, cap), 1);
+        if (st != KVC_OK) {
+            if (slot->host) (void)gpuFreeHost(slot->host);
+            slot->host = NULL;
+            goto fail;
+        }
+        slot->cap = cap;
+    }
+    s->host = (char *)slot->host;
+    s->dev = (char *)slot->dev;
+    s->slot = slot;
+    return KVC_OK;
+fail:
+    pthread_mutex_unlock(&b->stage_lock);
     return st;
+}
+
+kvc_status_t kvc_gpu_stage_upload(kvc_backend_ctx_t *b, gpu_stage_t *s, size_t bytes, gpuStream_t stream)
+{
+    if (!bytes) return KVC_OK;
+    return KVC_GPU_CALL(b, gpuMemcpyAsync(s->dev, s->host, bytes, gpuMemcpyHostToDevice, stream), 1);
+}
+
+kvc_status_t kvc_gpu_stage_download(kvc_backend_ctx_t *b, gpu_stage_t *s, size_t bytes, gpuStream_t stream)
+{
+    kvc_status_t st = KVC_GPU_CALL(b, gpuMemcpyAsync(s->host, s->dev, bytes, gpuMemcpyDeviceToHost, stream), 1);
+    if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuStreamSynchronize(stream), 1);
+    return st;
+}
+
+kvc_status_t kvc_gpu_stage_end(kvc_backend_ctx_t *b, gpu_stage_t *s, gpuStream_t stream, kvc_status_t st)
+{
+    /* Recorded even after a failure: whatever was queued must finish before the slot is reused. */
+    const kvc_status_t ev = KVC_GPU_CALL(b, gpuEventRecord(s->slot->done, stream), 1);
+    pthread_mutex_unlock(&b->stage_lock);
+    return st != KVC_OK ? st : ev;
+}
+
+static void stage_release_all(kvc_backend_ctx_t *b)
+{
+    for (int i = 0; i < KVC_GPU_STAGE_SLOTS; i++) {
+        gpu_stage_slot_t *slot = &b->stage[i];
+        if (slot->has_event) {
+            (void)gpuEventSynchronize(slot->done);
+            (void)gpuEventDestroy(slot->done);
+        }
+        if (slot->host) (void)gpuFreeHost(slot->host);
+        if (slot->dev) (void)gpuFree(slot->dev);
+    }
+    (void)gpuGetLastError();
+}
+
+/* ---------------------------------------------------------------- pointer translation */
+
+void *kvc_gpu_device_ptr(kvc_backend_ctx_t *b, const void *p)
+{
+#if defined(KVC_GPU_HIP)
+    hipPointerAttribute_t at;
+    if (hipPointerGetAttributes(&at, p) != hipSuccess) { /* ROCm: unknown (pageable) host memory */
+        (void)hipGetLastError();
+        return b->pageable_access ? (void *)p : NULL;
+    }
+    if (at.isManaged || at.memoryType == hipMemoryTypeDevice) return (void *)p;
+    if (at.memoryType == hipMemoryTypeHost) return at.devicePointer ? at.devicePointer : (void *)p;
+    return b->pageable_access ? (void *)p : NULL;
+#else
+    cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return b->pageable_access ? (void *)p : NULL;
+    }
+    switch (at.type) {
+    case cudaMemoryTypeDevice:
+    case cudaMemoryTypeManaged: return (void *)p;
+    case cudaMemoryTypeHost: return at.devicePointer ? at.devicePointer : (void *)p;
+    default: return b->pageable_access ? (void *)p : NULL;
+    }
+#endif
+}
+
+kvc_status_t kvc_gpu_require_device_ptr(kvc_backend_ctx_t *b, const void *p, const char *op, const char *what,
+                                        long long index, void **out)
+{
+    void *d = kvc_gpu_device_ptr(b, p);
+    if (d) {
+        *out = d;
+        return KVC_OK;
+    }
+    char idx[32] = "";
+    if (index >= 0) snprintf(idx, sizeof(idx), "[%lld]", index);
+    return b->svc->set_error(KVC_ERR_INVALID_ARG,
+                             "%s: %s%s = %p is pageable host memory the " KVC_GPU_RUNTIME
+                             " device cannot access: use device memory, or register / pin the host memory",
+                             op, what, idx, p);
 }
 
 static kvc_status_t gpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
@@ -56,11 +191,20 @@ static kvc_status_t gpu_init(const kvc_backend_services_t *svc, int device, kvc_
     if (!b) return KVC_ERR_NO_MEMORY;
     b->svc = svc;
     b->device = device;
+    if (pthread_mutex_init(&b->stage_lock, NULL) != 0) {
+        free(b);
+        return KVC_ERR_NO_MEMORY;
+    }
     *out = b;
     return KVC_OK;
 }
 
-static void gpu_fini(kvc_backend_ctx_t *b) { free(b); }
+static void gpu_fini(kvc_backend_ctx_t *b)
+{
+    if (b->activated && gpuSetDevice(b->device) == gpuSuccess) stage_release_all(b);
+    pthread_mutex_destroy(&b->stage_lock);
+    free(b);
+}
 
 static kvc_status_t gpu_pci_bus_id(kvc_backend_ctx_t *b, int device, char *buf, size_t len)
 {
@@ -172,6 +316,19 @@ static kvc_backend_t make_descriptor(void)
     d.ops.stream_synchronize = gpu_stream_synchronize;
     d.ops.pci_bus_id = gpu_pci_bus_id;
     d.ops.launch_host_callback = gpu_launch_host_callback;
+    d.ops.transfer_tokens = kvc_gpu_transfer_tokens;
+    d.ops.transfer_blocks = kvc_gpu_transfer_blocks;
+    d.ops.cg_cdf = kvc_gpu_cg_cdf;
+    d.ops.cg_encode = kvc_gpu_cg_encode;
+    d.ops.cg_decode = kvc_gpu_cg_decode;
+    d.ops.cg_decode_packed = kvc_gpu_cg_decode_packed;
+    d.ops.quantise = kvc_gpu_quantise;
+    d.ops.dequantise = kvc_gpu_dequantise;
+    d.ops.memcpy_split = kvc_gpu_memcpy_split;
+    d.ops.batched_memcpy = kvc_gpu_batched_memcpy;
+    d.ops.rope_k_fused = kvc_gpu_rope_k_fused;
+    d.ops.rope_cache_build = kvc_gpu_rope_cache_build;
+    d.ops.rope_k_delta = kvc_gpu_rope_k_delta;
     return d;
 }
 

@@ -43,6 +43,23 @@ static kvc_status_t cpu_memcpy_sync(kvc_backend_ctx_t *b, void *dst, const void 
     return KVC_OK;
 }
 
+/* "Device" memory of the CPU backend: 64-byte aligned host memory. */
+static kvc_status_t cpu_device_alloc(kvc_backend_ctx_t *b, size_t len, void **out)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, len) != 0)
+        return b->svc->set_error(KVC_ERR_NO_MEMORY, "cpu: cannot allocate %zu bytes", len);
+    *out = p;
+    return KVC_OK;
+}
+
+static kvc_status_t cpu_device_free(kvc_backend_ctx_t *b, void *p)
+{
+    (void)b;
+    free(p);
+    return KVC_OK;
+}
+
 static kvc_status_t cpu_stream_synchronize(kvc_backend_ctx_t *b, kvc_stream_t s)
 {
     (void)b;
@@ -68,6 +85,8 @@ const kvc_backend_t kvc_cpu_backend = {
     .fini = cpu_fini,
     .ops = {
         .memcpy_sync = cpu_memcpy_sync,
+        .device_alloc = cpu_device_alloc,
+        .device_free = cpu_device_free,
         .stream_synchronize = cpu_stream_synchronize,
         .launch_host_callback = cpu_launch_host_callback,
         .rope_k_fused = kvc_cpu_rope_k_fused,

@@ -1,0 +1,213 @@
+/* `kvcore bench coder_dev`: the CacheGen ops (quantise, cdf, encode, decode, decode_packed) on the
+ * active backend with its own memory (kvc_device_alloc: device memory on a GPU backend), in Msym/s
+ * on a [32 layers, 256 tokens, 1024 channels] chunk with 32 bins, next to the CPU backend running
+ * the same op on the same data in the same run. Values are synthetic KV-like rows (log-normal
+ * per-channel scales), quantised by the backend itself; the suite checks that decoding gives the
+ * symbols back. (`kvcore bench coder` is the CPU coder's own suite with its scalar reference.) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "suites.h"
+
+typedef struct side {
+    kvc_context_t *ctx;
+    float *x, *scales;
+    uint8_t *sym, *out, *streams, *packed;
+    uint16_t *cdf;
+    int32_t *len;
+    int64_t *prefsum;
+} side_t;
+
+typedef struct coder_dev {
+    size_t L, T, C, cap, nbytes;
+    unsigned B;
+    uint32_t *bins;
+    side_t *s;
+    int op, failed;
+} coder_dev_t;
+
+enum { OP_QUANT, OP_CDF, OP_ENCODE, OP_DECODE, OP_PACKED, OP_COUNT };
+static const char *const op_names[OP_COUNT] = { "quantise", "cdf", "encode", "decode", "decode_packed" };
+
+static void run_op(void *arg)
+{
+    coder_dev_t *b = arg;
+    side_t *s = b->s;
+    kvc_status_t st = KVC_OK;
+    switch (b->op) {
+    case OP_QUANT: {
+        kvc_quant_args_t a = { .dtype = KVC_CG_F32, .values = s->x, .symbols = s->sym, .scales = s->scales,
+                               .bins = b->bins, .layers = b->L, .tokens = b->T, .channels = b->C };
+        st = kvc_quantise(s->ctx, &a);
+        break;
+    }
+    case OP_CDF: {
+        kvc_cdf_args_t a = { .symbols = s->sym, .cdf = s->cdf, .layers = b->L, .tokens = b->T, .channels = b->C,
+                             .num_bins = b->B };
+        st = kvc_cg_cdf(s->ctx, &a);
+        break;
+    }
+    case OP_ENCODE: {
+        kvc_encode_args_t a = { .cdf = s->cdf, .symbols = s->sym, .streams = s->streams, .lengths = s->len,
+                                .layers = b->L, .tokens = b->T, .channels = b->C, .capacity = b->cap,
+                                .num_bins = b->B };
+        st = kvc_cg_encode(s->ctx, &a);
+        break;
+    }
+    case OP_DECODE: {
+        kvc_decode_args_t a = { .cdf = s->cdf, .streams = s->streams, .lengths = s->len, .symbols = s->out,
+                                .layers = b->L, .tokens = b->T, .channels = b->C, .capacity = b->cap,
+                                .num_bins = b->B };
+        st = kvc_cg_decode(s->ctx, &a);
+        break;
+    }
+    default: {
+        kvc_decode_packed_args_t a = { .cdf = s->cdf, .bytes = s->packed, .nbytes = b->nbytes, .prefsum = s->prefsum,
+                                       .symbols = s->out, .layers = b->L, .tokens = b->T, .channels = b->C,
+                                       .num_bins = b->B };
+        st = kvc_cg_decode_packed(s->ctx, &a);
+        break;
+    }
+    }
+    if (st == KVC_OK) st = kvc_stream_synchronize(s->ctx, NULL);
+    if (st != KVC_OK) b->failed = 1;
+}
+
+static void *dalloc(kvc_context_t *ctx, size_t n)
+{
+    void *p = NULL;
+    if (kvc_device_alloc(ctx, n, &p) != KVC_OK) {
+        fprintf(stderr, "bench coder_dev: device_alloc(%zu): %s\n", n, kvc_last_error());
+        exit(1);
+    }
+    return p;
+}
+
+static void side_init(side_t *s, kvc_context_t *ctx, const coder_dev_t *b, const float *x)
+{
+    const size_t n = b->L * b->T * b->C, ns = b->L * b->C;
+    s->ctx = ctx;
+    s->x = dalloc(ctx, 4 * n);
+    s->scales = dalloc(ctx, 4 * b->L * b->T);
+    s->sym = dalloc(ctx, n);
+    s->out = dalloc(ctx, n);
+    s->streams = dalloc(ctx, ns * b->cap);
+    s->packed = dalloc(ctx, ns * b->cap);
+    s->cdf = dalloc(ctx, 2 * ns * (b->B + 1));
+    s->len = dalloc(ctx, 4 * ns);
+    s->prefsum = dalloc(ctx, 8 * ns);
+    kvc_memcpy(ctx, s->x, x, 4 * n);
+}
+
+/* The packed layout of the encoded streams (built on the host from the side's buffers). */
+static int pack(coder_dev_t *b, side_t *s)
+{
+    const size_t ns = b->L * b->C;
+    uint8_t *streams = malloc(ns * b->cap), *packed = malloc(ns * b->cap);
+    int32_t *len = malloc(4 * ns);
+    int64_t *ps = malloc(8 * ns);
+    kvc_memcpy(s->ctx, streams, s->streams, ns * b->cap);
+    kvc_memcpy(s->ctx, len, s->len, 4 * ns);
+    size_t nb = 0;
+    for (size_t k = 0; k < ns; k++) {
+        memcpy(packed + nb, streams + k * b->cap, (size_t)len[k]);
+        nb += (size_t)len[k];
+        ps[k] = (int64_t)nb;
+    }
+    b->nbytes = nb;
+    kvc_memcpy(s->ctx, s->packed, packed, nb);
+    kvc_memcpy(s->ctx, s->prefsum, ps, 8 * ns);
+    free(streams);
+    free(packed);
+    free(len);
+    free(ps);
+    return 0;
+}
+
+static int same_symbols(const coder_dev_t *b, const side_t *s)
+{
+    const size_t n = b->L * b->T * b->C;
+    uint8_t *a = malloc(n), *c = malloc(n);
+    kvc_memcpy(s->ctx, a, s->sym, n);
+    kvc_memcpy(s->ctx, c, s->out, n);
+    const int same = memcmp(a, c, n) == 0;
+    free(a);
+    free(c);
+    return same;
+}
+
+int bench_coder_dev_run(const bench_opts_t *o)
+{
+    coder_dev_t b = { .L = o->quick ? 4 : 32, .T = 256, .C = 1024, .B = 32 };
+    b.cap = kvc_cg_encode_bound(b.T);
+    const size_t n = b.L * b.T * b.C;
+    const int reps = o->quick ? 2 : 5;
+    float *x = malloc(4 * n);
+    b.bins = malloc(4 * b.L);
+    uint64_t rng = 2024;
+    for (size_t l = 0; l < b.L; l++) {
+        b.bins[l] = b.B;
+        for (size_t c = 0; c < b.C; c++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            const double sigma = exp(0.3 * ((double)(rng >> 11) * 0x1p-53 - 0.5));
+            for (size_t t = 0; t < b.T; t++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                const double u = (double)(rng >> 11) * 0x1p-53;
+                x[(l * b.T + t) * b.C + c] = (float)(sigma * (u - 0.5) * (u - 0.5) * (u < 0.5 ? -4 : 4));
+            }
+        }
+    }
+    kvc_context_t *cpu = NULL;
+    kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND, .backend = "cpu" };
+    if (o->threads > 0) {
+        p.field_mask |= KVC_CONTEXT_PARAM_NUM_THREADS;
+        p.num_threads = o->threads;
+    }
+    if (kvc_context_create(&p, &cpu) != KVC_OK) {
+        fprintf(stderr, "bench coder_dev: cpu context: %s\n", kvc_last_error());
+        return 1;
+    }
+    side_t sides[2];
+    side_init(&sides[0], o->ctx, &b, x);
+    side_init(&sides[1], cpu, &b, x);
+    double t[2][OP_COUNT];
+    int rc = 0;
+    for (int si = 0; si < 2 && !rc; si++) {
+        b.s = &sides[si];
+        for (int op = 0; op < OP_COUNT && !rc; op++) {
+            if (op == OP_DECODE) pack(&b, b.s);
+            b.op = op;
+            t[si][op] = bench_time(run_op, &b, reps);
+            if (b.failed) {
+                fprintf(stderr, "bench coder_dev: %s failed: %s\n", op_names[op], kvc_last_error());
+                rc = 1;
+            } else if (op >= OP_DECODE && !same_symbols(&b, b.s)) {
+                fprintf(stderr, "bench coder_dev: %s did not give the symbols back\n", op_names[op]);
+                rc = 1;
+            }
+        }
+    }
+    for (int op = 0; op < OP_COUNT && !rc; op++) {
+        char params[256];
+        snprintf(params, sizeof(params),
+                 "\"backend\":\"%s\",\"layers\":%zu,\"tokens\":%zu,\"channels\":%zu,\"bins\":%u,\"coded_bytes\":%zu",
+                 kvc_context_backend_name(o->ctx), b.L, b.T, b.C, b.B, b.nbytes);
+        const bench_result_t r = { .suite = "coder_dev", .name = op_names[op], .value = (double)n / t[0][op] / 1e6,
+                                   .unit = "Msym/s", .baseline_name = "cpu_backend",
+                                   .baseline_value = (double)n / t[1][op] / 1e6,
+                                   .threads = kvc_context_num_threads(cpu), .params = params };
+        bench_report(o, &r);
+    }
+    for (int si = 0; si < 2; si++) {
+        side_t *s = &sides[si];
+        void *all[] = { s->x, s->scales, s->sym, s->out, s->streams, s->packed, s->cdf, s->len, s->prefsum };
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) kvc_device_free(s->ctx, all[i]);
+    }
+    kvc_context_destroy(cpu);
+    free(x);
+    free(b.bins);
+    return rc;
+}

@@ -1,0 +1,109 @@
+/* GPU backend internals shared by the module's files: per-context state, the staging ring for the
+ * small host-side tables an op needs on the device, pointer translation, launch helpers, and the
+ * op entry points the descriptor (module.cu) collects. Device code shared between files lives in
+ * headers as static inline functions: no device symbol crosses a translation unit. */
+#ifndef KVC_GPU_BACKEND_H
+#define KVC_GPU_BACKEND_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpu_hd.h"
+#include "gpu_port.h"
+
+/* Staging ring: page-locked host buffer + device buffer pairs. An op copies its host tables
+ * (pointer tables, slots, block ids, positions) into a slot, uploads them on its stream and
+ * records an event after its kernels; the slot is reused once that event has completed, so
+ * calls stay asynchronous while up to KVC_GPU_STAGE_SLOTS of them are in flight. */
+#define KVC_GPU_STAGE_SLOTS 8
+
+typedef struct gpu_stage_slot {
+    void *host, *dev;
+    size_t cap;
+    gpuEvent_t done;
+    int has_event;
+} gpu_stage_slot_t;
+
+/* Per-context state of a GPU backend. The device context is created lazily (first op). */
+struct kvc_backend_ctx {
+    const kvc_backend_services_t *svc;
+    int device;
+    int activated;       /* gpuSetDevice done on this context's first op */
+    int sm_count;        /* multiprocessors (launch sizing) */
+    int pageable_access; /* the device reads pageable host memory coherently (HMM / ATS) */
+    pthread_mutex_t stage_lock;
+    gpu_stage_slot_t stage[KVC_GPU_STAGE_SLOTS];
+    unsigned stage_next;
+};
+
+/* The one place that maps a runtime error to a kvcore status (and logs it once, at `level`). */
+kvc_status_t kvc_gpu_status(const kvc_backend_services_t *svc, gpuError_t err, const char *what, int level);
+
+#define KVC_GPU_CALL(b, call, level) kvc_gpu_status((b)->svc, (call), #call, (level))
+
+/* Make the context's device current (first use creates the primary context). */
+kvc_status_t kvc_gpu_activate(kvc_backend_ctx_t *b);
+
+/* A staging slot held by one op (between kvc_gpu_stage_begin and kvc_gpu_stage_end the ring's
+ * lock is held: keep the span to a few runtime calls). */
+typedef struct gpu_stage {
+    char *host, *dev;
+    gpu_stage_slot_t *slot;
+} gpu_stage_t;
+
+/* Acquire a slot of at least `bytes` (activates the device). */
+kvc_status_t kvc_gpu_stage_begin(kvc_backend_ctx_t *b, size_t bytes, gpu_stage_t *s);
+/* Copy host[0, bytes) to dev on the stream. */
+kvc_status_t kvc_gpu_stage_upload(kvc_backend_ctx_t *b, gpu_stage_t *s, size_t bytes, gpuStream_t stream);
+/* Copy dev[0, bytes) back to host and wait for the stream (synchronous ops reading results). */
+kvc_status_t kvc_gpu_stage_download(kvc_backend_ctx_t *b, gpu_stage_t *s, size_t bytes, gpuStream_t stream);
+/* Release the slot after the op's work was queued on the stream; returns st, or the event error. */
+kvc_status_t kvc_gpu_stage_end(kvc_backend_ctx_t *b, gpu_stage_t *s, gpuStream_t stream, kvc_status_t st);
+
+/* Address the device uses for p: p itself for device and managed memory (and for any host memory
+ * when the device reads pageable memory), the mapped address for registered host memory; NULL
+ * when the device cannot reach it (pageable host memory). */
+void *kvc_gpu_device_ptr(kvc_backend_ctx_t *b, const void *p);
+
+/* KVC_ERR_INVALID_ARG naming what/index when p is not device-accessible; else stores the
+ * device address in *out. */
+kvc_status_t kvc_gpu_require_device_ptr(kvc_backend_ctx_t *b, const void *p, const char *op, const char *what,
+                                        long long index, void **out);
+
+/* Status of the last kernel launch (launch configuration errors). */
+kvc_status_t kvc_gpu_launch_status(kvc_backend_ctx_t *b, const char *kernel);
+
+/* Blocks for a grid-stride launch over n work items of `per_block` items each: enough to fill the
+ * device a few times over, never more than the work needs. */
+static inline unsigned kvc_gpu_grid(const kvc_backend_ctx_t *b, uint64_t n, unsigned per_block)
+{
+    const uint64_t need = (n + per_block - 1) / per_block;
+    const uint64_t cap = (uint64_t)(b->sm_count > 0 ? b->sm_count : 16) * 32;
+    const uint64_t g = need < cap ? need : cap;
+    return g ? (unsigned)g : 1u;
+}
+
+/* ---------------------------------------------------------------- ops (one file per topic) */
+
+/* transfer.cu */
+kvc_status_t kvc_gpu_transfer_tokens(kvc_backend_ctx_t *b, const struct kvc_token_plan *p);
+kvc_status_t kvc_gpu_transfer_blocks(kvc_backend_ctx_t *b, const struct kvc_block_plan *p);
+/* cachegen.cu */
+kvc_status_t kvc_gpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a);
+kvc_status_t kvc_gpu_cg_encode(kvc_backend_ctx_t *b, const struct kvc_encode_args *a);
+kvc_status_t kvc_gpu_cg_decode(kvc_backend_ctx_t *b, const struct kvc_decode_args *a);
+kvc_status_t kvc_gpu_cg_decode_packed(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a);
+/* quant.cu */
+kvc_status_t kvc_gpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
+kvc_status_t kvc_gpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
+
+/* copy.cu (memory.h) */
+kvc_status_t kvc_gpu_memcpy_split(kvc_backend_ctx_t *b, const struct kvc_copy_split *a);
+kvc_status_t kvc_gpu_batched_memcpy(kvc_backend_ctx_t *b, const struct kvc_batched_copy *a);
+/* rope.cu (rope.h) */
+kvc_status_t kvc_gpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a);
+kvc_status_t kvc_gpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rope_cache_args *a);
+kvc_status_t kvc_gpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
+
+#endif

@@ -1,0 +1,102 @@
+/* Functions shared by the GPU kernels and a plain C compiler: the kernels' per-element and
+ * per-stream arithmetic is written once, as KVC_HD functions, so tests/test_gpu.c can run the
+ * exact code the kernels run on the CPU (and compare it with the CPU backend) on machines without
+ * a GPU. Only C that both nvcc/hipcc and gcc accept goes in these headers. */
+#ifndef KVC_GPU_HD_H
+#define KVC_GPU_HD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#endif
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define KVC_HD static inline __host__ __device__
+#else
+#define KVC_HD static inline
+#endif
+
+/* Device pass of nvcc (__CUDA_ARCH__) or hipcc (__HIP_DEVICE_COMPILE__). */
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define KVC_DEVICE_PASS 1
+#endif
+
+/* Leading zeros of a nonzero 32-bit word. */
+KVC_HD unsigned kvc_clz32(uint32_t x)
+{
+#ifdef KVC_DEVICE_PASS
+    return (unsigned)__clz((int)x);
+#else
+    return (unsigned)__builtin_clz(x);
+#endif
+}
+
+/* fp32 multiply / divide / add rounded once each, never contracted into an FMA (results must
+ * match the CPU backend bit for bit). */
+KVC_HD float kvc_fmul(float a, float b)
+{
+#ifdef KVC_DEVICE_PASS
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+KVC_HD float kvc_fdiv(float a, float b)
+{
+#ifdef KVC_DEVICE_PASS
+    return __fdiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+
+KVC_HD float kvc_fadd(float a, float b)
+{
+#ifdef KVC_DEVICE_PASS
+    return __fadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+KVC_HD float kvc_fsub(float a, float b)
+{
+#ifdef KVC_DEVICE_PASS
+    return __fsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
+KVC_HD uint32_t kvc_f32_as_u32(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+KVC_HD float kvc_u32_as_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* a / d and a % d, in 32 bits when both fit (64-bit division is a long software sequence on GPUs). */
+KVC_HD void kvc_divmod(uint64_t a, uint64_t d, uint64_t *q, uint64_t *r)
+{
+    if (((a | d) >> 32) == 0) {
+        const uint32_t q32 = (uint32_t)a / (uint32_t)d;
+        *q = q32;
+        *r = (uint32_t)a - q32 * (uint32_t)d;
+    } else {
+        *q = a / d;
+        *r = a - *q * d;
+    }
+}
+
+#endif

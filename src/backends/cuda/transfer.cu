@@ -1,0 +1,124 @@
+/* KV transfer plans on the GPU: one kernel for per-token and per-block plans.
+ *
+ * A plan is a set of units (a token row, or a whole block) per (layer, plane), each split into
+ * runs of run_bytes contiguous on both sides (kvc_run_shape_t); gpu_transfer.h holds the
+ * addressing. Launch shape:
+ *   grid.y strides over layers, grid.z over planes, grid.x over (unit, run) pairs;
+ *   each 256-thread block is cut into teams of a power-of-two size close to the run length (in
+ *   copy words), a team copies one run, its threads striding over the run's words.
+ * Nothing depends on the head count or the warp/wavefront width; every loop is grid-stride, so
+ * any geometry (128+ heads, 64K-token chunks) runs with any grid. Copy words are 16, 8, 4, 2 or
+ * 1 bytes: the widest that every address and stride of the plan is aligned to.
+ * The host tables (engine pointer table, object list, slots or block ids) are staged to the
+ * device through the context's staging ring; the call is asynchronous on the plan's stream. */
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_backend.h"
+#include "gpu_transfer.h"
+
+#define XFER_THREADS 256
+
+template <typename W>
+static __global__ void __launch_bounds__(XFER_THREADS) xfer_kernel(const kvc_xfer_args_t a, const int team_shift)
+{
+    const unsigned team_size = 1u << team_shift, teams = blockDim.x >> team_shift;
+    const unsigned team = threadIdx.x >> team_shift, lane = threadIdx.x & (team_size - 1);
+    const uint64_t total = kvc_xfer_pairs(&a);
+    for (int64_t l = blockIdx.y; l < a.num_layers; l += gridDim.y)
+        for (int64_t p = blockIdx.z; p < a.num_planes; p += gridDim.z)
+            for (uint64_t q = (uint64_t)blockIdx.x * teams + team; q < total; q += (uint64_t)gridDim.x * teams) {
+                char *dst;
+                const char *src;
+                if (!kvc_xfer_locate(&a, l, p, q, &dst, &src)) continue;
+                W *d = (W *)dst;
+                const W *s = (const W *)src;
+                for (int64_t k = lane; k < a.run_words; k += team_size) d[k] = s[k];
+            }
+}
+
+static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t a, void *const *engine_ptrs,
+                           void *const *objects, const int64_t *index, int64_t run_bytes, gpuStream_t stream)
+{
+    /* Staged tables, 8 bytes an entry: pointer table, objects up to the last unit's, index list. */
+    const int64_t nptr = kvc_xfer_ptr_count(&a), nobj = a.blocks ? (a.first + a.count - 1) / a.bpo + 1 : 0;
+    const size_t bytes = 8 * (size_t)(nptr + nobj + a.count);
+    gpu_stage_t s;
+    kvc_status_t st = kvc_gpu_stage_begin(b, bytes, &s);
+    if (st != KVC_OK) return st;
+    void **tptr = (void **)s.host, **tobj = tptr + nptr;
+    uint64_t align = kvc_xfer_stride_bits(&a, run_bytes);
+    for (int64_t i = 0; i < nptr && st == KVC_OK; i++) {
+        st = kvc_gpu_require_device_ptr(b, engine_ptrs[i], op, "engine_ptrs", i, &tptr[i]);
+        align |= (uint64_t)(uintptr_t)tptr[i];
+    }
+    for (int64_t i = 0; i < nobj && st == KVC_OK; i++) {
+        st = kvc_gpu_require_device_ptr(b, objects[i], op, "objects", i, &tobj[i]);
+        align |= (uint64_t)(uintptr_t)tobj[i];
+    }
+    if (st == KVC_OK && !a.blocks) {
+        void *chunk = NULL;
+        st = kvc_gpu_require_device_ptr(b, a.chunk, op, "chunk", -1, &chunk);
+        a.chunk = (char *)chunk;
+        align |= (uint64_t)(uintptr_t)chunk;
+    }
+    if (st != KVC_OK) return kvc_gpu_stage_end(b, &s, stream, st);
+    memcpy(tobj + nobj, index + a.first, 8 * (size_t)a.count);
+    a.ptrs = (char *const *)s.dev;
+    a.objects = (char *const *)(s.dev + 8 * nptr);
+    a.index = (const int64_t *)(s.dev + 8 * (nptr + nobj));
+    const int w = kvc_xfer_word_bytes(align);
+    a.word_bytes = w;
+    a.run_words = run_bytes / w;
+
+    int team_shift = 0;
+    while ((1 << team_shift) < XFER_THREADS && (int64_t)(1 << team_shift) < a.run_words) team_shift++;
+    const unsigned teams = XFER_THREADS >> team_shift;
+    dim3 grid;
+    grid.y = (unsigned)(a.num_layers < 65535 ? a.num_layers : 65535);
+    grid.z = (unsigned)(a.num_planes < 64 ? a.num_planes : 64);
+    /* x: enough blocks over the pairs to fill the device together with the y*z blocks. */
+    const uint64_t yz = (uint64_t)grid.y * grid.z, want = (uint64_t)(b->sm_count > 0 ? b->sm_count : 16) * 16;
+    const uint64_t cap = want > yz ? (want + yz - 1) / yz : 1;
+    uint64_t gx = (kvc_xfer_pairs(&a) + teams - 1) / teams;
+    grid.x = (unsigned)(gx < 1 ? 1 : gx > cap ? cap : gx);
+
+    st = kvc_gpu_stage_upload(b, &s, bytes, stream);
+    if (st == KVC_OK) {
+        switch (w) {
+        case 16: xfer_kernel<uint4><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
+        case 8: xfer_kernel<uint2><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
+        case 4: xfer_kernel<uint32_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
+        case 2: xfer_kernel<uint16_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
+        default: xfer_kernel<uint8_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
+        }
+        st = kvc_gpu_launch_status(b, op);
+    }
+    return kvc_gpu_stage_end(b, &s, stream, st);
+}
+
+kvc_status_t kvc_gpu_transfer_tokens(kvc_backend_ctx_t *b, const struct kvc_token_plan *p)
+{
+    const int64_t n = p->end_token - p->first_token;
+    if (n <= 0 || p->num_layers <= 0 || p->num_planes <= 0 || p->runs.run_bytes <= 0) return KVC_OK;
+    kvc_xfer_args_t a = kvc_xfer_from_plan(p->direction, p->num_layers, p->num_planes, &p->engine, &p->chunk_map,
+                                           &p->runs);
+    a.chunk = (char *)p->chunk;
+    a.first = p->first_token;
+    a.count = n;
+    return launch(b, "transfer_tokens", a, p->engine.ptrs, NULL, p->slots, p->runs.run_bytes, (gpuStream_t)p->stream);
+}
+
+kvc_status_t kvc_gpu_transfer_blocks(kvc_backend_ctx_t *b, const struct kvc_block_plan *p)
+{
+    const int64_t n = p->end_block - p->first_block;
+    if (n <= 0 || p->num_layers <= 0 || p->num_planes <= 0 || p->runs.run_bytes <= 0) return KVC_OK;
+    kvc_xfer_args_t a = kvc_xfer_from_plan(p->direction, p->num_layers, p->num_planes, &p->engine, &p->chunk_map,
+                                           &p->runs);
+    a.blocks = 1;
+    a.bpo = p->blocks_per_object;
+    a.first = p->first_block;
+    a.count = n;
+    return launch(b, "transfer_blocks", a, p->engine.ptrs, p->objects, p->block_ids, p->runs.run_bytes,
+                  (gpuStream_t)p->stream);
+}

@@ -1,0 +1,1040 @@
+/* GPU backend modules (CUDA / HIP, src/backends/cuda).
+ *
+ * Always (CPU-only CI): the modules are built and export only kvc_backend_entry, libkvcore.so needs
+ * no GPU runtime, `kvcore info --all` loads them and reports no device, and the device memory API
+ * works on the CPU backend.
+ *
+ * Comparison suite: every GPU op against the CPU backend, byte for byte, on random and golden
+ * inputs, with device buffers through kvc_device_alloc / kvc_memcpy. It runs twice:
+ *   - "gpu":  on the real CUDA or HIP module (KVC_TEST_GPU=cuda|hip picks one; skipped with the
+ *             reason when kvc_context_create reports no device or no module);
+ *   - "emu":  on tests/modules/gpu_emu.so, the kernels' per-element / per-stream code compiled for
+ *             the CPU (see that file for what it does and does not cover). */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <kvcore.h>
+
+#include "npy_load.h"
+#include "test_util.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fill_random(void *p, size_t n, uint64_t seed)
+{
+    uint8_t *b = p;
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)rng_next(&seed);
+}
+
+typedef enum { TARGET_GPU, TARGET_EMU } target_t;
+
+/* A context on the GPU backend under test, or a skip saying why there is none. */
+static kvc_context_t *open_target(target_t t)
+{
+    kvc_context_t *ctx = NULL;
+    if (t == TARGET_EMU) {
+        const char *dir = kvc_test_module_dir(kvc_test_build("tests/modules/.libs/gpu_emu.so"), "kvcore_cuda.so");
+        kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_MODULE_PATH,
+                                   .backend = "cuda",
+                                   .module_path = dir };
+        const kvc_status_t st = kvc_context_create(&p, &ctx);
+        cr_assert_eq(st, KVC_OK, "emulation module: %s (%s)", kvc_status_string(st), kvc_last_error());
+        return ctx;
+    }
+    const char *want = getenv("KVC_TEST_GPU");
+    const char *names[2] = { "cuda", "hip" };
+    char why[2][512] = { "", "" };
+    for (int i = 0; i < 2; i++) {
+        if (want && strcmp(want, names[i]) != 0) {
+            snprintf(why[i], sizeof(why[i]), "not selected (KVC_TEST_GPU=%s)", want);
+            continue;
+        }
+        kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND, .backend = names[i] };
+        const kvc_status_t st = kvc_context_create(&p, &ctx);
+        if (st == KVC_OK) return ctx;
+        cr_assert(st == KVC_ERR_NO_DEVICE || st == KVC_ERR_NOT_FOUND, "%s context: %s (%s)", names[i],
+                  kvc_status_string(st), kvc_last_error());
+        snprintf(why[i], sizeof(why[i]), "%s", kvc_last_error());
+    }
+    cr_skip_test("no GPU device: cuda: %s; hip: %s", why[0], why[1]);
+    return NULL;
+}
+
+static void *dev_alloc(kvc_context_t *ctx, size_t n)
+{
+    void *p = NULL;
+    const kvc_status_t st = kvc_device_alloc(ctx, n ? n : 1, &p);
+    cr_assert_eq(st, KVC_OK, "device_alloc(%zu): %s", n, kvc_last_error());
+    return p;
+}
+
+static void *dev_copy_of(kvc_context_t *ctx, const void *host, size_t n)
+{
+    void *p = dev_alloc(ctx, n);
+    if (n) cr_assert_eq(kvc_memcpy(ctx, p, host, n), KVC_OK, "memcpy to device: %s", kvc_last_error());
+    return p;
+}
+
+static void *host_copy_of(kvc_context_t *ctx, const void *dev, size_t n)
+{
+    void *h = malloc(n ? n : 1);
+    if (n) cr_assert_eq(kvc_memcpy(ctx, h, dev, n), KVC_OK, "memcpy to host: %s", kvc_last_error());
+    return h;
+}
+
+/* dev (on ctx) holds exactly the bytes of host[0, n). */
+static void assert_same(kvc_context_t *ctx, const void *dev, const void *host, size_t n, const char *what)
+{
+    uint8_t *h = host_copy_of(ctx, dev, n);
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != ((const uint8_t *)host)[i])
+            cr_assert_fail("%s: byte %zu differs: device %u, CPU backend %u", what, i, h[i],
+                           ((const uint8_t *)host)[i]);
+    free(h);
+}
+
+/* ------------------------------------------------------------------ transfers */
+
+typedef struct geometry {
+    int format, element_size;
+    int64_t nl, nb, bs, nh, hs, pad; /* pad: extra elements per block (formats 3, 10-13) */
+} geometry_t;
+
+static kvc_page_shape_t shape_of(const geometry_t *g)
+{
+    const int mla = kvc_format_is_mla(g->format), fused = kvc_format_is_fused_packed(g->format);
+    kvc_page_shape_t s = { .kv_size = mla || fused ? 1 : 2, .element_size = g->element_size, .nl = g->nl, .nb = g->nb,
+                           .bs = g->bs, .nh = mla ? 1 : g->nh, .hs = g->hs };
+    if (g->pad) s.block_stride_elems = s.bs * s.nh * s.hs + g->pad;
+    return s;
+}
+
+/* Bytes of each engine tensor (generous: every format fits). */
+static size_t tensor_bytes(const geometry_t *g, const kvc_page_shape_t *s)
+{
+    const size_t block = (size_t)(s->block_stride_elems ? s->block_stride_elems : s->bs * s->nh * s->hs);
+    const size_t planes = kvc_format_is_cross_layer(g->format) ? 2 * (size_t)s->nl : 2;
+    return block * planes * (size_t)s->nb * (size_t)s->element_size;
+}
+
+typedef struct xfer_fixture {
+    kvc_context_t *cpu, *dev;
+    int64_t nptr;
+    size_t tbytes;
+    void **eng_cpu, **eng_dev; /* pointer tables (host arrays) */
+} xfer_fixture_t;
+
+static void engines_init(xfer_fixture_t *f, const geometry_t *g, const kvc_page_shape_t *s, uint64_t seed)
+{
+    f->nptr = kvc_format_ptr_count(g->format, s->nl);
+    f->tbytes = tensor_bytes(g, s);
+    f->eng_cpu = calloc((size_t)f->nptr, sizeof(void *));
+    f->eng_dev = calloc((size_t)f->nptr, sizeof(void *));
+    for (int64_t i = 0; i < f->nptr; i++) {
+        f->eng_cpu[i] = malloc(f->tbytes);
+        fill_random(f->eng_cpu[i], f->tbytes, seed + (uint64_t)i);
+        f->eng_dev[i] = dev_copy_of(f->dev, f->eng_cpu[i], f->tbytes);
+    }
+}
+
+static void engines_check_free(xfer_fixture_t *f, const char *what)
+{
+    for (int64_t i = 0; i < f->nptr; i++) {
+        char name[160];
+        snprintf(name, sizeof(name), "%s: engine tensor %lld", what, (long long)i);
+        assert_same(f->dev, f->eng_dev[i], f->eng_cpu[i], f->tbytes, name);
+        free(f->eng_cpu[i]);
+        cr_assert_eq(kvc_device_free(f->dev, f->eng_dev[i]), KVC_OK);
+    }
+    free(f->eng_cpu);
+    free(f->eng_dev);
+}
+
+/* Distinct random slots, some negative. */
+static void random_slots(int64_t *slots, int64_t n, int64_t nslots, uint64_t seed)
+{
+    for (int64_t t = 0; t < n; t++) {
+        int dup;
+        do {
+            slots[t] = (int64_t)(rng_next(&seed) % (uint64_t)nslots);
+            dup = 0;
+            for (int64_t k = 0; k < t; k++) dup |= slots[k] == slots[t];
+        } while (dup);
+        if (rng_next(&seed) % 7 == 0) slots[t] = -1;
+    }
+}
+
+static void check_tokens(kvc_context_t *cpu, kvc_context_t *dev, const geometry_t *g, int direction, int64_t T,
+                         int64_t skip)
+{
+    xfer_fixture_t f = { .cpu = cpu, .dev = dev };
+    const kvc_page_shape_t s = shape_of(g);
+    engines_init(&f, g, &s, 100 + (uint64_t)g->format);
+    const size_t chunk_bytes = (size_t)s.kv_size * (size_t)s.nl * (size_t)T * (size_t)(s.nh * s.hs * s.element_size);
+    void *chunk_cpu = malloc(chunk_bytes);
+    fill_random(chunk_cpu, chunk_bytes, 7 + (uint64_t)direction);
+    void *chunk_dev = dev_copy_of(dev, chunk_cpu, chunk_bytes);
+    int64_t *slots = malloc((size_t)T * sizeof(int64_t));
+    random_slots(slots, T, s.nb * s.bs, 99 + (uint64_t)T);
+    kvc_token_transfer_t a = { .format = g->format, .direction = direction, .shape = s, .engine_ptrs = f.eng_cpu,
+                               .num_engine_ptrs = f.nptr, .chunk = chunk_cpu, .num_tokens = T, .slots = slots,
+                               .slot_type = KVC_INDEX_INT64, .num_slots = T, .skip_prefix_tokens = skip };
+    cr_assert_eq(kvc_transfer_tokens(cpu, &a), KVC_OK, "cpu: %s", kvc_last_error());
+    a.engine_ptrs = f.eng_dev;
+    a.chunk = chunk_dev;
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "format %d: %s", g->format, kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    char what[128];
+    snprintf(what, sizeof(what), "tokens format %d %s es %d nh %lld", g->format, direction ? "D2H" : "H2D",
+             g->element_size, (long long)s.nh);
+    assert_same(dev, chunk_dev, chunk_cpu, chunk_bytes, what);
+    engines_check_free(&f, what);
+    cr_assert_eq(kvc_device_free(dev, chunk_dev), KVC_OK);
+    free(chunk_cpu);
+    free(slots);
+}
+
+static void check_blocks(kvc_context_t *cpu, kvc_context_t *dev, const geometry_t *g, int direction,
+                         int64_t nblocks, int64_t bpo, int64_t skip)
+{
+    xfer_fixture_t f = { .cpu = cpu, .dev = dev };
+    const kvc_page_shape_t s = shape_of(g);
+    engines_init(&f, g, &s, 300 + (uint64_t)g->format);
+    const int64_t C = bpo * s.bs, nobj = (nblocks + bpo - 1) / bpo;
+    const size_t obj_bytes = (size_t)s.kv_size * (size_t)s.nl * (size_t)C * (size_t)(s.nh * s.hs * s.element_size);
+    void **obj_cpu = calloc((size_t)nobj, sizeof(void *)), **obj_dev = calloc((size_t)nobj, sizeof(void *));
+    for (int64_t o = 0; o < nobj; o++) {
+        obj_cpu[o] = malloc(obj_bytes);
+        fill_random(obj_cpu[o], obj_bytes, 500 + (uint64_t)o);
+        obj_dev[o] = dev_copy_of(dev, obj_cpu[o], obj_bytes);
+    }
+    int64_t *ids = malloc((size_t)nblocks * sizeof(int64_t));
+    random_slots(ids, nblocks, s.nb, 77);
+    for (int64_t i = 0; i < nblocks; i++) /* block ids are never negative: take a free one */
+        if (ids[i] < 0) {
+            int64_t v = 0, used;
+            do {
+                used = 0;
+                for (int64_t k = 0; k < nblocks; k++) used |= ids[k] == v;
+            } while (used && ++v);
+            ids[i] = v;
+        }
+    kvc_block_transfer_t a = { .format = g->format, .direction = direction, .shape = s, .engine_ptrs = f.eng_cpu,
+                               .num_engine_ptrs = f.nptr, .objects = obj_cpu, .num_objects = nobj, .chunk_tokens = C,
+                               .block_ids = ids, .block_id_type = KVC_INDEX_INT64, .num_block_ids = nblocks,
+                               .skip_prefix_blocks = skip };
+    cr_assert_eq(kvc_transfer_blocks(cpu, &a), KVC_OK, "cpu: %s", kvc_last_error());
+    a.engine_ptrs = f.eng_dev;
+    a.objects = obj_dev;
+    cr_assert_eq(kvc_transfer_blocks(dev, &a), KVC_OK, "format %d: %s", g->format, kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    char what[128];
+    snprintf(what, sizeof(what), "blocks format %d %s es %d nh %lld", g->format, direction ? "D2H" : "H2D",
+             g->element_size, (long long)s.nh);
+    for (int64_t o = 0; o < nobj; o++) {
+        assert_same(dev, obj_dev[o], obj_cpu[o], obj_bytes, what);
+        free(obj_cpu[o]);
+        cr_assert_eq(kvc_device_free(dev, obj_dev[o]), KVC_OK);
+    }
+    engines_check_free(&f, what);
+    free(obj_cpu);
+    free(obj_dev);
+    free(ids);
+}
+
+/* Every format, both directions, element sizes giving 16/8/4/2/1-byte copy words, 128 heads. */
+static void transfer_suite(target_t t, int blocks)
+{
+    kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
+    for (int fmt = 0; fmt < KVC_FORMAT_COUNT; fmt++) {
+        const int fused = kvc_format_is_fused_packed(fmt);
+        const geometry_t geos[] = {
+            { fmt, 2, 3, 7, 4, 2, fused ? 16 : 8, 0 },  /* 16-byte words */
+            { fmt, 1, 2, 5, 3, 3, fused ? 6 : 3, 0 },   /* odd rows: 1-byte words */
+            { fmt, 4, 2, 6, 2, 2, 2, 0 },               /* 8-byte words */
+            { fmt, 2, 2, 6, 2, 128, fused ? 4 : 2, 0 }, /* 128 heads */
+        };
+        for (size_t gi = 0; gi < sizeof(geos) / sizeof(geos[0]); gi++)
+            for (int dir = 0; dir < 2; dir++) {
+                if (blocks) check_blocks(cpu, dev, &geos[gi], dir, 5, 2, gi == 1 ? 0 : 1);
+                else check_tokens(cpu, dev, &geos[gi], dir, 11, gi == 1 ? 0 : 2);
+            }
+        if (fmt == 3 || fused) { /* padded pools */
+            const geometry_t pad = { fmt, 2, 2, 5, 4, 2, fused ? 16 : 8, 24 };
+            for (int dir = 0; dir < 2; dir++) {
+                if (blocks) check_blocks(cpu, dev, &pad, dir, 4, 3, 0);
+                else check_tokens(cpu, dev, &pad, dir, 9, 1);
+            }
+        }
+    }
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, transfer_tokens_every_format) { transfer_suite(TARGET_GPU, 0); }
+Test(gpu, transfer_blocks_every_format) { transfer_suite(TARGET_GPU, 1); }
+Test(emu, transfer_tokens_every_format) { transfer_suite(TARGET_EMU, 0); }
+Test(emu, transfer_blocks_every_format) { transfer_suite(TARGET_EMU, 1); }
+
+/* Single-layer (token-major) and flash ops reach the same kernel through their own plans. */
+static void layer_and_flash(target_t t)
+{
+    kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
+    const int64_t T = 9, NB = 5, BS = 4, NH = 3, HS = 8, NL = 2;
+    const size_t cache_bytes = (size_t)(NB * BS * NH * HS * 2), kv_bytes = (size_t)(2 * NL * T * NH * HS * 2);
+    int64_t slots[9];
+    random_slots(slots, T, NB * BS, 5);
+    for (int dir = 0; dir < 2; dir++) {
+        /* flash pair on layer 1 */
+        uint8_t *kc = malloc(cache_bytes), *vc = malloc(cache_bytes), *kv = malloc(kv_bytes);
+        fill_random(kc, cache_bytes, 1);
+        fill_random(vc, cache_bytes, 2);
+        fill_random(kv, kv_bytes, 3);
+        void *kc_d = dev_copy_of(dev, kc, cache_bytes), *vc_d = dev_copy_of(dev, vc, cache_bytes);
+        void *kv_d = dev_copy_of(dev, kv, kv_bytes);
+        kvc_flash_transfer_t a = { .shape = { .kv_size = 2, .element_size = 2, .nl = NL, .nb = NB, .bs = BS, .nh = NH,
+                                              .hs = HS },
+                                   .key_value = kv, .num_tokens = T, .key_cache = kc, .value_cache = vc,
+                                   .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = T, .layer_idx = 1 };
+        kvc_status_t (*op)(kvc_context_t *, const kvc_flash_transfer_t *) =
+            dir ? kvc_load_and_reshape_flash : kvc_reshape_and_cache_back_flash;
+        cr_assert_eq(op(cpu, &a), KVC_OK, "%s", kvc_last_error());
+        a.key_value = kv_d;
+        a.key_cache = kc_d;
+        a.value_cache = vc_d;
+        cr_assert_eq(op(dev, &a), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, kv_d, kv, kv_bytes, "flash key_value");
+        assert_same(dev, kc_d, kc, cache_bytes, "flash key_cache");
+        assert_same(dev, vc_d, vc, cache_bytes, "flash value_cache");
+        /* single layer, format 2 ([NB, 2, BS, NH, HS]), token-major chunk [T, 2, row] */
+        const size_t eng_bytes = 2 * cache_bytes, chunk_bytes = (size_t)(T * 2 * NH * HS * 2);
+        uint8_t *eng = malloc(eng_bytes), *chunk = malloc(chunk_bytes);
+        fill_random(eng, eng_bytes, 4);
+        fill_random(chunk, chunk_bytes, 5);
+        void *eng_d = dev_copy_of(dev, eng, eng_bytes), *chunk_d = dev_copy_of(dev, chunk, chunk_bytes);
+        void *ptr_cpu[1] = { eng }, *ptr_dev[1] = { eng_d };
+        kvc_layer_transfer_t la = { .format = KVC_FMT_NL_X_NB_TWO_BS_NH_HS, .direction = dir,
+                                    .shape = { .kv_size = 2, .element_size = 2, .nl = 1, .nb = NB, .bs = BS, .nh = NH,
+                                               .hs = HS },
+                                    .engine_ptrs = ptr_cpu, .num_engine_ptrs = 1, .chunk = chunk, .token_major = 1,
+                                    .num_tokens = T, .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = T };
+        cr_assert_eq(kvc_transfer_layer(cpu, &la), KVC_OK, "%s", kvc_last_error());
+        la.engine_ptrs = ptr_dev;
+        la.chunk = chunk_d;
+        cr_assert_eq(kvc_transfer_layer(dev, &la), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, eng_d, eng, eng_bytes, "layer engine");
+        assert_same(dev, chunk_d, chunk, chunk_bytes, "layer chunk");
+        void *all[] = { kc_d, vc_d, kv_d, eng_d, chunk_d };
+        for (size_t i = 0; i < 5; i++) cr_assert_eq(kvc_device_free(dev, all[i]), KVC_OK);
+        free(kc);
+        free(vc);
+        free(kv);
+        free(eng);
+        free(chunk);
+    }
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, layer_and_flash_transfers) { layer_and_flash(TARGET_GPU); }
+Test(emu, layer_and_flash_transfers) { layer_and_flash(TARGET_EMU); }
+
+/* Pageable host memory handed to a GPU transfer: a clear error (or, on a device that reads
+ * pageable memory coherently, the right bytes), never a fault. */
+Test(gpu, pageable_chunk_is_refused_or_works)
+{
+    kvc_context_t *dev = open_target(TARGET_GPU);
+    const size_t n = 2 * 4 * 2 * 8 * 2;
+    void *eng = dev_alloc(dev, 4096), *ptrs[1] = { eng };
+    uint8_t *chunk = calloc(1, n);
+    int64_t slots[2] = { 0, 1 };
+    kvc_token_transfer_t a = { .format = KVC_FMT_NL_X_TWO_NB_BS_NH_HS, .direction = KVC_D2H,
+                               .shape = { .kv_size = 2, .element_size = 2, .nl = 1, .nb = 2, .bs = 4, .nh = 2,
+                                          .hs = 8 },
+                               .engine_ptrs = ptrs, .num_engine_ptrs = 1, .chunk = chunk, .num_tokens = 2,
+                               .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = 2 };
+    const kvc_status_t st = kvc_transfer_tokens(dev, &a);
+    cr_assert(st == KVC_OK || st == KVC_ERR_INVALID_ARG, "status %s", kvc_status_name(st));
+    if (st == KVC_ERR_INVALID_ARG) cr_assert(strstr(kvc_last_error(), "chunk"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "the context is still usable");
+    free(chunk);
+    kvc_context_destroy(dev);
+}
+
+/* ------------------------------------------------------------------ CacheGen coder */
+
+typedef struct coder_case {
+    size_t L, T, C, cap;
+    unsigned B;
+    uint8_t *sym;
+} coder_case_t;
+
+/* Skewed random symbols: per channel a centre and spread, like KV data. */
+static uint8_t *coder_symbols(size_t L, size_t T, size_t C, unsigned B, uint64_t seed)
+{
+    const size_t n = L * T * C;
+    uint8_t *s = malloc(n ? n : 1);
+    for (size_t l = 0; l < L; l++)
+        for (size_t c = 0; c < C; c++) {
+            const unsigned centre = (unsigned)(rng_next(&seed) % B), spread = 1 + (unsigned)(rng_next(&seed) % B);
+            for (size_t t = 0; t < T; t++) {
+                int v = (int)centre + (int)(rng_next(&seed) % spread) - (int)(spread / 2);
+                s[(l * T + t) * C + c] = (uint8_t)(v < 0 ? 0 : v >= (int)B ? (int)B - 1 : v);
+            }
+        }
+    return s;
+}
+
+/* cdf, encode (full and measure-only), decode and decode_packed on both backends, compared
+ * (with same_messages, the error message of a failing encode too). */
+static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_case_t *k, int same_messages)
+{
+    const size_t nsym = k->L * k->T * k->C, ns = k->L * k->C, ncdf = ns * (k->B + 1);
+    uint16_t *cdf = malloc(2 * ncdf);
+    uint8_t *sym_d = dev_copy_of(dev, k->sym, nsym);
+    uint16_t *cdf_d = dev_alloc(dev, 2 * ncdf);
+    kvc_cdf_args_t ca = { .symbols = k->sym, .cdf = cdf, .layers = k->L, .tokens = k->T, .channels = k->C,
+                          .num_bins = k->B };
+    cr_assert_eq(kvc_cg_cdf(cpu, &ca), KVC_OK, "%s", kvc_last_error());
+    ca.symbols = sym_d;
+    ca.cdf = cdf_d;
+    cr_assert_eq(kvc_cg_cdf(dev, &ca), KVC_OK, "%s", kvc_last_error());
+    assert_same(dev, cdf_d, cdf, 2 * ncdf, "cdf");
+
+    uint8_t *streams = calloc(ns, k->cap ? k->cap : 1);
+    int32_t *len = malloc(4 * ns);
+    uint8_t *streams_d = dev_copy_of(dev, streams, ns * k->cap);
+    int32_t *len_d = dev_alloc(dev, 4 * ns);
+    size_t need_cpu = 0, need_dev = 1;
+    kvc_encode_args_t ea = { .cdf = cdf, .symbols = k->sym, .streams = streams, .lengths = len, .layers = k->L,
+                             .tokens = k->T, .channels = k->C, .capacity = k->cap, .num_bins = k->B,
+                             .needed = &need_cpu };
+    const kvc_status_t st_cpu = kvc_cg_encode(cpu, &ea);
+    const char *msg = kvc_last_error();
+    char msg_cpu[512];
+    snprintf(msg_cpu, sizeof(msg_cpu), "%s", msg);
+    ea.cdf = cdf_d;
+    ea.symbols = sym_d;
+    ea.streams = streams_d;
+    ea.lengths = len_d;
+    ea.needed = &need_dev;
+    const kvc_status_t st_dev = kvc_cg_encode(dev, &ea);
+    if (st_cpu != KVC_OK && same_messages)
+        cr_assert_str_eq(kvc_last_error(), msg_cpu, "the same message as the CPU backend");
+    cr_assert_eq(st_dev, st_cpu, "encode status %s, CPU %s (%s)", kvc_status_name(st_dev), kvc_status_name(st_cpu),
+                 kvc_last_error());
+    cr_assert_eq(need_dev, need_cpu, "needed %zu vs CPU %zu", need_dev, need_cpu);
+    assert_same(dev, len_d, len, 4 * ns, "lengths");
+    assert_same(dev, streams_d, streams, ns * k->cap, "streams");
+    if (st_cpu == KVC_OK) {
+        /* measure only: streams NULL, capacity 0 */
+        ea.streams = NULL;
+        ea.capacity = 0;
+        const kvc_status_t st = kvc_cg_encode(dev, &ea);
+        cr_assert_eq(st, KVC_ERR_NO_SPACE, "every stream is longer than 0 bytes");
+        assert_same(dev, len_d, len, 4 * ns, "measured lengths");
+        cr_assert_eq(need_dev, need_cpu);
+
+        uint8_t *out = malloc(nsym ? nsym : 1);
+        uint8_t *out_d = dev_alloc(dev, nsym);
+        kvc_decode_args_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = out_d,
+                                 .layers = k->L, .tokens = k->T, .channels = k->C, .capacity = k->cap,
+                                 .num_bins = k->B };
+        cr_assert_eq(kvc_cg_decode(dev, &da), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, out_d, k->sym, nsym, "decoded symbols");
+        /* packed */
+        int64_t *ps = malloc(8 * ns);
+        size_t nbytes = 0;
+        for (size_t i = 0; i < ns; i++) nbytes += (size_t)len[i];
+        uint8_t *packed = malloc(nbytes ? nbytes : 1);
+        nbytes = 0;
+        for (size_t i = 0; i < ns; i++) {
+            memcpy(packed + nbytes, streams + i * k->cap, (size_t)len[i]);
+            nbytes += (size_t)len[i];
+            ps[i] = (int64_t)nbytes;
+        }
+        uint8_t *packed_d = dev_copy_of(dev, packed, nbytes);
+        int64_t *ps_d = dev_copy_of(dev, ps, 8 * ns);
+        kvc_decode_packed_args_t pa = { .cdf = cdf_d, .bytes = packed_d, .nbytes = nbytes, .prefsum = ps_d,
+                                        .symbols = out_d, .layers = k->L, .tokens = k->T, .channels = k->C,
+                                        .num_bins = k->B };
+        uint8_t *zero = calloc(1, nsym ? nsym : 1);
+        if (nsym) cr_assert_eq(kvc_memcpy(dev, out_d, zero, nsym), KVC_OK);
+        cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, out_d, k->sym, nsym, "decoded symbols (packed)");
+        free(zero);
+        free(out);
+        free(ps);
+        free(packed);
+        kvc_device_free(dev, out_d);
+        kvc_device_free(dev, packed_d);
+        kvc_device_free(dev, ps_d);
+    }
+    free(cdf);
+    free(streams);
+    free(len);
+    kvc_device_free(dev, sym_d);
+    kvc_device_free(dev, cdf_d);
+    kvc_device_free(dev, streams_d);
+    kvc_device_free(dev, len_d);
+}
+
+static void coder_random(target_t t)
+{
+    kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
+    const struct {
+        size_t L, T, C;
+        unsigned B;
+    } shapes[] = { { 3, 300, 37, 32 }, { 2, 256, 130, 64 }, { 1, 100, 5, 1 }, { 2, 1000, 9, 16 }, { 1, 0, 4, 8 },
+                   { 2, 17, 129, 2 } };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        coder_case_t k = { .L = shapes[i].L, .T = shapes[i].T, .C = shapes[i].C, .B = shapes[i].B };
+        k.cap = kvc_cg_encode_bound(k.T);
+        k.sym = coder_symbols(k.L, k.T, k.C, k.B, 1000 + i);
+        coder_roundtrip(cpu, dev, &k, t == TARGET_GPU);
+        /* a capacity too small for some streams: NO_SPACE, same bytes and lengths */
+        k.cap = 6;
+        if (k.T > 16) coder_roundtrip(cpu, dev, &k, t == TARGET_GPU);
+        free(k.sym);
+    }
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, coder_random_shapes_and_capacity) { coder_random(TARGET_GPU); }
+Test(emu, coder_random_shapes_and_capacity) { coder_random(TARGET_EMU); }
+
+/* LMCache's golden vectors: the target alone must reproduce them. */
+static void coder_golden(target_t t)
+{
+    kvc_context_t *dev = open_target(t);
+    const char *names[] = { "coder0_nb16", "coder0_nb32", "coder1_nb16", "coder1_nb32" };
+    for (size_t n = 0; n < 4; n++) {
+        char rel[128];
+        test_npy_t f[6];
+        const char *what[6] = { "symbols", "cdf", "output_buffer", "output_lengths", "packed_bytes",
+                                "lengths_prefsum" };
+        for (int i = 0; i < 6; i++) {
+            snprintf(rel, sizeof(rel), "golden/%s_%s.npy", names[n], what[i]);
+            f[i] = test_npy_load(kvc_test_data(rel));
+        }
+        const size_t L = f[0].shape[0], T = f[0].shape[1], C = f[0].shape[2], cap = f[2].shape[2];
+        const unsigned B = (unsigned)f[1].shape[2] - 1;
+        void *d[6];
+        for (int i = 0; i < 6; i++) d[i] = dev_copy_of(dev, f[i].data, f[i].count * f[i].itemsize);
+        uint16_t *cdf_d = dev_alloc(dev, f[1].count * 2);
+        kvc_cdf_args_t ca = { .symbols = d[0], .cdf = cdf_d, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+        cr_assert_eq(kvc_cg_cdf(dev, &ca), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, cdf_d, f[1].data, f[1].count * 2, names[n]);
+        uint8_t *zero = calloc(1, f[2].count);
+        uint8_t *streams_d = dev_copy_of(dev, zero, f[2].count);
+        int32_t *len_d = dev_alloc(dev, 4 * L * C);
+        kvc_encode_args_t ea = { .cdf = d[1], .symbols = d[0], .streams = streams_d, .lengths = len_d, .layers = L,
+                                 .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
+        cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, len_d, f[3].data, 4 * L * C, names[n]);
+        assert_same(dev, streams_d, f[2].data, f[2].count, names[n]);
+        uint8_t *out_d = dev_copy_of(dev, zero, L * T * C);
+        kvc_decode_args_t da = { .cdf = d[1], .streams = d[2], .lengths = d[3], .symbols = out_d, .layers = L,
+                                 .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
+        cr_assert_eq(kvc_cg_decode(dev, &da), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, out_d, f[0].data, L * T * C, names[n]);
+        kvc_decode_packed_args_t pa = { .cdf = d[1], .bytes = d[4], .nbytes = f[4].count, .prefsum = d[5],
+                                        .symbols = out_d, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+        cr_assert_eq(kvc_memcpy(dev, out_d, zero, L * T * C), KVC_OK);
+        cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, out_d, f[0].data, L * T * C, names[n]);
+        for (int i = 0; i < 6; i++) {
+            kvc_device_free(dev, d[i]);
+            test_npy_free(&f[i]);
+        }
+        kvc_device_free(dev, cdf_d);
+        kvc_device_free(dev, streams_d);
+        kvc_device_free(dev, len_d);
+        kvc_device_free(dev, out_d);
+        free(zero);
+    }
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, coder_golden_vectors) { coder_golden(TARGET_GPU); }
+Test(emu, coder_golden_vectors) { coder_golden(TARGET_EMU); }
+
+/* The device-side data checks: the CPU backend's status and message, and no output written. */
+Test(gpu, coder_bad_input_statuses)
+{
+    kvc_context_t *dev = open_target(TARGET_GPU), *cpu = kvc_test_cpu_context();
+    const size_t L = 2, T = 40, C = 5, ns = L * C;
+    const unsigned B = 8;
+    uint8_t *sym = coder_symbols(L, T, C, B, 3);
+    uint16_t *cdf = malloc(2 * ns * (B + 1));
+    kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+    cr_assert_eq(kvc_cg_cdf(cpu, &ca), KVC_OK);
+    char msg[512];
+    uint8_t *sym_d = dev_copy_of(dev, sym, L * T * C);
+    uint16_t *cdf_d = dev_copy_of(dev, cdf, 2 * ns * (B + 1));
+    uint16_t *cdf_out_d = dev_copy_of(dev, cdf, 2 * ns * (B + 1));
+
+    /* symbol >= num_bins: cdf and encode say OUT_OF_RANGE naming the first one */
+    uint8_t bad = 9;
+    cr_assert_eq(kvc_memcpy(dev, sym_d + 123, &bad, 1), KVC_OK);
+    cr_assert_eq(kvc_memcpy(dev, sym_d + 200, &bad, 1), KVC_OK);
+    sym[123] = sym[200] = bad;
+    uint16_t *cdf_tmp = malloc(2 * ns * (B + 1));
+    ca.cdf = cdf_tmp;
+    cr_assert_eq(kvc_cg_cdf(cpu, &ca), KVC_ERR_OUT_OF_RANGE);
+    snprintf(msg, sizeof(msg), "%s", kvc_last_error());
+    ca.symbols = sym_d;
+    ca.cdf = cdf_out_d;
+    cr_assert_eq(kvc_cg_cdf(dev, &ca), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_str_eq(kvc_last_error(), msg);
+    assert_same(dev, cdf_out_d, cdf, 2 * ns * (B + 1), "cdf untouched");
+    int32_t *len_d = dev_alloc(dev, 4 * ns);
+    const size_t cap = kvc_cg_encode_bound(T);
+    uint8_t *streams_d = dev_alloc(dev, ns * cap);
+    kvc_encode_args_t ea = { .cdf = cdf_d, .symbols = sym_d, .streams = streams_d, .lengths = len_d, .layers = L,
+                             .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
+    cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_ERR_OUT_OF_RANGE);
+    cr_assert(strstr(kvc_last_error(), "symbols[123]"), "%s", kvc_last_error());
+
+    /* a CDF that is not strictly increasing: INVALID_ARG for the encoder, CORRUPT for decoders */
+    sym[123] = sym[200] = 0;
+    cr_assert_eq(kvc_memcpy(dev, sym_d, sym, L * T * C), KVC_OK);
+    uint16_t *cdf_bad = malloc(2 * ns * (B + 1));
+    memcpy(cdf_bad, cdf, 2 * ns * (B + 1));
+    cdf_bad[7 * (B + 1) + 3] = cdf_bad[7 * (B + 1) + 2];
+    cr_assert_eq(kvc_memcpy(dev, cdf_d, cdf_bad, 2 * ns * (B + 1)), KVC_OK);
+    uint8_t *streams = malloc(ns * cap);
+    int32_t *len = malloc(4 * ns);
+    kvc_encode_args_t ec = ea;
+    ec.cdf = cdf_bad;
+    ec.symbols = sym;
+    ec.streams = streams;
+    ec.lengths = len;
+    cr_assert_eq(kvc_cg_encode(cpu, &ec), KVC_ERR_INVALID_ARG);
+    snprintf(msg, sizeof(msg), "%s", kvc_last_error());
+    cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_ERR_INVALID_ARG);
+    cr_assert_str_eq(kvc_last_error(), msg);
+    kvc_decode_args_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = sym_d, .layers = L,
+                             .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
+    cr_assert_eq(kvc_cg_decode(dev, &da), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "stream 7"), "%s", kvc_last_error());
+    assert_same(dev, sym_d, sym, L * T * C, "symbols untouched");
+
+    /* lengths outside [0, capacity], prefix sums that decrease or run past the end: CORRUPT */
+    cr_assert_eq(kvc_memcpy(dev, cdf_d, cdf, 2 * ns * (B + 1)), KVC_OK);
+    for (size_t i = 0; i < ns; i++) len[i] = (int32_t)(i == 4 ? cap + 1 : 3);
+    cr_assert_eq(kvc_memcpy(dev, len_d, len, 4 * ns), KVC_OK);
+    cr_assert_eq(kvc_cg_decode(dev, &da), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "lengths[4]"), "%s", kvc_last_error());
+    int64_t ps[10] = { 3, 6, 9, 8, 12, 15, 18, 21, 24, 27 };
+    int64_t *ps_d = dev_copy_of(dev, ps, sizeof(ps));
+    uint8_t *bytes_d = dev_alloc(dev, 27);
+    kvc_decode_packed_args_t pa = { .cdf = cdf_d, .bytes = bytes_d, .nbytes = 27, .prefsum = ps_d, .symbols = sym_d,
+                                    .layers = L, .tokens = T, .channels = C, .num_bins = B };
+    cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "prefsum[3]") && strstr(kvc_last_error(), "decreases"), "%s",
+              kvc_last_error());
+    pa.nbytes = 20;
+    ps[3] = 10;
+    cr_assert_eq(kvc_memcpy(dev, ps_d, ps, sizeof(ps)), KVC_OK);
+    cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "prefsum[6]") && strstr(kvc_last_error(), "past the end"), "%s",
+              kvc_last_error());
+    assert_same(dev, sym_d, sym, L * T * C, "symbols untouched");
+
+    void *all[] = { sym_d, cdf_d, cdf_out_d, len_d, streams_d, ps_d, bytes_d };
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) cr_assert_eq(kvc_device_free(dev, all[i]), KVC_OK);
+    free(sym);
+    free(cdf);
+    free(cdf_tmp);
+    free(cdf_bad);
+    free(streams);
+    free(len);
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+/* ------------------------------------------------------------------ quantiser */
+
+static uint16_t f32_to_bits16(float v, int dtype)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    if (dtype == KVC_CG_BF16) return (uint16_t)(u >> 16); /* truncation is fine for test inputs */
+    /* fp16 of a float in range (test inputs only): via _Float16 */
+    _Float16 h = (_Float16)v;
+    uint16_t b;
+    memcpy(&b, &h, 2);
+    return b;
+}
+
+static void quant_suite(target_t t)
+{
+    kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
+    const size_t L = 2, T = 7, C = 300, n = L * T * C;
+    const uint32_t bins[2] = { 32, 16 };
+    for (int dtype = 0; dtype < 3; dtype++) {
+        const size_t es = dtype == KVC_CG_F32 ? 4 : 2;
+        uint8_t *vals = malloc(n * es);
+        uint64_t seed = 11 + (uint64_t)dtype;
+        for (size_t i = 0; i < n; i++) {
+            const size_t row = i / C;
+            float v = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 2 - 1);
+            if (row == 1) v = 0.0f;                                   /* all-zero row */
+            if (row == 2) v *= dtype == KVC_CG_F32 ? 1e-30f : 1e-6f;  /* tiny / subnormal */
+            if (row == 3) v *= dtype == KVC_CG_F16 ? 6e4f : 1e30f;    /* huge */
+            if (row == 4 && i % C == 5) v = NAN;
+            if (row == 4 && i % C == 6) v = INFINITY;
+            if (row == 5 && i % C == 9) v = -INFINITY;
+            if (es == 4) memcpy(vals + 4 * i, &v, 4);
+            else {
+                const uint16_t b = f32_to_bits16(v, dtype);
+                memcpy(vals + 2 * i, &b, 2);
+            }
+        }
+        uint8_t *sym = malloc(n);
+        float *scales = malloc(4 * L * T);
+        kvc_quant_args_t q = { .dtype = dtype, .values = vals, .symbols = sym, .scales = scales, .bins = bins,
+                               .layers = L, .tokens = T, .channels = C };
+        cr_assert_eq(kvc_quantise(cpu, &q), KVC_OK, "%s", kvc_last_error());
+        void *vals_d = dev_copy_of(dev, vals, n * es);
+        uint8_t *sym_d = dev_alloc(dev, n);
+        float *scales_d = dev_alloc(dev, 4 * L * T);
+        kvc_quant_args_t qd = q;
+        qd.values = vals_d;
+        qd.symbols = sym_d;
+        qd.scales = scales_d;
+        cr_assert_eq(kvc_quantise(dev, &qd), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, sym_d, sym, n, "quantised symbols");
+        assert_same(dev, scales_d, scales, 4 * L * T, "scales");
+        /* dequantise into fresh buffers */
+        uint8_t *out = calloc(n, es);
+        void *out_d = dev_copy_of(dev, out, n * es);
+        q.values = out;
+        qd.values = out_d;
+        cr_assert_eq(kvc_dequantise(cpu, &q), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_dequantise(dev, &qd), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, out_d, out, n * es, "dequantised values");
+        if (t == TARGET_GPU) { /* device-side checks: bad scale, symbol above 2M */
+            char msg[512];
+            const float neg = -1.0f;
+            uint8_t big = 31; /* layer 1 has 16 bins: 2M = 14 */
+            uint8_t *before = host_copy_of(dev, out_d, n * es);
+            cr_assert_eq(kvc_memcpy(dev, scales_d + 3, &neg, 4), KVC_OK);
+            scales[3] = neg;
+            cr_assert_eq(kvc_dequantise(cpu, &q), KVC_ERR_INVALID_ARG);
+            snprintf(msg, sizeof(msg), "%s", kvc_last_error());
+            cr_assert_eq(kvc_dequantise(dev, &qd), KVC_ERR_INVALID_ARG);
+            cr_assert_str_eq(kvc_last_error(), msg);
+            scales[3] = 1.0f;
+            cr_assert_eq(kvc_memcpy(dev, scales_d, scales, 4 * L * T), KVC_OK);
+            cr_assert_eq(kvc_memcpy(dev, sym_d + T * C + 17, &big, 1), KVC_OK);
+            sym[T * C + 17] = big;
+            cr_assert_eq(kvc_dequantise(cpu, &q), KVC_ERR_OUT_OF_RANGE);
+            snprintf(msg, sizeof(msg), "%s", kvc_last_error());
+            cr_assert_eq(kvc_dequantise(dev, &qd), KVC_ERR_OUT_OF_RANGE);
+            cr_assert_str_eq(kvc_last_error(), msg);
+            assert_same(dev, out_d, before, n * es, "values untouched");
+            free(before);
+        }
+        kvc_device_free(dev, vals_d);
+        kvc_device_free(dev, sym_d);
+        kvc_device_free(dev, scales_d);
+        kvc_device_free(dev, out_d);
+        free(vals);
+        free(sym);
+        free(scales);
+        free(out);
+    }
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, quantise_dequantise_every_dtype) { quant_suite(TARGET_GPU); }
+Test(emu, quantise_dequantise_every_dtype) { quant_suite(TARGET_EMU); }
+
+/* ------------------------------------------------------------------ device memory API */
+
+static void device_api(kvc_context_t *ctx)
+{
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(kvc_device_alloc(ctx, 0, &p), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_device_alloc(ctx, 16, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_device_alloc(NULL, 16, &p), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_device_alloc(ctx, 4096, &p), KVC_OK);
+    cr_assert_eq(kvc_device_alloc(ctx, 100, &q), KVC_OK);
+    uint8_t in[4096], out[4096];
+    fill_random(in, sizeof(in), 1);
+    cr_assert_eq(kvc_memcpy(ctx, p, in, sizeof(in)), KVC_OK);
+    cr_assert_eq(kvc_memcpy(ctx, q, (uint8_t *)p + 1000, 100), KVC_OK); /* device to device */
+    cr_assert_eq(kvc_memcpy(ctx, out, q, 100), KVC_OK);
+    cr_assert_arr_eq(out, in + 1000, 100);
+    cr_assert_eq(kvc_memcpy(ctx, NULL, in, 0), KVC_OK);
+    cr_assert_eq(kvc_memcpy(ctx, NULL, in, 1), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_memcpy(ctx, out, NULL, 1), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_device_free(ctx, in), KVC_ERR_STATE, "not ours");
+    cr_assert_eq(kvc_device_free(ctx, (uint8_t *)p + 1), KVC_ERR_STATE, "interior pointer");
+    cr_assert_eq(kvc_device_free(ctx, p), KVC_OK);
+    cr_assert_eq(kvc_device_free(ctx, p), KVC_ERR_STATE, "double free");
+    cr_assert_eq(kvc_device_free(ctx, NULL), KVC_OK);
+    /* q is left for kvc_context_destroy to free */
+}
+
+Test(device_api, cpu_backend)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    device_api(ctx);
+    kvc_context_destroy(ctx);
+}
+
+Test(gpu, device_api)
+{
+    kvc_context_t *ctx = open_target(TARGET_GPU);
+    device_api(ctx);
+    kvc_context_destroy(ctx);
+}
+
+/* ------------------------------------------------------------------ modules (always) */
+
+/* A build-tree path that stays valid (kvc_test_build reuses one buffer). */
+static const char *module_path(const char *name) { return strdup(kvc_test_build(name)); }
+
+/* Dynamic symbols a module defines: exactly kvc_backend_entry. */
+static void exports_only_entry(const char *so)
+{
+    if (access(so, F_OK) != 0) cr_skip_test("%s was not built (configure found no compiler for it)", so);
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "nm -D --defined-only '%s' 2>&1", so);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char line[512];
+    int entry = 0, others = 0;
+    while (fgets(line, sizeof(line), p)) {
+        char addr[64], type[8], name[400];
+        if (sscanf(line, "%63s %7s %399s", addr, type, name) != 3) continue;
+        if (!strcmp(name, "kvc_backend_entry")) entry++;
+        else {
+            others++;
+            cr_log_error("%s also exports %s (%s)", so, name, type);
+        }
+    }
+    cr_assert_eq(pclose(p), 0, "nm failed on %s", so);
+    cr_assert_eq(entry, 1, "%s: kvc_backend_entry not exported", so);
+    cr_assert_eq(others, 0, "%s exports %d other symbols", so, others);
+    /* and the loader agrees: the entry resolves, internal functions do not */
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(h, "dlopen %s: %s", so, dlerror());
+    cr_assert_not_null(dlsym(h, "kvc_backend_entry"));
+    const char *internal[] = { "kvc_gpu_status", "kvc_gpu_transfer_tokens", "kvc_gpu_cg_encode", "kvc_gpu_stage_begin" };
+    for (size_t i = 0; i < sizeof(internal) / sizeof(internal[0]); i++)
+        cr_assert_null(dlsym(h, internal[i]), "%s is visible in %s", internal[i], so);
+    dlclose(h);
+}
+
+Test(modules, cuda_exports_only_entry) { exports_only_entry(module_path(".libs/kvcore_cuda.so")); }
+Test(modules, hip_exports_only_entry) { exports_only_entry(module_path(".libs/kvcore_hip.so")); }
+
+Test(modules, libkvcore_needs_no_gpu_runtime)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "readelf -d '%s' 2>&1", module_path(".libs/libkvcore.so"));
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    char line[512];
+    int needed = 0;
+    while (fgets(line, sizeof(line), p)) {
+        if (!strstr(line, "(NEEDED)")) continue;
+        needed++;
+        const char *bad[] = { "libcuda", "libcudart", "libamdhip", "libhsa", "librocm", "libnvrtc", "libhiprtc" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+            cr_assert_null(strstr(line, bad[i]), "libkvcore.so needs a GPU runtime: %s", line);
+    }
+    cr_assert_eq(pclose(p), 0, "readelf failed");
+    cr_assert_gt(needed, 0, "no NEEDED entries read: is this the right file?");
+}
+
+/* `kvcore info --all` opens every built module; on this machine they report no device. */
+Test(modules, info_all_loads_modules_without_device)
+{
+    const int cuda = access(module_path(".libs/kvcore_cuda.so"), F_OK) == 0;
+    const int hip = access(module_path(".libs/kvcore_hip.so"), F_OK) == 0;
+    if (!cuda && !hip) cr_skip_test("no GPU module was built");
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "KVCORE_MODULE_PATH='%s' '%s' info --all --json 2>&1", module_path(".libs"),
+             module_path("kvcore"));
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    static char out[1 << 16];
+    const size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = 0;
+    cr_assert_eq(pclose(p), 0, "kvcore info failed: %s", out);
+    const char *names[2] = { "cuda", "hip" };
+    const int built[2] = { cuda, hip };
+    for (int i = 0; i < 2; i++) {
+        if (!built[i]) continue;
+        char key[64];
+        snprintf(key, sizeof(key), "\"name\": \"%s\"", names[i]);
+        const char *b = strstr(out, key);
+        cr_assert_not_null(b, "%s missing from: %s", names[i], out);
+        const char *end = strchr(b, '}');
+        cr_assert_not_null(end);
+        char entry[1024];
+        snprintf(entry, sizeof(entry), "%.*s", (int)(end - b), b);
+        cr_assert(strstr(entry, "\"loaded\": true"), "%s not loaded: %s", names[i], entry);
+        if (strstr(entry, "\"devices\": 0") == NULL)
+            cr_log_warn("%s reports a device on this machine: %s", names[i], entry);
+    }
+}
+
+/* ------------------------------------------------------------------ RoPE and copies */
+
+#include <kvcore/rope.h>
+
+static float rope_value(const void *p, kvc_rope_dtype_t dt, size_t i)
+{
+    if (dt == KVC_ROPE_F32) return ((const float *)p)[i];
+    uint16_t b = ((const uint16_t *)p)[i];
+    if (dt == KVC_ROPE_BF16) {
+        const uint32_t u = (uint32_t)b << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    _Float16 h;
+    memcpy(&h, &b, 2);
+    return (float)h;
+}
+
+/* Within a few units in the last place of the dtype (the GPU uses sincosf, the CPU SLEEF). */
+static void rope_close(kvc_context_t *dev, const void *dev_buf, const void *cpu_buf, kvc_rope_dtype_t dt, size_t n,
+                       const char *what)
+{
+    const size_t es = kvc_rope_dtype_size(dt);
+    uint8_t *h = host_copy_of(dev, dev_buf, n * es);
+    const double tol = dt == KVC_ROPE_F32 ? 2e-5 : dt == KVC_ROPE_F16 ? 2e-3 : 1.6e-2;
+    for (size_t i = 0; i < n; i++) {
+        const double a = rope_value(h, dt, i), b = rope_value(cpu_buf, dt, i);
+        cr_assert(fabs(a - b) <= tol * (1 + fabs(b)), "%s: element %zu: GPU %g, CPU %g", what, i, a, b);
+    }
+    free(h);
+}
+
+static void rope_suite(target_t t)
+{
+    kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
+    const size_t N = 37, NH = 5, HS = 64, ROT = 48, MAXP = 300;
+    for (int dt = 0; dt < 3; dt++) {
+        const size_t es = kvc_rope_dtype_size((kvc_rope_dtype_t)dt);
+        /* table */
+        uint8_t *tab = malloc(MAXP * ROT * es);
+        void *tab_d = dev_alloc(dev, MAXP * ROT * es);
+        kvc_rope_table_t table = { .data = tab, .dtype = dt, .max_position = MAXP, .rot_dim = ROT };
+        cr_assert_eq(kvc_rope_cache_build(cpu, NULL, &table, 10000.0), KVC_OK, "%s", kvc_last_error());
+        table.data = tab_d;
+        cr_assert_eq(kvc_rope_cache_build(dev, NULL, &table, 10000.0), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+        rope_close(dev, tab_d, tab, dt, MAXP * ROT, "cos/sin table");
+        table.data = tab;
+        void *tab_cpu_d = dev_copy_of(dev, tab, MAXP * ROT * es); /* both sides from the same table */
+        int64_t oldp[37], newp[37];
+        uint64_t seed = 5;
+        for (size_t i = 0; i < N; i++) {
+            oldp[i] = (int64_t)(rng_next(&seed) % MAXP);
+            newp[i] = (int64_t)(rng_next(&seed) % MAXP);
+        }
+        for (int style = 0; style < 2; style++)
+            for (int delta = 0; delta < 2; delta++) {
+                const size_t nel = N * NH * HS;
+                uint8_t *key = malloc(nel * es);
+                for (size_t i = 0; i < nel; i++) {
+                    const float v = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 4 - 2);
+                    if (dt == KVC_ROPE_F32) memcpy(key + 4 * i, &v, 4);
+                    else {
+                        const uint16_t b = f32_to_bits16(v, dt == KVC_ROPE_BF16 ? KVC_CG_BF16 : KVC_CG_F16);
+                        memcpy(key + 2 * i, &b, 2);
+                    }
+                }
+                void *key_d = dev_copy_of(dev, key, nel * es);
+                kvc_rope_keys_t k = { .data = key, .dtype = dt, .num_tokens = N, .num_heads = NH, .head_size = HS };
+                kvc_status_t st = delta ? kvc_rope_k_delta(cpu, NULL, &k, oldp, newp, ROT, 10000.0, style)
+                                        : kvc_rope_k_fused(cpu, NULL, &k, oldp, newp, &table, style);
+                cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
+                k.data = key_d;
+                kvc_rope_table_t td = table;
+                td.data = tab_cpu_d;
+                st = delta ? kvc_rope_k_delta(dev, NULL, &k, oldp, newp, ROT, 10000.0, style)
+                           : kvc_rope_k_fused(dev, NULL, &k, oldp, newp, &td, style);
+                cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
+                cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+                rope_close(dev, key_d, key, dt, nel, delta ? "rope_k_delta" : "rope_k_fused");
+                kvc_device_free(dev, key_d);
+                free(key);
+            }
+        kvc_device_free(dev, tab_d);
+        kvc_device_free(dev, tab_cpu_d);
+        free(tab);
+    }
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, rope_against_cpu_backend) { rope_suite(TARGET_GPU); }
+
+#include <kvcore/memory.h>
+
+Test(gpu, split_and_batched_copies)
+{
+    kvc_context_t *dev = open_target(TARGET_GPU);
+    const size_t n = 1 << 20, off = 3 * 4096 + 100, align = 64 * 1024;
+    uint8_t *src = malloc(n), *back = calloc(1, n);
+    fill_random(src, n, 42);
+    uint8_t *d = dev_alloc(dev, n);
+    cr_assert_eq(kvc_memcpy_async(dev, d, src, n, KVC_COPY_H2D, off, align, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy_async(dev, back, d, n, KVC_COPY_D2H, off, align, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    cr_assert_arr_eq(back, src, n);
+    /* batched device-to-device copies, sizes 0 included, and one entry overlapping itself */
+    enum { K = 40 };
+    void *dsts[K];
+    const void *srcs[K];
+    size_t sizes[K];
+    uint8_t *d2 = dev_alloc(dev, n);
+    uint8_t *expect = calloc(1, n);
+    cr_assert_eq(kvc_memcpy(dev, d2, expect, n), KVC_OK);
+    uint64_t seed = 9;
+    for (int i = 0; i < K; i++) {
+        sizes[i] = i % 7 == 0 ? 0 : (size_t)(rng_next(&seed) % 9000);
+        srcs[i] = d + (size_t)i * 20000;
+        dsts[i] = d2 + (size_t)i * 20000;
+        if (sizes[i]) memcpy(expect + (size_t)i * 20000, src + (size_t)i * 20000, sizes[i]);
+    }
+    /* entry K-1 moves d2[900000, +5000) to d2[900100, ...): overlapping within the entry */
+    sizes[K - 1] = 5000;
+    srcs[K - 1] = d2 + 900000;
+    dsts[K - 1] = d2 + 900100;
+    uint8_t *tmp = malloc(5000);
+    memcpy(tmp, expect + 900000, 5000);
+    memcpy(expect + 900100, tmp, 5000);
+    cr_assert_eq(kvc_batched_memcpy(dev, dsts, srcs, sizes, K, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    assert_same(dev, d2, expect, n, "batched copies");
+    free(tmp);
+    free(src);
+    free(back);
+    free(expect);
+    kvc_context_destroy(dev);
+}
