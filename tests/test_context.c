@@ -277,3 +277,29 @@ Test(context, env_knob_table)
     kvc_env_knob_t k;
     cr_assert_eq(kvc_env_knob_get(kvc_env_knob_count(), &k), KVC_ERR_INVALID_ARG);
 }
+
+/* The live machine is discovered once per process and copied into each context; a topology from
+ * the environment is loaded for each context, so it can change between contexts. */
+Test(context, live_topology_shared_environment_topology_per_context)
+{
+    unsetenv("HWLOC_XMLFILE");
+    kvc_context_t *a = NULL, *b = NULL, *x = NULL;
+    cr_assert_eq(kvc_context_create(NULL, &a), KVC_OK);
+    cr_assert_eq(kvc_context_create(NULL, &b), KVC_OK);
+    cr_assert_not(kvc_topology_is_synthetic(a));
+    cr_assert_eq(kvc_topology_numa_count(a), kvc_topology_numa_count(b));
+    cr_assert_eq(kvc_topology_gpu_count(a), kvc_topology_gpu_count(b));
+    kvc_context_destroy(a); /* b keeps its own copy */
+    cr_assert_gt(kvc_topology_numa_count(b), 0);
+    use_topology(TOPO_DGX2);
+    cr_assert_eq(kvc_context_create(NULL, &x), KVC_OK);
+    cr_assert(kvc_topology_is_synthetic(x));
+    cr_assert_eq(kvc_topology_gpu_count(x), 16);
+    kvc_context_destroy(x);
+    unsetenv("HWLOC_XMLFILE");
+    cr_assert_eq(kvc_context_create(NULL, &a), KVC_OK);
+    cr_assert_not(kvc_topology_is_synthetic(a));
+    cr_assert_eq(kvc_topology_numa_count(a), kvc_topology_numa_count(b));
+    kvc_context_destroy(a);
+    kvc_context_destroy(b);
+}

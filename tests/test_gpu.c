@@ -810,8 +810,16 @@ Test(gpu, device_api)
 
 /* ------------------------------------------------------------------ modules (always) */
 
-/* A build-tree path that stays valid (kvc_test_build reuses one buffer). */
-static const char *module_path(const char *name) { return strdup(kvc_test_build(name)); }
+/* A build-tree path that stays valid while the next three calls are made (kvc_test_build reuses
+ * one buffer; a test needs at most four paths at once). */
+static const char *module_path(const char *name)
+{
+    static char bufs[4][4096];
+    static int next;
+    char *b = bufs[next++ % 4];
+    snprintf(b, sizeof(bufs[0]), "%s", kvc_test_build(name));
+    return b;
+}
 
 /* Dynamic symbols a module defines: exactly kvc_backend_entry. */
 static void exports_only_entry(const char *so)

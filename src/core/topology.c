@@ -1,7 +1,9 @@
-/* Topology: hwloc is loaded once per context, with PCI devices, to find GPUs and NUMA nodes. */
+/* Topology: hwloc with PCI devices, to find GPUs and NUMA nodes; one copy per context. */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -15,15 +17,55 @@ static int pci_node_of(hwloc_topology_t topo, hwloc_obj_t pcidev)
     return hwloc_bitmap_first(anc->nodeset);
 }
 
-kvc_status_t kvc_topology_load(kvc_context_t *ctx)
+/* Discover a topology with PCI devices into *topo. */
+static kvc_status_t discover(hwloc_topology_t *topo)
 {
-    if (hwloc_topology_init(&ctx->topo) < 0) return kvc_error(KVC_ERR_NO_MEMORY, "hwloc_topology_init failed");
-    hwloc_topology_set_io_types_filter(ctx->topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
-    if (hwloc_topology_load(ctx->topo) < 0) {
-        hwloc_topology_destroy(ctx->topo);
-        ctx->topo = NULL;
+    if (hwloc_topology_init(topo) < 0) return kvc_error(KVC_ERR_NO_MEMORY, "hwloc_topology_init failed");
+    hwloc_topology_set_io_types_filter(*topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    if (hwloc_topology_load(*topo) < 0) {
+        hwloc_topology_destroy(*topo);
+        *topo = NULL;
         return kvc_error(KVC_ERR_BACKEND, "hwloc_topology_load failed: %m (check HWLOC_XMLFILE)");
     }
+    return KVC_OK;
+}
+
+/* The live machine is discovered once per process and each context gets a copy
+ * (hwloc_topology_dup): discovery with the PCI bus takes tens of milliseconds, and hwloc's PCI
+ * plugin (libpciaccess) leaks about 600 KB on every discovery, which a service creating contexts
+ * repeatedly would otherwise accumulate. The shared copy lives until the process exits. A topology
+ * from the environment (HWLOC_XMLFILE, HWLOC_SYNTHETIC, HWLOC_FSROOT, HWLOC_COMPONENTS) is loaded
+ * afresh every time, so it can change between contexts. */
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+static hwloc_topology_t live_topo;
+
+static int live_machine(void)
+{
+    static const char *const vars[] = { "HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_FSROOT", "HWLOC_COMPONENTS" };
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return 0;
+    }
+    return 1;
+}
+
+static kvc_status_t topology_for_context(hwloc_topology_t *topo)
+{
+    if (!live_machine()) return discover(topo);
+    kvc_status_t st = KVC_OK;
+    pthread_mutex_lock(&live_lock);
+    if (!live_topo) st = discover(&live_topo);
+    if (st == KVC_OK && hwloc_topology_dup(topo, live_topo) < 0)
+        st = kvc_error(KVC_ERR_NO_MEMORY, "hwloc_topology_dup failed: %m");
+    pthread_mutex_unlock(&live_lock);
+    return st;
+}
+
+kvc_status_t kvc_topology_load(kvc_context_t *ctx)
+{
+    ctx->topo = NULL;
+    const kvc_status_t st = topology_for_context(&ctx->topo);
+    if (st != KVC_OK) return st;
     const char *src = hwloc_obj_get_info_by_name(hwloc_get_root_obj(ctx->topo), "Backend");
     ctx->topo_synthetic = !hwloc_topology_is_thissystem(ctx->topo) || (src && !strcmp(src, "XML"));
 
