@@ -4,14 +4,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu_backend.h"
 #include "cpu_rope.h"
 #include "cpu_memory.h"
 #include "cpu_transfer.h"
 #include "cpu_cachegen.h"
-#include "cpu_cachegen.h"
-#include "cpu_transfer.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -22,6 +21,22 @@ static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, 
     return KVC_OK;
 }
 
+/* glibc's memcpy switches to streaming stores above 3/4 of the shared cache; KV transfers follow
+ * the same rule so they stay comparable to memcpy whatever the machine. 4 MiB when the cache size
+ * is unknown. */
+static int64_t stream_threshold(void)
+{
+    long llc = 0;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    const int64_t t = llc > 0 ? (int64_t)llc / 4 * 3 : 0;
+    return t > ((int64_t)4 << 20) ? t : (int64_t)4 << 20;
+}
+
 static kvc_status_t cpu_init(const kvc_backend_services_t *svc, int device, kvc_backend_ctx_t **out)
 {
     (void)device;
@@ -30,6 +45,7 @@ static kvc_status_t cpu_init(const kvc_backend_services_t *svc, int device, kvc_
     b->svc = svc;
     b->isa = svc->cpu_isa;
     b->num_threads = svc->num_threads > 0 ? svc->num_threads : 1;
+    b->stream_min_bytes = stream_threshold();
     *out = b;
     return KVC_OK;
 }

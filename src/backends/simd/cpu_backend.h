@@ -2,12 +2,15 @@
 #ifndef KVC_CPU_BACKEND_H
 #define KVC_CPU_BACKEND_H
 
+#include <stdint.h>
+
 #include <kvcore/backend.h>
 
 struct kvc_backend_ctx {
     const kvc_backend_services_t *svc;
     int isa;         /* kvc_isa_t tier chosen by the context */
     int num_threads; /* OpenMP threads for parallel regions */
+    int64_t stream_min_bytes; /* transfers above this use streaming stores (cpu_transfer.c) */
 };
 
 #endif

@@ -9,6 +9,7 @@
 #endif
 
 #include "cpu_backend.h"
+#include "isa.h"
 #include "cpu_transfer.h"
 
 /* Below this many bytes a transfer runs on the calling thread: waking the team costs more. */
@@ -19,10 +20,10 @@ static int threads_for(const kvc_backend_ctx_t *b, int64_t bytes)
     return bytes >= 0 && bytes < PARALLEL_MIN_BYTES ? 1 : b->num_threads;
 }
 
-/* Transfers at least this large bypass the cache on the destination side (streaming stores): the
- * destination is not read back soon, and skipping the read-for-ownership saves a third of the
- * memory traffic, which is what lets scattered runs keep up with a large memcpy. */
-#define STREAM_MIN_BYTES (4 * 1024 * 1024)
+/* Transfers larger than b->stream_min_bytes (cpu_backend.c: 3/4 of the last-level cache, as glibc's
+ * memcpy decides) bypass the cache on the destination side with streaming stores: such a
+ * destination cannot stay cached anyway, and skipping the read-for-ownership saves a third of the
+ * memory traffic. Below it, plain stores keep the data in the cache, as memcpy does. */
 
 #if defined(__SSE2__)
 /* dst 64-byte aligned, n a multiple of 64: whole cache lines, so no line is half streamed. */
@@ -48,8 +49,32 @@ static inline void stream_fence(int stream) { (void)stream; }
 #endif
 
 typedef struct {
-    int h2d, stream;
+    int h2d, stream, avx2;
 } copy_mode_t;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+/* Short runs (a head's row in head-major layouts) with 32-byte moves, inline: a libc call per
+ * 256-byte run costs as much as the copy itself. */
+__attribute__((target("avx2"))) static inline void copy_small_avx2(char *dst, const char *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(src + i)), b = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        const __m256i c = _mm256_loadu_si256((const __m256i *)(src + i + 64)), d = _mm256_loadu_si256((const __m256i *)(src + i + 96));
+        _mm256_storeu_si256((__m256i *)(dst + i), a);
+        _mm256_storeu_si256((__m256i *)(dst + i + 32), b);
+        _mm256_storeu_si256((__m256i *)(dst + i + 64), c);
+        _mm256_storeu_si256((__m256i *)(dst + i + 96), d);
+    }
+    for (; i < n; i += 32) _mm256_storeu_si256((__m256i *)(dst + i), _mm256_loadu_si256((const __m256i *)(src + i)));
+}
+#define HAVE_AVX2_RUNS 1
+#endif
+
+/* Runs up to this many bytes are copied inline: head-major (HND) layouts move one head's row at a
+ * time (head_size x element bytes, typically 256), and a libc call per run costs as much as the copy. */
+#define INLINE_RUN_MAX 1024
 
 static inline void copy_run(char *eng, char *chk, int64_t n, copy_mode_t m)
 {
@@ -58,6 +83,12 @@ static inline void copy_run(char *eng, char *chk, int64_t n, copy_mode_t m)
 #ifdef HAVE_STREAM
     if (m.stream && !(((uintptr_t)dst | (uintptr_t)n) & 63)) {
         copy_lines_stream(dst, src, n);
+        return;
+    }
+#endif
+#ifdef HAVE_AVX2_RUNS
+    if (m.avx2 && n <= INLINE_RUN_MAX && !(n & 31)) {
+        copy_small_avx2(dst, src, n);
         return;
     }
 #endif
@@ -124,7 +155,7 @@ kvc_status_t kvc_cpu_transfer_tokens(kvc_backend_ctx_t *b, const struct kvc_toke
     const int64_t per_tile = (ntok + tiles - 1) / tiles;
     tiles = (ntok + per_tile - 1) / per_tile;
     const int64_t items = lp * tiles;
-    const copy_mode_t mode = { p->direction == KVC_H2D, p->bytes < 0 || p->bytes >= STREAM_MIN_BYTES };
+    const copy_mode_t mode = { p->direction == KVC_H2D, p->bytes < 0 || p->bytes > b->stream_min_bytes, b->isa >= KVC_ISA_AVX2 };
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if (threads > 1)
 #endif
@@ -147,7 +178,7 @@ kvc_status_t kvc_cpu_transfer_blocks(kvc_backend_ctx_t *b, const struct kvc_bloc
     const int64_t nblk = p->end_block - p->first_block, items = p->num_layers * p->num_planes * nblk;
     if (items <= 0) return KVC_OK;
     const int threads = threads_for(b, p->bytes);
-    const copy_mode_t mode = { p->direction == KVC_H2D, p->bytes < 0 || p->bytes >= STREAM_MIN_BYTES };
+    const copy_mode_t mode = { p->direction == KVC_H2D, p->bytes < 0 || p->bytes > b->stream_min_bytes, b->isa >= KVC_ISA_AVX2 };
     const kvc_engine_map_t *m = &p->engine;
     const int64_t bpo = p->blocks_per_object, block_rows = m->block_size * p->chunk_map.token_stride;
 #ifdef _OPENMP
