@@ -121,7 +121,8 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     const size_t tw_max = T < W ? T : W, cap = kvc_cg_encode_bound(tw_max);
 
     kvc_container_t *c = calloc(1, sizeof(*c));
-    uint8_t *symbols = malloc(L * T * C), *win = malloc(L * tw_max * C), *streams = malloc(S * cap);
+    /* One window (the common 256-token chunk): the coder reads the symbols in place. */
+    uint8_t *symbols = malloc(L * T * C), *win = nwin > 1 ? malloc(L * tw_max * C) : NULL, *streams = malloc(S * cap);
     float *scales = malloc(L * T * sizeof(float));
     void *scales_dt = malloc(L * T * 4);
     uint16_t *cdf = malloc(S * (B + 1) * sizeof(uint16_t));
@@ -132,7 +133,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         c->counts = calloc(S * B, sizeof(uint32_t));
         c->lengths = malloc((size_t)nwin * S * sizeof(uint32_t));
     }
-    if (!c || !symbols || !win || !streams || !scales || !scales_dt || !cdf || !lens || !c->counts || !c->lengths) {
+    if (!c || !symbols || (nwin > 1 && !win) || !streams || !scales || !scales_dt || !cdf || !lens || !c->counts || !c->lengths) {
         st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for a %zu x %zu x %zu chunk", L, T, C);
         goto done;
     }
@@ -154,8 +155,8 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
 
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
-        window_copy(win, symbols, &d, t0, tw, 1);
-        kvc_encode_args_t e = { .cdf = cdf, .symbols = win, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
+        if (win) window_copy(win, symbols, &d, t0, tw, 1);
+        kvc_encode_args_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
                                 .channels = C, .capacity = cap, .num_bins = B };
         if ((st = kvc_cg_encode(ctx, &e)) != KVC_OK) goto done;
         size_t add = 0;
@@ -285,11 +286,11 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C, W = c->window_tokens;
     const size_t tw_max = T < W ? T : W;
     uint16_t *cdf = NULL;
-    uint8_t *symbols = malloc(L * T * C), *win = malloc(L * tw_max * C);
+    uint8_t *symbols = malloc(L * T * C), *win = c->num_windows > 1 ? malloc(L * tw_max * C) : NULL;
     int64_t *prefsum = malloc(S * sizeof(int64_t));
     float *scales = malloc(L * T * sizeof(float));
     kvc_status_t st = KVC_OK;
-    if (!symbols || !win || !prefsum || !scales) {
+    if (!symbols || (c->num_windows > 1 && !win) || !prefsum || !scales) {
         st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
         goto done;
     }
@@ -300,9 +301,10 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         int64_t sum = 0;
         for (size_t s = 0; s < S; s++) prefsum[s] = sum += c->lengths[(size_t)w * S + s];
         kvc_decode_packed_args_t a = { .cdf = cdf, .bytes = c->streams + off, .nbytes = (size_t)sum, .prefsum = prefsum,
-                                       .symbols = win, .layers = L, .tokens = tw, .channels = C, .num_bins = c->cdf_bins };
+                                       .symbols = win ? win : symbols, .layers = L, .tokens = tw, .channels = C,
+                                       .num_bins = c->cdf_bins };
         if ((st = kvc_cg_decode_packed(ctx, &a)) != KVC_OK) goto done;
-        window_copy(win, symbols, &d, t0, tw, 0);
+        if (win) window_copy(win, symbols, &d, t0, tw, 0);
         off += (size_t)sum;
     }
     for (size_t i = 0; i < L * T; i++) {
