@@ -20,6 +20,17 @@ static kvc_context_t *open_context(const char *cmd)
     return ctx;
 }
 
+/* The chunk a container holds, as JSON fields (decode and inspect). */
+static void json_chunk_shape(json_writer_t *w, const kvc_codec_info_t *info)
+{
+    json_string(w, "dtype", kvc_dtype_name(info->dtype));
+    json_string(w, "layout", info->layout == KVC_CODEC_MLA ? "MLA" : "KV_2LTD");
+    json_int(w, "layers", (long long)info->num_layers);
+    json_int(w, "tokens", (long long)info->num_tokens);
+    json_int(w, "heads", (long long)info->num_heads);
+    json_int(w, "head_size", (long long)info->head_size);
+}
+
 int kvc_cmd_encode(int argc, char **argv)
 {
     const char *in[2] = { NULL, NULL }, *out = NULL;
@@ -165,12 +176,7 @@ int kvc_cmd_decode(int argc, char **argv)
             json_begin_object(&w, NULL);
             json_string(&w, "input", in);
             json_string(&w, "output", out);
-            json_string(&w, "dtype", kvc_dtype_name(info.dtype));
-            json_string(&w, "layout", info.layout == KVC_CODEC_MLA ? "MLA" : "KV_2LTD");
-            json_int(&w, "layers", (long long)info.num_layers);
-            json_int(&w, "tokens", (long long)info.num_tokens);
-            json_int(&w, "heads", (long long)info.num_heads);
-            json_int(&w, "head_size", (long long)info.head_size);
+            json_chunk_shape(&w, &info);
             json_int(&w, "input_bytes", (long long)len);
             json_int(&w, "output_bytes", (long long)kv.nbytes);
             json_double(&w, "decode_seconds", dt);
@@ -254,12 +260,7 @@ int kvc_cmd_inspect(int argc, char **argv)
         json_string(&w, "file", in);
         json_int(&w, "format_version_major", info.version_major);
         json_int(&w, "format_version_minor", info.version_minor);
-        json_string(&w, "dtype", kvc_dtype_name(info.dtype));
-        json_string(&w, "layout", info.layout == KVC_CODEC_MLA ? "MLA" : "KV_2LTD");
-        json_int(&w, "layers", (long long)info.num_layers);
-        json_int(&w, "tokens", (long long)info.num_tokens);
-        json_int(&w, "heads", (long long)info.num_heads);
-        json_int(&w, "head_size", (long long)info.head_size);
+        json_chunk_shape(&w, &info);
         json_int(&w, "window_tokens", info.window_tokens);
         json_int(&w, "cdf_bins", info.cdf_bins);
         json_bool(&w, "raw_cdf", info.raw_cdf);
