@@ -1,5 +1,5 @@
 /* CPU RoPE slots: pick the kernels of the context's ISA tier, split tokens (or table rows) across
- * OpenMP threads, and hold the scalar tier (also the fallback for NEON, which has no kernels yet). */
+ * OpenMP threads, and hold the scalar tier. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -25,7 +25,7 @@ static void scalar_factors(const void *row_old, const void *row_new, kvc_rope_dt
     }
 }
 
-static void scalar_sincos(double d, const double *theta, size_t half, float *c, float *s)
+void kvc_rope_sincos_scalar(double d, const double *theta, size_t half, float *c, float *s)
 {
     for (size_t i = 0; i < half; i++) {
         const double r = kvc_rope_reduce(d * theta[i]);
@@ -58,7 +58,7 @@ static void scalar_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_
 
 const kvc_rope_kernels_t kvc_rope_kernels_scalar = {
     .factors = scalar_factors,
-    .sincos = scalar_sincos,
+    .sincos = kvc_rope_sincos_scalar,
     .rotate = scalar_rotate,
     .store = scalar_store,
 };
@@ -70,6 +70,8 @@ static const kvc_rope_kernels_t *kernels_for(const kvc_backend_ctx_t *b)
 #ifdef KVC_HAVE_X86_SIMD
     if (b->isa >= KVC_ISA_AVX512) return &kvc_rope_kernels_avx512;
     if (b->isa >= KVC_ISA_AVX2) return &kvc_rope_kernels_avx2;
+#elif defined(KVC_ROPE_HAVE_NEON)
+    if (b->isa == KVC_ISA_NEON) return &kvc_rope_kernels_neon; /* KVCORE_ISA=scalar caps it */
 #else
     (void)b;
 #endif

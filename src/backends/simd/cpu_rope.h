@@ -1,5 +1,6 @@
 /* CPU RoPE: the backend slots (cpu_rope.c) and the per-ISA kernels they dispatch to
- * (cpu_rope.c: scalar; cpu_rope_avx2.c, cpu_rope_avx512.c: compiled with their own -m flags).
+ * (cpu_rope.c: scalar; cpu_rope_avx2.c, cpu_rope_avx512.c: compiled with their own -m flags;
+ * cpu_rope_neon.c: AArch64, where NEON is baseline).
  *
  * Every variant reduces to "per token, a rotation (c_i, s_i) per pair i, applied to every head":
  *   fused:  c = cos(new - old) and s = sin(new - old) composed from two table rows (in double,
@@ -38,6 +39,13 @@ extern const kvc_rope_kernels_t kvc_rope_kernels_scalar;
 extern const kvc_rope_kernels_t kvc_rope_kernels_avx2;
 extern const kvc_rope_kernels_t kvc_rope_kernels_avx512;
 #endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define KVC_ROPE_HAVE_NEON 1
+extern const kvc_rope_kernels_t kvc_rope_kernels_neon;
+#endif
+
+/* The scalar tier's sincos (SLEEF's scalar sincosf), also the NEON tier's: see cpu_rope_neon.c. */
+void kvc_rope_sincos_scalar(double d, const double *theta, size_t half, float *c, float *s);
 
 /* Backend slots. */
 kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a);
