@@ -2,17 +2,18 @@
 # NEON RoPE tier vs scalar, bit for bit, on an x86 machine: cross-compile cpu_rope.c (scalar tier
 # and slots) + cpu_rope_neon.c + the harness for AArch64 and run it under qemu-aarch64.
 # Needs: gcc-aarch64-linux-gnu qemu-user (Debian/Ubuntu packages). Not part of `make check` or CI.
-# Usage: sh tests/neon/run.sh   (from any directory; CC and QEMU may be overridden)
+# Usage: sh tests/neon/run.sh   (from any directory; CC, QEMU and OPT (default -O2) may be overridden)
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 CC=${CC:-aarch64-linux-gnu-gcc}
+OPT=${OPT:--O2}
 QEMU=${QEMU:-qemu-aarch64}
 out=${TMPDIR:-/tmp}/kvc_neon_rope_check.$$
 trap 'rm -f "$out"' EXIT INT TERM
 # -ffp-contract=off as in Makefile.am (the kernels write their FMAs explicitly); no OpenMP, so its
 # pragmas are ignored (-Wno-unknown-pragmas). The shim dir stands in for config.h and sleef.h only.
-"$CC" -std=gnu11 -O2 -static -ffp-contract=off -Wall -Wextra -Werror -Wno-unknown-pragmas \
+"$CC" -std=gnu11 $OPT -static -ffp-contract=off -Wall -Wextra -Werror -Wno-unknown-pragmas \
     -I"$here/shim" -I"$top/src/backends/simd" -I"$top/src/core" -I"$top/include" \
     "$here/neon_rope_check.c" "$top/src/backends/simd/cpu_rope.c" "$top/src/backends/simd/cpu_rope_neon.c" \
     -lm -o "$out"
