@@ -149,9 +149,7 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
     if (st != KVC_OK) goto fail;
     st = ctx->backend->init(&ctx->svc, ctx->device, &ctx->bctx);
     if (st != KVC_OK) {
-        char why[512]; /* kvc_error writes the buffer kvc_last_error() returns: copy it first */
-        snprintf(why, sizeof(why), "%s", kvc_last_error());
-        st = kvc_error(st, "backend '%s' failed to initialise: %s", ctx->backend->name, why);
+        st = kvc_error(st, "backend '%s' failed to initialise: %s", ctx->backend->name, kvc_last_error());
         goto fail;
     }
     kvc_ops_resolve(&ctx->ops, ctx->backend);

@@ -43,7 +43,9 @@ static void emu_fini(kvc_backend_ctx_t *b) { free(b); }
 
 static kvc_status_t emu_alloc(kvc_backend_ctx_t *b, size_t len, void **out)
 {
-    (void)b;
+    /* A device of 2^40 bytes: larger requests fail with the module's own message, the way a GPU
+     * runtime's out-of-memory does (tests check the core keeps that message). */
+    if (len > ((size_t)1 << 40)) return b->svc->set_error(KVC_ERR_NO_MEMORY, "emu: %zu bytes exceed the emulated device", len);
     return posix_memalign(out, 256, len) == 0 ? KVC_OK : KVC_ERR_NO_MEMORY;
 }
 
