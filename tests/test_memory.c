@@ -1593,3 +1593,30 @@ Test(memory, cgroup_and_node_memory_on_this_machine)
     }
     kvc_context_destroy(ctx);
 }
+
+/* The cgroup CPU quota behind the thread cap (kvc_context_create): the smallest quota/period on
+ * the way to the root, v2 and v1, -1 when unlimited. */
+Test(memory, cgroup_cpu_quota_from_fake_trees)
+{
+    const char *root = fake_tree();
+    char self[128];
+    snprintf(self, sizeof(self), "%s/self-cgroup", root);
+    write_file(root, "self-cgroup", "0::/kubepods/pod1/ctr\n");
+    write_file(root, "cgroup.controllers", "cpuset cpu memory\n");
+    write_file(root, "kubepods/cpu.max", "max 100000\n");
+    write_file(root, "kubepods/pod1/cpu.max", "250000 100000\n");
+    write_file(root, "kubepods/pod1/ctr/cpu.max", "max 100000\n");
+    cr_assert_float_eq(kvc_sys_cpu_quota_at(root, self), 2.5, 1e-9);
+    write_file(root, "kubepods/pod1/cpu.max", "max 100000\n");
+    cr_assert_float_eq(kvc_sys_cpu_quota_at(root, self), -1.0, 1e-9);
+
+    const char *v1 = fake_tree();
+    snprintf(self, sizeof(self), "%s/self-cgroup", v1);
+    write_file(v1, "self-cgroup", "5:cpuacct,cpu:/job\n4:memory:/job/42\n0::/\n");
+    write_file(v1, "cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    write_file(v1, "cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    write_file(v1, "cpu,cpuacct/job/cpu.cfs_quota_us", "50000\n");
+    write_file(v1, "cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+    cr_assert_float_eq(kvc_sys_cpu_quota_at(v1, self), 0.5, 1e-9);
+    cr_assert_float_eq(kvc_sys_cpu_quota_at("/nonexistent", self), -1.0, 1e-9);
+}

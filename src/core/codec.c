@@ -54,10 +54,10 @@ static void scale_store(void *p, size_t i, uint8_t dt, float f)
 
 /* Symbols of window [t0, t0+tw) of every layer, gathered into a contiguous [layers, tw, C] block
  * (the coder's tensor shape), or scattered back. */
-static void window_copy(uint8_t *win, uint8_t *all, const dims_t *d, size_t t0, size_t tw, int gather)
+static void window_copy(uint8_t *win, uint8_t *all, const dims_t *d, size_t t0, size_t tw, int gather, int threads)
 {
     const size_t row = tw * d->channels;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t l = 0; l < d->layers; l++) {
         uint8_t *a = all + (l * d->tokens + t0) * d->channels, *w = win + l * row;
         if (gather) memcpy(w, a, row);
@@ -143,7 +143,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     if ((st = kvc_quantise(ctx, &q)) != KVC_OK) goto done;
 
     /* Counts over the whole chunk (stored in the container), then LMCache's CDF from them. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(kvc_context_num_threads(ctx))
     for (size_t l = 0; l < L; l++) {
         uint32_t *cnt = c->counts + l * C * B;
         for (size_t t = 0; t < T; t++) {
@@ -155,7 +155,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
 
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
-        if (win) window_copy(win, symbols, &d, t0, tw, 1);
+        if (win) window_copy(win, symbols, &d, t0, tw, 1, kvc_context_num_threads(ctx));
         kvc_encode_args_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
                                 .channels = C, .capacity = cap, .num_bins = B };
         if ((st = kvc_cg_encode(ctx, &e)) != KVC_OK) goto done;
@@ -304,7 +304,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
                                        .symbols = win ? win : symbols, .layers = L, .tokens = tw, .channels = C,
                                        .num_bins = c->cdf_bins };
         if ((st = kvc_cg_decode_packed(ctx, &a)) != KVC_OK) goto done;
-        if (win) window_copy(win, symbols, &d, t0, tw, 0);
+        if (win) window_copy(win, symbols, &d, t0, tw, 0, kvc_context_num_threads(ctx));
         off += (size_t)sum;
     }
     for (size_t i = 0; i < L * T; i++) scales[i] = scale_load(c->scales, i, c->dtype); /* validated by the parse */
