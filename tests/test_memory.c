@@ -333,6 +333,38 @@ Test(memory, double_free_and_unknown_pointer)
     kvc_context_destroy(ctx);
 }
 
+/* The address-reuse case: p freed, then more allocations of the same size (another thread's, in a
+ * real program). The kernel used to hand p's address out again, and the second free of p then
+ * released that allocation and returned OK. Freed ranges now stay reserved: the new allocations
+ * get other addresses and the second free of p is KVC_ERR_STATE, leaving them intact. */
+Test(memory, double_free_after_address_reuse)
+{
+    kvc_context_t *ctx = real_ctx();
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &rl), 0);
+    if (rl.rlim_cur != RLIM_INFINITY) cr_skip_test("RLIMIT_AS is set: freed ranges are not kept reserved (docs/MEMORY.md)");
+    const unsigned kinds[] = { KVC_MEM_PLAIN, KVC_MEM_PINNED };
+    for (size_t k = 0; k < 2; k++) {
+        kvc_mem_params_t mp = { .field_mask = KVC_MEM_PARAM_KIND, .kind = kinds[k] };
+        void *p, *q[8];
+        cr_assert_eq(kvc_mem_alloc(ctx, 64 * 1024, &mp, &p, NULL), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_mem_free(ctx, p), KVC_OK);
+        for (int i = 0; i < 8; i++) {
+            cr_assert_eq(kvc_mem_alloc(ctx, 64 * 1024, &mp, &q[i], NULL), KVC_OK);
+            cr_assert_neq(q[i], p, "a freed address was handed out again");
+            memset(q[i], i + 1, 64 * 1024);
+        }
+        cr_assert_eq(kvc_mem_free(ctx, p), KVC_ERR_STATE);
+        cr_assert(strstr(kvc_last_error(), "already freed"), "%s", kvc_last_error());
+        cr_assert_eq(kvc_mem_live_count(ctx), 8);
+        for (int i = 0; i < 8; i++) {
+            cr_assert_eq(((unsigned char *)q[i])[64 * 1024 - 1], i + 1);
+            cr_assert_eq(kvc_mem_free(ctx, q[i]), KVC_OK);
+        }
+    }
+    kvc_context_destroy(ctx);
+}
+
 /* ---------------------------------------------------------------- reports against hwloc */
 
 /* Every kind and combination on the real machine: the report's page locations equal hwloc's own

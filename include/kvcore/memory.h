@@ -159,7 +159,9 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
 
 /* Free (or detach) memory from kvc_mem_alloc / kvc_mem_attach: unpins, unmaps, and unlinks a shared
  * segment when the caller's process created it. Unknown pointer or double free: KVC_ERR_STATE, and
- * nothing is touched. NULL is a no-op. */
+ * nothing is touched. Freed ranges stay reserved (PROT_NONE) so their addresses are not reused: a
+ * double free is detected even when other allocations were made since, for the context's last 1024
+ * frees (up to 1 TiB) and when RLIMIT_AS is unlimited (docs/MEMORY.md). NULL is a no-op. */
 KVC_API kvc_status_t kvc_mem_free(kvc_context_t *ctx, void *ptr);
 
 /* Map a shared segment created by kvc_mem_alloc(KVC_MEM_SHARED) in any process, by name. kind is

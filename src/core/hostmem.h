@@ -31,10 +31,21 @@ typedef struct kvc_mem_block {
     char name[256];
 } kvc_mem_block_t;
 
+/* Freed ranges stay reserved (PROT_NONE, no memory behind them) so no later mapping can take the
+ * address: a second kvc_mem_free of it is then known to be a double free, even across threads.
+ * The oldest range is unmapped beyond these bounds (docs/MEMORY.md). */
+#define KVC_MEM_QUARANTINE_RANGES 1024
+#define KVC_MEM_QUARANTINE_BYTES ((size_t)1 << 40)
+
 typedef struct kvc_mem_registry {
     pthread_mutex_t lock;
     kvc_mem_block_t *head; /* newest first */
     size_t count;
+    struct {
+        void *ptr;
+        size_t len;
+    } quarantine[KVC_MEM_QUARANTINE_RANGES]; /* a ring, oldest at qfirst */
+    size_t qfirst, qcount, qbytes;
 } kvc_mem_registry_t;
 
 /* hostmem.c: called from kvc_context_create / kvc_context_destroy. */
