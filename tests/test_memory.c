@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -1052,7 +1053,7 @@ Test(memory, shared_exclusive_create_never_reuses)
     cr_assert_eq(ftruncate(fd, 4096), 0);
     cr_assert_eq(pwrite(fd, "stale", 5, 0), 5);
     cr_assert_eq(kvc_mem_alloc(ctx, 1 << 20, &p, &b, NULL), KVC_ERR_EXISTS);
-    cr_assert(strstr(kvc_last_error(), "stale"), "%s", kvc_last_error());
+    cr_assert(strstr(kvc_last_error(), "abandoned"), "%s", kvc_last_error());
     struct stat st;
     cr_assert_eq(fstat(fd, &st), 0);
     cr_assert_eq(st.st_size, 4096, "the stale segment was not resized");
@@ -1061,6 +1062,61 @@ Test(memory, shared_exclusive_create_never_reuses)
     cr_assert_str_eq(buf, "stale");
     close(fd);
     shm_unlink(name);
+    kvc_context_destroy(ctx);
+}
+
+/* A creator SIGKILLed while holding its segment: the segment stays (attachable, its data intact),
+ * a plain create of the name says it is abandoned, a create with reclaim replaces it; a live
+ * creator's segment is never reclaimed. */
+Test(memory, shared_reclaim_after_killed_creator)
+{
+    const char *name = shm_name("reclaim");
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        kvc_context_t *c = real_ctx();
+        kvc_mem_params_t p = shm_params(0, name);
+        void *a;
+        if (kvc_mem_alloc(c, 64 * KiB, &p, &a, NULL) != KVC_OK) _exit(1);
+        memcpy(a, "left behind", 12);
+        if (write(ready[1], "r", 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    char r;
+    cr_assert_eq(read(ready[0], &r, 1), 1, "the creator failed");
+    /* Alive: neither a plain create nor a reclaim may take the name. */
+    kvc_context_t *ctx = real_ctx();
+    kvc_mem_params_t p = shm_params(0, name), rp = p;
+    rp.field_mask |= KVC_MEM_PARAM_RECLAIM;
+    rp.reclaim = 1;
+    void *a = (void *)0x1, *b;
+    size_t size;
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &rp, &a, NULL), KVC_ERR_EXISTS);
+    cr_assert(strstr(kvc_last_error(), "alive"), "%s", kvc_last_error());
+    cr_assert_eq(a, (void *)0x1);
+    kill(pid, SIGKILL);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    cr_assert(shm_exists(name), "a killed creator leaves its segment");
+    cr_assert_eq(kvc_mem_attach(ctx, name, 0, &b, &size, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_str_eq(b, "left behind");
+    cr_assert_eq(kvc_mem_free(ctx, b), KVC_OK);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &p, &a, NULL), KVC_ERR_EXISTS);
+    cr_assert(strstr(kvc_last_error(), "abandoned"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_mem_alloc(ctx, 128 * KiB, &rp, &a, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(((char *)a)[0], 0, "a fresh segment, not the old one");
+    cr_assert_eq(kvc_mem_attach(ctx, name, 0, &b, &size, NULL), KVC_OK);
+    cr_assert_eq(size, 128 * KiB);
+    cr_assert_eq(kvc_mem_free(ctx, b), KVC_OK);
+    /* reclaim without KVC_MEM_SHARED is a usage error. */
+    kvc_mem_params_t bad = { .field_mask = KVC_MEM_PARAM_RECLAIM, .reclaim = 1 };
+    cr_assert_eq(kvc_mem_alloc(ctx, 4096, &bad, &b, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_mem_free(ctx, a), KVC_OK);
+    cr_assert_not(shm_exists(name));
+    close(ready[0]);
+    close(ready[1]);
     kvc_context_destroy(ctx);
 }
 
@@ -1104,10 +1160,18 @@ Test(memory, attach_errors)
     cr_assert_eq(kvc_mem_attach(ctx, name, 0, &ptr, &size, NULL), KVC_ERR_NOT_FOUND);
     cr_assert_eq(kvc_mem_attach(ctx, name, KVC_MEM_HUGEPAGE, &ptr, &size, NULL), KVC_ERR_INVALID_ARG);
     cr_assert_eq(kvc_mem_attach(ctx, name, KVC_MEM_NUMA | KVC_MEM_SHARED, &ptr, &size, NULL), KVC_ERR_INVALID_ARG);
-    /* A segment of size 0 is one still being created (or not ours). */
+    /* A segment of size 0 whose creator holds the owner lock is still being created: retry. The
+     * same segment without a lock holder was abandoned (its creator died while reserving): not
+     * found, and never "retry" forever. */
     const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     cr_assert_geq(fd, 0);
+    cr_assert_eq(flock(fd, LOCK_EX), 0);
     cr_assert_eq(kvc_mem_attach(ctx, name, 0, &ptr, &size, NULL), KVC_ERR_STATE);
+    cr_assert(strstr(kvc_last_error(), "being created"), "%s", kvc_last_error());
+    cr_assert_eq(ptr, (void *)0x1);
+    cr_assert_eq(flock(fd, LOCK_UN), 0);
+    cr_assert_eq(kvc_mem_attach(ctx, name, 0, &ptr, &size, NULL), KVC_ERR_NOT_FOUND);
+    cr_assert(strstr(kvc_last_error(), "nobody owns"), "%s", kvc_last_error());
     cr_assert_eq(ptr, (void *)0x1);
     close(fd);
     shm_unlink(name);

@@ -57,6 +57,7 @@ enum {
     KVC_MEM_PARAM_NAME = 1u << 3,      /* name (required with KVC_MEM_SHARED, refused without) */
     KVC_MEM_PARAM_PIN_CHUNK = 1u << 4, /* pin_chunk (default KVC_MEM_DEFAULT_PIN_CHUNK) */
     KVC_MEM_PARAM_TOUCH = 1u << 5,     /* touch (default 1) */
+    KVC_MEM_PARAM_RECLAIM = 1u << 6,   /* reclaim (default 0) */
 };
 
 #define KVC_MEM_DEFAULT_PIN_CHUNK ((size_t)1 << 30)
@@ -80,6 +81,9 @@ typedef struct kvc_mem_params {
     int touch;                  /* 1: fault every page in now, in parallel, from threads bound to the
                                    target node (first touch places the pages); 0: leave pages to be
                                    faulted on first use (NUMA binding still applies) */
+    int reclaim;                /* KVC_MEM_SHARED: 1 = a segment of this name whose creator died (nobody
+                                   holds its owner lock) is unlinked and the name created afresh, for a
+                                   restarted server; a live creator's segment is still KVC_ERR_EXISTS */
 } kvc_mem_params_t;
 
 /* Page size obtained. */

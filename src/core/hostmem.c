@@ -21,7 +21,7 @@
 
 #define KNOWN_PARAMS                                                                                             \
     (KVC_MEM_PARAM_KIND | KVC_MEM_PARAM_TARGET | KVC_MEM_PARAM_POLICY | KVC_MEM_PARAM_NAME |                     \
-     KVC_MEM_PARAM_PIN_CHUNK | KVC_MEM_PARAM_TOUCH)
+     KVC_MEM_PARAM_PIN_CHUNK | KVC_MEM_PARAM_TOUCH | KVC_MEM_PARAM_RECLAIM)
 
 static size_t base_page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
@@ -81,6 +81,8 @@ static kvc_status_t check_params(const kvc_mem_params_t *p, size_t size, unsigne
         return kvc_error(KVC_ERR_INVALID_ARG, "KVC_MEM_SHARED needs params.name (\"/name\")");
     if (!(*kind & KVC_MEM_SHARED) && named)
         return kvc_error(KVC_ERR_INVALID_ARG, "params.name is set but params.kind lacks KVC_MEM_SHARED");
+    if ((mask & KVC_MEM_PARAM_RECLAIM) && p->reclaim && !(*kind & KVC_MEM_SHARED))
+        return kvc_error(KVC_ERR_INVALID_ARG, "params.reclaim applies to KVC_MEM_SHARED only");
     if (named) {
         kvc_status_t st = kvc_shm_check_name(p->name);
         if (st != KVC_OK) return st;
@@ -225,6 +227,7 @@ static void unlink_block(const kvc_mem_block_t *b)
 {
     if ((b->kind_obtained & KVC_MEM_SHARED) && !b->attached && b->creator_pid == getpid() && shm_unlink(b->name) != 0)
         KVC_WARN("shm_unlink('%s') failed: %s", b->name, strerror(errno));
+    if (b->owner_fd >= 0) close(b->owner_fd); /* after the unlink: the name is never seen abandoned */
 }
 
 static void unmap_block(const kvc_mem_block_t *b)
@@ -379,6 +382,7 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
     b->pin_chunk = (mask & KVC_MEM_PARAM_PIN_CHUNK) ? params->pin_chunk : KVC_MEM_DEFAULT_PIN_CHUNK;
     b->numa_requested = b->numa_bound = -1;
     b->creator_pid = getpid();
+    b->owner_fd = -1;
     const int touch = (mask & KVC_MEM_PARAM_TOUCH) ? params->touch != 0 : 1;
 
     kvc_placement_t pl = { NULL };
@@ -392,16 +396,17 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
         b->pages_kind = KVC_MEM_PAGES_NORMAL;
         b->mapped_size = round_up(size, b->page_size);
         int fd;
-        st = kvc_shm_create_map(b->name, b->mapped_size, &fd, &b->ptr);
+        const int reclaim = (mask & KVC_MEM_PARAM_RECLAIM) && params->reclaim;
+        st = kvc_shm_create_map(b->name, b->mapped_size, reclaim, &fd, &b->ptr);
         if (st != KVC_OK) goto fail_unmapped;
         /* Bind before reserving: the reserved pages follow the segment's policy. */
         st = kvc_place_bind(ctx, b, &pl, b->ptr, b->mapped_size);
         if (st == KVC_OK) st = kvc_shm_reserve(b->name, fd, size);
-        else close(fd);
         if (st != KVC_OK) {
-            kvc_shm_abort(b->name, -1, b->ptr, b->mapped_size);
+            kvc_shm_abort(b->name, fd, b->ptr, b->mapped_size);
             goto fail_unmapped;
         }
+        b->owner_fd = fd;
         b->kind_obtained |= KVC_MEM_SHARED;
     } else {
         st = map_private(b, &pl);
@@ -461,6 +466,7 @@ KVC_API kvc_status_t kvc_mem_attach(kvc_context_t *ctx, const char *name, unsign
     b->kind_obtained = KVC_MEM_SHARED;
     b->attached = 1;
     b->creator_pid = -1;
+    b->owner_fd = -1;
     b->numa_requested = b->numa_bound = -1;
     b->page_size = base_page();
     b->pin_chunk = KVC_MEM_DEFAULT_PIN_CHUNK;
