@@ -32,7 +32,9 @@ enum {
  * up), then at the team size that can be created right now (RLIMIT_NPROC, RLIMIT_AS, threads-max:
  * tried with plain threads, since OpenMP ends the process when it cannot create one). A request
  * above either is lowered with a warning, not refused; kvc_context_num_threads() gives the count
- * in use. */
+ * in use. The team size is tried once per process, from the thread creating the context; OpenMP
+ * keeps one pool per calling thread, so several threads running parallel ops at once need that
+ * many pools, which the check does not cover under a tight RLIMIT_NPROC. */
 #define KVC_THREADS_PER_CPU 4
 
 typedef struct kvc_context_params {

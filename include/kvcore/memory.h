@@ -154,7 +154,8 @@ typedef struct kvc_mem_report {
  * refused by the OS, more bytes than the node has; the message says which), KVC_ERR_LIMIT (strict
  * hugepages with too few free hugetlb pages; RLIMIT_MEMLOCK too low for pinning: the message gives
  * the limit and the request),
- * KVC_ERR_EXISTS (shared name exists: never reused), KVC_ERR_NO_SPACE (shared memory filesystem
+ * KVC_ERR_EXISTS (shared name exists: never shared; the message says whether its creator is alive;
+ * with reclaim, an abandoned segment is replaced instead), KVC_ERR_NO_SPACE (shared memory filesystem
  * too small: checked by reserving the space up front, so a full /dev/shm never means a SIGBUS
  * later), KVC_ERR_NO_MEMORY (mapping or faulting in failed), KVC_ERR_PERMISSION, KVC_ERR_BACKEND
  * (GPU host register). Pinning is never a fallback: it fails under both policies. */
@@ -170,8 +171,10 @@ KVC_API kvc_status_t kvc_mem_free(kvc_context_t *ctx, void *ptr);
 
 /* Map a shared segment created by kvc_mem_alloc(KVC_MEM_SHARED) in any process, by name. kind is
  * 0, KVC_MEM_SHARED or KVC_MEM_SHARED|KVC_MEM_PINNED. *size receives the segment's size (may be
- * NULL). Detach with kvc_mem_free (never unlinks). KVC_ERR_NOT_FOUND (no such name),
- * KVC_ERR_STATE (size 0: still being created, or not a kvcore segment), KVC_ERR_PERMISSION. */
+ * NULL). Detach with kvc_mem_free (never unlinks). A complete segment attaches whether its creator
+ * lives or not. KVC_ERR_NOT_FOUND (no such name, or an empty segment nobody owns: its creator died
+ * while reserving it, or it is not a kvcore segment), KVC_ERR_STATE (empty and its creator, holding
+ * the segment's owner lock, is still reserving it: retry), KVC_ERR_PERMISSION. */
 KVC_API kvc_status_t kvc_mem_attach(kvc_context_t *ctx, const char *name, unsigned kind, void **out, size_t *size,
                                     kvc_mem_report_t *report);
 
