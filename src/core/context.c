@@ -116,6 +116,7 @@ static int resolve_threads(int requested, const char *origin)
 {
 #ifdef KVC_HAVE_OPENMP
     int n = requested > 0 ? requested : omp_get_max_threads();
+    if (requested <= 0) origin = "the OpenMP default";
     const int cpus = usable_cpus(), cap = cpus > INT_MAX / KVC_THREADS_PER_CPU ? INT_MAX : cpus * KVC_THREADS_PER_CPU;
     if (n > cap) {
         KVC_WARN("%s asks for %d threads; this process may use %d CPU(s) (affinity and cgroup quota): using %d", origin, n,
