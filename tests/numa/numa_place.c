@@ -347,7 +347,9 @@ static void check_short_node(void)
     void *ptr = NULL;
     kvc_mem_params_t p = params(0, KVC_MEM_TARGET_NODE, 1, KVC_MEM_POLICY_STRICT);
     kvc_status_t st = kvc_mem_alloc(ctx, big, &p, &ptr, NULL);
-    check(st == KVC_ERR_PLACEMENT && kvc_mem_live_count(ctx) == 0,
+    const size_t live = kvc_mem_live_count(ctx);
+    if (st == KVC_OK) kvc_mem_free(ctx, ptr);
+    check(st == KVC_ERR_PLACEMENT && live == 0,
           "strict on node 1, more than the node has: %s (want KVC_ERR_PLACEMENT), nothing live", kvc_status_name(st));
 
     kvc_mem_report_t r;
@@ -380,6 +382,7 @@ static void check_short_node(void)
     diag("free hugetlb pages: node 0 %ld, node 1 %ld; asking for %zu pages", f0, f1, hp_bytes / HUGE_2M);
     p = params(KVC_MEM_HUGEPAGE, KVC_MEM_TARGET_NODE, 1, KVC_MEM_POLICY_STRICT);
     st = kvc_mem_alloc(ctx, hp_bytes, &p, &ptr, NULL);
+    if (st == KVC_OK) kvc_mem_free(ctx, ptr);
     check(f0 >= f1 + 2 && st == KVC_ERR_LIMIT, "strict hugepages on node 1, more than its pool: %s (want KVC_ERR_LIMIT)",
           kvc_status_name(st));
     p = params(KVC_MEM_HUGEPAGE, KVC_MEM_TARGET_NODE, 0, KVC_MEM_POLICY_STRICT);
