@@ -193,8 +193,8 @@ static void expect_all_on(const char *what, void *p, const kvc_mem_report_t *r, 
           ", node1 %" PRIu64 ", elsewhere/absent %" PRIu64 ")", what, w.total, node, w.node[0], w.node[1], w.other);
     unsigned long mask = 0;
     const int m = policy_at(p, &mask);
-    check((m == mode || (mode == MPOL_PREFERRED && m == MPOL_PREFERRED_MANY)) && mask == (1ul << node), "%s: get_mempolicy says mode %d mask 0x%lx (want mode %d mask 0x%lx)",
-          what, m, mask, mode, 1ul << node);
+    check((m == mode || (mode == MPOL_PREFERRED && m == MPOL_PREFERRED_MANY)) && mask == (1ul << node), "%s: get_mempolicy says mode %d mask 0x%lx (want %s, mask 0x%lx)",
+          what, m, mask, mode == MPOL_BIND ? "MPOL_BIND 2" : "MPOL_PREFERRED 1 or MPOL_PREFERRED_MANY 5", 1ul << node);
     check(r->numa_bound == node && r->numa_requested == node && r->location_known && r->location_count == 1 &&
               report_pages(r, (unsigned)node) == r->pages_sampled && r->pages_unplaced == 0,
           "%s: report agrees (bound %d, requested %d, %u node(s), %" PRIu64 "/%" PRIu64 " sampled pages on node %d)",
@@ -332,6 +332,24 @@ static void check_kinds(void)
     }
 }
 
+/* More than all hugetlb pools hold: preferred falls back to transparent hugepages (the guest boots
+ * with transparent_hugepage=madvise), still on node 1. */
+static void check_thp(void)
+{
+    run_on_cpu(0);
+    const long pool = read_long(hp_path(0, "free_hugepages")) + read_long(hp_path(1, "free_hugepages"));
+    const size_t size = (size_t)(pool + 8) * HUGE_2M;
+    kvc_mem_params_t p = params(KVC_MEM_HUGEPAGE, KVC_MEM_TARGET_NODE, 1, KVC_MEM_POLICY_PREFERRED);
+    kvc_mem_report_t r;
+    void *ptr = alloc_ok("thp", size, &p, &r);
+    if (!ptr) return;
+    check(r.pages_kind == KVC_MEM_PAGES_THP && (r.fallbacks & KVC_MEM_FALLBACK_NO_HUGETLB),
+          "hugepage beyond the hugetlb pools (%ld pages): transparent hugepages (kind %d, fallbacks 0x%x)", pool,
+          (int)r.pages_kind, (unsigned)r.fallbacks);
+    expect_all_on("transparent hugepages, node 1", ptr, &r, (size_t)sysconf(_SC_PAGESIZE), 1, MPOL_PREFERRED);
+    kvc_mem_free(ctx, ptr);
+}
+
 /* Node 1 cannot hold the request, node 0 can. */
 static void check_short_node(void)
 {
@@ -456,6 +474,7 @@ int main(void)
     check_machine();
     check_targets();
     check_kinds();
+    check_thp();
     check_short_node();
     check_first_touch();
     kvc_context_destroy(ctx);
