@@ -11,7 +11,7 @@ mount -t devtmpfs dev /dev
 mkdir -p /dev/shm
 mount -t tmpfs shm /dev/shm
 mount -t tmpfs tmp /tmp
-ulimit -l unlimited
+ulimit -l unlimited # busybox ash has -l (shellcheck disable=SC3045)
 echo 0 >/proc/sys/kernel/printk_ratelimit 2>/dev/null
 echo "KVC-NUMA-BEGIN uptime $(cut -d' ' -f1 /proc/uptime)"
 

@@ -43,7 +43,7 @@ for f in "$kvcore_bin" "$place_bin" "$builddir/.libs/libkvcore.so"; do
 done
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/kvcore-numa.XXXXXX") || exit 1
-trap 'rm -rf "$stage"' EXIT
+trap 'rm -rf "$stage" "$stage.cpio.gz" "$stage.log"' EXIT
 mkdir -p "$stage/bin" "$stage/kvc/bin" "$stage/kvc/lib"
 cp "$busybox" "$stage/bin/busybox"
 cp "$srcdir/tests/numa/init.sh" "$stage/init"
@@ -58,7 +58,6 @@ for lib in $(LD_LIBRARY_PATH="$builddir/.libs" ldd "$kvcore_bin" "$place_bin" "$
     cp -L "$lib" "$stage$lib"
 done
 (cd "$stage" && find . | cpio -o -H newc --quiet | gzip -1) >"$stage.cpio.gz" || exit 1
-trap 'rm -rf "$stage" "$stage.cpio.gz" "$stage.log"' EXIT
 
 if [ -z "${KVC_NUMA_ACCEL:-}" ]; then
     KVC_NUMA_ACCEL=tcg
