@@ -366,6 +366,32 @@ Test(memory, double_free_after_address_reuse)
     kvc_context_destroy(ctx);
 }
 
+/* The reserved ranges are bounded: 3000 frees of one page keep at most 1024 pages of address space
+ * (VmSize), and context destroy releases them all. */
+Test(memory, freed_range_reservations_are_bounded)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &rl), 0);
+    if (rl.rlim_cur != RLIM_INFINITY) cr_skip_test("RLIMIT_AS is set: no range is kept reserved");
+    const int64_t page_kb = sysconf(_SC_PAGESIZE) / 1024, slack_kb = 2048; /* status_kb_field gives bytes */
+    kvc_context_destroy(real_ctx()); /* per-process state (topology, thread pools) set up first */
+    const int64_t before = (int64_t)status_kb_field("VmSize") / 1024;
+    kvc_context_t *ctx = real_ctx();
+    const int64_t with_ctx = (int64_t)status_kb_field("VmSize") / 1024;
+    for (int i = 0; i < 3000; i++) {
+        void *p;
+        cr_assert_eq(kvc_mem_alloc(ctx, 4096, NULL, &p, NULL), KVC_OK);
+        cr_assert_eq(kvc_mem_free(ctx, p), KVC_OK);
+    }
+    const int64_t after = (int64_t)status_kb_field("VmSize") / 1024;
+    cr_assert_leq(after - with_ctx, 1024 * page_kb + slack_kb, "VmSize grew by %lld kB over 3000 frees",
+                  (long long)(after - with_ctx));
+    cr_assert_geq(after - with_ctx, 1024 * page_kb - slack_kb, "the last 1024 ranges are kept reserved");
+    kvc_context_destroy(ctx);
+    const int64_t end = (int64_t)status_kb_field("VmSize") / 1024;
+    cr_assert_leq(end - before, slack_kb, "VmSize %lld kB above its value before the context", (long long)(end - before));
+}
+
 /* ---------------------------------------------------------------- reports against hwloc */
 
 /* Every kind and combination on the real machine: the report's page locations equal hwloc's own
