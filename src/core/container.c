@@ -338,6 +338,14 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
         if (n != nstreams * (c->cdf_bins + 1u) * 2)
             return kvc_error(KVC_ERR_CORRUPT, "container raw CDF section has %zu bytes, expected %llu", n,
                              (unsigned long long)(nstreams * (c->cdf_bins + 1u) * 2));
+        /* The decoder's rule: entries [0, B) of every row strictly increasing. */
+        for (uint64_t st_i = 0; st_i < nstreams; st_i++) {
+            const uint8_t *row = p + st_i * (c->cdf_bins + 1u) * 2;
+            for (unsigned s = 1; s < c->cdf_bins; s++)
+                if (get_u16(row + 2 * s) <= get_u16(row + 2 * (s - 1)))
+                    return kvc_error(KVC_ERR_CORRUPT, "container raw CDF of stream %llu is not strictly increasing at entry %u",
+                                     (unsigned long long)st_i, s);
+        }
         c->raw_cdf = p;
     } else {
         /* Each coded stream takes at least 17 bits: reject before allocating for a claimed size. */
