@@ -129,7 +129,7 @@ static int make_symbols(kvc_context_t *ctx, coder_bench_t *b)
         for (size_t t = 0; t < b->T; t++)
             for (size_t c = 0; c < b->C; c++) x[(l * b->T + t) * b->C + c] = (float)(sigma[c] * gauss(&rng));
     }
-    kvc_quant_args_t q = { .dtype = KVC_CG_F32, .values = x, .symbols = b->sym, .scales = scales, .bins = bins,
+    kvc_quant_args_t q = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = b->sym, .scales = scales, .bins = bins,
                            .layers = b->L, .tokens = b->T, .channels = b->C };
     const kvc_status_t st = kvc_quantise(ctx, &q);
     bench_free(x, n * 4);

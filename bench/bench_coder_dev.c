@@ -39,7 +39,7 @@ static void run_op(void *arg)
     kvc_status_t st = KVC_OK;
     switch (b->op) {
     case OP_QUANT: {
-        kvc_quant_args_t a = { .dtype = KVC_CG_F32, .values = s->x, .symbols = s->sym, .scales = s->scales,
+        kvc_quant_args_t a = { .dtype = KVC_DTYPE_F32, .values = s->x, .symbols = s->sym, .scales = s->scales,
                                .bins = b->bins, .layers = b->L, .tokens = b->T, .channels = b->C };
         st = kvc_quantise(s->ctx, &a);
         break;

@@ -900,27 +900,27 @@ Test(cachegen_fuzz, random_and_truncated_streams)
 
 /* ------------------------------------------------------------------ quantiser */
 
-static size_t esize(kvc_cg_dtype_t dt) { return dt == KVC_CG_F32 ? 4 : 2; }
+static size_t esize(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
-static float get_value(kvc_cg_dtype_t dt, const void *x, size_t i)
+static float get_value(kvc_dtype_t dt, const void *x, size_t i)
 {
-    if (dt == KVC_CG_F16) return ref_f16_to_f32(((const uint16_t *)x)[i]);
-    if (dt == KVC_CG_BF16) return ref_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (dt == KVC_DTYPE_F16) return ref_f16_to_f32(((const uint16_t *)x)[i]);
+    if (dt == KVC_DTYPE_BF16) return ref_bf16_to_f32(((const uint16_t *)x)[i]);
     return ((const float *)x)[i];
 }
 
-static void set_value(kvc_cg_dtype_t dt, void *x, size_t i, float v)
+static void set_value(kvc_dtype_t dt, void *x, size_t i, float v)
 {
-    if (dt == KVC_CG_F16) ((uint16_t *)x)[i] = ref_f32_to_f16(v);
-    else if (dt == KVC_CG_BF16) ((uint16_t *)x)[i] = ref_f32_to_bf16(v);
+    if (dt == KVC_DTYPE_F16) ((uint16_t *)x)[i] = ref_f32_to_f16(v);
+    else if (dt == KVC_DTYPE_BF16) ((uint16_t *)x)[i] = ref_f32_to_bf16(v);
     else ((float *)x)[i] = v;
 }
 
 /* Half an ulp of v in dt (the dtype's own rounding of x^). */
-static double half_ulp(kvc_cg_dtype_t dt, double v)
+static double half_ulp(kvc_dtype_t dt, double v)
 {
-    const int mant = dt == KVC_CG_F16 ? 10 : dt == KVC_CG_BF16 ? 7 : 23;
-    const int emin = dt == KVC_CG_F16 ? -14 : -126;
+    const int mant = dt == KVC_DTYPE_F16 ? 10 : dt == KVC_DTYPE_BF16 ? 7 : 23;
+    const int emin = dt == KVC_DTYPE_F16 ? -14 : -126;
     int e;
     frexp(fabs(v), &e);
     e = e - 1 < emin ? emin : e - 1;
@@ -928,7 +928,7 @@ static double half_ulp(kvc_cg_dtype_t dt, double v)
 }
 
 /* Quantise + dequantise one [L, T, C] tensor and check against the reference row by row. */
-static void check_quant(kvc_context_t *ctx, kvc_cg_dtype_t dt, const void *x, size_t L, size_t T, size_t C,
+static void check_quant(kvc_context_t *ctx, kvc_dtype_t dt, const void *x, size_t L, size_t T, size_t C,
                         const uint32_t *bins, uint8_t *sym_out, float *scale_out, void *xhat_out)
 {
     const kvc_quant_args_t a = { .dtype = dt, .values = (void *)x, .symbols = sym_out, .scales = scale_out,
@@ -968,8 +968,8 @@ static void check_quant(kvc_context_t *ctx, kvc_cg_dtype_t dt, const void *x, si
                 const float xv = get_value(dt, x, i), xh = get_value(dt, xhat_out, i);
                 /* exact definition of x^ ... */
                 const float want = (float)((int)sym_out[i] - (int)M) * step * (1.0f / f);
-                if (dt == KVC_CG_F32) cr_assert_eq(xh, want);
-                else if (dt == KVC_CG_F16) cr_assert_eq(((uint16_t *)xhat_out)[i], ref_f32_to_f16(want), "x^ %g", want);
+                if (dt == KVC_DTYPE_F32) cr_assert_eq(xh, want);
+                else if (dt == KVC_DTYPE_F16) cr_assert_eq(((uint16_t *)xhat_out)[i], ref_f32_to_f16(want), "x^ %g", want);
                 else cr_assert_eq(((uint16_t *)xhat_out)[i], ref_f32_to_bf16(want), "x^ %g", want);
                 /* ... and the error bound for finite inputs */
                 if (scale == 0) cr_assert(xh == 0, "row %zu without finite non-zero values: x^ %g", r, xh);
@@ -989,7 +989,7 @@ static void check_quant(kvc_context_t *ctx, kvc_cg_dtype_t dt, const void *x, si
     free(q);
 }
 
-static void fill_values(uint64_t *rng, kvc_cg_dtype_t dt, void *x, size_t L, size_t T, size_t C)
+static void fill_values(uint64_t *rng, kvc_dtype_t dt, void *x, size_t L, size_t T, size_t C)
 {
     for (size_t r = 0; r < L * T; r++) {
         const int kind = (int)(r % 9);
@@ -1009,7 +1009,7 @@ static void fill_values(uint64_t *rng, kvc_cg_dtype_t dt, void *x, size_t L, siz
 
 Test(cachegen_quant, against_reference_all_dtypes)
 {
-    static const kvc_cg_dtype_t dts[] = { KVC_CG_F16, KVC_CG_BF16, KVC_CG_F32 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32 };
     static const size_t Cs[] = { 1, 7, 8, 37, 256 };
     enum { L = 5, T = 18 };
     const uint32_t bins[L] = { 4, 5, 16, 32, 64 };
@@ -1018,7 +1018,7 @@ Test(cachegen_quant, against_reference_all_dtypes)
     uint64_t rng = 77;
     for (size_t di = 0; di < 3; di++)
         for (size_t ci = 0; ci < sizeof(Cs) / sizeof(Cs[0]); ci++) {
-            const kvc_cg_dtype_t dt = dts[di];
+            const kvc_dtype_t dt = dts[di];
             const size_t C = Cs[ci], n = L * T * C;
             void *x = xmalloc(n * esize(dt));
             fill_values(&rng, dt, x, L, T, C);
@@ -1059,7 +1059,7 @@ Test(cachegen_quant, all_f16_values)
     kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
-        kvc_quant_args_t a = { .dtype = KVC_CG_F16, .values = x, .symbols = q, .scales = s, .bins = &bins,
+        kvc_quant_args_t a = { .dtype = KVC_DTYPE_F16, .values = x, .symbols = q, .scales = s, .bins = &bins,
                                .layers = 1, .tokens = N, .channels = C };
         cr_assert_eq(kvc_quantise(ctx[i], &a), KVC_OK);
         for (size_t h = 0; h < N; h++) {
@@ -1091,7 +1091,7 @@ Test(cachegen_quant, dequantise_rounding)
         for (size_t c = 0; c < C; c++) q[r * C + c] = (uint8_t)(c == 0 ? 30 : rng_next(&rng) % 31);
     }
     const uint32_t bins = 32;
-    static const kvc_cg_dtype_t dts[] = { KVC_CG_F16, KVC_CG_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     uint16_t *out = xmalloc(R * C * 2);
@@ -1103,7 +1103,7 @@ Test(cachegen_quant, dequantise_rounding)
             for (size_t k = 0; k < R * C; k++) {
                 const float sc = scales[k / C], f = sc < 0x1p-64f ? 0x1p64f : sc > 0x1p64f ? 0x1p-64f : 1.0f;
                 const float v = (float)((int)q[k] - 15) * (sc * f / 15.0f) * (1.0f / f);
-                const uint16_t want = dts[di] == KVC_CG_F16 ? ref_f32_to_f16(v) : ref_f32_to_bf16(v);
+                const uint16_t want = dts[di] == KVC_DTYPE_F16 ? ref_f32_to_f16(v) : ref_f32_to_bf16(v);
                 cr_assert_eq(out[k], want, "%s dtype %d: %a -> 0x%04x, want 0x%04x", kvc_context_isa(ctx[i]), dts[di],
                              v, out[k], want);
             }
@@ -1121,14 +1121,14 @@ Test(cachegen_quant, errors)
     uint8_t q[24];
     memset(q, 7, sizeof(q));
     uint32_t bins[2] = { 16, 32 };
-    const kvc_quant_args_t a0 = { .dtype = KVC_CG_F32, .values = x, .symbols = q, .scales = s, .bins = bins,
+    const kvc_quant_args_t a0 = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = q, .scales = s, .bins = bins,
                                   .layers = 2, .tokens = 3, .channels = 4 };
     kvc_quant_args_t a = a0;
     cr_assert_eq(kvc_quantise(NULL, &a), KVC_ERR_INVALID_ARG);
     cr_assert_eq(kvc_dequantise(ctx, NULL), KVC_ERR_INVALID_ARG);
     a.bins = NULL;
     cr_assert_eq(kvc_quantise(ctx, &a), KVC_ERR_INVALID_ARG);
-    a = a0, a.dtype = (kvc_cg_dtype_t)7;
+    a = a0, a.dtype = (kvc_dtype_t)7;
     cr_assert_eq(kvc_quantise(ctx, &a), KVC_ERR_INVALID_ARG);
     a = a0, a.layers = 0;
     cr_assert_eq(kvc_quantise(ctx, &a), KVC_ERR_INVALID_ARG);
@@ -1205,7 +1205,7 @@ Test(cachegen_kvdata, round_trip)
         uint8_t *streams = xcalloc(L * C * cap), *want = xcalloc(L * C * cap);
         int32_t *len = xmalloc(L * C * 4), *wlen = xmalloc(L * C * 4);
         for (int i = 0; i < nt; i++) {
-            check_quant(ctx[i], KVC_CG_F16, kv, L, T, C, bins, sym, scales, xh);
+            check_quant(ctx[i], KVC_DTYPE_F16, kv, L, T, C, bins, sym, scales, xh);
             kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
             cr_assert_eq(kvc_cg_cdf(ctx[i], &ca), KVC_OK);
             kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = len, .layers = L,

@@ -140,7 +140,7 @@ Test(codec, streams_are_lmcache_streams)
     kvc_cg_default_bins(nl, bins);
     uint8_t *sym = malloc(L * t * C);
     float *scales = malloc(L * t * sizeof(float));
-    kvc_quant_args_t q = { .dtype = KVC_CG_F16, .values = kv, .symbols = sym, .scales = scales, .bins = bins, .layers = L,
+    kvc_quant_args_t q = { .dtype = KVC_DTYPE_F16, .values = kv, .symbols = sym, .scales = scales, .bins = bins, .layers = L,
                            .tokens = t, .channels = C };
     cr_assert_eq(kvc_quantise(ctx, &q), KVC_OK);
     uint16_t *cdf = malloc(L * C * (B + 1) * 2);

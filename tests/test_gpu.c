@@ -674,7 +674,7 @@ static uint16_t f32_to_bits16(float v, int dtype)
 {
     uint32_t u;
     memcpy(&u, &v, 4);
-    if (dtype == KVC_CG_BF16) return (uint16_t)(u >> 16); /* truncation is fine for test inputs */
+    if (dtype == KVC_DTYPE_BF16) return (uint16_t)(u >> 16); /* truncation is fine for test inputs */
     /* fp16 of a float in range (test inputs only): via _Float16 */
     _Float16 h = (_Float16)v;
     uint16_t b;
@@ -687,16 +687,16 @@ static void quant_suite(target_t t)
     kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
     const size_t L = 2, T = 7, C = 300, n = L * T * C;
     const uint32_t bins[2] = { 32, 16 };
-    for (int dtype = 0; dtype < 3; dtype++) {
-        const size_t es = dtype == KVC_CG_F32 ? 4 : 2;
+    for (int dtype = KVC_DTYPE_F16; dtype <= KVC_DTYPE_F32; dtype++) {
+        const size_t es = dtype == KVC_DTYPE_F32 ? 4 : 2;
         uint8_t *vals = malloc(n * es);
-        uint64_t seed = 11 + (uint64_t)dtype;
+        uint64_t seed = 10 + (uint64_t)dtype;
         for (size_t i = 0; i < n; i++) {
             const size_t row = i / C;
             float v = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 2 - 1);
             if (row == 1) v = 0.0f;                                   /* all-zero row */
-            if (row == 2) v *= dtype == KVC_CG_F32 ? 1e-30f : 1e-6f;  /* tiny / subnormal */
-            if (row == 3) v *= dtype == KVC_CG_F16 ? 6e4f : 1e30f;    /* huge */
+            if (row == 2) v *= dtype == KVC_DTYPE_F32 ? 1e-30f : 1e-6f;  /* tiny / subnormal */
+            if (row == 3) v *= dtype == KVC_DTYPE_F16 ? 6e4f : 1e30f;    /* huge */
             if (row == 4 && i % C == 5) v = NAN;
             if (row == 4 && i % C == 6) v = INFINITY;
             if (row == 5 && i % C == 9) v = -INFINITY;
@@ -912,11 +912,11 @@ Test(modules, info_all_loads_modules_without_device)
 
 #include <kvcore/rope.h>
 
-static float rope_value(const void *p, kvc_rope_dtype_t dt, size_t i)
+static float rope_value(const void *p, kvc_dtype_t dt, size_t i)
 {
-    if (dt == KVC_ROPE_F32) return ((const float *)p)[i];
+    if (dt == KVC_DTYPE_F32) return ((const float *)p)[i];
     uint16_t b = ((const uint16_t *)p)[i];
-    if (dt == KVC_ROPE_BF16) {
+    if (dt == KVC_DTYPE_BF16) {
         const uint32_t u = (uint32_t)b << 16;
         float f;
         memcpy(&f, &u, 4);
@@ -928,12 +928,12 @@ static float rope_value(const void *p, kvc_rope_dtype_t dt, size_t i)
 }
 
 /* Within a few units in the last place of the dtype (the GPU uses sincosf, the CPU SLEEF). */
-static void rope_close(kvc_context_t *dev, const void *dev_buf, const void *cpu_buf, kvc_rope_dtype_t dt, size_t n,
+static void rope_close(kvc_context_t *dev, const void *dev_buf, const void *cpu_buf, kvc_dtype_t dt, size_t n,
                        const char *what)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     uint8_t *h = host_copy_of(dev, dev_buf, n * es);
-    const double tol = dt == KVC_ROPE_F32 ? 2e-5 : dt == KVC_ROPE_F16 ? 2e-3 : 1.6e-2;
+    const double tol = dt == KVC_DTYPE_F32 ? 2e-5 : dt == KVC_DTYPE_F16 ? 2e-3 : 1.6e-2;
     for (size_t i = 0; i < n; i++) {
         const double a = rope_value(h, dt, i), b = rope_value(cpu_buf, dt, i);
         cr_assert(fabs(a - b) <= tol * (1 + fabs(b)), "%s: element %zu: GPU %g, CPU %g", what, i, a, b);
@@ -945,8 +945,8 @@ static void rope_suite(target_t t)
 {
     kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
     const size_t N = 37, NH = 5, HS = 64, ROT = 48, MAXP = 300;
-    for (int dt = 0; dt < 3; dt++) {
-        const size_t es = kvc_rope_dtype_size((kvc_rope_dtype_t)dt);
+    for (int dt = KVC_DTYPE_F16; dt <= KVC_DTYPE_F32; dt++) {
+        const size_t es = kvc_dtype_size((kvc_dtype_t)dt);
         /* table */
         uint8_t *tab = malloc(MAXP * ROT * es);
         void *tab_d = dev_alloc(dev, MAXP * ROT * es);
@@ -970,9 +970,9 @@ static void rope_suite(target_t t)
                 uint8_t *key = malloc(nel * es);
                 for (size_t i = 0; i < nel; i++) {
                     const float v = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 4 - 2);
-                    if (dt == KVC_ROPE_F32) memcpy(key + 4 * i, &v, 4);
+                    if (dt == KVC_DTYPE_F32) memcpy(key + 4 * i, &v, 4);
                     else {
-                        const uint16_t b = f32_to_bits16(v, dt == KVC_ROPE_BF16 ? KVC_CG_BF16 : KVC_CG_F16);
+                        const uint16_t b = f32_to_bits16(v, dt == KVC_DTYPE_BF16 ? KVC_DTYPE_BF16 : KVC_DTYPE_F16);
                         memcpy(key + 2 * i, &b, 2);
                     }
                 }
@@ -1011,8 +1011,8 @@ Test(gpu, split_and_batched_copies)
     uint8_t *src = malloc(n), *back = calloc(1, n);
     fill_random(src, n, 42);
     uint8_t *d = dev_alloc(dev, n);
-    cr_assert_eq(kvc_memcpy_async(dev, d, src, n, KVC_COPY_H2D, off, align, NULL), KVC_OK, "%s", kvc_last_error());
-    cr_assert_eq(kvc_memcpy_async(dev, back, d, n, KVC_COPY_D2H, off, align, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy_async(dev, d, src, n, KVC_H2D, off, align, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy_async(dev, back, d, n, KVC_D2H, off, align, NULL), KVC_OK, "%s", kvc_last_error());
     cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
     cr_assert_arr_eq(back, src, n);
     /* batched device-to-device copies, sizes 0 included, and one entry overlapping itself */

@@ -140,7 +140,7 @@ static void lm_build(kvc_context_t *ctx, lm_object_t *o, const uint16_t *custom_
     kvc_cg_default_bins(o->nl, o->bins);
     o->sym = malloc(L * T * C);
     o->scales = malloc(L * T * sizeof(float));
-    kvc_quant_args_t q = { .dtype = KVC_CG_F16, .values = o->kv, .symbols = o->sym, .scales = o->scales, .bins = o->bins,
+    kvc_quant_args_t q = { .dtype = KVC_DTYPE_F16, .values = o->kv, .symbols = o->sym, .scales = o->scales, .bins = o->bins,
                            .layers = L, .tokens = T, .channels = C };
     cr_assert_eq(kvc_quantise(ctx, &q), KVC_OK);
     o->maxk = malloc(o->nl * T * 2);

@@ -24,6 +24,7 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -99,12 +100,6 @@ typedef struct kvc_decode_packed_args {
     unsigned num_bins;
 } kvc_decode_packed_args_t;
 
-typedef enum kvc_cg_dtype {
-    KVC_CG_F16 = 0,  /* IEEE binary16 */
-    KVC_CG_BF16 = 1, /* bfloat16 */
-    KVC_CG_F32 = 2,  /* IEEE binary32 */
-} kvc_cg_dtype_t;
-
 /* Quantise / dequantise, SPEC §4.5, with M = bins[l]/2 - 1 (15 for 32 bins, 7 for 16):
  *   scale[l,t] = max |x| over the row's finite values (0 when there is none)
  *   q = M + round_half_even((x * f) * (M / (scale * f))) clamped to [0, 2M], computed in fp32
@@ -122,7 +117,7 @@ typedef enum kvc_cg_dtype {
  * rounding ties; the coded streams do not depend on how the symbols were made. Dequantise rejects
  * symbols above 2M (KVC_ERR_OUT_OF_RANGE) and negative or non-finite scales (KVC_ERR_INVALID_ARG). */
 typedef struct kvc_quant_args {
-    kvc_cg_dtype_t dtype;
+    kvc_dtype_t dtype;
     void *values;           /* [layers, tokens, channels] of dtype: read by quantise, written by dequantise */
     uint8_t *symbols;       /* [layers, tokens, channels]: written by quantise, read by dequantise */
     float *scales;          /* [layers, tokens]: written by quantise, read by dequantise */

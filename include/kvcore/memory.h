@@ -14,6 +14,7 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -193,19 +194,13 @@ KVC_API const char *kvc_mem_kind_name(unsigned kind, char *buf, size_t len);
 
 /* ---------------------------------------------------------------- copies */
 
-/* Which side of kvc_memcpy_async is the host buffer (LMCache TransferDirection values). */
-typedef enum kvc_copy_direction {
-    KVC_COPY_H2D = 0, /* src is the host buffer */
-    KVC_COPY_D2H = 1, /* dst is the host buffer */
-} kvc_copy_direction_t;
-
 /* LMCache lmcache_memcpy_async: copy nbytes from src to dst on `stream`, split so that no piece
  * crosses a multiple of host_buffer_alignment in the host buffer's offset space (the host buffer
  * starts host_buffer_offset bytes into a pool registered in host_buffer_alignment-sized pieces).
  * host_buffer_alignment must be a power of two > 0 (KVC_ERR_INVALID_ARG otherwise, also for
  * nbytes 0). The ranges must not overlap (KVC_ERR_INVALID_ARG). Synchronous on the CPU backend. */
 KVC_API kvc_status_t kvc_memcpy_async(kvc_context_t *ctx, void *dst, const void *src, size_t nbytes,
-                                      kvc_copy_direction_t direction, size_t host_buffer_offset,
+                                      kvc_direction_t direction, size_t host_buffer_offset,
                                       size_t host_buffer_alignment, kvc_stream_t stream);
 
 /* count copies dsts[i] <- srcs[i] of sizes[i] bytes, in parallel over entries and within large
@@ -223,7 +218,7 @@ struct kvc_copy_split {
     void *dst;
     const void *src;
     size_t nbytes;
-    kvc_copy_direction_t direction;
+    kvc_direction_t direction;
     size_t host_offset;    /* host_buffer_offset */
     size_t host_alignment; /* a power of two > 0 */
     kvc_stream_t stream;

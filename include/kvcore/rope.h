@@ -10,17 +10,11 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Element type of keys and of cos/sin tables. */
-typedef enum kvc_rope_dtype {
-    KVC_ROPE_F32 = 0,
-    KVC_ROPE_F16 = 1,  /* IEEE binary16 */
-    KVC_ROPE_BF16 = 2, /* bfloat16 (upper half of a binary32) */
-} kvc_rope_dtype_t;
 
 /* How the rot_dim rotated elements of a head form pairs (x, y). */
 typedef enum kvc_rope_style {
@@ -35,7 +29,7 @@ typedef enum kvc_rope_style {
  * each head are touched. Strides count elements, not bytes. */
 typedef struct kvc_rope_keys {
     void *data;             /* first element of token 0, head 0; aligned to the element size */
-    kvc_rope_dtype_t dtype;
+    kvc_dtype_t dtype;
     size_t num_tokens;      /* N; 0 is a no-op (positions may then be NULL) */
     size_t num_heads;       /* NKV, at least 1 */
     size_t head_size;       /* HS, at least 1 */
@@ -48,7 +42,7 @@ typedef struct kvc_rope_keys {
  * with theta_i = base^(-2i/rot_dim). Rows are contiguous (row stride rot_dim). */
 typedef struct kvc_rope_table {
     void *data;             /* read by kvc_rope_k_fused, written by kvc_rope_cache_build */
-    kvc_rope_dtype_t dtype;
+    kvc_dtype_t dtype;
     size_t max_position;    /* rows */
     size_t rot_dim;         /* columns: even, at least 2 */
 } kvc_rope_table_t;
@@ -60,7 +54,7 @@ typedef struct kvc_rope_table {
  * gives the keys back bit-identical. (For a table that is not a rotation, the result is the SPEC's
  * two steps divided by the norms of the two rows.) rot_dim is
  * table->rot_dim and must be even and <= head_size. The table dtype must equal the key dtype or be
- * KVC_ROPE_F32. Keys, positions and table must not overlap.
+ * KVC_DTYPE_F32. Keys, positions and table must not overlap.
  * Errors: KVC_ERR_INVALID_ARG (NULL pointer, zero count, bad style), KVC_ERR_DTYPE (unknown dtype,
  * table dtype neither the key dtype nor fp32), KVC_ERR_SHAPE (rot_dim odd or > head_size, strides
  * that make heads or tokens overlap, sizes overflowing size_t), KVC_ERR_ALIGNMENT (pointer not
@@ -86,7 +80,7 @@ KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, c
                                       double base, kvc_rope_style_t style);
 
 /* Bytes of one element of dtype (0 for an unknown dtype). */
-KVC_API size_t kvc_rope_dtype_size(kvc_rope_dtype_t dtype);
+KVC_API size_t kvc_dtype_size(kvc_dtype_t dtype);
 
 /* ---------------------------------------------------------------- for backends
  * Arguments of the rope_* slots of kvc_backend_ops_t, filled by the core after validation:

@@ -12,6 +12,7 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,11 +39,6 @@ typedef enum kvc_format {
 } kvc_format_t;
 
 #define KVC_FORMAT_COUNT 14
-
-typedef enum kvc_direction {
-    KVC_H2D = 0, /* chunk -> paged cache (LMCache retrieve / load) */
-    KVC_D2H = 1, /* paged cache -> chunk (LMCache store / offload) */
-} kvc_direction_t;
 
 /* Element type of a slot mapping or block id list. Only int64 is accepted: it is declared rather
  * than assumed so that an int32 tensor handed over by a binding is rejected (KVC_ERR_DTYPE) instead

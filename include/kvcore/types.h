@@ -35,6 +35,14 @@ typedef enum kvc_dtype {
 /* One past the largest valid kvc_dtype_t (for loops over all types). */
 #define KVC_DTYPE_END 16
 
+/* Direction of a transfer or copy between the host and the device (LMCache's TransferDirection
+ * values). Transfers: H2D = chunk -> paged cache (LMCache retrieve / load), D2H = paged cache ->
+ * chunk (store / offload). kvc_memcpy_async: H2D = src is the host buffer, D2H = dst is. */
+typedef enum kvc_direction {
+    KVC_H2D = 0,
+    KVC_D2H = 1,
+} kvc_direction_t;
+
 /* Size of one element in bytes; 0 for a value that is not a valid type. */
 KVC_API size_t kvc_dtype_size(kvc_dtype_t dtype);
 

@@ -107,8 +107,8 @@ static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
     if (a->layers == 0 || a->channels == 0)
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: layers (%zu) and channels (%zu) must be at least 1", op, a->layers,
                          a->channels);
-    if (a->dtype != KVC_CG_F16 && a->dtype != KVC_CG_BF16 && a->dtype != KVC_CG_F32)
-        return kvc_error(KVC_ERR_INVALID_ARG, "%s: dtype %d is not KVC_CG_F16, KVC_CG_BF16 or KVC_CG_F32", op,
+    if (a->dtype != KVC_DTYPE_F16 && a->dtype != KVC_DTYPE_BF16 && a->dtype != KVC_DTYPE_F32)
+        return kvc_error(KVC_ERR_INVALID_ARG, "%s: dtype %d is not KVC_DTYPE_F16, KVC_DTYPE_BF16 or KVC_DTYPE_F32", op,
                          (int)a->dtype);
     if (!a->bins) return kvc_error(KVC_ERR_INVALID_ARG, "%s: bins must not be NULL", op);
     for (size_t l = 0; l < a->layers; l++)

@@ -21,34 +21,18 @@ typedef struct {
     size_t planes, layers, tokens, channels; /* layers = planes * NL */
 } dims_t;
 
-/* The quantiser's dtype for an element type (checked to be f16, bf16 or f32 before). */
-static kvc_cg_dtype_t cg_dtype(kvc_dtype_t d)
-{
-    return d == KVC_DTYPE_F16 ? KVC_CG_F16 : d == KVC_DTYPE_BF16 ? KVC_CG_BF16 : KVC_CG_F32;
-}
-
-static uint8_t ct_dtype(kvc_dtype_t d)
-{
-    return d == KVC_DTYPE_F16 ? KVC_CT_DTYPE_F16 : d == KVC_DTYPE_BF16 ? KVC_CT_DTYPE_BF16 : d == KVC_DTYPE_F32 ? KVC_CT_DTYPE_F32 : 0;
-}
-
-static kvc_dtype_t api_dtype(uint8_t d)
-{
-    return d == KVC_CT_DTYPE_F16 ? KVC_DTYPE_F16 : d == KVC_CT_DTYPE_BF16 ? KVC_DTYPE_BF16 : KVC_DTYPE_F32;
-}
-
 static float scale_load(const void *p, size_t i, uint8_t dt)
 {
-    if (dt == KVC_CT_DTYPE_F32) { float f; memcpy(&f, (const uint8_t *)p + 4 * i, 4); return f; }
+    if (dt == KVC_DTYPE_F32) { float f; memcpy(&f, (const uint8_t *)p + 4 * i, 4); return f; }
     uint16_t h;
     memcpy(&h, (const uint8_t *)p + 2 * i, 2);
-    return dt == KVC_CT_DTYPE_F16 ? kvc_f16_to_f32(h) : kvc_bf16_to_f32(h);
+    return dt == KVC_DTYPE_F16 ? kvc_f16_to_f32(h) : kvc_bf16_to_f32(h);
 }
 
 static void scale_store(void *p, size_t i, uint8_t dt, float f)
 {
-    if (dt == KVC_CT_DTYPE_F32) { memcpy((uint8_t *)p + 4 * i, &f, 4); return; }
-    const uint16_t h = dt == KVC_CT_DTYPE_F16 ? kvc_f32_to_f16(f) : kvc_f32_to_bf16(f);
+    if (dt == KVC_DTYPE_F32) { memcpy((uint8_t *)p + 4 * i, &f, 4); return; }
+    const uint16_t h = dt == KVC_DTYPE_F16 ? kvc_f32_to_f16(f) : kvc_f32_to_bf16(f);
     memcpy((uint8_t *)p + 2 * i, &h, 2);
 }
 
@@ -138,7 +122,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         goto done;
     }
 
-    kvc_quant_args_t q = { .dtype = cg_dtype(p->dtype), .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
+    kvc_quant_args_t q = { .dtype = p->dtype, .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     if ((st = kvc_quantise(ctx, &q)) != KVC_OK) goto done;
 
@@ -175,7 +159,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         if ((p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress) p->progress(p->progress_user, w + 1u, nwin);
     }
 
-    const uint8_t dt = ct_dtype(p->dtype);
+    const uint8_t dt = (uint8_t)p->dtype;
     for (size_t i = 0; i < L * T; i++) scale_store(scales_dt, i, dt, scales[i]);
     c->dtype = dt;
     c->layout = p->layout == KVC_CODEC_MLA ? KVC_CT_LAYOUT_MLA : KVC_CT_LAYOUT_KV_2LTD;
@@ -189,7 +173,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     c->num_windows = nwin;
     for (size_t i = 0; i < L; i++) c->bins[i] = (uint8_t)bins[i];
     c->scales = scales_dt;
-    c->scales_bytes = L * T * (dt == KVC_CT_DTYPE_F32 ? 4 : 2);
+    c->scales_bytes = L * T * (dt == KVC_DTYPE_F32 ? 4 : 2);
     c->streams = packed ? packed : (const uint8_t *)"";
     c->streams_bytes = packed_len;
     size_t total;
@@ -218,9 +202,9 @@ KVC_API void kvc_codec_free(void *p) { free(p); }
 static void fill_info(const kvc_container_t *c, size_t len, kvc_codec_info_t *info)
 {
     const size_t planes = c->kvs, L = planes * c->num_layers, C = (size_t)c->num_heads * c->head_size;
-    const size_t dsize = c->dtype == KVC_CT_DTYPE_F32 ? 4 : 2;
+    const size_t dsize = c->dtype == KVC_DTYPE_F32 ? 4 : 2;
     memset(info, 0, sizeof(*info));
-    info->dtype = api_dtype(c->dtype);
+    info->dtype = (kvc_dtype_t)c->dtype;
     info->layout = c->layout == KVC_CT_LAYOUT_MLA ? KVC_CODEC_MLA : KVC_CODEC_KV_2LTD;
     info->planes = planes;
     info->num_layers = c->num_layers;
@@ -316,7 +300,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     }
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    kvc_quant_args_t q = { .dtype = cg_dtype(api_dtype(c->dtype)), .values = out, .symbols = symbols, .scales = scales, .bins = bins,
+    kvc_quant_args_t q = { .dtype = (kvc_dtype_t)c->dtype, .values = out, .symbols = symbols, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     st = kvc_dequantise(ctx, &q);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */

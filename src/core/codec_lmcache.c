@@ -168,7 +168,7 @@ KVC_API kvc_status_t kvc_codec_import_lmcache(const kvc_lmcache_chunk_t *in, uin
         c->flags = KVC_CONTAINER_FLAG_RAW_CDF;
         c->raw_cdf = raw;
     }
-    c->dtype = (uint8_t)(in->dtype == KVC_DTYPE_F16 ? KVC_CT_DTYPE_F16 : in->dtype == KVC_DTYPE_BF16 ? KVC_CT_DTYPE_BF16 : KVC_CT_DTYPE_F32);
+    c->dtype = (uint8_t)in->dtype;
     c->layout = planes == 2 ? KVC_CT_LAYOUT_KV_2LTD : KVC_CT_LAYOUT_MLA;
     c->kvs = (uint8_t)planes;
     c->cdf_bins = (uint8_t)B;
@@ -253,7 +253,7 @@ KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_l
                                          .num_tokens = w + 1 < nwin ? c->window_tokens : T - w * c->window_tokens };
         off += n;
     }
-    const kvc_dtype_t dt = c->dtype == KVC_CT_DTYPE_F16 ? KVC_DTYPE_F16 : c->dtype == KVC_CT_DTYPE_BF16 ? KVC_DTYPE_BF16 : KVC_DTYPE_F32;
+    const kvc_dtype_t dt = (kvc_dtype_t)c->dtype;
     *out = (kvc_lmcache_chunk_t){ .dtype = dt, .layout = planes == 2 ? KVC_CODEC_KV_2LTD : KVC_CODEC_MLA, .num_layers = NL,
                                   .num_tokens = T, .num_heads = c->num_heads, .head_size = c->head_size, .cdf_bins = (uint32_t)B,
                                   .cdf = cdf, .max_key = mem + o_scales,

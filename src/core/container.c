@@ -23,7 +23,7 @@ static uint32_t crc(const uint8_t *p, size_t n) { return (uint32_t)crc32_z(crc32
 
 static int mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 
-static size_t dtype_bytes(uint8_t dt) { return dt == KVC_CT_DTYPE_F32 ? 4 : (dt == KVC_CT_DTYPE_F16 || dt == KVC_CT_DTYPE_BF16) ? 2 : 0; }
+static size_t dtype_bytes(uint8_t dt) { return dt == KVC_DTYPE_F32 ? 4 : (dt == KVC_DTYPE_F16 || dt == KVC_DTYPE_BF16) ? 2 : 0; }
 
 static size_t meta_bytes(const kvc_container_t *c) { return 32 + (size_t)c->kvs * c->num_layers; }
 

@@ -8,24 +8,10 @@
 
 #include "internal.h"
 
-KVC_API size_t kvc_rope_dtype_size(kvc_rope_dtype_t dtype)
+/* Bytes of a key or table element: RoPE takes f32, f16 and bf16 only (0 for any other type). */
+static size_t rope_elem_size(kvc_dtype_t d)
 {
-    switch (dtype) {
-    case KVC_ROPE_F32: return 4;
-    case KVC_ROPE_F16:
-    case KVC_ROPE_BF16: return 2;
-    }
-    return 0;
-}
-
-static const char *dtype_name(kvc_rope_dtype_t d)
-{
-    switch (d) {
-    case KVC_ROPE_F32: return "f32";
-    case KVC_ROPE_F16: return "f16";
-    case KVC_ROPE_BF16: return "bf16";
-    }
-    return "unknown";
+    return d == KVC_DTYPE_F32 || d == KVC_DTYPE_F16 || d == KVC_DTYPE_BF16 ? kvc_dtype_size(d) : 0;
 }
 
 static kvc_status_t check_style(kvc_rope_style_t style)
@@ -55,8 +41,8 @@ static kvc_status_t check_rot_dim(size_t rot_dim, size_t head_size)
 static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out)
 {
     if (!k) return kvc_error(KVC_ERR_INVALID_ARG, "keys must not be NULL");
-    const size_t es = kvc_rope_dtype_size(k->dtype);
-    if (!es) return kvc_error(KVC_ERR_DTYPE, "keys->dtype %d is not a kvc_rope_dtype_t", (int)k->dtype);
+    const size_t es = rope_elem_size(k->dtype);
+    if (!es) return kvc_error(KVC_ERR_DTYPE, "keys->dtype %s is not f32, f16 or bf16", kvc_dtype_name(k->dtype));
     if (k->num_heads == 0 || k->head_size == 0)
         return kvc_error(KVC_ERR_INVALID_ARG, "keys: num_heads (%zu) and head_size (%zu) must be at least 1",
                          k->num_heads, k->head_size);
@@ -102,8 +88,8 @@ static kvc_status_t check_positions(const char *name, const int64_t *pos, size_t
 static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
 {
     if (!t) return kvc_error(KVC_ERR_INVALID_ARG, "table must not be NULL");
-    const size_t es = kvc_rope_dtype_size(t->dtype);
-    if (!es) return kvc_error(KVC_ERR_DTYPE, "table->dtype %d is not a kvc_rope_dtype_t", (int)t->dtype);
+    const size_t es = rope_elem_size(t->dtype);
+    if (!es) return kvc_error(KVC_ERR_DTYPE, "table->dtype %s is not f32, f16 or bf16", kvc_dtype_name(t->dtype));
     if (!t->data) return kvc_error(KVC_ERR_INVALID_ARG, "table->data must not be NULL");
     if (t->max_position == 0) return kvc_error(KVC_ERR_INVALID_ARG, "table->max_position must not be 0");
     if (t->max_position > (size_t)KVC_ROPE_POSITION_LIMIT)
@@ -129,9 +115,9 @@ KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, c
     if (st == KVC_OK) st = check_keys(keys, &a.keys);
     if (st == KVC_OK) st = check_table(table, a.keys.head_size);
     if (st != KVC_OK) return st;
-    if (table->dtype != keys->dtype && table->dtype != KVC_ROPE_F32)
-        return kvc_error(KVC_ERR_DTYPE, "table dtype %s must be the key dtype (%s) or f32", dtype_name(table->dtype),
-                         dtype_name(keys->dtype));
+    if (table->dtype != keys->dtype && table->dtype != KVC_DTYPE_F32)
+        return kvc_error(KVC_ERR_DTYPE, "table dtype %s must be the key dtype (%s) or f32", kvc_dtype_name(table->dtype),
+                         kvc_dtype_name(keys->dtype));
     if (a.keys.num_tokens == 0) return KVC_OK;
     const int64_t rows = (int64_t)table->max_position;
     if ((st = check_positions("old_positions", old_positions, a.keys.num_tokens, rows)) != KVC_OK) return st;

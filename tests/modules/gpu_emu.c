@@ -184,7 +184,7 @@ static kvc_status_t emu_decode_packed(kvc_backend_ctx_t *b, const struct kvc_dec
     return KVC_OK;
 }
 
-static size_t dtype_size(kvc_cg_dtype_t dt) { return dt == KVC_CG_F32 ? 4 : 2; }
+static size_t dtype_size(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
 static kvc_status_t emu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {

@@ -5,10 +5,10 @@
 #ifndef KVC_GPU_QUANT_H
 #define KVC_GPU_QUANT_H
 
+#include <kvcore/types.h>
+
 #include "gpu_hd.h"
 
-/* kvc_cg_dtype_t values (cachegen.h). */
-enum { KVC_GQ_F16 = 0, KVC_GQ_BF16 = 1, KVC_GQ_F32 = 2 };
 
 KVC_HD float kvc_gq_f16_to_f32(uint16_t h)
 {
@@ -49,15 +49,15 @@ KVC_HD uint16_t kvc_gq_f32_to_bf16(float f)
 
 KVC_HD float kvc_gq_load(int dtype, const void *x, uint64_t i)
 {
-    if (dtype == KVC_GQ_F16) return kvc_gq_f16_to_f32(((const uint16_t *)x)[i]);
-    if (dtype == KVC_GQ_BF16) return kvc_gq_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (dtype == KVC_DTYPE_F16) return kvc_gq_f16_to_f32(((const uint16_t *)x)[i]);
+    if (dtype == KVC_DTYPE_BF16) return kvc_gq_bf16_to_f32(((const uint16_t *)x)[i]);
     return ((const float *)x)[i];
 }
 
 KVC_HD void kvc_gq_store(int dtype, void *x, uint64_t i, float v)
 {
-    if (dtype == KVC_GQ_F16) ((uint16_t *)x)[i] = kvc_gq_f32_to_f16(v);
-    else if (dtype == KVC_GQ_BF16) ((uint16_t *)x)[i] = kvc_gq_f32_to_bf16(v);
+    if (dtype == KVC_DTYPE_F16) ((uint16_t *)x)[i] = kvc_gq_f32_to_f16(v);
+    else if (dtype == KVC_DTYPE_BF16) ((uint16_t *)x)[i] = kvc_gq_f32_to_bf16(v);
     else ((float *)x)[i] = v;
 }
 

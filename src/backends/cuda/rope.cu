@@ -47,15 +47,15 @@ static __device__ __forceinline__ uint16_t rope_f2bf(float f)
 
 static __device__ __forceinline__ float rope_load(const void *p, int dt, uint64_t i)
 {
-    if (dt == KVC_ROPE_F16) return rope_h2f(((const uint16_t *)p)[i]);
-    if (dt == KVC_ROPE_BF16) return kvc_u32_as_f32((uint32_t)((const uint16_t *)p)[i] << 16);
+    if (dt == KVC_DTYPE_F16) return rope_h2f(((const uint16_t *)p)[i]);
+    if (dt == KVC_DTYPE_BF16) return kvc_u32_as_f32((uint32_t)((const uint16_t *)p)[i] << 16);
     return ((const float *)p)[i];
 }
 
 static __device__ __forceinline__ void rope_store(void *p, int dt, uint64_t i, float v)
 {
-    if (dt == KVC_ROPE_F16) ((uint16_t *)p)[i] = rope_f2h(v);
-    else if (dt == KVC_ROPE_BF16) ((uint16_t *)p)[i] = rope_f2bf(v);
+    if (dt == KVC_DTYPE_F16) ((uint16_t *)p)[i] = rope_f2h(v);
+    else if (dt == KVC_DTYPE_BF16) ((uint16_t *)p)[i] = rope_f2bf(v);
     else ((float *)p)[i] = v;
 }
 
@@ -82,7 +82,7 @@ typedef struct rope_keys {
 static __device__ __forceinline__ void rope_rotate(const rope_keys_t *k, uint64_t t, uint64_t h, uint64_t i,
                                                    uint64_t half, int is_neox, float c, float s)
 {
-    const size_t es = k->dtype == KVC_ROPE_F32 ? 4 : 2;
+    const size_t es = k->dtype == KVC_DTYPE_F32 ? 4 : 2;
     char *head = (char *)k->data + (t * k->token_stride + h * k->head_stride) * es;
     const uint64_t xi = is_neox ? i : 2 * i, yi = is_neox ? i + half : 2 * i + 1;
     const float x = rope_load(head, k->dtype, xi), y = rope_load(head, k->dtype, yi);

@@ -50,11 +50,11 @@ CG_DEFINE_CODER(avx2)
 
 #define CG_ROW_INLINE static inline __attribute__((always_inline)) CG_ATTR
 
-CG_ROW_INLINE __m256 load8(kvc_cg_dtype_t dt, const void *x, size_t i)
+CG_ROW_INLINE __m256 load8(kvc_dtype_t dt, const void *x, size_t i)
 {
     switch (dt) {
-    case KVC_CG_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)));
-    case KVC_CG_BF16:
+    case KVC_DTYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)));
+    case KVC_DTYPE_BF16:
         return _mm256_castsi256_ps(
             _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i))), 16));
     default: return _mm256_loadu_ps((const float *)x + i);
@@ -63,13 +63,13 @@ CG_ROW_INLINE __m256 load8(kvc_cg_dtype_t dt, const void *x, size_t i)
 
 /* Round to nearest even into dt. bf16 by integer rounding of the bit pattern (the values come
  * from dequantisation, never NaN). */
-CG_ROW_INLINE void store8(kvc_cg_dtype_t dt, void *x, size_t i, __m256 v)
+CG_ROW_INLINE void store8(kvc_dtype_t dt, void *x, size_t i, __m256 v)
 {
     switch (dt) {
-    case KVC_CG_F16:
+    case KVC_DTYPE_F16:
         _mm_storeu_si128((__m128i *)((uint16_t *)x + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
         break;
-    case KVC_CG_BF16: {
+    case KVC_DTYPE_BF16: {
         const __m256i u = _mm256_castps_si256(v);
         const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
         const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
@@ -81,9 +81,9 @@ CG_ROW_INLINE void store8(kvc_cg_dtype_t dt, void *x, size_t i, __m256 v)
     }
 }
 
-static size_t esize(kvc_cg_dtype_t dt) { return dt == KVC_CG_F32 ? 4 : 2; }
+static size_t esize(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
-CG_ROW_INLINE float absmax_t(kvc_cg_dtype_t dt, const void *x, size_t n)
+CG_ROW_INLINE float absmax_t(kvc_dtype_t dt, const void *x, size_t n)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(__builtin_inff());
     __m256 m = _mm256_setzero_ps();
@@ -100,7 +100,7 @@ CG_ROW_INLINE float absmax_t(kvc_cg_dtype_t dt, const void *x, size_t n)
     return head > tail ? head : tail;
 }
 
-CG_ROW_INLINE void quantise_t(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float scale)
+CG_ROW_INLINE void quantise_t(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     const float m = (float)r->m, f = cg_prescale(scale);
     const __m256 vf = _mm256_set1_ps(f), vinv = _mm256_set1_ps(scale > 0.0f ? m / (scale * f) : 0.0f);
@@ -124,7 +124,7 @@ CG_ROW_INLINE void quantise_t(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float 
     }
 }
 
-CG_ROW_INLINE void dequantise_t(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float scale)
+CG_ROW_INLINE void dequantise_t(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     const float f = cg_prescale(scale);
     const __m256 step = _mm256_set1_ps(scale * f / (float)r->m), unscale = _mm256_set1_ps(1.0f / f);
@@ -142,30 +142,30 @@ CG_ROW_INLINE void dequantise_t(kvc_cg_dtype_t dt, const cg_quant_row_t *r, floa
     }
 }
 
-static float CG_ATTR row_absmax_avx2(kvc_cg_dtype_t dt, const void *x, size_t n)
+static float CG_ATTR row_absmax_avx2(kvc_dtype_t dt, const void *x, size_t n)
 {
     switch (dt) {
-    case KVC_CG_F16: return absmax_t(KVC_CG_F16, x, n);
-    case KVC_CG_BF16: return absmax_t(KVC_CG_BF16, x, n);
-    default: return absmax_t(KVC_CG_F32, x, n);
+    case KVC_DTYPE_F16: return absmax_t(KVC_DTYPE_F16, x, n);
+    case KVC_DTYPE_BF16: return absmax_t(KVC_DTYPE_BF16, x, n);
+    default: return absmax_t(KVC_DTYPE_F32, x, n);
     }
 }
 
-static void CG_ATTR quantise_row_avx2(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float scale)
+static void CG_ATTR quantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     switch (dt) {
-    case KVC_CG_F16: quantise_t(KVC_CG_F16, r, scale); break;
-    case KVC_CG_BF16: quantise_t(KVC_CG_BF16, r, scale); break;
-    default: quantise_t(KVC_CG_F32, r, scale); break;
+    case KVC_DTYPE_F16: quantise_t(KVC_DTYPE_F16, r, scale); break;
+    case KVC_DTYPE_BF16: quantise_t(KVC_DTYPE_BF16, r, scale); break;
+    default: quantise_t(KVC_DTYPE_F32, r, scale); break;
     }
 }
 
-static void CG_ATTR dequantise_row_avx2(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float scale)
+static void CG_ATTR dequantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     switch (dt) {
-    case KVC_CG_F16: dequantise_t(KVC_CG_F16, r, scale); break;
-    case KVC_CG_BF16: dequantise_t(KVC_CG_BF16, r, scale); break;
-    default: dequantise_t(KVC_CG_F32, r, scale); break;
+    case KVC_DTYPE_F16: dequantise_t(KVC_DTYPE_F16, r, scale); break;
+    case KVC_DTYPE_BF16: dequantise_t(KVC_DTYPE_BF16, r, scale); break;
+    default: dequantise_t(KVC_DTYPE_F32, r, scale); break;
     }
 }
 

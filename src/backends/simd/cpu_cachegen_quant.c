@@ -62,27 +62,27 @@ static inline uint16_t f32_to_bf16(float f)
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-static inline float load_value(kvc_cg_dtype_t dt, const void *x, size_t i)
+static inline float load_value(kvc_dtype_t dt, const void *x, size_t i)
 {
     switch (dt) {
-    case KVC_CG_F16: return f16_to_f32(((const uint16_t *)x)[i]);
-    case KVC_CG_BF16: return bf16_to_f32(((const uint16_t *)x)[i]);
+    case KVC_DTYPE_F16: return f16_to_f32(((const uint16_t *)x)[i]);
+    case KVC_DTYPE_BF16: return bf16_to_f32(((const uint16_t *)x)[i]);
     default: return ((const float *)x)[i];
     }
 }
 
-static inline void store_value(kvc_cg_dtype_t dt, void *x, size_t i, float v)
+static inline void store_value(kvc_dtype_t dt, void *x, size_t i, float v)
 {
     switch (dt) {
-    case KVC_CG_F16: ((uint16_t *)x)[i] = f32_to_f16(v); break;
-    case KVC_CG_BF16: ((uint16_t *)x)[i] = f32_to_bf16(v); break;
+    case KVC_DTYPE_F16: ((uint16_t *)x)[i] = f32_to_f16(v); break;
+    case KVC_DTYPE_BF16: ((uint16_t *)x)[i] = f32_to_bf16(v); break;
     default: ((float *)x)[i] = v; break;
     }
 }
 
 /* ------------------------------------------------------------------ scalar rows */
 
-float cg_row_absmax_scalar(kvc_cg_dtype_t dtype, const void *x, size_t n)
+float cg_row_absmax_scalar(kvc_dtype_t dtype, const void *x, size_t n)
 {
     float m = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -92,7 +92,7 @@ float cg_row_absmax_scalar(kvc_cg_dtype_t dtype, const void *x, size_t n)
     return m;
 }
 
-void cg_quantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale)
+void cg_quantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale)
 {
     const float m = (float)r->m, f = cg_prescale(scale);
     const float inv = scale > 0.0f ? m / (scale * f) : 0.0f;
@@ -105,7 +105,7 @@ void cg_quantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float
     }
 }
 
-void cg_dequantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale)
+void cg_dequantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale)
 {
     const float f = cg_prescale(scale), step = scale * f / (float)r->m, unscale = 1.0f / f;
     const uint8_t *q = r->in;
@@ -115,7 +115,7 @@ void cg_dequantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, flo
 
 /* ------------------------------------------------------------------ drivers */
 
-static size_t dtype_size(kvc_cg_dtype_t dt) { return dt == KVC_CG_F32 ? 4 : 2; }
+static size_t dtype_size(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
 kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {

@@ -22,16 +22,16 @@
 typedef struct kvc_rope_kernels {
     /* The single rotation that undoes row_old and applies row_new (rows: cos half, sin half), for
      * i < half: see kvc_rope_combine1. Bit-identical on every tier. */
-    void (*factors)(const void *row_old, const void *row_new, kvc_rope_dtype_t dtype, size_t half, float *c,
+    void (*factors)(const void *row_old, const void *row_new, kvc_dtype_t dtype, size_t half, float *c,
                     float *s);
     /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) for i < half (see kvc_rope_reduce). */
     void (*sincos)(double d, const double *theta, size_t half, float *c, float *s);
     /* Rotate the first 2*half elements of num_heads heads starting at key (head stride in elements):
      * x' = x*c - y*s, y' = y*c + x*s, math in fp32, one rounding to the key dtype. */
-    void (*rotate)(void *key, kvc_rope_dtype_t dtype, size_t num_heads, size_t head_stride, size_t half, int is_neox,
+    void (*rotate)(void *key, kvc_dtype_t dtype, size_t num_heads, size_t head_stride, size_t half, int is_neox,
                    const float *c, const float *s);
     /* dst[i] = src[i] converted to dtype (round to nearest even). */
-    void (*store)(void *dst, kvc_rope_dtype_t dtype, const float *src, size_t n);
+    void (*store)(void *dst, kvc_dtype_t dtype, const float *src, size_t n);
 } kvc_rope_kernels_t;
 
 extern const kvc_rope_kernels_t kvc_rope_kernels_scalar;
@@ -137,20 +137,20 @@ static inline uint16_t kvc_rope_f2bf(float f)
     return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-static inline float kvc_rope_load1(const void *p, kvc_rope_dtype_t dt, size_t i)
+static inline float kvc_rope_load1(const void *p, kvc_dtype_t dt, size_t i)
 {
     switch (dt) {
-    case KVC_ROPE_F16: return kvc_rope_h2f(((const uint16_t *)p)[i]);
-    case KVC_ROPE_BF16: return kvc_rope_bf2f(((const uint16_t *)p)[i]);
+    case KVC_DTYPE_F16: return kvc_rope_h2f(((const uint16_t *)p)[i]);
+    case KVC_DTYPE_BF16: return kvc_rope_bf2f(((const uint16_t *)p)[i]);
     default: return ((const float *)p)[i];
     }
 }
 
-static inline void kvc_rope_store1(void *p, kvc_rope_dtype_t dt, size_t i, float v)
+static inline void kvc_rope_store1(void *p, kvc_dtype_t dt, size_t i, float v)
 {
     switch (dt) {
-    case KVC_ROPE_F16: ((uint16_t *)p)[i] = kvc_rope_f2h(v); break;
-    case KVC_ROPE_BF16: ((uint16_t *)p)[i] = kvc_rope_f2bf(v); break;
+    case KVC_DTYPE_F16: ((uint16_t *)p)[i] = kvc_rope_f2h(v); break;
+    case KVC_DTYPE_BF16: ((uint16_t *)p)[i] = kvc_rope_f2bf(v); break;
     default: ((float *)p)[i] = v; break;
     }
 }
