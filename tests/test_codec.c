@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 #include <kvcore.h>
 
-#include "../src/core/half.h"
+#include "common/half.h"
 #include "npy_load.h"
 #include "test_util.h"
 

@@ -6,15 +6,8 @@
 
 #include <kvcore/cachegen.h>
 
+#include "common/checked.h"
 #include "internal.h"
-
-/* a * b * c into *out; 0 on overflow. */
-static int mul3(size_t a, size_t b, size_t c, size_t *out)
-{
-    size_t ab;
-    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, out)) return 0;
-    return 1;
-}
 
 /* Shape checks shared by every coder op; names the first bad field. */
 static kvc_status_t check_shape(const char *op, size_t layers, size_t tokens, size_t channels, unsigned num_bins)
@@ -27,7 +20,7 @@ static kvc_status_t check_shape(const char *op, size_t layers, size_t tokens, si
     if (num_bins < 1 || num_bins > KVC_CG_MAX_BINS)
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: num_bins %u outside [1, %u]", op, num_bins, KVC_CG_MAX_BINS);
     size_t n;
-    if (!mul3(layers, tokens, channels, &n) || !mul3(layers, channels, (size_t)num_bins + 1, &n))
+    if (!kvc_mul3_ok(layers, tokens, channels, &n) || !kvc_mul3_ok(layers, channels, (size_t)num_bins + 1, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: %zu x %zu x %zu elements overflow size_t", op, layers, tokens,
                          channels);
     return KVC_OK;
@@ -63,7 +56,7 @@ KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_encode_args_t *
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_encode: streams is NULL with capacity %zu (NULL needs capacity 0)",
                          a->capacity);
     size_t n;
-    if (!mul3(a->layers, a->channels, a->capacity, &n))
+    if (!kvc_mul3_ok(a->layers, a->channels, a->capacity, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_encode: stream buffer of %zu x %zu x %zu bytes overflows size_t",
                          a->layers, a->channels, a->capacity);
     /* Backends always report the longest stream. */
@@ -84,7 +77,7 @@ KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: capacity %zu above INT32_MAX (lengths are int32)",
                          a->capacity);
     size_t n;
-    if (!mul3(a->layers, a->channels, a->capacity, &n))
+    if (!kvc_mul3_ok(a->layers, a->channels, a->capacity, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: stream buffer of %zu x %zu x %zu bytes overflows size_t",
                          a->layers, a->channels, a->capacity);
     return ctx->ops.cg_decode(ctx->bctx, a);
@@ -116,7 +109,7 @@ static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
             return kvc_error(KVC_ERR_INVALID_ARG, "%s: bins[%zu] = %u outside [4, %u]", op, l, a->bins[l],
                              KVC_CG_MAX_BINS);
     size_t n;
-    if (!mul3(a->layers, a->tokens, a->channels, &n) || !mul3(n, 4, 1, &n))
+    if (!kvc_mul3_ok(a->layers, a->tokens, a->channels, &n) || !kvc_mul3_ok(n, 4, 1, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: %zu x %zu x %zu elements overflow size_t", op, a->layers,
                          a->tokens, a->channels);
     if (a->tokens && (!a->values || !a->symbols || !a->scales))

@@ -12,7 +12,9 @@
 
 #include "codec_internal.h"
 #include "container.h"
-#include "half.h"
+#include "common/checked.h"
+#include "common/cdf.h"
+#include "common/half.h"
 #include "internal.h"
 
 #define DEFAULT_WINDOW KVC_CODEC_LMCACHE_WINDOW
@@ -68,7 +70,7 @@ static kvc_status_t check_params(const kvc_codec_params_t *p, dims_t *d, uint32_
     d->tokens = p->num_tokens;
     d->channels = p->num_heads * p->head_size;
     size_t n;
-    if (__builtin_mul_overflow(d->layers * d->tokens, d->channels, &n) || d->layers * d->tokens / d->tokens != d->layers)
+    if (!kvc_mul3_ok(d->layers, d->tokens, d->channels, &n))
         return kvc_error(KVC_ERR_SHAPE, "codec chunk size overflows");
     if (p->field_mask & KVC_CODEC_PARAM_BINS) {
         if (!p->bins) return kvc_error(KVC_ERR_INVALID_ARG, "bins must not be NULL when KVC_CODEC_PARAM_BINS is set");
@@ -134,7 +136,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
             const uint8_t *row = symbols + (l * T + t) * C;
             for (size_t ch = 0; ch < C; ch++) cnt[ch * B + row[ch]]++;
         }
-        for (size_t ch = 0; ch < C; ch++) kvc_cdf_from_counts(cnt + ch * B, B, T, cdf + (l * C + ch) * (B + 1));
+        for (size_t ch = 0; ch < C; ch++) kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, cdf + (l * C + ch) * (B + 1), 1);
     }
 
     for (uint32_t w = 0; w < nwin; w++) {
@@ -259,7 +261,7 @@ static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t *
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF)
         for (size_t i = 0; i < S * (B + 1); i++) cdf[i] = (uint16_t)(c->raw_cdf[2 * i] | (c->raw_cdf[2 * i + 1] << 8));
     else
-        for (size_t s = 0; s < S; s++) kvc_cdf_from_counts(c->counts + s * B, B, c->num_tokens, cdf + s * (B + 1));
+        for (size_t s = 0; s < S; s++) kvc_cdf_from_hist(c->counts + s * B, 1, B, c->num_tokens, NULL, cdf + s * (B + 1), 1);
     *out = cdf;
     return KVC_OK;
 }

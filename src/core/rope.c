@@ -6,6 +6,7 @@
 
 #include <kvcore/rope.h>
 
+#include "common/checked.h"
 #include "internal.h"
 
 /* Bytes of a key or table element: RoPE takes f32, f16 and bf16 only (0 for any other type). */
@@ -52,19 +53,19 @@ static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out)
         return kvc_error(KVC_ERR_SHAPE, "keys: head_stride %zu is smaller than head_size %zu", out->head_stride,
                          k->head_size);
     size_t row; /* elements spanned by one token: (num_heads-1)*head_stride + head_size */
-    if (__builtin_mul_overflow(k->num_heads - 1, out->head_stride, &row) ||
-        __builtin_add_overflow(row, k->head_size, &row))
+    if (!kvc_mul_ok(k->num_heads - 1, out->head_stride, &row) ||
+        !kvc_add_ok(row, k->head_size, &row))
         return kvc_error(KVC_ERR_SHAPE, "keys: num_heads %zu x head_stride %zu overflows", k->num_heads,
                          out->head_stride);
-    if (!out->token_stride && __builtin_mul_overflow(k->num_heads, out->head_stride, &out->token_stride))
+    if (!out->token_stride && !kvc_mul_ok(k->num_heads, out->head_stride, &out->token_stride))
         return kvc_error(KVC_ERR_SHAPE, "keys: num_heads %zu x head_stride %zu overflows", k->num_heads,
                          out->head_stride);
     if (out->token_stride < row)
         return kvc_error(KVC_ERR_SHAPE, "keys: token_stride %zu is smaller than the %zu elements a token's heads span",
                          out->token_stride, row);
     size_t bytes;
-    if (k->num_tokens && (__builtin_mul_overflow(k->num_tokens - 1, out->token_stride, &bytes) ||
-                          __builtin_add_overflow(bytes, row, &bytes) || __builtin_mul_overflow(bytes, es, &bytes)))
+    if (k->num_tokens && (!kvc_mul_ok(k->num_tokens - 1, out->token_stride, &bytes) ||
+                          !kvc_add_ok(bytes, row, &bytes) || !kvc_mul_ok(bytes, es, &bytes)))
         return kvc_error(KVC_ERR_SHAPE, "keys: %zu tokens x token_stride %zu overflows", k->num_tokens,
                          out->token_stride);
     if (k->num_tokens && !k->data) return kvc_error(KVC_ERR_INVALID_ARG, "keys->data must not be NULL");
@@ -97,7 +98,7 @@ static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
     kvc_status_t st = check_rot_dim(t->rot_dim, head_size);
     if (st != KVC_OK) return st;
     size_t bytes;
-    if (__builtin_mul_overflow(t->max_position, t->rot_dim, &bytes) || __builtin_mul_overflow(bytes, es, &bytes))
+    if (!kvc_mul_ok(t->max_position, t->rot_dim, &bytes) || !kvc_mul_ok(bytes, es, &bytes))
         return kvc_error(KVC_ERR_SHAPE, "table %zu x %zu overflows", t->max_position, t->rot_dim);
     if ((uintptr_t)t->data % es)
         return kvc_error(KVC_ERR_ALIGNMENT, "table->data %p is not aligned to its %zu-byte elements", t->data, es);

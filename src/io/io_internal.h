@@ -9,6 +9,7 @@
 #include <kvcore/io.h>
 #include <kvcore/types.h>
 
+#include "common/checked.h"
 #include "log.h"
 
 /* The readers copy little-endian data straight into host tensors. */
@@ -27,9 +28,6 @@ typedef struct kvc_dtype_info {
 /* NULL for a value that is not a valid type. */
 const kvc_dtype_info_t *kvc_dtype_info(kvc_dtype_t dtype);
 
-/* a * b into *out; returns 0 on overflow (then *out is unspecified). */
-static inline int kvc_mul_ok(size_t a, size_t b, size_t *out) { return !__builtin_mul_overflow(a, b, out); }
-static inline int kvc_add_ok(size_t a, size_t b, size_t *out) { return !__builtin_add_overflow(a, b, out); }
 
 /* 64-byte aligned allocation; NULL for n == 0 (callers treat that as success). */
 kvc_status_t kvc_io_alloc(size_t n, void **out);

@@ -128,7 +128,7 @@ static kvc_status_t emu_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
     for (size_t k = 0; k < a->layers * C; k++) {
         uint32_t hist[KVC_CG_MAX_BINS] = { 0 };
         for (size_t t = 0; t < T; t++) hist[a->symbols[(k / C * T + t) * C + k % C]]++;
-        kvc_cg_cdf_from_hist(hist, 1, a->num_bins, T, a->cdf + k * (a->num_bins + 1), 1);
+        kvc_cdf_from_hist(hist, 1, a->num_bins, T, NULL, a->cdf + k * (a->num_bins + 1), 1);
     }
     return KVC_OK;
 }

@@ -80,8 +80,8 @@ static float rand_key(kvc_dtype_t dt)
     if (rng_next() % 16 == 0) v = 0.0f;
     uint16_t h;
     switch (dt) {
-    case KVC_DTYPE_F16: h = kvc_rope_f2h(v); return kvc_rope_h2f(h);
-    case KVC_DTYPE_BF16: h = kvc_rope_f2bf(v); return kvc_rope_bf2f(h);
+    case KVC_DTYPE_F16: h = kvc_f32_to_f16(v); return kvc_f16_to_f32(h);
+    case KVC_DTYPE_BF16: h = kvc_f32_to_bf16(v); return kvc_bf16_to_f32(h);
     default: return v;
     }
 }

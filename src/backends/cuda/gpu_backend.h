@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpu_hd.h"
+#include "common/hd.h"
 #include "gpu_port.h"
 
 /* Staging ring: page-locked host buffer + device buffer pairs. An op copies its host tables

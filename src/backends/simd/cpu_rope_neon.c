@@ -22,7 +22,7 @@ static inline float32x4_t half2f4(uint16x4_t h, kvc_dtype_t dt)
     return vreinterpretq_f32_u32(vshll_n_u16(h, 16)); /* bf16 */
 }
 
-/* fp32 -> bf16, round to nearest even; NaNs stay quiet NaNs (as kvc_rope_f2bf). */
+/* fp32 -> bf16, round to nearest even; NaNs stay quiet NaNs (as kvc_f32_to_bf16, src/common/half.h). */
 static inline uint16x4_t f2bf4(float32x4_t v)
 {
     const uint32x4_t x = vreinterpretq_u32_f32(v);
