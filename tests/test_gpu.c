@@ -1,4 +1,4 @@
-/* GPU backend modules (CUDA / HIP, src/backends/cuda).
+/* GPU backend modules (CUDA / HIP, src/backends/gpu with src/backends/cuda and src/backends/hip).
  *
  * Always (CPU-only CI): the modules are built and export only kvc_backend_entry, libkvcore.so needs
  * no GPU runtime, `kvcore info --all` loads them and reports no device, and the device memory API

@@ -12,9 +12,9 @@
 #include <kvcore/cachegen.h>
 #include <kvcore/transfer.h>
 
-#include "../../src/backends/cuda/gpu_coder.h"
-#include "../../src/backends/cuda/gpu_quant.h"
-#include "../../src/backends/cuda/gpu_transfer.h"
+#include "../../src/backends/gpu/gpu_coder.h"
+#include "../../src/backends/gpu/gpu_quant.h"
+#include "../../src/backends/gpu/gpu_transfer.h"
 
 struct kvc_backend_ctx {
     const kvc_backend_services_t *svc;
