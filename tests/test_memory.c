@@ -27,6 +27,7 @@
 #include <criterion/criterion.h>
 #include <hwloc.h>
 #include <kvcore.h>
+#include <kvcore/backend.h> /* kvc_copy_split_piece */
 
 #include "ref/memory_ref.h"
 #include "sysinfo.h"

@@ -34,14 +34,6 @@ extern "C" {
 /* Largest token count: keeps every stream length (and kvc_cg_encode_bound) inside int32. */
 #define KVC_CG_MAX_TOKENS (1u << 28)
 
-/* ------------------------------------------------------------------ for backends
- * The argument structs of the backend ops (backend.h forward-declares them) double as the
- * parameter structs of the public calls below. The core checks pointers, counts and size
- * overflow; checks that need to read the data (symbol ranges, CDF monotonicity, lengths and
- * prefix sums) are the backend's, because the data may live in device memory. A backend runs
- * all of them before writing any output and reports failures through svc->set_error with the
- * statuses listed above. Pointers are in the backend's memory (host memory on the CPU backend),
- * except kvc_quant_args.bins and kvc_encode_args.needed, which are always host memory. */
 
 /* Histogram + normalised CDF per (layer, channel), SPEC §4.2:
  * cdf[i] = floor((65535 - num_bins) * count(symbol < i) / tokens) + i for i = 0..num_bins,

@@ -211,40 +211,6 @@ KVC_API kvc_status_t kvc_memcpy_async(kvc_context_t *ctx, void *dst, const void 
 KVC_API kvc_status_t kvc_batched_memcpy(kvc_context_t *ctx, void *const *dsts, const void *const *srcs,
                                         const size_t *sizes, size_t count, kvc_stream_t stream);
 
-/* ---------------------------------------------------------------- for backends */
-
-/* memcpy_split op: arguments validated by the core. */
-struct kvc_copy_split {
-    void *dst;
-    const void *src;
-    size_t nbytes;
-    kvc_direction_t direction;
-    size_t host_offset;    /* host_buffer_offset */
-    size_t host_alignment; /* a power of two > 0 */
-    kvc_stream_t stream;
-};
-
-/* Length of the piece starting at byte `off` (< nbytes) of a split copy (SPEC §6.5):
- * it ends at the next multiple of host_alignment in host offset space, or at nbytes. */
-static inline size_t kvc_copy_split_piece(const struct kvc_copy_split *a, size_t off)
-{
-    const size_t pos = a->host_offset + off;
-    const size_t region_end = (pos & ~(a->host_alignment - 1)) + a->host_alignment;
-    const size_t end = a->host_offset + a->nbytes;
-    return (end < region_end ? end : region_end) - pos;
-}
-
-/* batched_memcpy op: arguments validated by the core (no NULL with a nonzero size, no cross-entry
- * overlap); entries of size 0 must be skipped. */
-struct kvc_batched_copy {
-    void *const *dsts;
-    const void *const *srcs;
-    const size_t *sizes;
-    size_t count;
-    size_t total_bytes; /* sum of sizes */
-    kvc_stream_t stream;
-};
-
 #ifdef __cplusplus
 }
 #endif

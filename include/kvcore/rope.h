@@ -82,34 +82,6 @@ KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, c
 /* Bytes of one element of dtype (0 for an unknown dtype). */
 KVC_API size_t kvc_dtype_size(kvc_dtype_t dtype);
 
-/* ---------------------------------------------------------------- for backends
- * Arguments of the rope_* slots of kvc_backend_ops_t, filled by the core after validation:
- * strides are resolved (never 0), positions are in range, sizes do not overflow, num_tokens > 0. */
-struct kvc_rope_args {
-    kvc_stream_t stream;
-    kvc_rope_keys_t keys;
-    const int64_t *old_positions;
-    const int64_t *new_positions;
-    kvc_rope_table_t table; /* rot_dim = table.rot_dim */
-    int is_neox;
-};
-
-struct kvc_rope_cache_args {
-    kvc_stream_t stream;
-    kvc_rope_table_t table;
-    double base;
-};
-
-struct kvc_rope_delta_args {
-    kvc_stream_t stream;
-    kvc_rope_keys_t keys;
-    const int64_t *old_positions;
-    const int64_t *new_positions;
-    size_t rot_dim;
-    double base;
-    int is_neox;
-};
-
 #ifdef __cplusplus
 }
 #endif

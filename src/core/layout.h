@@ -3,7 +3,7 @@
 #ifndef KVC_CORE_LAYOUT_H
 #define KVC_CORE_LAYOUT_H
 
-#include <kvcore/transfer.h>
+#include <kvcore/backend.h>
 
 #include "common/checked.h"
 
