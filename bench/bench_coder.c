@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../tests/ref/cachegen_ref.h"
+#include "ref_coder.h"
 #include "bench.h"
 
 typedef struct coder_bench {
