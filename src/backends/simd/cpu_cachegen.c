@@ -7,7 +7,6 @@
 
 #include "common/cdf.h"
 #include "cpu_cachegen.h"
-#include "isa.h"
 
 /* Channels per parallel work item: 64 adjacent channels share every 64-byte row segment of the
  * [L, T, C] symbol tensor, so one thread reads (or writes) each cache line once. */

@@ -7,7 +7,6 @@
 
 #include "common/half.h"
 #include "cpu_cachegen.h"
-#include "isa.h"
 
 static inline float load_value(kvc_dtype_t dt, const void *x, size_t i)
 {

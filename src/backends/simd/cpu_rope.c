@@ -11,7 +11,6 @@
 
 #include "cpu_backend.h"
 #include "cpu_rope.h"
-#include "isa.h"
 
 /* ---------------------------------------------------------------- scalar tier */
 

@@ -9,7 +9,6 @@
 #endif
 
 #include "cpu_backend.h"
-#include "isa.h"
 #include "cpu_transfer.h"
 
 /* Below this many bytes a transfer runs on the calling thread: waking the team costs more. */
