@@ -14,7 +14,6 @@
 
 /* ------------------------------------------------------------------ scalar coder instance */
 
-#define CG_ATTR
 /* Branch-free count of entries <= count in a sorted table of w entries (w a power of two). */
 static inline unsigned cg_search_scalar(const uint16_t *tab, uint32_t count, unsigned w)
 {
@@ -37,8 +36,8 @@ const cg_kernels_t cg_kernels_scalar = {
 
 const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b)
 {
-#ifdef CG_HAVE_AVX2
-    if (b->isa >= KVC_ISA_AVX2 && cg_avx2_usable()) return &cg_kernels_avx2;
+#ifdef KVC_HAVE_X86_SIMD
+    if (b->isa >= KVC_ISA_AVX2) return &cg_kernels_avx2;
 #else
     (void)b;
 #endif

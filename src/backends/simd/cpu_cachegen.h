@@ -68,11 +68,8 @@ typedef struct cg_kernels {
 } cg_kernels_t;
 
 extern const cg_kernels_t cg_kernels_scalar;
-#if defined(__x86_64__) && defined(__GNUC__)
-#define CG_HAVE_AVX2 1
-extern const cg_kernels_t cg_kernels_avx2;
-/* The AVX2 kernels also use LZCNT, BMI1/2 and POPCNT; 1 when the CPU has them all. */
-int cg_avx2_usable(void);
+#ifdef KVC_HAVE_X86_SIMD
+extern const cg_kernels_t cg_kernels_avx2; /* cpu_cachegen_avx2.c, the avx2 tier's flags */
 #endif
 
 /* The kernels for the context's ISA tier. */

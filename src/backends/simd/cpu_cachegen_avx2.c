@@ -1,33 +1,17 @@
-/* AVX2 (+F16C, LZCNT, BMI, POPCNT) CacheGen kernels: the coder with a SIMD compare-and-count
- * symbol search, and the quantiser rows with in-register fp16/bf16 conversion. Used for the
+/* AVX2 CacheGen kernels: the coder with a SIMD compare-and-count symbol search, and the quantiser
+ * rows with in-register fp16/bf16 conversion. Compiled with the avx2 tier's flags (Makefile.am,
+ * KVC_AVX2_FLAGS: AVX2, FMA, F16C, BMI1/2, LZCNT, POPCNT, which the tier requires) and used for the
  * avx2 and avx512 tiers. Every result equals the scalar kernels' bit for bit. */
 #include "config.h"
 
 #include "cpu_cachegen.h"
 
-#ifdef CG_HAVE_AVX2
-#include <cpuid.h>
 #include <immintrin.h>
-
-#define CG_ATTR __attribute__((target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")))
-
-int cg_avx2_usable(void)
-{
-    static int cached = -1; /* -1 unknown, else 0/1; a racing first call computes the same value */
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v >= 0) return v;
-    unsigned a, b, c, d;
-    int ok = __get_cpuid(1, &a, &b, &c, &d) && (c >> 23 & 1);                                        /* POPCNT */
-    ok = ok && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 3 & 1) && (b >> 5 & 1) && (b >> 8 & 1); /* BMI1 AVX2 BMI2 */
-    ok = ok && __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c >> 5 & 1);                              /* LZCNT */
-    __atomic_store_n(&cached, ok, __ATOMIC_RELAXED);
-    return ok;
-}
 
 /* ------------------------------------------------------------------ coder */
 
 /* Entries of tab[0..32) that are <= count: unsigned 16-bit compare as max(x, c) == c. */
-static inline __attribute__((always_inline)) CG_ATTR unsigned cg_search32_avx2(const uint16_t *tab, uint32_t count)
+static inline __attribute__((always_inline)) unsigned cg_search32_avx2(const uint16_t *tab, uint32_t count)
 {
     const __m256i c = _mm256_set1_epi16((short)count);
     const __m256i a = _mm256_load_si256((const __m256i *)tab), b = _mm256_load_si256((const __m256i *)(tab + 16));
@@ -36,7 +20,7 @@ static inline __attribute__((always_inline)) CG_ATTR unsigned cg_search32_avx2(c
     return (unsigned)__builtin_popcount((unsigned)_mm256_movemask_epi8(le));
 }
 
-static inline __attribute__((always_inline)) CG_ATTR unsigned cg_search64_avx2(const uint16_t *tab, uint32_t count)
+static inline __attribute__((always_inline)) unsigned cg_search64_avx2(const uint16_t *tab, uint32_t count)
 {
     return cg_search32_avx2(tab, count) + cg_search32_avx2(tab + 32, count);
 }
@@ -48,7 +32,7 @@ CG_DEFINE_CODER(avx2)
 
 /* ------------------------------------------------------------------ quantiser rows */
 
-#define CG_ROW_INLINE static inline __attribute__((always_inline)) CG_ATTR
+#define CG_ROW_INLINE static inline __attribute__((always_inline))
 
 CG_ROW_INLINE __m256 load8(kvc_dtype_t dt, const void *x, size_t i)
 {
@@ -142,7 +126,7 @@ CG_ROW_INLINE void dequantise_t(kvc_dtype_t dt, const cg_quant_row_t *r, float s
     }
 }
 
-static float CG_ATTR row_absmax_avx2(kvc_dtype_t dt, const void *x, size_t n)
+static float row_absmax_avx2(kvc_dtype_t dt, const void *x, size_t n)
 {
     switch (dt) {
     case KVC_DTYPE_F16: return absmax_t(KVC_DTYPE_F16, x, n);
@@ -151,7 +135,7 @@ static float CG_ATTR row_absmax_avx2(kvc_dtype_t dt, const void *x, size_t n)
     }
 }
 
-static void CG_ATTR quantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
+static void quantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     switch (dt) {
     case KVC_DTYPE_F16: quantise_t(KVC_DTYPE_F16, r, scale); break;
@@ -160,7 +144,7 @@ static void CG_ATTR quantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, f
     }
 }
 
-static void CG_ATTR dequantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
+static void dequantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     switch (dt) {
     case KVC_DTYPE_F16: dequantise_t(KVC_DTYPE_F16, r, scale); break;
@@ -176,4 +160,3 @@ const cg_kernels_t cg_kernels_avx2 = {
     .quantise_row = quantise_row_avx2,
     .dequantise_row = dequantise_row_avx2,
 };
-#endif
