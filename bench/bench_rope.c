@@ -12,6 +12,8 @@
 #include "bench.h"
 #include "suites.h"
 
+#define ROPE_STYLE(s) (&(const kvc_rope_params_t){ .field_mask = KVC_ROPE_PARAM_STYLE, .style = (s) })
+
 #define NKV 8
 #define HS 128
 #define SHIFT 1000
@@ -28,9 +30,9 @@ typedef struct rope_job {
 static void run_job(void *arg)
 {
     rope_job_t *j = arg;
-    const kvc_status_t st = j->table ? kvc_rope_k_fused(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, j->table, j->style)
-                                     : kvc_rope_k_delta(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, HS, 10000.0,
-                                                        j->style);
+    const kvc_rope_params_t *params = ROPE_STYLE(j->style);
+    const kvc_status_t st = j->table ? kvc_rope_k_fused(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, j->table, params)
+                                     : kvc_rope_k_delta(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, HS, 10000.0, params);
     if (st != KVC_OK) j->status = st;
 }
 

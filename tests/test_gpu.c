@@ -978,14 +978,14 @@ static void rope_suite(target_t t)
                 }
                 void *key_d = dev_copy_of(dev, key, nel * es);
                 kvc_rope_keys_t k = { .data = key, .dtype = dt, .num_tokens = N, .num_heads = NH, .head_size = HS };
-                kvc_status_t st = delta ? kvc_rope_k_delta(cpu, NULL, &k, oldp, newp, ROT, 10000.0, style)
-                                        : kvc_rope_k_fused(cpu, NULL, &k, oldp, newp, &table, style);
+                kvc_status_t st = delta ? kvc_rope_k_delta(cpu, NULL, &k, oldp, newp, ROT, 10000.0, ROPE_STYLE(style))
+                                        : kvc_rope_k_fused(cpu, NULL, &k, oldp, newp, &table, ROPE_STYLE(style));
                 cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
                 k.data = key_d;
                 kvc_rope_table_t td = table;
                 td.data = tab_cpu_d;
-                st = delta ? kvc_rope_k_delta(dev, NULL, &k, oldp, newp, ROT, 10000.0, style)
-                           : kvc_rope_k_fused(dev, NULL, &k, oldp, newp, &td, style);
+                st = delta ? kvc_rope_k_delta(dev, NULL, &k, oldp, newp, ROT, 10000.0, ROPE_STYLE(style))
+                           : kvc_rope_k_fused(dev, NULL, &k, oldp, newp, &td, ROPE_STYLE(style));
                 cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
                 cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
                 rope_close(dev, key_d, key, dt, nel, delta ? "rope_k_delta" : "rope_k_fused");

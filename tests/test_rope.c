@@ -163,7 +163,7 @@ static void check_fused(kvc_context_t *ctx, const layout_t *l, kvc_dtype_t kdt, 
                                         : build_table(ctx, tdt, max_pos, l->rot, 10000.0);
     int64_t *po = random_positions(l->n, max_pos), *pn = random_positions(l->n, max_pos);
     kvc_rope_keys_t k = keys_of(key, kdt, l);
-    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ), KVC_OK, "%s",
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, ROPE_STYLE(neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ)), KVC_OK, "%s",
                  kvc_last_error());
     const size_t half = l->rot / 2;
     for (size_t t = 0; t < l->n; t++)
@@ -240,7 +240,7 @@ static double check_delta(kvc_context_t *ctx, const layout_t *l, kvc_dtype_t kdt
     memcpy(in, key, total * kvc_dtype_size(kdt));
     int64_t *po = random_positions(l->n, limit), *pn = random_positions(l->n, limit);
     kvc_rope_keys_t k = keys_of(key, kdt, l);
-    cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, l->rot, base, neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ), KVC_OK,
+    cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, l->rot, base, ROPE_STYLE(neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ)), KVC_OK,
                  "%s", kvc_last_error());
     double worst = 0; /* largest error before rounding seen, in units of EPS32*(|x|+|y|) (fp32 keys) */
     for (size_t t = 0; t < l->n; t++)
@@ -358,7 +358,7 @@ static void golden(const char *isa)
     const kvc_rope_keys_t k = { .data = kin.data, .dtype = KVC_DTYPE_F32, .num_tokens = 32, .num_heads = 4,
                                 .head_size = 128 };
     const kvc_rope_table_t t = { .data = cache.data, .dtype = KVC_DTYPE_F32, .max_position = 1024, .rot_dim = 128 };
-    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po.data, pn.data, &t, KVC_ROPE_NEOX), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po.data, pn.data, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK, "%s", kvc_last_error());
     double worst = 0;
     for (size_t i = 0; i < kin.count; i++) worst = fmax(worst, fabs(((float *)kin.data)[i] - ((float *)kout.data)[i]));
     fprintf(stderr, "# golden rotary0 (%s): max |diff| %.3g\n", isa, worst);
@@ -409,7 +409,7 @@ static void identity(const char *isa)
                     memcpy(in, key, bytes);
                     int64_t *pos = random_positions(l.n, max_pos);
                     kvc_rope_keys_t k = keys_of(key, dts[d], &l);
-                    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, pos, pos, &tab, neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ),
+                    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, pos, pos, &tab, ROPE_STYLE(neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ)),
                                  KVC_OK);
                     for (size_t e = 0; e < total; e++) {
                         const double x = rope_ref_get(in, dts[d], e), g = rope_ref_get(key, dts[d], e);
@@ -450,8 +450,8 @@ static void round_trip(const char *isa)
     memcpy(in, key, total * 4);
     int64_t *po = random_positions(l.n, max_pos), *pn = random_positions(l.n, max_pos);
     kvc_rope_keys_t k = keys_of(key, KVC_DTYPE_F32, &l);
-    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, KVC_ROPE_NEOX), KVC_OK);
-    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, pn, po, &tab, KVC_ROPE_NEOX), KVC_OK);
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, pn, po, &tab, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
     double worst = 0;
     for (size_t t = 0; t < l.n * l.nkv; t++)
         for (size_t i = 0; i < 32; i++) {
@@ -499,10 +499,10 @@ static void real_keys(const char *isa, const char *seq, int use_delta)
     for (size_t i = 0; i < n; i++) pn[i] = (int64_t)(i % T);
     kvc_rope_keys_t k = { .data = pre.data, .dtype = KVC_DTYPE_F16, .num_tokens = n, .num_heads = 4, .head_size = 8 };
     if (use_delta) {
-        cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, 8, 10000.0, KVC_ROPE_GPTJ), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, 8, 10000.0, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK, "%s", kvc_last_error());
     } else {
         kvc_rope_table_t tab = build_table(ctx, KVC_DTYPE_F32, T, 8, 10000.0);
-        cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, KVC_ROPE_GPTJ), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK, "%s", kvc_last_error());
         free(tab.data);
     }
     double worst = 0;
@@ -608,11 +608,11 @@ static void accuracy_for(kvc_context_t *ctx, kvc_dtype_t dt)
         if (v == 0 && dt == KVC_DTYPE_F32) continue; /* same as v == 1 */
         memcpy(out, in, bytes);
         if (v == 3) {
-            cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, l.rot, base, KVC_ROPE_NEOX), KVC_OK);
+            cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, l.rot, base, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
         } else {
             kvc_rope_table_t t = v == 2 ? vllm_table(max_pos, l.rot, base)
                                         : build_table(ctx, v == 0 ? dt : KVC_DTYPE_F32, max_pos, l.rot, base);
-            cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &t, KVC_ROPE_NEOX), KVC_OK);
+            cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
             free(t.data);
         }
         acc[v] = measure(in, out, dt, &l, po, pn, base);
@@ -653,11 +653,11 @@ Test(rope_threads, two_threads_match_one)
     memcpy(b, a, bytes);
     int64_t *po = random_positions(l.n, 1000), *pn = random_positions(l.n, 1000);
     kvc_rope_keys_t ka = keys_of(a, KVC_DTYPE_BF16, &l), kb = keys_of(b, KVC_DTYPE_BF16, &l);
-    cr_assert_eq(kvc_rope_k_fused(c1, NULL, &ka, po, pn, &t1, KVC_ROPE_GPTJ), KVC_OK);
-    cr_assert_eq(kvc_rope_k_fused(c2, NULL, &kb, po, pn, &t1, KVC_ROPE_GPTJ), KVC_OK);
+    cr_assert_eq(kvc_rope_k_fused(c1, NULL, &ka, po, pn, &t1, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK);
+    cr_assert_eq(kvc_rope_k_fused(c2, NULL, &kb, po, pn, &t1, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK);
     cr_assert(memcmp(a, b, bytes) == 0, "fused results differ between 1 and 2 threads");
-    cr_assert_eq(kvc_rope_k_delta(c1, NULL, &ka, po, pn, 64, 10000.0, KVC_ROPE_NEOX), KVC_OK);
-    cr_assert_eq(kvc_rope_k_delta(c2, NULL, &kb, po, pn, 64, 10000.0, KVC_ROPE_NEOX), KVC_OK);
+    cr_assert_eq(kvc_rope_k_delta(c1, NULL, &ka, po, pn, 64, 10000.0, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
+    cr_assert_eq(kvc_rope_k_delta(c2, NULL, &kb, po, pn, 64, 10000.0, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
     cr_assert(memcmp(a, b, bytes) == 0, "delta results differ between 1 and 2 threads");
     free(a);
     free(b);
@@ -718,7 +718,7 @@ Test(rope_tiers, fused_factors_bit_identical)
             for (size_t e = 0; e < n * rot; e++) out[k][e] = (e % rot) < half ? 1.0f : 0.0f; /* NeoX (x, y) = (1, 0) */
             const kvc_rope_keys_t keys = { .data = out[k], .dtype = KVC_DTYPE_F32, .num_tokens = n, .num_heads = 1,
                                            .head_size = rot };
-            cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &keys, po, pn, &t, KVC_ROPE_NEOX), KVC_OK, "%s", kvc_last_error());
+            cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &keys, po, pn, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK, "%s", kvc_last_error());
             ran++;
         }
         kvc_context_destroy(ctx);
@@ -774,12 +774,12 @@ static void err_setup(err_fixture_t *f)
 
 static kvc_status_t fused(err_fixture_t *f, kvc_rope_style_t style)
 {
-    return kvc_rope_k_fused(f->ctx, NULL, &f->k, f->po, f->pn, &f->t, style);
+    return kvc_rope_k_fused(f->ctx, NULL, &f->k, f->po, f->pn, &f->t, ROPE_STYLE(style));
 }
 
 static kvc_status_t delta(err_fixture_t *f, size_t rot, double base)
 {
-    return kvc_rope_k_delta(f->ctx, NULL, &f->k, f->po, f->pn, rot, base, KVC_ROPE_NEOX);
+    return kvc_rope_k_delta(f->ctx, NULL, &f->k, f->po, f->pn, rot, base, ROPE_STYLE(KVC_ROPE_NEOX));
 }
 
 /* The call failed with `want`, the message mentions `needle`, and the keys were not written. */
@@ -797,15 +797,15 @@ Test(rope_errors, null_arguments)
 {
     err_fixture_t f;
     err_setup(&f);
-    EXPECT_ERR(&f, kvc_rope_k_fused(NULL, NULL, &f.k, f.po, f.pn, &f.t, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "ctx");
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, NULL, f.po, f.pn, &f.t, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "keys");
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, NULL, f.pn, &f.t, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG,
+    EXPECT_ERR(&f, kvc_rope_k_fused(NULL, NULL, &f.k, f.po, f.pn, &f.t, NULL), KVC_ERR_INVALID_ARG, "ctx");
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, NULL, f.po, f.pn, &f.t, NULL), KVC_ERR_INVALID_ARG, "keys");
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, NULL, f.pn, &f.t, NULL), KVC_ERR_INVALID_ARG,
                "old_positions");
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, NULL, &f.t, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG,
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, NULL, &f.t, NULL), KVC_ERR_INVALID_ARG,
                "new_positions");
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, NULL, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "table");
-    EXPECT_ERR(&f, kvc_rope_k_delta(NULL, NULL, &f.k, f.po, f.pn, 8, 1e4, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "ctx");
-    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, NULL, f.pn, 8, 1e4, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG,
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, NULL, NULL), KVC_ERR_INVALID_ARG, "table");
+    EXPECT_ERR(&f, kvc_rope_k_delta(NULL, NULL, &f.k, f.po, f.pn, 8, 1e4, NULL), KVC_ERR_INVALID_ARG, "ctx");
+    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, NULL, f.pn, 8, 1e4, NULL), KVC_ERR_INVALID_ARG,
                "old_positions");
     EXPECT_ERR(&f, kvc_rope_cache_build(NULL, NULL, &f.t, 1e4), KVC_ERR_INVALID_ARG, "ctx");
     EXPECT_ERR(&f, kvc_rope_cache_build(f.ctx, NULL, NULL, 1e4), KVC_ERR_INVALID_ARG, "table");
@@ -818,13 +818,38 @@ Test(rope_errors, null_arguments)
     kvc_context_destroy(f.ctx);
 }
 
+/* NULL params and a style without its field_mask bit both mean NEOX; the bit makes the style count. */
+Test(rope_errors, params_defaults)
+{
+    err_fixture_t f;
+    err_setup(&f);
+    uint16_t neox[sizeof(f.key) / sizeof(f.key[0])], unset[sizeof(f.key) / sizeof(f.key[0])];
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, NULL), KVC_OK, "%s", kvc_last_error());
+    memcpy(neox, f.key, sizeof(neox));
+    memcpy(f.key, f.before, sizeof(f.key));
+    const kvc_rope_params_t no_bit = { .field_mask = 0, .style = KVC_ROPE_GPTJ };
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, &no_bit), KVC_OK);
+    memcpy(unset, f.key, sizeof(unset));
+    memcpy(f.key, f.before, sizeof(f.key));
+    cr_assert(memcmp(neox, unset, sizeof(neox)) == 0, "a style without KVC_ROPE_PARAM_STYLE was read");
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
+    cr_assert(memcmp(neox, f.key, sizeof(neox)) == 0, "NULL params differ from an explicit NEOX");
+    memcpy(f.key, f.before, sizeof(f.key));
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK);
+    cr_assert(memcmp(neox, f.key, sizeof(neox)) != 0, "GPTJ gave the NEOX result");
+    kvc_context_destroy(f.ctx);
+}
+
 Test(rope_errors, bad_enums_and_counts)
 {
     err_fixture_t f;
     err_setup(&f);
     EXPECT_ERR(&f, fused(&f, (kvc_rope_style_t)2), KVC_ERR_INVALID_ARG, "style");
-    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, f.po, f.pn, 8, 1e4, (kvc_rope_style_t)-1), KVC_ERR_INVALID_ARG,
-               "style");
+    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, f.po, f.pn, 8, 1e4, ROPE_STYLE((kvc_rope_style_t)-1)),
+               KVC_ERR_INVALID_ARG, "style");
+    const kvc_rope_params_t newer = { .field_mask = KVC_ROPE_PARAM_STYLE | 1u << 7, .style = KVC_ROPE_NEOX };
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, &newer), KVC_ERR_INVALID_ARG, "field_mask");
+    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, f.po, f.pn, 8, 1e4, &newer), KVC_ERR_INVALID_ARG, "field_mask");
     f.k.num_heads = 0;
     EXPECT_ERR(&f, fused(&f, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "num_heads");
     f.k.num_heads = 2;
@@ -907,7 +932,7 @@ Test(rope_errors, alignment)
     EXPECT_ERR(&f, fused(&f, KVC_ROPE_NEOX), KVC_ERR_ALIGNMENT, "table->data");
     EXPECT_ERR(&f, kvc_rope_cache_build(f.ctx, NULL, &f.t, 1e4), KVC_ERR_ALIGNMENT, "table->data");
     f.t.data = f.table;
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, (const int64_t *)((char *)f.po + 4), f.pn, &f.t, KVC_ROPE_NEOX),
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, (const int64_t *)((char *)f.po + 4), f.pn, &f.t, ROPE_STYLE(KVC_ROPE_NEOX)),
                KVC_ERR_ALIGNMENT, "old_positions");
     kvc_context_destroy(f.ctx);
 }
@@ -935,8 +960,8 @@ Test(rope_errors, zero_tokens_is_noop)
     err_fixture_t f;
     err_setup(&f);
     f.k.num_tokens = 0;
-    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, NULL, NULL, &f.t, KVC_ROPE_NEOX), KVC_OK);
-    cr_assert_eq(kvc_rope_k_delta(f.ctx, NULL, &f.k, NULL, NULL, 8, 1e4, KVC_ROPE_GPTJ), KVC_OK);
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, NULL, NULL, &f.t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
+    cr_assert_eq(kvc_rope_k_delta(f.ctx, NULL, &f.k, NULL, NULL, 8, 1e4, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK);
     cr_assert(memcmp(f.key, f.before, sizeof(f.key)) == 0);
     kvc_context_destroy(f.ctx);
 }

@@ -15,8 +15,15 @@ static size_t rope_elem_size(kvc_dtype_t d)
     return d == KVC_DTYPE_F32 || d == KVC_DTYPE_F16 || d == KVC_DTYPE_BF16 ? kvc_dtype_size(d) : 0;
 }
 
-static kvc_status_t check_style(kvc_rope_style_t style)
+/* The pair style the params ask for (default NEOX), checked. */
+static kvc_status_t resolve_style(const kvc_rope_params_t *p, int *is_neox)
 {
+    const uint64_t mask = p ? p->field_mask : 0;
+    if (mask & ~(uint64_t)KVC_ROPE_PARAM_STYLE)
+        return kvc_error(KVC_ERR_INVALID_ARG, "params.field_mask has unknown bits 0x%llx (built against a newer kvcore?)",
+                         (unsigned long long)(mask & ~(uint64_t)KVC_ROPE_PARAM_STYLE));
+    const kvc_rope_style_t style = (mask & KVC_ROPE_PARAM_STYLE) ? p->style : KVC_ROPE_NEOX;
+    *is_neox = style == KVC_ROPE_NEOX;
     if (style != KVC_ROPE_NEOX && style != KVC_ROPE_GPTJ)
         return kvc_error(KVC_ERR_INVALID_ARG, "style %d is neither KVC_ROPE_NEOX nor KVC_ROPE_GPTJ", (int)style);
     return KVC_OK;
@@ -107,12 +114,11 @@ static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
 
 KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions,
-                                      const kvc_rope_table_t *table, kvc_rope_style_t style)
+                                      const kvc_rope_table_t *table, const kvc_rope_params_t *params)
 {
     if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
-    struct kvc_rope_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions,
-                               .is_neox = style == KVC_ROPE_NEOX };
-    kvc_status_t st = check_style(style);
+    struct kvc_rope_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions };
+    kvc_status_t st = resolve_style(params, &a.is_neox);
     if (st == KVC_OK) st = check_keys(keys, &a.keys);
     if (st == KVC_OK) st = check_table(table, a.keys.head_size);
     if (st != KVC_OK) return st;
@@ -140,12 +146,12 @@ KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t strea
 
 KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions, size_t rot_dim,
-                                      double base, kvc_rope_style_t style)
+                                      double base, const kvc_rope_params_t *params)
 {
     if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
     struct kvc_rope_delta_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions,
-                                     .rot_dim = rot_dim, .base = base, .is_neox = style == KVC_ROPE_NEOX };
-    kvc_status_t st = check_style(style);
+                                     .rot_dim = rot_dim, .base = base };
+    kvc_status_t st = resolve_style(params, &a.is_neox);
     if (st == KVC_OK) st = check_keys(keys, &a.keys);
     if (st == KVC_OK) st = check_rot_dim(rot_dim, a.keys.head_size);
     if (st == KVC_OK) st = check_base(base);
