@@ -9,7 +9,12 @@
  * New slots are appended to kvc_backend_ops_t; struct_size tells the core how many slots a module
  * has, and slots a module lacks (or leaves NULL) are resolved to a stub returning
  * KVC_ERR_UNSUPPORTED, so the core never calls through NULL. This number is independent of the
- * library's libtool version. */
+ * library's libtool version.
+ *
+ * Thread safety: the core calls the ops of one kvc_backend_ctx_t from any number of threads at
+ * once (the public headers promise that, context.h); a backend guards whatever state it shares
+ * between calls (the GPU backend's staging ring has a lock). probe and init may run concurrently
+ * for different contexts; fini never overlaps another call on its context. */
 #ifndef KVCORE_BACKEND_H
 #define KVCORE_BACKEND_H
 

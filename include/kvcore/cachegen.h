@@ -15,7 +15,9 @@
  * that is not strictly increasing, lengths < 0 or > capacity, prefix sums that decrease, are
  * negative or exceed the packed buffer); KVC_ERR_NO_SPACE when an encoded stream does not fit its
  * capacity. No output is written when a call fails validation; see each op for NO_SPACE.
- * Details are in docs/CACHEGEN.md. */
+ * Details are in docs/CACHEGEN.md.
+ * Thread safety: any number of threads may call these on one context at once (context.h); a call's
+ * output buffers must not be written by a concurrent call. */
 #ifndef KVCORE_CACHEGEN_H
 #define KVCORE_CACHEGEN_H
 
