@@ -71,7 +71,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "threads") && argc == 3) {
         kvc_context_t *ctx = context(atoi(argv[2]));
         /* One table row per position, split over the whole team (up to 2^18 threads). */
-        kvc_rope_table_t t = { .dtype = KVC_ROPE_F32, .max_position = (size_t)1 << 18, .rot_dim = 2 };
+        kvc_rope_table_t t = { .dtype = KVC_DTYPE_F32, .max_position = (size_t)1 << 18, .rot_dim = 2 };
         t.data = malloc(t.max_position * 2 * sizeof(float));
         if (!t.data) return 3;
         const kvc_status_t st = kvc_rope_cache_build(ctx, NULL, &t, 10000.0);
