@@ -291,8 +291,11 @@ kvc_status_t kvc_sink_open_file(kvc_sink_t *k, const char *path)
         return kvc_error(KVC_ERR_NO_MEMORY, "cannot allocate a path");
     }
     strcpy(k->target, target);
-    snprintf(k->tmp, tn, "%s.tmp.%ld.%lu", target, (long)getpid(), atomic_fetch_add(&tmp_seq, 1));
-    k->fd = open(k->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    for (int tries = 0; k->fd < 0 && tries < 100; tries++) { /* a name left by a killed process is skipped */
+        snprintf(k->tmp, tn, "%s.tmp.%ld.%lu", target, (long)getpid(), atomic_fetch_add(&tmp_seq, 1));
+        k->fd = open(k->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (k->fd < 0 && errno != EEXIST) break;
+    }
     if (k->fd < 0) {
         int e = errno;
         kvc_status_t st = kvc_error(kvc_status_from_errno(e), "cannot create %s: %s", path, strerror(e));
