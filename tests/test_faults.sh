@@ -23,8 +23,8 @@ not_ok() { n=$((n + 1)); fail=1; echo "not ok $n - $1"; [ -s "$tmp/err" ] && sed
 verdict() { if [ "$1" = 0 ]; then ok "$2"; else not_ok "$2"; fi; }
 temporaries() { ls "$tmp" | grep -c "^$1\.tmp\." ; }
 
-"$kvcore" encode -q "$K" "$V" -o "$tmp/a.kvc" 2>"$tmp/err" || { not_ok "setup: encode"; echo "1..$n"; exit 1; }
-"$kvcore" decode -q "$tmp/a.kvc" -o "$tmp/ref.npy" 2>"$tmp/err" || { not_ok "setup: decode"; echo "1..$n"; exit 1; }
+"$kvcore" encode "$K" "$V" -o "$tmp/a.kvc" >/dev/null 2>"$tmp/err" || { not_ok "setup: encode"; echo "1..$n"; exit 1; }
+"$kvcore" decode "$tmp/a.kvc" -o "$tmp/ref.npy" >/dev/null 2>"$tmp/err" || { not_ok "setup: decode"; echo "1..$n"; exit 1; }
 head -c 50000 /dev/urandom >"$tmp/old"
 
 # ---------------------------------------------------------------- signals during a write
