@@ -31,6 +31,8 @@ head -c 1000 "$tmp/a.kvc" >"$tmp/cut.kvc"
 status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kvc" -o "$tmp/cut.npy"
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
 status_is 0 "demo passes its verification" "$kvcore" demo
+status_is 0 "bench --case runs" "$kvcore" bench memory --quick --case split_copy_align_4KiB
+if [ "$(grep -c '^memory ' "$tmp/out")" -eq 1 ] && has '^memory  *split_copy_align_4KiB '; then ok "bench --case reports only the matching case"; else not_ok "bench --case reports only the matching case"; fi
 
 # ---------------------------------------------------------------- conventions
 K="$data/story_prompt_K.npy"

@@ -1,4 +1,4 @@
-/* kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--list] */
+/* kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--case TEXT] [--list] */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +24,8 @@ static void bench_help(void)
            "  --json       one JSON object per measurement on stdout\n"
            "  --threads N  CPU threads (default: the library's)\n"
            "  --quick      shorter runs\n"
+           "  --case TEXT  report only the cases whose name contains TEXT (the memory suite also skips the\n"
+           "               others' work)\n"
            "  --list       list the suites and exit\n"
            "suites:\n");
     list();
@@ -37,6 +39,7 @@ int kvc_cmd_bench(int argc, char **argv)
         { "quick", no_argument, NULL, 'Q' },
         { "threads", required_argument, NULL, 'T' },
         { "list", no_argument, NULL, 'L' },
+        { "case", required_argument, NULL, 'C' },
         { NULL, 0, NULL, 0 },
     };
     bench_opts_t o = { 0 };
@@ -51,6 +54,7 @@ int kvc_cmd_bench(int argc, char **argv)
         case 'J': o.json = 1; break;
         case 'Q': o.quick = 1; break;
         case 'L': list(); return 0;
+        case 'C': o.only = optarg; break;
         case 'T':
             if (!cli_parse_size("bench", "--threads", optarg, &threads) || threads > 4096) {
                 if (threads > 4096) fprintf(stderr, "kvcore bench: --threads %s is more than 4096\n", optarg);
