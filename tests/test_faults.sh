@@ -137,9 +137,11 @@ for c in "decode -o $tmp/f.npy" "encode -o $tmp/f.kvc" "inspect"; do
     verdict $? "$1: a FIFO without a writer is refused at once (exit $st), nothing written"
 done
 cat "$tmp/a.kvc" >"$tmp/fifo" &
+wpid=$!
 timeout 20 "$kvcore" decode -q "$tmp/fifo" -o "$tmp/fromfifo.npy" 2>"$tmp/err"
 st=$?
-wait
+kill $wpid 2>/dev/null # still blocked in open() when kvcore never opened the FIFO
+wait $wpid
 [ $st = 0 ] && cmp -s "$tmp/fromfifo.npy" "$tmp/ref.npy"
 verdict $? "decode: a FIFO with a writer is read like standard input"
 for c in "decode -o $tmp/d.npy" "encode -o $tmp/d.kvc" "inspect"; do
