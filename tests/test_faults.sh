@@ -74,7 +74,7 @@ if [ ! -e "$shim" ]; then
     for c in "decode KILL" "decode INT" "decode TERM" "encode KILL" "encode INT" "encode TERM"; do
         skip "$c during the write" "the shim $shim is not built"
     done
-elif ! LD_PRELOAD="$shim" "$kvcore" -V >/dev/null 2>&1; then
+elif ! LD_PRELOAD="$shim" "$kvcore" --version >/dev/null 2>&1; then
     for c in "decode KILL" "decode INT" "decode TERM" "encode KILL" "encode INT" "encode TERM"; do
         skip "$c during the write" "kvcore does not run with the shim preloaded (a sanitizer build?)"
     done
