@@ -20,7 +20,14 @@
  * followed (the file it points to is replaced); a device or FIFO is written directly; a directory
  * is KVC_ERR_INVALID_ARG. A process killed during a write (SIGKILL, or a signal whose handler does
  * not call kvc_io_remove_temporaries) leaves PATH.tmp.PID.N behind, PATH untouched.
- * Readers refuse directories, FIFOs and devices (KVC_ERR_INVALID_ARG) without blocking on them. */
+ * Readers refuse directories, FIFOs and devices (KVC_ERR_INVALID_ARG) without blocking on them.
+ *
+ * Thread safety: readers and writers share no state (writers only an atomic list of their
+ * temporaries), so calls on different files, buffers and archives may run concurrently. One
+ * kvc_safetensors_t may be read (count, info, find, load, read, view, metadata) from any number of
+ * threads at once (file reads use pread: no shared cursor); kvc_safetensors_close must not overlap
+ * them. Two writes of one path at once corrupt nothing: each
+ * writes its own temporary, and the last rename wins. */
 #ifndef KVCORE_IO_H
 #define KVCORE_IO_H
 

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/half.h"
+#include "common/half.h"
 
 double cli_now(void)
 {
