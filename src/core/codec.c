@@ -14,6 +14,7 @@
 #include "container.h"
 #include "half.h"
 #include "internal.h"
+#include "log.h"
 
 #define DEFAULT_WINDOW KVC_CODEC_LMCACHE_WINDOW
 
@@ -66,7 +67,7 @@ static void window_copy(uint8_t *win, uint8_t *all, const dims_t *d, size_t t0, 
 }
 
 static kvc_status_t check_params(const kvc_codec_params_t *p, dims_t *d, uint32_t *bins, unsigned *cdf_bins,
-                                 uint32_t *window)
+                                 uint32_t *window, int *channel_keys)
 {
     if (p->dtype != KVC_DTYPE_F16 && p->dtype != KVC_DTYPE_BF16 && p->dtype != KVC_DTYPE_F32)
         return kvc_error(KVC_ERR_DTYPE, "codec dtype %s: only f16, bf16 and f32 chunks are coded", kvc_dtype_name(p->dtype));
@@ -102,6 +103,99 @@ static kvc_status_t check_params(const kvc_codec_params_t *p, dims_t *d, uint32_
     }
     *window = (p->field_mask & KVC_CODEC_PARAM_WINDOW) ? p->window_tokens : DEFAULT_WINDOW;
     if (*window == 0) return kvc_error(KVC_ERR_INVALID_ARG, "window_tokens must be > 0");
+    *channel_keys = 0;
+    if (p->field_mask & KVC_CODEC_PARAM_KEY_SCALING) {
+        if (p->key_scaling != KVC_CODEC_SCALE_TOKEN && p->key_scaling != KVC_CODEC_SCALE_CHANNEL)
+            return kvc_error(KVC_ERR_INVALID_ARG, "key_scaling %d is unknown (KVC_CODEC_SCALE_TOKEN or _CHANNEL)", (int)p->key_scaling);
+        *channel_keys = p->key_scaling == KVC_CODEC_SCALE_CHANNEL;
+    }
+    return KVC_OK;
+}
+
+/* [n][rows][cols] -> [n][cols][rows] for elements of es bytes (1, 2 or 4). */
+static void transpose(const void *src, void *dst, size_t n, size_t rows, size_t cols, size_t es)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < n; b++) {
+        const uint8_t *s = (const uint8_t *)src + b * rows * cols * es;
+        uint8_t *o = (uint8_t *)dst + b * rows * cols * es;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++) memcpy(o + (c * rows + r) * es, s + (r * cols + c) * es, es);
+    }
+}
+
+/* Quantise (or dequantise) plane 0 with per-(layer, channel) scales: the per-token quantiser run on
+ * the transposed plane [NL, C, T], so every ISA tier and backend that matches the per-token
+ * quantiser matches this mode too. symbols [NL, T, C]; scales [NL, C]. */
+static kvc_status_t channel_plane(kvc_context_t *ctx, kvc_dtype_t dt, void *values, uint8_t *symbols, float *scales,
+                                  const uint32_t *bins, size_t NL, size_t T, size_t C, int decode)
+{
+    const size_t es = dt == KVC_DTYPE_F32 ? 4 : 2;
+    void *tv = malloc(NL * T * C * es);
+    uint8_t *ts = malloc(NL * T * C);
+    kvc_status_t st;
+    if (!tv || !ts) {
+        st = kvc_error(KVC_ERR_NO_MEMORY, "codec: no memory to transpose a %zu x %zu x %zu key plane", NL, T, C);
+        goto done;
+    }
+    kvc_quant_args_t q = { .dtype = cg_dtype(dt), .values = tv, .symbols = ts, .scales = scales, .bins = (uint32_t *)bins,
+                           .layers = NL, .tokens = C, .channels = T };
+    if (decode) {
+        transpose(symbols, ts, NL, T, C, 1);
+        if ((st = kvc_dequantise(ctx, &q)) == KVC_OK) transpose(tv, values, NL, C, T, es);
+    } else {
+        transpose(values, tv, NL, T, C, es);
+        if ((st = kvc_quantise(ctx, &q)) == KVC_OK) transpose(ts, symbols, NL, C, T, 1);
+    }
+done:
+    free(tv);
+    free(ts);
+    return st;
+}
+
+/* Quantise or dequantise a whole chunk: planes per token, or plane 0 per channel. */
+static kvc_status_t quant_chunk(kvc_context_t *ctx, kvc_dtype_t dt, void *values, uint8_t *symbols, float *scales,
+                                const uint32_t *bins, const dims_t *d, int channel_keys, int decode)
+{
+    kvc_quant_args_t q = { .dtype = cg_dtype(dt), .values = values, .symbols = symbols, .scales = scales, .bins = (uint32_t *)bins,
+                           .layers = d->layers, .tokens = d->tokens, .channels = d->channels };
+    if (!channel_keys) return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
+    const size_t NL = d->layers / d->planes, T = d->tokens, C = d->channels, es = dt == KVC_DTYPE_F32 ? 4 : 2;
+    kvc_status_t st = channel_plane(ctx, dt, values, symbols, scales, bins, NL, T, C, decode);
+    if (st != KVC_OK || d->planes == 1) return st;
+    q.values = (uint8_t *)values + NL * T * C * es;
+    q.symbols = symbols + NL * T * C;
+    q.scales = scales + NL * C;
+    q.bins = (uint32_t *)bins + NL;
+    q.layers = NL;
+    return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
+}
+
+KVC_API kvc_status_t kvc_codec_level_params(int level, kvc_codec_params_t *p, uint32_t *bins)
+{
+    if (!p || !bins) return kvc_error(KVC_ERR_INVALID_ARG, "codec level: params and bins must not be NULL");
+    if (level < 0 || level > KVC_CODEC_LEVEL_MAX)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec level %d is unknown (0 .. %d)", level, KVC_CODEC_LEVEL_MAX);
+    if (!p->num_layers || p->num_layers > 4096)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec level: num_layers %zu outside [1, 4096]", p->num_layers);
+    /* Chosen from bench/quality (docs/CACHEGEN.md): bins for keys, values, and the key scaling. */
+    static const struct { uint32_t k, v; kvc_codec_scaling_t scaling; } levels[KVC_CODEC_LEVEL_MAX + 1] = {
+        { 0, 0, KVC_CODEC_SCALE_TOKEN }, /* LMCache's defaults */
+        { 62, 12, KVC_CODEC_SCALE_TOKEN },
+        { 46, 6, KVC_CODEC_SCALE_TOKEN },
+        { 36, 6, KVC_CODEC_SCALE_TOKEN },
+    };
+    const size_t NL = p->num_layers;
+    if (level == 0) kvc_cg_default_bins(NL, bins);
+    else
+        for (size_t l = 0; l < NL; l++) {
+            bins[l] = levels[level].k;
+            bins[NL + l] = levels[level].v;
+        }
+    /* MLA has one plane, the key pattern (bins[0, NL)). */
+    p->bins = bins;
+    p->key_scaling = levels[level].scaling;
+    p->field_mask |= KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_KEY_SCALING;
     return KVC_OK;
 }
 
@@ -113,18 +207,20 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     dims_t d;
     uint32_t bins[2 * 4096];
     unsigned B;
-    uint32_t W;
-    kvc_status_t st = check_params(p, &d, bins, &B, &W);
+    uint32_t W = 0;
+    int chan = 0;
+    kvc_status_t st = check_params(p, &d, bins, &B, &W, &chan);
     if (st != KVC_OK) return st;
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C;
+    const size_t nscales = chan ? d.layers / d.planes * (C + (d.planes - 1) * T) : L * T;
     const uint32_t nwin = (uint32_t)((T + W - 1) / W);
     const size_t tw_max = T < W ? T : W, cap = kvc_cg_encode_bound(tw_max);
 
     kvc_container_t *c = calloc(1, sizeof(*c));
     /* One window (the common 256-token chunk): the coder reads the symbols in place. */
     uint8_t *symbols = malloc(L * T * C), *win = nwin > 1 ? malloc(L * tw_max * C) : NULL, *streams = malloc(S * cap);
-    float *scales = malloc(L * T * sizeof(float));
-    void *scales_dt = malloc(L * T * 4);
+    float *scales = malloc(nscales * sizeof(float));
+    void *scales_dt = malloc(nscales * 4);
     uint16_t *cdf = malloc(S * (B + 1) * sizeof(uint16_t));
     int32_t *lens = malloc(S * sizeof(int32_t));
     uint8_t *packed = NULL, *buf = NULL;
@@ -138,9 +234,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         goto done;
     }
 
-    kvc_quant_args_t q = { .dtype = cg_dtype(p->dtype), .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
-                           .layers = L, .tokens = T, .channels = C };
-    if ((st = kvc_quantise(ctx, &q)) != KVC_OK) goto done;
+    if ((st = quant_chunk(ctx, p->dtype, (void *)kv, symbols, scales, bins, &d, chan, 0)) != KVC_OK) goto done;
 
     /* Counts over the whole chunk (stored in the container), then LMCache's CDF from them. */
 #pragma omp parallel for schedule(static)
@@ -176,7 +270,8 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     }
 
     const uint8_t dt = ct_dtype(p->dtype);
-    for (size_t i = 0; i < L * T; i++) scale_store(scales_dt, i, dt, scales[i]);
+    for (size_t i = 0; i < nscales; i++) scale_store(scales_dt, i, dt, scales[i]);
+    c->flags = chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0;
     c->dtype = dt;
     c->layout = p->layout == KVC_CODEC_MLA ? KVC_CT_LAYOUT_MLA : KVC_CT_LAYOUT_KV_2LTD;
     c->kvs = (uint8_t)d.planes;
@@ -189,13 +284,15 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     c->num_windows = nwin;
     for (size_t i = 0; i < L; i++) c->bins[i] = (uint8_t)bins[i];
     c->scales = scales_dt;
-    c->scales_bytes = L * T * (dt == KVC_CT_DTYPE_F32 ? 4 : 2);
+    c->scales_bytes = nscales * (dt == KVC_CT_DTYPE_F32 ? 4 : 2);
     c->streams = packed ? packed : (const uint8_t *)"";
     c->streams_bytes = packed_len;
     size_t total;
     if ((st = kvc_container_size(c, &total)) != KVC_OK) goto done;
     if (!(buf = malloc(total))) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for %zu bytes", total); goto done; }
     if ((st = kvc_container_write(c, buf, total, out_len)) != KVC_OK) goto done;
+    char why[160];
+    if (kvc_codec_lmcache_unreadable(c, why, sizeof(why))) KVC_WARN("codec encode: LMCache cannot read this container: %s", why);
     *out = buf;
     buf = NULL;
 done:
@@ -235,7 +332,10 @@ static void fill_info(const kvc_container_t *c, size_t len, kvc_codec_info_t *in
     info->raw_cdf = !!(c->flags & KVC_CONTAINER_FLAG_RAW_CDF);
     info->container_bytes = len;
     info->original_bytes = L * c->num_tokens * C * dsize;
-    info->scales_bytes = L * c->num_tokens * dsize;
+    info->scales_bytes = kvc_container_num_scales(c) * dsize;
+    info->key_scaling = c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS ? KVC_CODEC_SCALE_CHANNEL : KVC_CODEC_SCALE_TOKEN;
+    char why[160];
+    info->lmcache_readable = !kvc_codec_lmcache_unreadable(c, why, sizeof(why));
     info->meta_bytes = 32 + L;
     info->streams_bytes = c->streams_bytes;
     info->cdf_bytes = 0; /* set by callers that parsed the CDF section */
@@ -284,11 +384,12 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
 {
     const dims_t d = { c->kvs, (size_t)c->kvs * c->num_layers, c->num_tokens, (size_t)c->num_heads * c->head_size };
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C, W = c->window_tokens;
-    const size_t tw_max = T < W ? T : W;
+    const size_t tw_max = T < W ? T : W, nscales = kvc_container_num_scales(c);
+    const int chan = !!(c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS);
     uint16_t *cdf = NULL;
     uint8_t *symbols = malloc(L * T * C), *win = c->num_windows > 1 ? malloc(L * tw_max * C) : NULL;
     int64_t *prefsum = malloc(S * sizeof(int64_t));
-    float *scales = malloc(L * T * sizeof(float));
+    float *scales = malloc(nscales * sizeof(float));
     kvc_status_t st = KVC_OK;
     if (!symbols || (c->num_windows > 1 && !win) || !prefsum || !scales) {
         st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
@@ -307,7 +408,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         if (win) window_copy(win, symbols, &d, t0, tw, 0);
         off += (size_t)sum;
     }
-    for (size_t i = 0; i < L * T; i++) {
+    for (size_t i = 0; i < nscales; i++) {
         scales[i] = scale_load(c->scales, i, c->dtype);
         if (!(scales[i] >= 0.0f) || isinf(scales[i])) {
             st = kvc_error(KVC_ERR_CORRUPT, "container scale %zu is %g (must be finite and >= 0)", i, (double)scales[i]);
@@ -316,9 +417,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     }
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    kvc_quant_args_t q = { .dtype = cg_dtype(api_dtype(c->dtype)), .values = out, .symbols = symbols, .scales = scales, .bins = bins,
-                           .layers = L, .tokens = T, .channels = C };
-    st = kvc_dequantise(ctx, &q);
+    st = quant_chunk(ctx, api_dtype(c->dtype), out, symbols, scales, bins, &d, chan, 1);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */
         st = kvc_error(KVC_ERR_CORRUPT, "container streams decode to symbols outside the quantiser's range");
 done:

@@ -173,7 +173,8 @@ kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t 
     memset(out, 0, L.total);
     memcpy(out, KVC_CONTAINER_MAGIC, 8);
     put_u16(out + 8, KVC_CONTAINER_VERSION_MAJOR);
-    put_u16(out + 10, KVC_CONTAINER_VERSION_MINOR);
+    /* The oldest minor that has every feature used: format 1.0 containers stay byte-identical. */
+    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS ? 1 : 0);
     put_u32(out + 12, c->flags);
     put_u32(out + 16, KVC_CONTAINER_HEADER_BYTES);
     put_u32(out + 20, 5);
@@ -235,7 +236,16 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
         return kvc_error(KVC_ERR_CORRUPT, "container says %llu bytes, %zu given (truncated or padded)", (unsigned long long)total, len);
     c->flags = get_u32(buf + 12);
     c->version_minor = get_u16(buf + 10);
-    if (c->flags & ~KVC_CONTAINER_FLAG_RAW_CDF) return kvc_error(KVC_ERR_CORRUPT, "container has unknown flags 0x%x", c->flags);
+    if (c->flags & ~KVC_CONTAINER_FLAGS_KNOWN) {
+        /* A newer minor may add flags: say so instead of calling the file corrupt. */
+        if (c->version_minor > KVC_CONTAINER_VERSION_MINOR)
+            return kvc_error(KVC_ERR_VERSION, "container format 1.%u uses features (flags 0x%x) this kvcore (format 1.%u) cannot read",
+                             c->version_minor, c->flags, KVC_CONTAINER_VERSION_MINOR);
+        return kvc_error(KVC_ERR_CORRUPT, "container has unknown flags 0x%x", c->flags);
+    }
+    if ((c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS) && c->version_minor < 1)
+        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have per-channel key scales (flags 0x%x)", c->version_minor,
+                         c->flags);
     return KVC_OK;
 }
 
@@ -314,9 +324,9 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
     const uint64_t nstreams = kvc_container_streams_per_window(c), nlen = nstreams * c->num_windows;
 
     if ((st = next_section(buf, len, &pos, KVC_SECTION_SCALES, &p, &n)) != KVC_OK) return st;
-    if (n != (uint64_t)c->kvs * c->num_layers * c->num_tokens * dtype_bytes(c->dtype))
-        return kvc_error(KVC_ERR_CORRUPT, "container SCALES section has %zu bytes for %u x %u x %u scales", n, c->kvs,
-                         c->num_layers, c->num_tokens);
+    if (n != kvc_container_num_scales(c) * dtype_bytes(c->dtype))
+        return kvc_error(KVC_ERR_CORRUPT, "container SCALES section has %zu bytes for %llu scales", n,
+                         (unsigned long long)kvc_container_num_scales(c));
     c->scales = p;
     c->scales_bytes = n;
 

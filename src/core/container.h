@@ -10,11 +10,13 @@
 
 #define KVC_CONTAINER_MAGIC "\x89KVC\r\n\x1a\n"
 #define KVC_CONTAINER_VERSION_MAJOR 1
-#define KVC_CONTAINER_VERSION_MINOR 0
+#define KVC_CONTAINER_VERSION_MINOR 1 /* the newest minor this kvcore reads and writes */
 #define KVC_CONTAINER_HEADER_BYTES 48
 #define KVC_CONTAINER_SECTION_BYTES 16
 #define KVC_CONTAINER_MAX_BINS 64
 #define KVC_CONTAINER_FLAG_RAW_CDF 1u /* CDF stored as LMCache's uint16 table (imported streams) */
+#define KVC_CONTAINER_FLAG_CHANNEL_KEYS 2u /* plane 0 scaled per (layer, channel): format 1.1 */
+#define KVC_CONTAINER_FLAGS_KNOWN (KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAG_CHANNEL_KEYS)
 
 enum { KVC_SECTION_META = 1, KVC_SECTION_SCALES = 2, KVC_SECTION_CDF = 3, KVC_SECTION_LENGTHS = 4, KVC_SECTION_STREAMS = 5 };
 enum { KVC_CT_DTYPE_F16 = 1, KVC_CT_DTYPE_BF16 = 2, KVC_CT_DTYPE_F32 = 3 };
@@ -33,7 +35,7 @@ typedef struct kvc_container {
     uint32_t window_tokens, num_windows;
     uint8_t bins[2 * 4096]; /* quantiser bins per (plane, layer) */
 
-    const void *scales;   /* [kvs, NL, T] in dtype */
+    const void *scales;   /* [kvs, NL, T] in dtype; CHANNEL_KEYS: plane 0 is [NL, C] */
     size_t scales_bytes;
     /* CDF: exactly one of these, by flags. counts: uint32 [kvs*NL*C][cdf_bins] (owned after parse) */
     uint32_t *counts;
@@ -47,6 +49,13 @@ typedef struct kvc_container {
 static inline uint64_t kvc_container_streams_per_window(const kvc_container_t *c)
 {
     return (uint64_t)c->kvs * c->num_layers * c->num_heads * c->head_size;
+}
+
+/* Scales the SCALES section holds: per (plane, layer) T, or C for plane 0 with CHANNEL_KEYS. */
+static inline uint64_t kvc_container_num_scales(const kvc_container_t *c)
+{
+    const uint64_t per0 = c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS ? (uint64_t)c->num_heads * c->head_size : c->num_tokens;
+    return (uint64_t)c->num_layers * (per0 + (uint64_t)(c->kvs - 1) * c->num_tokens);
 }
 
 /* Bytes kvc_container_write will produce. */
