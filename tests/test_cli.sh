@@ -15,7 +15,7 @@ check() { desc=$1; shift; if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$desc"; els
 status_is() { want=$1; desc=$2; shift 2; "$@" >"$tmp/out" 2>"$tmp/err"; got=$?; if [ "$got" -eq "$want" ]; then ok "$desc"; else echo "# exit $got, want $want" >>"$tmp/err"; not_ok "$desc"; fi; }
 has() { grep -q -- "$1" "$tmp/out"; }
 
-echo "1..12"
+echo "1..21"
 check "encode K V pair" "$kvcore" encode "$data/story_prompt_K.npy" "$data/story_prompt_V.npy" -o "$tmp/a.kvc" -q
 status_is 0 "encode --json" "$kvcore" encode "$data/story_prompt_K.npy" "$data/story_prompt_V.npy" -o "$tmp/b.kvc" --json
 if has '"output_bytes"' && has '"ratio"' && has '"layers": 5' && has '"tokens": 512'; then ok "encode --json fields"; else not_ok "encode --json fields"; fi
@@ -29,4 +29,20 @@ head -c 1000 "$tmp/a.kvc" >"$tmp/cut.kvc"
 status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kvc" -o "$tmp/cut.npy"
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
 status_is 0 "demo passes its verification" "$kvcore" demo
+# Quality options (encode --level / --bins-k / --bins-v / --key-scaling).
+K="$data/story_prompt_K.npy" V="$data/story_prompt_V.npy"
+check "encode --level 2" "$kvcore" encode "$K" "$V" -o "$tmp/l2.kvc" -q --level 2
+"$kvcore" inspect "$tmp/l2.kvc" --json >"$tmp/out" 2>"$tmp/err"
+if has '"cdf_bins": 46' && has '"lmcache_readable": true' && [ ! -s "$tmp/err" ] &&
+   [ "$(wc -c <"$tmp/l2.kvc")" -lt "$(wc -c <"$tmp/a.kvc")" ]; then ok "level 2: 46 bins, LMCache-readable, smaller than the default"; else not_ok "level 2: 46 bins, LMCache-readable, smaller than the default"; fi
+check "encode --key-scaling channel" "$kvcore" encode "$K" "$V" -o "$tmp/pc.kvc" -q --key-scaling channel
+if grep -q "warning: .* not readable by LMCache (.*per channel" "$tmp/err"; then ok "per-channel keys: warning on encode"; else not_ok "per-channel keys: warning on encode"; fi
+"$kvcore" inspect "$tmp/pc.kvc" --json >"$tmp/out" 2>"$tmp/err"
+if has '"format_version_minor": 1' && has '"key_scaling": "channel"' && has '"lmcache_readable": false'; then ok "per-channel keys: format 1.1, not LMCache-readable"; else not_ok "per-channel keys: format 1.1, not LMCache-readable"; fi
+check "encode per-layer --bins-k list" "$kvcore" encode "$K" "$V" -o "$tmp/pl.kvc" -q --bins-k 40,32,16,16,16 --bins-v 8
+"$kvcore" inspect "$tmp/pl.kvc" --json | tr -d ' \n' >"$tmp/out"
+if has '"plane":"K","layer":0,"bins":40' && has '"plane":"K","layer":1,"bins":32' && has '"plane":"K","layer":4,"bins":16' &&
+   has '"plane":"V","layer":2,"bins":8'; then ok "per-layer bins reach the container"; else not_ok "per-layer bins reach the container"; fi
+status_is 2 "a bins list of the wrong length is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bins-k 32,32
+status_is 2 "an unknown level is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --level 9
 exit $fail

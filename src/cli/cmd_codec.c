@@ -31,13 +31,100 @@ static void json_chunk_shape(json_writer_t *w, const kvc_codec_info_t *info)
     json_int(w, "head_size", (long long)info->head_size);
 }
 
+/* ---- encode's quality options (--level, --bins-k, --bins-v, --key-scaling) ---------------------
+ * Parsed after the main options; applied once the file's layer count is known. */
+typedef struct {
+    int level;                  /* -1: none */
+    const char *bins[2];        /* K, V: "N" or a per-layer list "N,N,..." */
+    int key_scaling;            /* -1: default */
+} quality_opts_t;
+
+/* Consumes argv[*i] (and its value) when it is a quality option: 1 consumed, 0 not ours, -1 bad. */
+static int quality_option(int argc, char **argv, int *i, quality_opts_t *q)
+{
+    const char *o = argv[*i];
+    if (*i + 1 >= argc) return 0;
+    if (!strcmp(o, "--level")) {
+        char *end;
+        const long v = strtol(argv[++*i], &end, 10);
+        if (*end || v < 0 || v > KVC_CODEC_LEVEL_MAX) {
+            fprintf(stderr, "kvcore encode: --level %s: expected 0 .. %d\n", argv[*i], KVC_CODEC_LEVEL_MAX);
+            return -1;
+        }
+        q->level = (int)v;
+    } else if (!strcmp(o, "--bins-k") || !strcmp(o, "--bins-v")) q->bins[o[7] == 'v'] = argv[++*i];
+    else if (!strcmp(o, "--key-scaling")) {
+        const char *v = argv[++*i];
+        if (strcmp(v, "token") && strcmp(v, "channel")) {
+            fprintf(stderr, "kvcore encode: --key-scaling %s: expected token or channel\n", v);
+            return -1;
+        }
+        q->key_scaling = !strcmp(v, "channel");
+    } else return 0;
+    return 1;
+}
+
+/* "N" (every layer) or NL comma-separated values into bins[0, NL). */
+static int parse_bins(const char *opt, const char *v, size_t NL, uint32_t *bins)
+{
+    size_t n = 0;
+    for (const char *s = v; n <= NL;) {
+        char *end;
+        const unsigned long b = strtoul(s, &end, 10);
+        if (end == s || b > 255 || (*end && *end != ',')) break;
+        if (n < NL) bins[n] = (uint32_t)b;
+        n++;
+        if (!*end) {
+            if (n == 1) for (size_t l = 1; l < NL; l++) bins[l] = bins[0];
+            if (n == 1 || n == NL) return 0;
+            break;
+        }
+        s = end + 1;
+    }
+    fprintf(stderr, "kvcore encode: %s %s: expected one bin count or %zu comma-separated ones (one per layer)\n", opt, v, NL);
+    return -1;
+}
+
+/* Fills p's bins / key scaling from the options (bins storage: 2 * NL). */
+static int quality_apply(const quality_opts_t *q, kvc_codec_params_t *p, uint32_t *bins)
+{
+    const size_t NL = p->num_layers;
+    if (q->level >= 0 && kvc_codec_level_params(q->level, p, bins) != KVC_OK) return cli_fail("encode", KVC_ERR_INVALID_ARG);
+    if ((q->bins[0] || q->bins[1]) && q->level < 0) {
+        kvc_cg_default_bins(NL, bins);
+        p->bins = bins;
+        p->field_mask |= KVC_CODEC_PARAM_BINS;
+    }
+    for (int pl = 0; pl < 2; pl++)
+        if (q->bins[pl] && parse_bins(pl ? "--bins-v" : "--bins-k", q->bins[pl], NL, bins + pl * NL)) return 2;
+    if (q->key_scaling >= 0) {
+        p->key_scaling = q->key_scaling ? KVC_CODEC_SCALE_CHANNEL : KVC_CODEC_SCALE_TOKEN;
+        p->field_mask |= KVC_CODEC_PARAM_KEY_SCALING;
+    }
+    return 0;
+}
+
+/* A container LMCache cannot read still is a valid .kvc: say so on stderr, with the reason. */
+static void warn_if_lmcache_unreadable(const char *out, const uint8_t *buf, size_t len)
+{
+    kvc_lmcache_chunk_t o;
+    void *storage = NULL;
+    if (kvc_codec_export_lmcache(buf, len, &o, &storage) == KVC_ERR_UNSUPPORTED)
+        fprintf(stderr, "kvcore encode: warning: %s is not readable by LMCache (%s)\n", out, kvc_last_error());
+    kvc_codec_free(storage);
+}
+
 int kvc_cmd_encode(int argc, char **argv)
 {
     const char *in[2] = { NULL, NULL }, *out = NULL;
     int nin = 0, quiet = 0, as_json = 0;
     kvc_kvcache_io_params_t io = { 0 };
     kvc_codec_params_t p = { 0 };
+    quality_opts_t qo = { .level = -1, .key_scaling = -1 };
     for (int i = 1; i < argc; i++) {
+        const int qr = quality_option(argc, argv, &i, &qo);
+        if (qr < 0) return 2;
+        if (qr) continue;
         if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--heads") && i + 1 < argc) {
             if (!cli_parse_size("encode", "--heads", argv[++i], &io.num_heads)) return 2;
@@ -56,7 +143,12 @@ int kvc_cmd_encode(int argc, char **argv)
             printf("usage: kvcore encode KV_FILE|K_FILE V_FILE -o OUT.kvc [--heads N] [--head-size N] [--window T] [-q] [--json]\n"
                    "  KV_FILE: .npy or .safetensors with [2, NL, T, NH*HS] (or \"k\"/\"v\" tensors [NL, T, NH, HS]);\n"
                    "  K_FILE V_FILE: two files of [NL, T, NH, HS]. f16, bf16 or f32.\n"
-                   "  --json: one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary line\n");
+                   "  --json: one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary line\n"
+                   "quality (docs/CACHEGEN.md): [--level 0-%d] [--bins-k B|B,B,..] [--bins-v B|B,B,..] [--key-scaling token|channel]\n"
+                   "  --level: a named profile (0 = LMCache's default; higher = smaller); --bins-k/-v override its bins,\n"
+                   "  one even count in [4, 64] for every layer or one per layer; --key-scaling channel: per-channel key\n"
+                   "  scales (format 1.1). Containers LMCache cannot read are written with a warning.\n",
+                   KVC_CODEC_LEVEL_MAX);
             return 0;
         } else if (argv[i][0] == '-' || nin == 2) {
             fprintf(stderr, "kvcore encode: unexpected argument '%s' (see --help)\n", argv[i]);
@@ -83,6 +175,14 @@ int kvc_cmd_encode(int argc, char **argv)
     /* Without NH/HS the channels are still exact: the codec only needs NH*HS. */
     p.num_heads = dims.num_heads ? dims.num_heads : 1;
     p.head_size = dims.num_heads ? dims.head_size : dims.hidden;
+    uint32_t *qbins = malloc(2 * p.num_layers * sizeof(uint32_t));
+    int qrc = qbins ? quality_apply(&qo, &p, qbins) : cli_fail("encode", KVC_ERR_NO_MEMORY);
+    if (qrc) {
+        free(qbins);
+        kvc_tensor_free(&kv);
+        kvc_context_destroy(ctx);
+        return qrc;
+    }
     p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
     p.progress = cli_progress;
     p.progress_user = (void *)"encode";
@@ -93,6 +193,8 @@ int kvc_cmd_encode(int argc, char **argv)
     st = kvc_codec_encode(ctx, &p, kv.data, &buf, &len);
     const double dt = cli_now() - t0;
     int rc = 0;
+    free(qbins);
+    if (st == KVC_OK) warn_if_lmcache_unreadable(out, buf, len);
     if (st != KVC_OK) rc = cli_fail("encode", st);
     else if ((rc = cli_write_file(out, buf, len)) == 0 && as_json) {
         json_writer_t w;
@@ -264,6 +366,8 @@ int kvc_cmd_inspect(int argc, char **argv)
         json_int(&w, "window_tokens", info.window_tokens);
         json_int(&w, "cdf_bins", info.cdf_bins);
         json_bool(&w, "raw_cdf", info.raw_cdf);
+        json_string(&w, "key_scaling", info.key_scaling == KVC_CODEC_SCALE_CHANNEL ? "channel" : "token");
+        json_bool(&w, "lmcache_readable", info.lmcache_readable);
         json_begin_object(&w, "bytes");
         json_int(&w, "container", (long long)info.container_bytes);
         json_int(&w, "original", (long long)info.original_bytes);
