@@ -1,6 +1,7 @@
 /* CacheGen codec and .kvc container: round trips on real KV data with the quantiser's error bound,
  * LMCache-compatible streams, byte-exact re-encode, and every corruption rejected with its status. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -759,4 +760,82 @@ Test(codec, lmcache_export_refuses_what_lmcache_cannot_read)
         free(kv);
     }
     kvc_context_destroy(ctx);
+}
+
+/* The context keeps the codec's scratch across calls: calls of different sizes and modes on one
+ * context give exactly what fresh contexts give, and so do calls from several threads at once on
+ * one context (all but one of them then work on scratch of their own). */
+typedef struct {
+    kvc_context_t *ctx;
+    const kvc_codec_params_t *p;
+    const void *kv;
+    const uint8_t *want;
+    size_t want_len;
+    int ok;
+} scratch_job_t;
+
+static void *scratch_worker(void *arg)
+{
+    scratch_job_t *j = arg;
+    j->ok = 1;
+    for (int r = 0; r < 4; r++) {
+        uint8_t *buf;
+        size_t len;
+        if (kvc_codec_encode(j->ctx, j->p, j->kv, &buf, &len) != KVC_OK) { j->ok = 0; return NULL; }
+        if (len != j->want_len || memcmp(buf, j->want, len)) j->ok = 0;
+        kvc_codec_free(buf);
+    }
+    return NULL;
+}
+
+Test(codec, scratch_reused_across_calls_and_threads)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    uint16_t small[2 * 2 * 40 * 6];
+    synth(small, KVC_DTYPE_F16, sizeof(small) / 2, 5);
+    kvc_codec_params_t big = params_for(KVC_DTYPE_F16, nl, t, nh, hs), pc = big, sm = params_for(KVC_DTYPE_F16, 2, 40, 2, 3);
+    pc.field_mask = KVC_CODEC_PARAM_KEY_SCALING;
+    pc.key_scaling = KVC_CODEC_SCALE_CHANNEL;
+    const kvc_codec_params_t *ps[3] = { &big, &sm, &pc };
+    const void *data[3] = { kv, small, kv };
+    uint8_t *want[3];
+    size_t want_len[3];
+    for (int i = 0; i < 3; i++) { /* fresh context each */
+        kvc_context_t *c = kvc_test_cpu_context();
+        want[i] = encode_ok(c, ps[i], data[i], &want_len[i]);
+        kvc_context_destroy(c);
+    }
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    const int order[7] = { 0, 1, 0, 2, 1, 2, 0 };
+    for (int k = 0; k < 7; k++) {
+        const int i = order[k];
+        size_t len;
+        uint8_t *buf = encode_ok(ctx, ps[i], data[i], &len);
+        cr_assert(len == want_len[i] && memcmp(buf, want[i], len) == 0, "call %d (case %d) differs from a fresh context", k, i);
+        /* decode on the same context, after an encode of another size */
+        const size_t n = i == 1 ? sizeof(small) : 2 * nl * t * nh * hs * 2;
+        void *dec = malloc(n), *ref = malloc(n);
+        kvc_context_t *fresh = kvc_test_cpu_context();
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, n, NULL), KVC_OK);
+        cr_assert_eq(kvc_codec_decode(fresh, buf, len, ref, n, NULL), KVC_OK);
+        cr_assert(memcmp(dec, ref, n) == 0, "decode after call %d differs from a fresh context", k);
+        kvc_context_destroy(fresh);
+        free(dec);
+        free(ref);
+        kvc_codec_free(buf);
+    }
+    scratch_job_t jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (scratch_job_t){ .ctx = ctx, .p = ps[i % 3], .kv = data[i % 3], .want = want[i % 3], .want_len = want_len[i % 3] };
+        cr_assert_eq(pthread_create(&th[i], NULL, scratch_worker, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert(jobs[i].ok, "thread %d: a concurrent encode on a shared context differs", i);
+    }
+    for (int i = 0; i < 3; i++) kvc_codec_free(want[i]);
+    kvc_context_destroy(ctx);
+    free(kv);
 }

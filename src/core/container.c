@@ -164,11 +164,32 @@ static uint8_t *section(uint8_t *p, uint32_t type, const uint8_t *payload, size_
     return p + KVC_CONTAINER_SECTION_BYTES + n;
 }
 
+static kvc_status_t write_planned(const kvc_container_t *c, const layout_t L, uint8_t *out, size_t cap, size_t *written);
+
 kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t cap, size_t *written)
 {
     layout_t L;
     kvc_status_t st = plan(c, &L);
+    return st != KVC_OK ? st : write_planned(c, L, out, cap, written);
+}
+
+kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, size_t *written)
+{
+    layout_t L;
+    kvc_status_t st = plan(c, &L);
     if (st != KVC_OK) return st;
+    uint8_t *buf = malloc(L.total);
+    if (!buf) return kvc_error(KVC_ERR_NO_MEMORY, "container: no memory for %zu bytes", L.total);
+    if ((st = write_planned(c, L, buf, L.total, written)) != KVC_OK) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    return KVC_OK;
+}
+
+static kvc_status_t write_planned(const kvc_container_t *c, const layout_t L, uint8_t *out, size_t cap, size_t *written)
+{
     if (cap < L.total) return kvc_error(KVC_ERR_NO_SPACE, "container needs %zu bytes, buffer has %zu", L.total, cap);
     memset(out, 0, L.total);
     memcpy(out, KVC_CONTAINER_MAGIC, 8);

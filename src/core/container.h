@@ -62,6 +62,8 @@ static inline uint64_t kvc_container_num_scales(const kvc_container_t *c)
 kvc_status_t kvc_container_size(const kvc_container_t *c, size_t *bytes);
 /* Serialise into out (cap bytes, at least kvc_container_size). */
 kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t cap, size_t *written);
+/* kvc_container_size + kvc_container_write in one pass into a new buffer (free()). */
+kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, size_t *written);
 /* Validate every field and checksum and fill c (counts/lengths are allocated; free with
  * kvc_container_release). KVC_ERR_CORRUPT for anything malformed or truncated, KVC_ERR_VERSION for
  * another major version. Never reads outside buf[0, len). */
