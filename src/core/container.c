@@ -38,8 +38,8 @@ static void rice_put(kvc_bitwriter_t *w, uint32_t v, unsigned k)
         kvc_bw_put(w, v, 32);
         return;
     }
-    kvc_bw_put(w, ((1ull << (q + 1)) - 2), q + 1); /* q ones, then a zero */
-    if (k) kvc_bw_put(w, v & ((1u << k) - 1), k);
+    /* q ones, a zero, then k low bits: one put of at most 24 + 31 bits */
+    kvc_bw_put(w, ((1ull << (q + 1)) - 2) << k | (v & ((1ull << k) - 1)), q + 1 + k);
 }
 
 static uint32_t rice_get(kvc_bitreader_t *r, unsigned k)
@@ -191,7 +191,9 @@ kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, 
 static kvc_status_t write_planned(const kvc_container_t *c, const layout_t L, uint8_t *out, size_t cap, size_t *written)
 {
     if (cap < L.total) return kvc_error(KVC_ERR_NO_SPACE, "container needs %zu bytes, buffer has %zu", L.total, cap);
-    memset(out, 0, L.total);
+    /* Zero only what is not overwritten whole (header, META's reserved bytes, the CDF's padding):
+     * the streams of a 7B-class chunk are ~8 MB. */
+    memset(out, 0, KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + L.meta);
     memcpy(out, KVC_CONTAINER_MAGIC, 8);
     put_u16(out + 8, KVC_CONTAINER_VERSION_MAJOR);
     /* The oldest minor that has every feature used: format 1.0 containers stay byte-identical. */
@@ -224,6 +226,7 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t L, ui
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) memcpy(q, c->raw_cdf, L.cdf);
     else {
         kvc_bitwriter_t w = { q, L.cdf, 0 };
+        memset(q, 0, L.cdf);
         put_counts(&w, c, L.nstreams);
     }
     p = section(p, KVC_SECTION_CDF, q, L.cdf);
