@@ -2,6 +2,7 @@
  * LMCache-compatible streams, byte-exact re-encode, and every corruption rejected with its status. */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -838,4 +839,63 @@ Test(codec, scratch_reused_across_calls_and_threads)
     for (int i = 0; i < 3; i++) kvc_codec_free(want[i]);
     kvc_context_destroy(ctx);
     free(kv);
+}
+
+/* Containers of format 1.0 modes are byte-identical to those of the kvcore that predates format
+ * 1.1 and the codec's speed work (tests/data/golden_kvc/README.md). */
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len);
+    cr_assert_eq(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+Test(codec, golden_containers_unchanged)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs); /* [2][5][512][32] */
+    const size_t C = nh * hs;
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    for (int cs = 0; cs < 3; cs++) {
+        const size_t T = cs == 2 ? 100 : 128;
+        uint32_t bins[10] = { 46, 46, 46, 46, 46, 6, 6, 6, 6, 6 };
+        const uint32_t mla_bins[5] = { 64, 32, 16, 8, 4 };
+        kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, T, nh, hs);
+        void *in;
+        if (cs < 2) {
+            uint16_t *x = malloc(2 * nl * T * C * 2);
+            for (size_t pl = 0; pl < 2; pl++)
+                for (size_t l = 0; l < nl; l++) memcpy(x + (pl * nl + l) * T * C, kv + ((pl * nl + l) * t) * C, T * C * 2);
+            in = x;
+            if (cs == 1) {
+                p.field_mask = KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_WINDOW;
+                p.bins = bins;
+                p.window_tokens = 32;
+            }
+        } else {
+            float *x = malloc(nl * T * C * 4);
+            for (size_t l = 0; l < nl; l++)
+                for (size_t i = 0; i < T * C; i++) x[l * T * C + i] = kvc_f16_to_f32(kv[l * t * C + i]);
+            in = x;
+            p = (kvc_codec_params_t){ .field_mask = KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_WINDOW, .dtype = KVC_DTYPE_F32,
+                                      .layout = KVC_CODEC_MLA, .num_layers = nl, .num_tokens = T, .num_heads = 1, .head_size = C,
+                                      .bins = mla_bins, .window_tokens = 40 };
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "golden_kvc/case%d.kvc", cs);
+        size_t glen, len;
+        uint8_t *golden = read_all(kvc_test_data(name), &glen), *buf = encode_ok(ctx, &p, in, &len);
+        cr_assert(len == glen && memcmp(buf, golden, len) == 0, "case %d: %zu bytes, golden %zu: the container changed", cs, len, glen);
+        kvc_codec_free(buf);
+        free(golden);
+        free(in);
+    }
+    free(kv);
+    kvc_context_destroy(ctx);
 }

@@ -359,6 +359,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     const uint8_t dt = ct_dtype(p->dtype);
     for (size_t i = 0; i < nscales; i++) scale_store(scales_dt, i, dt, scales[i]);
     c->flags = chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0;
+    c->threads = ctx->num_threads;
     c->dtype = dt;
     c->layout = p->layout == KVC_CODEC_MLA ? KVC_CT_LAYOUT_MLA : KVC_CT_LAYOUT_KV_2LTD;
     c->kvs = (uint8_t)d.planes;

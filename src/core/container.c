@@ -63,19 +63,63 @@ static unsigned rice_param(const uint32_t *cnt, unsigned lo, unsigned hi)
     return k;
 }
 
-static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t nstreams)
+/* Streams [s0, s1) of the coded counts; with w->buf NULL only counts the bits. */
+static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t s0, uint64_t s1)
 {
-    for (uint64_t st = 0; st < nstreams; st++) {
+    for (uint64_t st = s0; st < s1; st++) {
         const uint32_t *cnt = c->counts + st * c->cdf_bins;
         unsigned lo = 0, hi = c->cdf_bins - 1u;
         while (lo < hi && cnt[lo] == 0) lo++;
         while (hi > lo && cnt[hi] == 0) hi--;
         const unsigned k = rice_param(cnt, lo, hi);
-        kvc_bw_put(w, lo, 6);
-        kvc_bw_put(w, hi, 6);
-        kvc_bw_put(w, k, 5);
+        kvc_bw_put(w, (uint64_t)lo << 11 | hi << 5 | k, 17);
         for (unsigned s = lo; s < hi; s++) rice_put(w, cnt[s], k);
     }
+}
+
+/* The coded counts in parts of streams, one per thread (a 7B-class chunk has 64 K streams): each
+ * part is sized, then written into its own buffer at the bit phase of its final position, so the
+ * parts are joined by OR-ing one boundary byte and copying the rest. out: NULL to size only. */
+#define COUNT_PARTS 16
+static kvc_status_t counts_section(const kvc_container_t *c, uint64_t nstreams, uint8_t *out, size_t *bits_out)
+{
+    const int threads = c->threads > 1 ? c->threads : 1;
+    const uint64_t parts = nstreams < COUNT_PARTS ? 1 : COUNT_PARTS;
+    size_t bits[COUNT_PARTS + 1] = { 0 };
+#pragma omp parallel for schedule(static) num_threads(threads) if (parts > 1)
+    for (uint64_t i = 0; i < parts; i++) {
+        kvc_bitwriter_t w = { NULL, 0, 0 };
+        put_counts(&w, c, nstreams * i / parts, nstreams * (i + 1) / parts);
+        bits[i + 1] = w.bits;
+    }
+    for (uint64_t i = 0; i < parts; i++) bits[i + 1] += bits[i];
+    *bits_out = bits[parts];
+    if (!out) return KVC_OK;
+    memset(out, 0, (bits[parts] + 7) / 8);
+    if (parts == 1) {
+        kvc_bitwriter_t w = { out, (bits[parts] + 7) / 8, 0 };
+        put_counts(&w, c, 0, nstreams);
+        return KVC_OK;
+    }
+    uint8_t *tmp[COUNT_PARTS] = { NULL };
+    int failed = 0;
+    for (uint64_t i = 0; i < parts; i++) failed |= !(tmp[i] = calloc((bits[i] % 8 + bits[i + 1] - bits[i] + 7) / 8 + 1, 1));
+    if (!failed) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (uint64_t i = 0; i < parts; i++) {
+            const size_t phase = bits[i] % 8, n = (phase + bits[i + 1] - bits[i] + 7) / 8;
+            kvc_bitwriter_t w = { tmp[i], n, phase };
+            put_counts(&w, c, nstreams * i / parts, nstreams * (i + 1) / parts);
+        }
+        for (uint64_t i = 0; i < parts; i++) {
+            const size_t b0 = bits[i] / 8, n = (bits[i] % 8 + bits[i + 1] - bits[i] + 7) / 8;
+            if (!n) continue;
+            out[b0] |= tmp[i][0];
+            memcpy(out + b0 + 1, tmp[i] + 1, n - 1);
+        }
+    }
+    for (uint64_t i = 0; i < parts; i++) free(tmp[i]);
+    return failed ? kvc_error(KVC_ERR_NO_MEMORY, "container: no memory for the coded CDF") : KVC_OK;
 }
 
 static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c, uint64_t nstreams)
@@ -137,9 +181,9 @@ static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
         if (!mul_ok(L->nstreams, (uint64_t)(c->cdf_bins + 1) * 2, &n)) return KVC_ERR_NO_MEMORY;
         L->cdf = n;
     } else {
-        kvc_bitwriter_t w = { NULL, 0, 0 };
-        put_counts(&w, c, L->nstreams);
-        L->cdf = (w.bits + 7) / 8;
+        size_t bits;
+        counts_section(c, L->nstreams, NULL, &bits);
+        L->cdf = (bits + 7) / 8;
     }
     for (uint64_t i = 0; i < L->nstreams * c->num_windows; i++) L->lengths += put_varint(NULL, c->lengths[i]);
     L->streams = c->streams_bytes;
@@ -225,9 +269,9 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t L, ui
     uint8_t *q = p + KVC_CONTAINER_SECTION_BYTES;
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) memcpy(q, c->raw_cdf, L.cdf);
     else {
-        kvc_bitwriter_t w = { q, L.cdf, 0 };
-        memset(q, 0, L.cdf);
-        put_counts(&w, c, L.nstreams);
+        size_t bits;
+        const kvc_status_t st = counts_section(c, L.nstreams, q, &bits);
+        if (st != KVC_OK) return st;
     }
     p = section(p, KVC_SECTION_CDF, q, L.cdf);
 

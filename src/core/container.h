@@ -44,6 +44,7 @@ typedef struct kvc_container {
     uint32_t *lengths;
     const uint8_t *streams;
     size_t streams_bytes;
+    int threads;          /* write: threads for coding the CDF section (0 or 1: the calling thread) */
 } kvc_container_t;
 
 static inline uint64_t kvc_container_streams_per_window(const kvc_container_t *c)
