@@ -81,11 +81,18 @@ static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t s0
  * part is sized, then written into its own buffer at the bit phase of its final position, so the
  * parts are joined by OR-ing one boundary byte and copying the rest. out: NULL to size only. */
 #define COUNT_PARTS 16
-static kvc_status_t counts_section(const kvc_container_t *c, uint64_t nstreams, uint8_t *out, size_t *bits_out)
+typedef struct {
+    uint64_t nstreams;    /* streams per window */
+    size_t meta, scales, cdf, lengths, streams, total;
+    size_t cdf_part_bits[COUNT_PARTS + 1]; /* coded counts: bit offset of each part (counts_section) */
+} layout_t;
+
+/* Sizing: bits[0 .. parts] receives each part's bit offset. */
+static void counts_size(const kvc_container_t *c, uint64_t nstreams, size_t *bits)
 {
     const int threads = c->threads > 1 ? c->threads : 1;
     const uint64_t parts = nstreams < COUNT_PARTS ? 1 : COUNT_PARTS;
-    size_t bits[COUNT_PARTS + 1] = { 0 };
+    bits[0] = 0;
 #pragma omp parallel for schedule(static) num_threads(threads) if (parts > 1)
     for (uint64_t i = 0; i < parts; i++) {
         kvc_bitwriter_t w = { NULL, 0, 0 };
@@ -93,8 +100,13 @@ static kvc_status_t counts_section(const kvc_container_t *c, uint64_t nstreams, 
         bits[i + 1] = w.bits;
     }
     for (uint64_t i = 0; i < parts; i++) bits[i + 1] += bits[i];
-    *bits_out = bits[parts];
-    if (!out) return KVC_OK;
+}
+
+/* Writing, at the offsets counts_size computed. */
+static kvc_status_t counts_section(const kvc_container_t *c, uint64_t nstreams, uint8_t *out, const size_t *bits)
+{
+    const int threads = c->threads > 1 ? c->threads : 1;
+    const uint64_t parts = nstreams < COUNT_PARTS ? 1 : COUNT_PARTS;
     memset(out, 0, (bits[parts] + 7) / 8);
     if (parts == 1) {
         kvc_bitwriter_t w = { out, (bits[parts] + 7) / 8, 0 };
@@ -165,10 +177,6 @@ static size_t put_varint(uint8_t *out, uint32_t v)
 
 /* ---- sizes ---- */
 
-typedef struct {
-    uint64_t nstreams;    /* streams per window */
-    size_t meta, scales, cdf, lengths, streams, total;
-} layout_t;
 
 static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
 {
@@ -181,9 +189,8 @@ static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
         if (!mul_ok(L->nstreams, (uint64_t)(c->cdf_bins + 1) * 2, &n)) return KVC_ERR_NO_MEMORY;
         L->cdf = n;
     } else {
-        size_t bits;
-        counts_section(c, L->nstreams, NULL, &bits);
-        L->cdf = (bits + 7) / 8;
+        counts_size(c, L->nstreams, L->cdf_part_bits);
+        L->cdf = (L->cdf_part_bits[L->nstreams < COUNT_PARTS ? 1 : COUNT_PARTS] + 7) / 8;
     }
     for (uint64_t i = 0; i < L->nstreams * c->num_windows; i++) L->lengths += put_varint(NULL, c->lengths[i]);
     L->streams = c->streams_bytes;
@@ -208,13 +215,13 @@ static uint8_t *section(uint8_t *p, uint32_t type, const uint8_t *payload, size_
     return p + KVC_CONTAINER_SECTION_BYTES + n;
 }
 
-static kvc_status_t write_planned(const kvc_container_t *c, const layout_t L, uint8_t *out, size_t cap, size_t *written);
+static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, uint8_t *out, size_t cap, size_t *written);
 
 kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t cap, size_t *written)
 {
     layout_t L;
     kvc_status_t st = plan(c, &L);
-    return st != KVC_OK ? st : write_planned(c, L, out, cap, written);
+    return st != KVC_OK ? st : write_planned(c, &L, out, cap, written);
 }
 
 kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, size_t *written)
@@ -224,7 +231,7 @@ kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, 
     if (st != KVC_OK) return st;
     uint8_t *buf = malloc(L.total);
     if (!buf) return kvc_error(KVC_ERR_NO_MEMORY, "container: no memory for %zu bytes", L.total);
-    if ((st = write_planned(c, L, buf, L.total, written)) != KVC_OK) {
+    if ((st = write_planned(c, &L, buf, L.total, written)) != KVC_OK) {
         free(buf);
         return st;
     }
@@ -232,8 +239,9 @@ kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, 
     return KVC_OK;
 }
 
-static kvc_status_t write_planned(const kvc_container_t *c, const layout_t L, uint8_t *out, size_t cap, size_t *written)
+static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, uint8_t *out, size_t cap, size_t *written)
 {
+    const layout_t L = *Lp;
     if (cap < L.total) return kvc_error(KVC_ERR_NO_SPACE, "container needs %zu bytes, buffer has %zu", L.total, cap);
     /* Zero only what is not overwritten whole (header, META's reserved bytes, the CDF's padding):
      * the streams of a 7B-class chunk are ~8 MB. */
@@ -269,8 +277,7 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t L, ui
     uint8_t *q = p + KVC_CONTAINER_SECTION_BYTES;
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) memcpy(q, c->raw_cdf, L.cdf);
     else {
-        size_t bits;
-        const kvc_status_t st = counts_section(c, L.nstreams, q, &bits);
+        const kvc_status_t st = counts_section(c, L.nstreams, q, L.cdf_part_bits);
         if (st != KVC_OK) return st;
     }
     p = section(p, KVC_SECTION_CDF, q, L.cdf);
