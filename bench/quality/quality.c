@@ -388,9 +388,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--config") && i + 1 < argc && nconf < 64) {
             if (parse_config(argv[++i], &configs[nconf++])) return 2;
         } else if (!strcmp(argv[i], "--continue") && i + 1 < argc) cont = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--check-kv")) check = 1;
+        else if (!strcmp(argv[i], "--check-nll")) check = 1;
         else {
-            fprintf(stderr, "usage: %s --model stories260K.gguf --data DIR [--config SPEC]... [--continue N] [--check-kv]\n"
+            fprintf(stderr, "usage: %s --model stories260K.gguf --data DIR [--config SPEC]... [--continue N] [--check-nll]\n"
                             "  SPEC: default | kKvV (bins per plane, e.g. k46v8) | levelN\n", argv[0]);
             return 2;
         }
