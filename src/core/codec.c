@@ -31,7 +31,8 @@ enum { SC_SYMBOLS, SC_WINDOW, SC_STREAMS, SC_SCALES, SC_SCALES_DT, SC_CDF, SC_LE
        SC_PREFSUM, SC_TVALUES, SC_TSYMBOLS, SC_COUNT };
 
 struct kvc_codec_scratch {
-    int busy;
+    int busy;       /* the context's set: taken by a call (atomic) */
+    int own;        /* a call's private set (never shared, freed at release) */
     void *buf[SC_COUNT];
     size_t cap[SC_COUNT];
 };
@@ -44,7 +45,7 @@ void kvc_codec_scratch_free(scratch_t *s)
     free(s);
 }
 
-/* The context's set when free (created on first use), else a private one (busy = -1). */
+/* The context's set when free (created on first use), else a private one. */
 static scratch_t *scratch_acquire(kvc_context_t *ctx)
 {
     scratch_t *s = __atomic_load_n(&ctx->codec_scratch, __ATOMIC_ACQUIRE);
@@ -59,14 +60,14 @@ static scratch_t *scratch_acquire(kvc_context_t *ctx)
     }
     if (!__atomic_exchange_n(&s->busy, 1, __ATOMIC_ACQUIRE)) return s;
     s = calloc(1, sizeof(*s));
-    if (s) s->busy = -1;
+    if (s) s->own = 1;
     return s;
 }
 
 static void scratch_release(scratch_t *s)
 {
     if (!s) return;
-    if (s->busy < 0) kvc_codec_scratch_free(s);
+    if (s->own) kvc_codec_scratch_free(s);
     else __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
