@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <kvcore.h>
 
@@ -72,22 +73,36 @@ static void coder_decode_job(void *arg)
     if (st != KVC_OK) j->status = st;
 }
 
-/* Best seconds of a and b over reps rounds, alternating a, b in each round (after one warm-up of
- * each), so machine load hits both alike. */
-static void time_interleaved(void (*a)(void *), void *aa, void (*b)(void *), void *ba, int reps, double *ta, double *tb)
+static double cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Best wall seconds of a and b over reps rounds, alternating a, b in each round (after one warm-up
+ * of each), so machine load hits both alike; *ca, *cb: mean process CPU seconds per call, which
+ * other processes' load does not inflate (the figure to trust on a shared machine at 1 thread). */
+static void time_interleaved(void (*a)(void *), void *aa, void (*b)(void *), void *ba, int reps, double *ta, double *tb,
+                             double *ca, double *cb)
 {
     a(aa);
     b(ba);
     *ta = *tb = 1e30;
+    *ca = *cb = 0;
     for (int r = 0; r < reps; r++) {
-        double t0 = bench_now();
+        double c0 = cpu_now(), t0 = bench_now();
         a(aa);
-        double t1 = bench_now();
+        double t1 = bench_now(), c1 = cpu_now();
         if (t1 - t0 < *ta) *ta = t1 - t0;
+        *ca += (c1 - c0) / reps;
+        c0 = cpu_now();
         t0 = bench_now();
         b(ba);
         t1 = bench_now();
+        c1 = cpu_now();
         if (t1 - t0 < *tb) *tb = t1 - t0;
+        *cb += (c1 - c0) / reps;
     }
 }
 
@@ -119,13 +134,18 @@ static int coder_rows(const bench_opts_t *o, kvc_context_t *ctx, int threads, co
     }
     cj.dec = (kvc_decode_packed_args_t){ .cdf = cdf, .bytes = packed, .nbytes = (size_t)sum, .prefsum = prefsum, .symbols = out,
                                          .layers = L, .tokens = TOKENS, .channels = C, .num_bins = B };
-    double t_codec, t_coder;
-    time_interleaved(encode_job, j, coder_encode_job, &cj, reps, &t_codec, &t_coder);
+    double t_codec, t_coder, c_codec, c_coder;
+    char prm[512];
+    time_interleaved(encode_job, j, coder_encode_job, &cj, reps, &t_codec, &t_coder, &c_codec, &c_coder);
+    snprintf(prm, sizeof(prm), "%s,\"cpu_s_codec\":%.4f,\"cpu_s_coder\":%.4f,\"cpu_ratio\":%.4f", params, c_codec, c_coder,
+             c_coder / c_codec);
     bench_result_t r = { .suite = "codec", .name = "encode_vs_coder", .value = (double)bytes / t_codec / 1e9, .unit = "GB/s",
                          .baseline_name = "coder_encode", .baseline_value = (double)bytes / t_coder / 1e9, .threads = threads,
-                         .params = params };
+                         .params = prm };
     bench_report(o, &r);
-    time_interleaved(decode_job, j, coder_decode_job, &cj, reps, &t_codec, &t_coder);
+    time_interleaved(decode_job, j, coder_decode_job, &cj, reps, &t_codec, &t_coder, &c_codec, &c_coder);
+    snprintf(prm, sizeof(prm), "%s,\"cpu_s_codec\":%.4f,\"cpu_s_coder\":%.4f,\"cpu_ratio\":%.4f", params, c_codec, c_coder,
+             c_coder / c_codec);
     r.name = "decode_vs_coder";
     r.value = (double)bytes / t_codec / 1e9;
     r.baseline_name = "coder_decode_packed";
