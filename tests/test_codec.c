@@ -899,3 +899,38 @@ Test(codec, golden_containers_unchanged)
     free(kv);
     kvc_context_destroy(ctx);
 }
+
+/* Thread count does not change a container: the coded CDF in parts, the window's streams packed
+ * per layer and the STREAMS CRC computed in pieces (> 1 MiB of streams) give the bytes of one thread. */
+Test(codec, same_bytes_with_any_thread_count)
+{
+    const size_t nl = 4, t = 1200, nh = 4, hs = 128, n = 2 * nl * t * nh * hs;
+    uint16_t *kv = malloc(n * 2), *dec = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 9);
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    uint8_t *first = NULL;
+    size_t first_len = 0;
+    const int threads[3] = { 1, 2, 5 };
+    for (int i = 0; i < 3; i++) {
+        kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                    .num_threads = threads[i] };
+        kvc_context_t *ctx;
+        cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK);
+        size_t len;
+        uint8_t *buf = encode_ok(ctx, &p, kv, &len);
+        kvc_codec_info_t info;
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, n * 2, &info), KVC_OK, "%s", kvc_last_error());
+        cr_assert_gt(info.streams_bytes, (size_t)1 << 20, "the case must exercise the pieced CRC");
+        if (!first) {
+            first = buf;
+            first_len = len;
+        } else {
+            cr_assert(len == first_len && memcmp(buf, first, len) == 0, "%d threads: container differs from 1 thread", threads[i]);
+            kvc_codec_free(buf);
+        }
+        kvc_context_destroy(ctx);
+    }
+    kvc_codec_free(first);
+    free(kv);
+    free(dec);
+}

@@ -28,7 +28,7 @@ typedef struct {
  * largest call so far, until it is destroyed. One call at a time uses the context's set; a call
  * that finds it busy (another thread on the same context) works on a set of its own. */
 enum { SC_SYMBOLS, SC_WINDOW, SC_STREAMS, SC_SCALES, SC_SCALES_DT, SC_CDF, SC_LENS, SC_COUNTS, SC_LENGTHS, SC_PACKED,
-       SC_PREFSUM, SC_TVALUES, SC_TSYMBOLS, SC_COUNT };
+       SC_PREFSUM, SC_TVALUES, SC_TSYMBOLS, SC_LAYER_OFFSETS, SC_COUNT };
 
 struct kvc_codec_scratch {
     int busy;       /* the context's set: taken by a call (atomic) */
@@ -349,11 +349,26 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
             sc->cap[SC_PACKED] = ncap;
         }
         packed = sc->buf[SC_PACKED];
-        for (size_t s = 0; s < S; s++) {
-            memcpy(packed + packed_len, streams + s * cap, (size_t)lens[s]);
-            packed_len += (size_t)lens[s];
-            c->lengths[(size_t)w * S + s] = (uint32_t)lens[s];
+        /* Window offsets of each layer's streams, then the copies in parallel over layers. */
+        uint32_t *wl = c->lengths + (size_t)w * S;
+        for (size_t s = 0; s < S; s++) wl[s] = (uint32_t)lens[s];
+        size_t *loff = scratch_get(sc, SC_LAYER_OFFSETS, (L + 1) * sizeof(size_t));
+        if (!loff) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for stream offsets"); goto done; }
+        loff[0] = packed_len;
+        for (size_t l = 0; l < L; l++) {
+            size_t n = 0;
+            for (size_t ch = 0; ch < C; ch++) n += wl[l * C + ch];
+            loff[l + 1] = loff[l] + n;
         }
+#pragma omp parallel for schedule(static) num_threads(ctx->num_threads)
+        for (size_t l = 0; l < L; l++) {
+            size_t o = loff[l];
+            for (size_t ch = 0; ch < C; ch++) {
+                memcpy(packed + o, streams + (l * C + ch) * cap, wl[l * C + ch]);
+                o += wl[l * C + ch];
+            }
+        }
+        packed_len = loff[L];
         if ((p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress) p->progress(p->progress_user, w + 1u, nwin);
     }
 
