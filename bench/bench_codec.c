@@ -54,8 +54,8 @@ static void decode_job(void *arg)
 /* The coder alone on the chunk's symbols: encode every stream, or decode the packed streams. */
 typedef struct {
     kvc_context_t *ctx;
-    kvc_encode_args_t enc;
-    kvc_decode_packed_args_t dec;
+    kvc_cg_encode_params_t enc;
+    kvc_cg_decode_packed_params_t dec;
     kvc_status_t status;
 } coder_job_t;
 
@@ -121,9 +121,9 @@ static int coder_rows(const bench_opts_t *o, kvc_context_t *ctx, int threads, co
     int64_t *prefsum = malloc(S * sizeof(int64_t));
     int rc = 1;
     if (!sym || !streams || !packed || !out || !scales || !cdf || !lens || !prefsum) goto done;
-    kvc_quant_args_t q = { .dtype = KVC_CG_F16, .values = (void *)j->kv, .symbols = sym, .scales = scales, .bins = bins,
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F16, .values = (void *)j->kv, .symbols = sym, .scales = scales, .bins = bins,
                            .layers = L, .tokens = TOKENS, .channels = C };
-    kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = TOKENS, .channels = C, .num_bins = B };
+    kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = TOKENS, .channels = C, .num_bins = B };
     coder_job_t cj = { .ctx = ctx, .enc = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = lens, .layers = L,
                                             .tokens = TOKENS, .channels = C, .capacity = cap, .num_bins = B } };
     if (kvc_quantise(ctx, &q) != KVC_OK || kvc_cg_cdf(ctx, &ca) != KVC_OK || kvc_cg_encode(ctx, &cj.enc) != KVC_OK) goto done;
@@ -132,7 +132,7 @@ static int coder_rows(const bench_opts_t *o, kvc_context_t *ctx, int threads, co
         memcpy(packed + sum, streams + s * cap, (size_t)lens[s]);
         prefsum[s] = sum += lens[s];
     }
-    cj.dec = (kvc_decode_packed_args_t){ .cdf = cdf, .bytes = packed, .nbytes = (size_t)sum, .prefsum = prefsum, .symbols = out,
+    cj.dec = (kvc_cg_decode_packed_params_t){ .cdf = cdf, .bytes = packed, .nbytes = (size_t)sum, .prefsum = prefsum, .symbols = out,
                                          .layers = L, .tokens = TOKENS, .channels = C, .num_bins = B };
     double t_codec, t_coder, c_codec, c_coder;
     char prm[512];
