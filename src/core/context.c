@@ -180,6 +180,7 @@ KVC_API void kvc_context_destroy(kvc_context_t *ctx)
     kvc_backends_unload(ctx);
     kvc_topology_unload(ctx);
     kvc_recorder_destroy(ctx->recorder);
+    kvc_codec_scratch_free(ctx->codec_scratch);
     free(ctx);
 }
 

@@ -47,7 +47,11 @@ struct kvc_context {
 
     struct kvc_mem_registry *mem; /* live host allocations (hostmem.c) */
     struct kvc_device_registry *devmem; /* live kvc_device_alloc allocations (device.c) */
+    struct kvc_codec_scratch *codec_scratch; /* codec buffers kept across calls (codec.c) */
 };
+
+/* codec.c: frees the context's codec scratch (kvc_context_destroy). */
+void kvc_codec_scratch_free(struct kvc_codec_scratch *s);
 
 /* The built-in CPU backend descriptor (src/backends/simd). */
 extern const kvc_backend_t kvc_cpu_backend;
