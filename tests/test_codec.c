@@ -718,13 +718,13 @@ Test(codec, format_minor_versions)
     p.key_scaling = KVC_CODEC_SCALE_CHANNEL;
     buf = encode_ok(ctx, &p, kv, &len);
     cr_assert_eq(buf[10], 1);
-    cr_assert_eq(rd32(buf + 12), 2u);
+    cr_assert_eq(rd32(buf + 12), 4u); /* flag bit 2: per-channel keys */
     cr_assert_eq(try_decode(ctx, buf, len), KVC_OK);
     buf[10] = 0; /* per-channel keys in a 1.0 container */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
     buf[10] = 1;
-    wr32(buf + 12, 2u | 4u); /* a flag no 1.1 container can have */
+    wr32(buf + 12, 4u | 8u); /* a flag no 1.1 container can have */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
     buf[10] = 2; /* ... the same flag from a newer minor: this reader is too old */

@@ -101,16 +101,14 @@ static int quality_option(int code, const char *v, quality_opts_t *q)
         char *end;
         const long n = strtol(v, &end, 10);
         if (!*v || *end || n < 0 || n > KVC_CODEC_LEVEL_MAX) {
-            fprintf(stderr, "kvcore encode: --level %s: expected 0 .. %d
-", v, KVC_CODEC_LEVEL_MAX);
+            fprintf(stderr, "kvcore encode: --level %s: expected 0 .. %d\n", v, KVC_CODEC_LEVEL_MAX);
             return -1;
         }
         q->level = (int)n;
     } else if (code == OPT_BINS_K || code == OPT_BINS_V) q->bins[code == OPT_BINS_V] = v;
     else {
         if (strcmp(v, "token") && strcmp(v, "channel")) {
-            fprintf(stderr, "kvcore encode: --key-scaling %s: expected token or channel
-", v);
+            fprintf(stderr, "kvcore encode: --key-scaling %s: expected token or channel\n", v);
             return -1;
         }
         q->key_scaling = !strcmp(v, "channel");
@@ -395,10 +393,11 @@ int kvc_cmd_encode(int argc, char **argv)
     kvc_context_t *ctx = rc ? NULL : open_context("encode");
     if (!rc && !ctx) rc = CLI_EXIT_ERROR;
     if (!rc) cli_install_signal_handlers();
-    int failed = 0;
+    int failed = 0, last = 0;
     for (int i = 0; !rc && i < o.nfiles; i++) {
         o.file_index = i;
-        failed += to_dir ? encode_one(ctx, &o, in + i, 1, outs[i]) != 0 : encode_one(ctx, &o, in, nin, out) != 0;
+        last = to_dir ? encode_one(ctx, &o, in + i, 1, outs[i]) : encode_one(ctx, &o, in, nin, out);
+        failed += last != 0;
     }
     if (!rc && o.nfiles > 1) {
         cli_progress_end();
@@ -406,7 +405,8 @@ int kvc_cmd_encode(int argc, char **argv)
             printf("%s: %d files encoded, %d failed, %zu -> %zu bytes (%.2fx) in %.3f s\n", out, o.nfiles - failed, failed,
                    o.in_bytes, o.out_bytes, o.out_bytes ? (double)o.in_bytes / (double)o.out_bytes : 0.0, o.seconds);
     }
-    if (!rc && failed) rc = CLI_EXIT_ERROR;
+    /* One file: its own exit status (a bad --bins-k list is a usage error once NL is known). */
+    if (!rc && failed) rc = o.nfiles == 1 ? last : CLI_EXIT_ERROR;
     for (int i = 0; outs && i < nin; i++) free(outs[i]);
     free(outs);
     kvc_context_destroy(ctx);
