@@ -185,6 +185,16 @@ struct kvc_rope_delta_args {
 
 typedef void (*kvc_host_fn_t)(void *arg);
 
+/* Where a pointer lives, as a GPU runtime's pointer attributes say (pointer_kind slot). The core
+ * routes each codec / coder / quantiser / RoPE / transfer call by it (docs/ARCHITECTURE.md,
+ * "Dispatch by residence"). */
+typedef enum kvc_residence_kind {
+    KVC_RES_PAGEABLE = 0,   /* host memory the runtime does not know (malloc, stack, mmap) */
+    KVC_RES_REGISTERED = 1, /* page-locked / registered host memory: the device reaches it too */
+    KVC_RES_DEVICE = 2,     /* device memory: the host cannot dereference it */
+    KVC_RES_MANAGED = 3,    /* managed memory, or pageable memory on a device with coherent access (HMM/ATS) */
+} kvc_residence_kind_t;
+
 /* Services the core offers to modules (so modules log and report errors the same way). */
 typedef struct kvc_backend_services {
     uint32_t abi_version;
@@ -235,6 +245,9 @@ typedef struct kvc_backend_ops {
     kvc_status_t (*rope_k_delta)(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
     /* --- recorders: run fn(arg) on the host once prior work on the stream is done --- */
     kvc_status_t (*launch_host_callback)(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t fn, void *arg);
+    /* --- residence: *kind = the kvc_residence_kind_t of ptr. A module without this slot gets every call
+     * (its old behaviour); the CPU backend does not need it (all its memory is host memory). --- */
+    kvc_status_t (*pointer_kind)(kvc_backend_ctx_t *b, const void *ptr, int *kind);
 } kvc_backend_ops_t;
 
 typedef struct kvc_backend {

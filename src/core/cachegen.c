@@ -1,5 +1,6 @@
-/* CacheGen public API: argument validation (pointers, counts, size overflow) once, then the
- * selected backend's op. Checks that read the data are the backend's (see cachegen.h). */
+/* CacheGen public API: argument validation (pointers, counts, size overflow) once, then the op of
+ * the table where the data lives (residence.c). Checks that read the data are the backend's (see
+ * cachegen.h). */
 #include "config.h"
 
 #include <stdint.h>
@@ -33,7 +34,13 @@ KVC_API kvc_status_t kvc_cg_cdf(kvc_context_t *ctx, const kvc_cdf_args_t *a)
     if (st != KVC_OK) return st;
     if (!a->cdf || (!a->symbols && a->tokens))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_cdf: symbols and cdf must not be NULL");
-    return ctx->ops.cg_cdf(ctx->bctx, a);
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "cg_cdf");
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_res_add(&r, "cdf", -1, a->cdf);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->cg_cdf(to.b, a);
 }
 
 KVC_API size_t kvc_cg_encode_bound(size_t tokens)
@@ -63,7 +70,15 @@ KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_encode_args_t *
     size_t needed = 0;
     kvc_encode_args_t args = *a;
     args.needed = a->needed ? a->needed : &needed;
-    return ctx->ops.cg_encode(ctx->bctx, &args);
+    kvc_residence_t r; /* needed is host memory on every backend */
+    kvc_res_init(&r, ctx, "cg_encode");
+    kvc_res_add(&r, "cdf", -1, a->cdf);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_res_add(&r, "streams", -1, a->streams);
+    kvc_res_add(&r, "lengths", -1, a->lengths);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->cg_encode(to.b, &args);
 }
 
 KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *a)
@@ -80,7 +95,15 @@ KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *
     if (!kvc_mul3_ok(a->layers, a->channels, a->capacity, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: stream buffer of %zu x %zu x %zu bytes overflows size_t",
                          a->layers, a->channels, a->capacity);
-    return ctx->ops.cg_decode(ctx->bctx, a);
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "cg_decode");
+    kvc_res_add(&r, "cdf", -1, a->cdf);
+    kvc_res_add(&r, "streams", -1, a->streams);
+    kvc_res_add(&r, "lengths", -1, a->lengths);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->cg_decode(to.b, a);
 }
 
 KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_decode_packed_args_t *a)
@@ -92,7 +115,15 @@ KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_decode_p
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode_packed: cdf, bytes, prefsum and symbols must not be NULL");
     if (a->nbytes > INT64_MAX)
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode_packed: nbytes %zu above INT64_MAX", a->nbytes);
-    return ctx->ops.cg_decode_packed(ctx->bctx, a);
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "cg_decode_packed");
+    kvc_res_add(&r, "cdf", -1, a->cdf);
+    kvc_res_add(&r, "bytes", -1, a->bytes);
+    kvc_res_add(&r, "prefsum", -1, a->prefsum);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->cg_decode_packed(to.b, a);
 }
 
 static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
@@ -117,12 +148,25 @@ static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
     return KVC_OK;
 }
 
+/* bins is host memory on every backend: it does not take part. */
+static kvc_status_t route_quant(kvc_context_t *ctx, const char *op, const kvc_quant_args_t *a, kvc_route_t *to)
+{
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, op);
+    kvc_res_add(&r, "values", -1, a->values);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_res_add(&r, "scales", -1, a->scales);
+    return kvc_res_route(&r, to);
+}
+
 KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_args_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "quantise: ctx and args must not be NULL");
     kvc_status_t st = check_quant("quantise", a);
     if (st != KVC_OK) return st;
-    return ctx->ops.quantise(ctx->bctx, a);
+    kvc_route_t to;
+    if ((st = route_quant(ctx, "quantise", a, &to)) != KVC_OK) return st;
+    return to.ops->quantise(to.b, a);
 }
 
 KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_args_t *a)
@@ -130,7 +174,9 @@ KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_args_t *
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "dequantise: ctx and args must not be NULL");
     kvc_status_t st = check_quant("dequantise", a);
     if (st != KVC_OK) return st;
-    return ctx->ops.dequantise(ctx->bctx, a);
+    kvc_route_t to;
+    if ((st = route_quant(ctx, "dequantise", a, &to)) != KVC_OK) return st;
+    return to.ops->dequantise(to.b, a);
 }
 
 KVC_API kvc_status_t kvc_cg_default_bins(size_t num_layers, uint32_t *bins)

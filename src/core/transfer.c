@@ -67,6 +67,21 @@ static kvc_status_t check_tokens(const kvc_layout_t *l, const kvc_page_shape_t *
     return check_indices("slots", slots, slot_type, num_slots, skip, s->nb * s->bs, 1, "nb*bs slots");
 }
 
+/* Engine tensors, chunk and objects decide the side (residence.c); slot and block tables are host
+ * tables the core reads. A GPU module checks each pointer again and refuses pageable host memory. */
+static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, const kvc_engine_map_t *e, int64_t layers,
+                               int64_t planes, void *chunk, void *const *objects, int64_t num_objects,
+                               kvc_route_t *to)
+{
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, op);
+    const int64_t nptrs = (layers - 1) * e->ptr_layer_step + (planes - 1) * e->ptr_plane_step + 1;
+    for (int64_t i = 0; i < nptrs; i++) kvc_res_add(&r, "engine_ptrs", i, e->ptrs[i]);
+    kvc_res_add(&r, "chunk", -1, chunk);
+    for (int64_t i = 0; i < num_objects; i++) kvc_res_add(&r, "objects", i, objects[i]);
+    return kvc_res_route(&r, to);
+}
+
 static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
                                void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
                                int64_t num_tokens, kvc_stream_t stream)
@@ -85,7 +100,10 @@ static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int di
                                 .bytes = kvc_mul3(layers * l->planes, num_tokens - skip, l->row_bytes),
                                 .stream = stream };
     p.engine.ptrs = ptrs;
-    return ctx->ops.transfer_tokens(ctx->bctx, &p);
+    kvc_route_t to;
+    const kvc_status_t st = route_xfer(ctx, "transfer", &p.engine, layers, l->planes, chunk, NULL, 0, &to);
+    if (st != KVC_OK) return st;
+    return to.ops->transfer_tokens(to.b, &p);
 }
 
 KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
@@ -216,5 +234,9 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
                                 .bytes = kvc_mul3(a->shape.nl * l.planes, (n - a->skip_prefix_blocks) * bs, l.row_bytes),
                                 .stream = a->stream };
     p.engine.ptrs = a->engine_ptrs;
-    return ctx->ops.transfer_blocks(ctx->bctx, &p);
+    kvc_route_t to;
+    if ((st = route_xfer(ctx, "transfer_blocks", &p.engine, a->shape.nl, l.planes, NULL, a->objects,
+                         (n - 1) / bpo + 1, &to)) != KVC_OK)
+        return st;
+    return to.ops->transfer_blocks(to.b, &p);
 }
