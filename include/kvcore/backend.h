@@ -126,6 +126,12 @@ struct kvc_token_plan {
     kvc_run_shape_t runs;          /* runs of one token */
     int64_t bytes;                 /* upper bound of bytes moved (work sizing) */
     kvc_stream_t stream;
+    /* Nonzero: slots is device memory (pointer_kind said so), which the core did not read; the
+     * backend checks slots[first_token, end_token) against [0, index_limit) (negative: skip) on the
+     * device before any write and fails as the core would ("slots[i] = v outside [0, L) (nb*bs
+     * slots)", KVC_ERR_OUT_OF_RANGE). Only modules with a pointer_kind slot ever see it set. */
+    int32_t index_on_device;
+    int64_t index_limit;
 };
 
 struct kvc_block_plan {
@@ -140,6 +146,10 @@ struct kvc_block_plan {
     kvc_run_shape_t runs;           /* runs of one block (bs tokens) */
     int64_t bytes;
     kvc_stream_t stream;
+    /* As in kvc_token_plan, for block_ids[first_block, end_block) in [0, index_limit) (no skips;
+     * "block_ids[i] = v outside [0, L) (nb blocks)"). */
+    int32_t index_on_device;
+    int64_t index_limit;
 };
 
 /* ---------------------------------------------------------------- CacheGen (cachegen.h) */

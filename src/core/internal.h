@@ -84,6 +84,9 @@ void kvc_res_init(kvc_residence_t *r, kvc_context_t *ctx, const char *op);
 /* Adds one data pointer of the call (NULL is ignored); index >= 0 names an array element. */
 void kvc_res_add(kvc_residence_t *r, const char *name, long long index, const void *p);
 kvc_status_t kvc_res_route(const kvc_residence_t *r, kvc_route_t *out);
+/* 1 when p is device memory on a GPU context whose module answers pointer_kind (index tables the
+ * core then leaves to the module to validate). */
+int kvc_res_on_device(kvc_context_t *ctx, const void *p);
 
 /* recorder.c: the context's recorders (destroy frees records not drained; NULL is a no-op) */
 kvc_status_t kvc_recorder_create(kvc_recorder_t **out);

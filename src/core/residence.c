@@ -57,3 +57,9 @@ kvc_status_t kvc_res_route(const kvc_residence_t *r, kvc_route_t *out)
         *out = (kvc_route_t){ .ops = &ctx->cpu_ops, .b = ctx->cpu_bctx, .on_gpu = 0 };
     return KVC_OK;
 }
+
+int kvc_res_on_device(kvc_context_t *ctx, const void *p)
+{
+    int kind = KVC_RES_PAGEABLE;
+    return ctx->cpu_bctx && p && ctx->ops.pointer_kind(ctx->bctx, p, &kind) == KVC_OK && kind == KVC_RES_DEVICE;
+}

@@ -287,17 +287,40 @@ static kvc_status_t reach_table(kvc_backend_ctx_t *b, void *const *in, int64_t n
     return KVC_OK;
 }
 
+/* A device-resident index table (plan.index_on_device): checked "on the device" (through the
+ * read-write view) before any write, with the core's status and message; *out is its view. */
+static kvc_status_t device_index(kvc_backend_ctx_t *b, const int64_t *table, int64_t first, int64_t end,
+                                 int64_t limit, int negative_skips, const char *what, const char *limit_name,
+                                 const int64_t **out)
+{
+    const int64_t *v = NULL;
+    kvc_status_t st = reach(b, table, "transfer", what, -1, &v);
+    if (st != KVC_OK) return st;
+    for (int64_t i = first; i < end; i++)
+        if (v[i] >= limit || (v[i] < 0 && !negative_skips))
+            return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", what,
+                                     (long long)i, (long long)v[i], (long long)limit, limit_name);
+    *out = v;
+    return KVC_OK;
+}
+
 static kvc_status_t emu_tokens(kvc_backend_ctx_t *b, const struct kvc_token_plan *p)
 {
     if (p->end_token <= p->first_token) return KVC_OK;
     kvc_xfer_args_t a = kvc_xfer_from_plan(p->direction, p->num_layers, p->num_planes, &p->engine, &p->chunk_map,
                                            &p->runs);
     char **ptrs = NULL;
-    kvc_status_t st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer", "engine_ptrs", &ptrs);
+    const int64_t *slots = p->slots;
+    kvc_status_t st = KVC_OK;
+    if (p->index_on_device)
+        st = device_index(b, p->slots, p->first_token, p->end_token, p->index_limit, 1, "slots", "nb*bs slots",
+                          &slots);
+    if (st == KVC_OK)
+        st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer", "engine_ptrs", &ptrs);
     if (st == KVC_OK) st = reach(b, p->chunk, "transfer", "chunk", -1, &a.chunk);
     if (st == KVC_OK) {
         a.ptrs = ptrs;
-        a.index = p->slots + p->first_token;
+        a.index = slots + p->first_token;
         a.first = p->first_token;
         a.count = p->end_token - p->first_token;
         run_plan(&a, NULL, p->runs.run_bytes);
@@ -312,7 +335,13 @@ static kvc_status_t emu_blocks(kvc_backend_ctx_t *b, const struct kvc_block_plan
     kvc_xfer_args_t a = kvc_xfer_from_plan(p->direction, p->num_layers, p->num_planes, &p->engine, &p->chunk_map,
                                            &p->runs);
     char **ptrs = NULL, **objects = NULL;
-    kvc_status_t st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer_blocks", "engine_ptrs", &ptrs);
+    const int64_t *ids = p->block_ids;
+    kvc_status_t st = KVC_OK;
+    if (p->index_on_device)
+        st = device_index(b, p->block_ids, p->first_block, p->end_block, p->index_limit, 0, "block_ids", "nb blocks",
+                          &ids);
+    if (st == KVC_OK)
+        st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer_blocks", "engine_ptrs", &ptrs);
     if (st == KVC_OK)
         st = reach_table(b, p->objects, (p->end_block - 1) / p->blocks_per_object + 1, "transfer_blocks", "objects",
                          &objects);
@@ -321,7 +350,7 @@ static kvc_status_t emu_blocks(kvc_backend_ctx_t *b, const struct kvc_block_plan
         a.ptrs = ptrs;
         a.objects = objects;
         a.bpo = p->blocks_per_object;
-        a.index = p->block_ids + p->first_block;
+        a.index = ids + p->first_block;
         a.first = p->first_block;
         a.count = p->end_block - p->first_block;
         run_plan(&a, (void *const *)objects, p->runs.run_bytes);
