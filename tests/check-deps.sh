@@ -6,7 +6,8 @@
 # Each quoted include is resolved as the compiler would find it (the including file's folder, then
 # src/ for "common/...", src/core, src/backends/gpu), and classified by the folder it lands in;
 # angle includes are the public API (<kvcore/...>), a GPU vendor's headers, or the system.
-top=${1:-${KVC_TEST_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}}
+top=${1:-${KVC_TEST_SRCDIR:-$(dirname "$0")/..}}
+top=$(cd "$top" && pwd) || exit 1 # normalised: the resolved include paths are compared with it
 cd "$top" || exit 1
 
 # classify FILE INCLUDE-LINE -> prints the layer the include belongs to

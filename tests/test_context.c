@@ -130,7 +130,7 @@ Test(context, module_without_pointer_kind_gets_every_call)
     uint8_t sym[8];
     float scale[1];
     uint32_t bins[1] = { 32 };
-    kvc_quant_args_t q = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = sym, .scales = scale, .bins = bins,
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = sym, .scales = scale, .bins = bins,
                            .layers = 1, .tokens = 1, .channels = 8 };
     cr_assert_eq(kvc_quantise(ctx, &q), KVC_ERR_UNSUPPORTED, "%s", kvc_last_error());
     cr_assert(strstr(kvc_last_error(), "quantise"), "%s", kvc_last_error());

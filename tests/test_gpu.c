@@ -406,7 +406,7 @@ static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_
     uint16_t *cdf = malloc(2 * ncdf);
     uint8_t *sym_d = dev_copy_of(dev, k->sym, nsym);
     uint16_t *cdf_d = dev_alloc(dev, 2 * ncdf);
-    kvc_cdf_args_t ca = { .symbols = k->sym, .cdf = cdf, .layers = k->L, .tokens = k->T, .channels = k->C,
+    kvc_cg_cdf_params_t ca = { .symbols = k->sym, .cdf = cdf, .layers = k->L, .tokens = k->T, .channels = k->C,
                           .num_bins = k->B };
     cr_assert_eq(kvc_cg_cdf(cpu, &ca), KVC_OK, "%s", kvc_last_error());
     ca.symbols = sym_d;
@@ -419,7 +419,7 @@ static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_
     uint8_t *streams_d = dev_copy_of(dev, streams, ns * k->cap);
     int32_t *len_d = dev_alloc(dev, 4 * ns);
     size_t need_cpu = 0, need_dev = 1;
-    kvc_encode_args_t ea = { .cdf = cdf, .symbols = k->sym, .streams = streams, .lengths = len, .layers = k->L,
+    kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = k->sym, .streams = streams, .lengths = len, .layers = k->L,
                              .tokens = k->T, .channels = k->C, .capacity = k->cap, .num_bins = k->B,
                              .needed = &need_cpu };
     const kvc_status_t st_cpu = kvc_cg_encode(cpu, &ea);
@@ -450,7 +450,7 @@ static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_
 
         uint8_t *out = malloc(nsym ? nsym : 1);
         uint8_t *out_d = dev_alloc(dev, nsym);
-        kvc_decode_args_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = out_d,
+        kvc_cg_decode_params_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = out_d,
                                  .layers = k->L, .tokens = k->T, .channels = k->C, .capacity = k->cap,
                                  .num_bins = k->B };
         cr_assert_eq(kvc_cg_decode(dev, &da), KVC_OK, "%s", kvc_last_error());
@@ -468,7 +468,7 @@ static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_
         }
         uint8_t *packed_d = dev_copy_of(dev, packed, nbytes);
         int64_t *ps_d = dev_copy_of(dev, ps, 8 * ns);
-        kvc_decode_packed_args_t pa = { .cdf = cdf_d, .bytes = packed_d, .nbytes = nbytes, .prefsum = ps_d,
+        kvc_cg_decode_packed_params_t pa = { .cdf = cdf_d, .bytes = packed_d, .nbytes = nbytes, .prefsum = ps_d,
                                         .symbols = out_d, .layers = k->L, .tokens = k->T, .channels = k->C,
                                         .num_bins = k->B };
         uint8_t *zero = calloc(1, nsym ? nsym : 1);
@@ -536,23 +536,23 @@ static void coder_golden(target_t t)
         void *d[6];
         for (int i = 0; i < 6; i++) d[i] = dev_copy_of(dev, f[i].data, f[i].count * f[i].itemsize);
         uint16_t *cdf_d = dev_alloc(dev, f[1].count * 2);
-        kvc_cdf_args_t ca = { .symbols = d[0], .cdf = cdf_d, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+        kvc_cg_cdf_params_t ca = { .symbols = d[0], .cdf = cdf_d, .layers = L, .tokens = T, .channels = C, .num_bins = B };
         cr_assert_eq(kvc_cg_cdf(dev, &ca), KVC_OK, "%s", kvc_last_error());
         assert_same(dev, cdf_d, f[1].data, f[1].count * 2, names[n]);
         uint8_t *zero = calloc(1, f[2].count);
         uint8_t *streams_d = dev_copy_of(dev, zero, f[2].count);
         int32_t *len_d = dev_alloc(dev, 4 * L * C);
-        kvc_encode_args_t ea = { .cdf = d[1], .symbols = d[0], .streams = streams_d, .lengths = len_d, .layers = L,
+        kvc_cg_encode_params_t ea = { .cdf = d[1], .symbols = d[0], .streams = streams_d, .lengths = len_d, .layers = L,
                                  .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
         cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_OK, "%s", kvc_last_error());
         assert_same(dev, len_d, f[3].data, 4 * L * C, names[n]);
         assert_same(dev, streams_d, f[2].data, f[2].count, names[n]);
         uint8_t *out_d = dev_copy_of(dev, zero, L * T * C);
-        kvc_decode_args_t da = { .cdf = d[1], .streams = d[2], .lengths = d[3], .symbols = out_d, .layers = L,
+        kvc_cg_decode_params_t da = { .cdf = d[1], .streams = d[2], .lengths = d[3], .symbols = out_d, .layers = L,
                                  .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
         cr_assert_eq(kvc_cg_decode(dev, &da), KVC_OK, "%s", kvc_last_error());
         assert_same(dev, out_d, f[0].data, L * T * C, names[n]);
-        kvc_decode_packed_args_t pa = { .cdf = d[1], .bytes = d[4], .nbytes = f[4].count, .prefsum = d[5],
+        kvc_cg_decode_packed_params_t pa = { .cdf = d[1], .bytes = d[4], .nbytes = f[4].count, .prefsum = d[5],
                                         .symbols = out_d, .layers = L, .tokens = T, .channels = C, .num_bins = B };
         cr_assert_eq(kvc_memcpy(dev, out_d, zero, L * T * C), KVC_OK);
         cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_OK, "%s", kvc_last_error());
@@ -581,7 +581,7 @@ Test(gpu, coder_bad_input_statuses)
     const unsigned B = 8;
     uint8_t *sym = coder_symbols(L, T, C, B, 3);
     uint16_t *cdf = malloc(2 * ns * (B + 1));
-    kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+    kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
     cr_assert_eq(kvc_cg_cdf(cpu, &ca), KVC_OK);
     char msg[512];
     uint8_t *sym_d = dev_copy_of(dev, sym, L * T * C);
@@ -605,7 +605,7 @@ Test(gpu, coder_bad_input_statuses)
     int32_t *len_d = dev_alloc(dev, 4 * ns);
     const size_t cap = kvc_cg_encode_bound(T);
     uint8_t *streams_d = dev_alloc(dev, ns * cap);
-    kvc_encode_args_t ea = { .cdf = cdf_d, .symbols = sym_d, .streams = streams_d, .lengths = len_d, .layers = L,
+    kvc_cg_encode_params_t ea = { .cdf = cdf_d, .symbols = sym_d, .streams = streams_d, .lengths = len_d, .layers = L,
                              .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
     cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_ERR_OUT_OF_RANGE);
     cr_assert(strstr(kvc_last_error(), "symbols[123]"), "%s", kvc_last_error());
@@ -619,7 +619,7 @@ Test(gpu, coder_bad_input_statuses)
     cr_assert_eq(kvc_memcpy(dev, cdf_d, cdf_bad, 2 * ns * (B + 1)), KVC_OK);
     uint8_t *streams = malloc(ns * cap);
     int32_t *len = malloc(4 * ns);
-    kvc_encode_args_t ec = ea;
+    kvc_cg_encode_params_t ec = ea;
     ec.cdf = cdf_bad;
     ec.symbols = sym;
     ec.streams = streams;
@@ -628,7 +628,7 @@ Test(gpu, coder_bad_input_statuses)
     snprintf(msg, sizeof(msg), "%s", kvc_last_error());
     cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_ERR_INVALID_ARG);
     cr_assert_str_eq(kvc_last_error(), msg);
-    kvc_decode_args_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = sym_d, .layers = L,
+    kvc_cg_decode_params_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = sym_d, .layers = L,
                              .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
     cr_assert_eq(kvc_cg_decode(dev, &da), KVC_ERR_CORRUPT);
     cr_assert(strstr(kvc_last_error(), "stream 7"), "%s", kvc_last_error());
@@ -643,7 +643,7 @@ Test(gpu, coder_bad_input_statuses)
     int64_t ps[10] = { 3, 6, 9, 8, 12, 15, 18, 21, 24, 27 };
     int64_t *ps_d = dev_copy_of(dev, ps, sizeof(ps));
     uint8_t *bytes_d = dev_alloc(dev, 27);
-    kvc_decode_packed_args_t pa = { .cdf = cdf_d, .bytes = bytes_d, .nbytes = 27, .prefsum = ps_d, .symbols = sym_d,
+    kvc_cg_decode_packed_params_t pa = { .cdf = cdf_d, .bytes = bytes_d, .nbytes = 27, .prefsum = ps_d, .symbols = sym_d,
                                     .layers = L, .tokens = T, .channels = C, .num_bins = B };
     cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
     cr_assert(strstr(kvc_last_error(), "prefsum[3]") && strstr(kvc_last_error(), "decreases"), "%s",
@@ -708,13 +708,13 @@ static void quant_suite(target_t t)
         }
         uint8_t *sym = malloc(n);
         float *scales = malloc(4 * L * T);
-        kvc_quant_args_t q = { .dtype = dtype, .values = vals, .symbols = sym, .scales = scales, .bins = bins,
+        kvc_quant_params_t q = { .dtype = dtype, .values = vals, .symbols = sym, .scales = scales, .bins = bins,
                                .layers = L, .tokens = T, .channels = C };
         cr_assert_eq(kvc_quantise(cpu, &q), KVC_OK, "%s", kvc_last_error());
         void *vals_d = dev_copy_of(dev, vals, n * es);
         uint8_t *sym_d = dev_alloc(dev, n);
         float *scales_d = dev_alloc(dev, 4 * L * T);
-        kvc_quant_args_t qd = q;
+        kvc_quant_params_t qd = q;
         qd.values = vals_d;
         qd.symbols = sym_d;
         qd.scales = scales_d;
@@ -1142,17 +1142,17 @@ static void host_data_runs_on_the_cpu_ops(target_t target)
         cdf[i] = malloc(L * C * 33 * 2);
         streams[i] = malloc(L * C * cap);
         len[i] = malloc(L * C * 4);
-        kvc_quant_args_t q = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = sym[i], .scales = scales[i],
+        kvc_quant_params_t q = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = sym[i], .scales = scales[i],
                                .bins = bins, .layers = L, .tokens = T, .channels = C };
         cr_assert_eq(kvc_quantise(both[i], &q), KVC_OK, "quantise on %s: %s", kvc_context_backend_name(both[i]),
                      kvc_last_error());
-        kvc_cdf_args_t ca = { .symbols = sym[i], .cdf = cdf[i], .layers = L, .tokens = T, .channels = C,
+        kvc_cg_cdf_params_t ca = { .symbols = sym[i], .cdf = cdf[i], .layers = L, .tokens = T, .channels = C,
                               .num_bins = 32 };
         cr_assert_eq(kvc_cg_cdf(both[i], &ca), KVC_OK, "cdf: %s", kvc_last_error());
-        kvc_encode_args_t e = { .cdf = cdf[i], .symbols = sym[i], .streams = streams[i], .capacity = cap,
+        kvc_cg_encode_params_t e = { .cdf = cdf[i], .symbols = sym[i], .streams = streams[i], .capacity = cap,
                                 .lengths = len[i], .layers = L, .tokens = T, .channels = C, .num_bins = 32 };
         cr_assert_eq(kvc_cg_encode(both[i], &e), KVC_OK, "encode: %s", kvc_last_error());
-        kvc_decode_args_t d = { .cdf = cdf[i], .streams = streams[i], .capacity = cap, .lengths = len[i],
+        kvc_cg_decode_params_t d = { .cdf = cdf[i], .streams = streams[i], .capacity = cap, .lengths = len[i],
                                 .symbols = back[i], .layers = L, .tokens = T, .channels = C, .num_bins = 32 };
         cr_assert_eq(kvc_cg_decode(both[i], &d), KVC_OK, "decode: %s", kvc_last_error());
     }
@@ -1229,7 +1229,7 @@ static void mixed_call_names_both_pointers(target_t target)
     memset(sym, 0xAB, sizeof(sym));
     float *scales = dev_alloc(dev, T * 4);
     uint32_t bins[1] = { 32 };
-    kvc_quant_args_t q = { .dtype = KVC_DTYPE_F32, .values = xd, .symbols = sym, .scales = scales, .bins = bins,
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F32, .values = xd, .symbols = sym, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     const kvc_status_t st = kvc_quantise(dev, &q);
     if (target == TARGET_GPU && st == KVC_OK) { /* a GPU reading pageable memory (HMM/ATS) */

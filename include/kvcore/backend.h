@@ -9,7 +9,12 @@
  * New slots are appended to kvc_backend_ops_t; struct_size tells the core how many slots a module
  * has, and slots a module lacks (or leaves NULL) are resolved to a stub returning
  * KVC_ERR_UNSUPPORTED, so the core never calls through NULL. This number is independent of the
- * library's libtool version. */
+ * library's libtool version.
+ *
+ * Thread safety: the core calls the ops of one kvc_backend_ctx_t from any number of threads at
+ * once (the public headers promise that, context.h); a backend guards whatever state it shares
+ * between calls (the GPU backend's staging ring has a lock). probe and init may run concurrently
+ * for different contexts; fini never overlaps another call on its context. */
 #ifndef KVCORE_BACKEND_H
 #define KVCORE_BACKEND_H
 
@@ -154,13 +159,61 @@ struct kvc_block_plan {
 
 /* ---------------------------------------------------------------- CacheGen (cachegen.h) */
 
-/* The cg_* and quantise slots take the parameter structs of the public calls (cachegen.h). The
- * core checks pointers, counts and size
+/* Arguments of the cg_* and quantise slots: the fields of the public parameter structs
+ * (cachegen.h, which documents them) without the field mask, filled by the core. The core checks
+ * pointers, counts and size
  * overflow; checks that need to read the data (symbol ranges, CDF monotonicity, lengths and
  * prefix sums) are the backend's, because the data may live in device memory. A backend runs
  * all of them before writing any output and reports failures through svc->set_error with the
  * statuses listed above. Pointers are in the backend's memory (host memory on the CPU backend),
  * except kvc_quant_args.bins and kvc_encode_args.needed, which are always host memory. */
+
+struct kvc_cdf_args {
+    const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins */
+    uint16_t *cdf;          /* out: [layers, channels, num_bins + 1] */
+    size_t layers, tokens, channels;
+    unsigned num_bins;
+};
+
+struct kvc_encode_args {
+    const uint16_t *cdf;     /* [layers, channels, num_bins + 1] */
+    const uint8_t *symbols;  /* [layers, tokens, channels], each < num_bins (checked before encoding) */
+    uint8_t *streams;        /* out: [layers, channels, capacity] */
+    int32_t *lengths;        /* out: [layers, channels] */
+    size_t layers, tokens, channels;
+    size_t capacity;         /* bytes per stream, at most INT32_MAX */
+    unsigned num_bins;
+    size_t *needed;          /* optional out (host): the longest stream's length, set on OK and NO_SPACE */
+};
+
+struct kvc_decode_args {
+    const uint16_t *cdf;     /* [layers, channels, num_bins + 1]; cdf[0..num_bins-1] strictly increasing */
+    const uint8_t *streams;  /* [layers, channels, capacity] */
+    const int32_t *lengths;  /* [layers, channels], each in [0, capacity] */
+    uint8_t *symbols;        /* out: [layers, tokens, channels] */
+    size_t layers, tokens, channels;
+    size_t capacity;
+    unsigned num_bins;
+};
+
+struct kvc_decode_packed_args {
+    const uint16_t *cdf;     /* [layers, channels, num_bins + 1] */
+    const uint8_t *bytes;    /* [nbytes]; may be NULL when nbytes is 0 */
+    size_t nbytes;
+    const int64_t *prefsum;  /* [layers, channels]: non-decreasing, each in [0, nbytes] */
+    uint8_t *symbols;        /* out: [layers, tokens, channels] */
+    size_t layers, tokens, channels;
+    unsigned num_bins;
+};
+
+struct kvc_quant_args {
+    kvc_dtype_t dtype;
+    void *values;           /* [layers, tokens, channels] of dtype: read by quantise, written by dequantise */
+    uint8_t *symbols;       /* [layers, tokens, channels]: written by quantise, read by dequantise */
+    float *scales;          /* [layers, tokens]: written by quantise, read by dequantise */
+    const uint32_t *bins;   /* [layers] (host memory), each in [4, 64] */
+    size_t layers, tokens, channels;
+};
 
 /* ---------------------------------------------------------------- RoPE (rope.h) */
 

@@ -5,7 +5,10 @@
  * through hwloc and checked afterwards: a kvc_mem_report_t says what was obtained (page size,
  * pinned or not, NUMA node bound, where the pages are, which fallbacks were taken). A report never
  * claims more than the OS gave: "pinned" means every byte was page-locked, "bound" means the binding
- * call succeeded on the real machine. docs/MEMORY.md explains the model. */
+ * call succeeded on the real machine. docs/MEMORY.md explains the model.
+ * Thread safety: allocate, free, attach, query, the live list and the copies may be called from
+ * any number of threads on one context at once (one lock per context guards its allocation list;
+ * context.h). Freeing memory another thread still uses is the caller's race. */
 #ifndef KVCORE_MEMORY_H
 #define KVCORE_MEMORY_H
 

@@ -1,7 +1,9 @@
 /* RoPE for stored keys (docs/ROPE.md): move rotary-encoded keys from their stored positions to new
  * positions in place (CacheBlend re-RoPE), build the cos/sin table, or rotate by the position delta
  * without a table. Keys are rotated in fp32 for every key dtype, with one rounding at the end; see
- * docs/ROPE.md for the accuracy of each variant. */
+ * docs/ROPE.md for the accuracy of each variant.
+ * Thread safety: any number of threads may call these on one context at once (context.h); keys
+ * and tables written by one call must not be used by a concurrent call. */
 #ifndef KVCORE_ROPE_H
 #define KVCORE_ROPE_H
 

@@ -4,7 +4,9 @@
  * validates every argument before any byte moves, so a call that returns an error has changed
  * nothing. Direction follows LMCache: KVC_H2D = chunk -> paged cache (retrieve), KVC_D2H = paged
  * cache -> chunk (store). Slots and block ids are int64 and declared as such (KVC_INDEX_INT64).
- * docs/TRANSFER.md has the format table and the deliberate differences from LMCache. */
+ * docs/TRANSFER.md has the format table and the deliberate differences from LMCache.
+ * Thread safety: any number of threads may transfer through one context at once (context.h);
+ * transfers whose destinations overlap race on those bytes. */
 #ifndef KVCORE_TRANSFER_H
 #define KVCORE_TRANSFER_H
 
@@ -82,7 +84,7 @@ typedef struct kvc_page_shape {
     int64_t nh;           /* KV heads (1 for MLA) */
     int64_t hs;           /* elements per head; fused formats: the fused width CS = 2*HS */
     /* Elements between consecutive blocks of one plane, 0 = tight (bs*nh*hs). Padded pools: only
-     * the single-plane formats with a block axis (3, 10-13) accept it (SPEC 2.4's recommendation);
+     * the single-plane formats with a block axis (3, 10-13) accept it (docs/TRANSFER.md);
      * it must be >= bs*nh*hs. */
     int64_t block_stride_elems;
 } kvc_page_shape_t;

@@ -1,5 +1,7 @@
 /* Element types and the host tensor descriptor shared by the topics (file I/O, quantiser, codec,
- * RoPE). Tensors are C-contiguous (row-major) and little-endian, as on every host kvcore supports. */
+ * RoPE). Tensors are C-contiguous (row-major) and little-endian, as on every host kvcore supports.
+ * Thread safety: the dtype queries are pure; the tensor calls touch only the tensor they are given,
+ * so calls on different tensors may run concurrently (one tensor is the caller's to guard). */
 #ifndef KVCORE_TYPES_H
 #define KVCORE_TYPES_H
 

@@ -1,14 +1,23 @@
 /* CacheGen public API: argument validation (pointers, counts, size overflow) once, then the op of
  * the table where the data lives (residence.c). Checks that read the data are the backend's (see
- * cachegen.h). */
+ * backend.h). */
 #include "config.h"
 
 #include <stdint.h>
 
-#include <kvcore/cachegen.h>
+#include <kvcore/backend.h>
 
 #include "common/checked.h"
 #include "internal.h"
+
+/* No field-mask bit is defined yet (cachegen.h). */
+static kvc_status_t check_mask(const char *op, uint64_t mask)
+{
+    if (mask)
+        return kvc_error(KVC_ERR_INVALID_ARG, "%s: params.field_mask has unknown bits 0x%llx (built against a newer kvcore?)",
+                         op, (unsigned long long)mask);
+    return KVC_OK;
+}
 
 /* Shape checks shared by every coder op; names the first bad field. */
 static kvc_status_t check_shape(const char *op, size_t layers, size_t tokens, size_t channels, unsigned num_bins)
@@ -27,20 +36,23 @@ static kvc_status_t check_shape(const char *op, size_t layers, size_t tokens, si
     return KVC_OK;
 }
 
-KVC_API kvc_status_t kvc_cg_cdf(kvc_context_t *ctx, const kvc_cdf_args_t *a)
+KVC_API kvc_status_t kvc_cg_cdf(kvc_context_t *ctx, const kvc_cg_cdf_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "cg_cdf: ctx and args must not be NULL");
-    kvc_status_t st = check_shape("cg_cdf", a->layers, a->tokens, a->channels, a->num_bins);
+    kvc_status_t st = check_mask("cg_cdf", a->field_mask);
+    if (st == KVC_OK) st = check_shape("cg_cdf", a->layers, a->tokens, a->channels, a->num_bins);
     if (st != KVC_OK) return st;
     if (!a->cdf || (!a->symbols && a->tokens))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_cdf: symbols and cdf must not be NULL");
+    const struct kvc_cdf_args op = { .symbols = a->symbols, .cdf = a->cdf, .layers = a->layers, .tokens = a->tokens,
+                                     .channels = a->channels, .num_bins = a->num_bins };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "cg_cdf");
     kvc_res_add(&r, "symbols", -1, a->symbols);
     kvc_res_add(&r, "cdf", -1, a->cdf);
     kvc_route_t to;
     if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
-    return to.ops->cg_cdf(to.b, a);
+    return to.ops->cg_cdf(to.b, &op);
 }
 
 KVC_API size_t kvc_cg_encode_bound(size_t tokens)
@@ -49,10 +61,11 @@ KVC_API size_t kvc_cg_encode_bound(size_t tokens)
     return 2 * tokens + tokens / 32768 + 4;
 }
 
-KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_encode_args_t *a)
+KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_cg_encode_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "cg_encode: ctx and args must not be NULL");
-    kvc_status_t st = check_shape("cg_encode", a->layers, a->tokens, a->channels, a->num_bins);
+    kvc_status_t st = check_mask("cg_encode", a->field_mask);
+    if (st == KVC_OK) st = check_shape("cg_encode", a->layers, a->tokens, a->channels, a->num_bins);
     if (st != KVC_OK) return st;
     if (!a->cdf || !a->lengths || (!a->symbols && a->tokens))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_encode: cdf, symbols and lengths must not be NULL");
@@ -68,8 +81,10 @@ KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_encode_args_t *
                          a->layers, a->channels, a->capacity);
     /* Backends always report the longest stream. */
     size_t needed = 0;
-    kvc_encode_args_t args = *a;
-    args.needed = a->needed ? a->needed : &needed;
+    const struct kvc_encode_args op = { .cdf = a->cdf, .symbols = a->symbols, .streams = a->streams,
+                                        .lengths = a->lengths, .layers = a->layers, .tokens = a->tokens,
+                                        .channels = a->channels, .capacity = a->capacity, .num_bins = a->num_bins,
+                                        .needed = a->needed ? a->needed : &needed };
     kvc_residence_t r; /* needed is host memory on every backend */
     kvc_res_init(&r, ctx, "cg_encode");
     kvc_res_add(&r, "cdf", -1, a->cdf);
@@ -78,13 +93,14 @@ KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_encode_args_t *
     kvc_res_add(&r, "lengths", -1, a->lengths);
     kvc_route_t to;
     if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
-    return to.ops->cg_encode(to.b, &args);
+    return to.ops->cg_encode(to.b, &op);
 }
 
-KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *a)
+KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_cg_decode_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: ctx and args must not be NULL");
-    kvc_status_t st = check_shape("cg_decode", a->layers, a->tokens, a->channels, a->num_bins);
+    kvc_status_t st = check_mask("cg_decode", a->field_mask);
+    if (st == KVC_OK) st = check_shape("cg_decode", a->layers, a->tokens, a->channels, a->num_bins);
     if (st != KVC_OK) return st;
     if (!a->cdf || !a->lengths || (!a->symbols && a->tokens) || (!a->streams && a->capacity))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: cdf, streams, lengths and symbols must not be NULL");
@@ -95,6 +111,9 @@ KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *
     if (!kvc_mul3_ok(a->layers, a->channels, a->capacity, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: stream buffer of %zu x %zu x %zu bytes overflows size_t",
                          a->layers, a->channels, a->capacity);
+    const struct kvc_decode_args op = { .cdf = a->cdf, .streams = a->streams, .lengths = a->lengths,
+                                        .symbols = a->symbols, .layers = a->layers, .tokens = a->tokens,
+                                        .channels = a->channels, .capacity = a->capacity, .num_bins = a->num_bins };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "cg_decode");
     kvc_res_add(&r, "cdf", -1, a->cdf);
@@ -103,18 +122,22 @@ KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *
     kvc_res_add(&r, "symbols", -1, a->symbols);
     kvc_route_t to;
     if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
-    return to.ops->cg_decode(to.b, a);
+    return to.ops->cg_decode(to.b, &op);
 }
 
-KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_decode_packed_args_t *a)
+KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_cg_decode_packed_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode_packed: ctx and args must not be NULL");
-    kvc_status_t st = check_shape("cg_decode_packed", a->layers, a->tokens, a->channels, a->num_bins);
+    kvc_status_t st = check_mask("cg_decode_packed", a->field_mask);
+    if (st == KVC_OK) st = check_shape("cg_decode_packed", a->layers, a->tokens, a->channels, a->num_bins);
     if (st != KVC_OK) return st;
     if (!a->cdf || !a->prefsum || (!a->symbols && a->tokens) || (!a->bytes && a->nbytes))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode_packed: cdf, bytes, prefsum and symbols must not be NULL");
     if (a->nbytes > INT64_MAX)
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode_packed: nbytes %zu above INT64_MAX", a->nbytes);
+    const struct kvc_decode_packed_args op = { .cdf = a->cdf, .bytes = a->bytes, .nbytes = a->nbytes,
+                                               .prefsum = a->prefsum, .symbols = a->symbols, .layers = a->layers,
+                                               .tokens = a->tokens, .channels = a->channels, .num_bins = a->num_bins };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "cg_decode_packed");
     kvc_res_add(&r, "cdf", -1, a->cdf);
@@ -123,11 +146,13 @@ KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_decode_p
     kvc_res_add(&r, "symbols", -1, a->symbols);
     kvc_route_t to;
     if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
-    return to.ops->cg_decode_packed(to.b, a);
+    return to.ops->cg_decode_packed(to.b, &op);
 }
 
-static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
+static kvc_status_t check_quant(const char *op, const kvc_quant_params_t *a)
 {
+    kvc_status_t st = check_mask(op, a->field_mask);
+    if (st != KVC_OK) return st;
     if (a->layers == 0 || a->channels == 0)
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: layers (%zu) and channels (%zu) must be at least 1", op, a->layers,
                          a->channels);
@@ -148,8 +173,16 @@ static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
     return KVC_OK;
 }
 
+static struct kvc_quant_args quant_op(const kvc_quant_params_t *a)
+{
+    const struct kvc_quant_args op = { .dtype = a->dtype, .values = a->values, .symbols = a->symbols,
+                                       .scales = a->scales, .bins = a->bins, .layers = a->layers,
+                                       .tokens = a->tokens, .channels = a->channels };
+    return op;
+}
+
 /* bins is host memory on every backend: it does not take part. */
-static kvc_status_t route_quant(kvc_context_t *ctx, const char *op, const kvc_quant_args_t *a, kvc_route_t *to)
+static kvc_status_t route_quant(kvc_context_t *ctx, const char *op, const kvc_quant_params_t *a, kvc_route_t *to)
 {
     kvc_residence_t r;
     kvc_res_init(&r, ctx, op);
@@ -159,24 +192,26 @@ static kvc_status_t route_quant(kvc_context_t *ctx, const char *op, const kvc_qu
     return kvc_res_route(&r, to);
 }
 
-KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_args_t *a)
+KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "quantise: ctx and args must not be NULL");
     kvc_status_t st = check_quant("quantise", a);
     if (st != KVC_OK) return st;
+    const struct kvc_quant_args op = quant_op(a);
     kvc_route_t to;
     if ((st = route_quant(ctx, "quantise", a, &to)) != KVC_OK) return st;
-    return to.ops->quantise(to.b, a);
+    return to.ops->quantise(to.b, &op);
 }
 
-KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_args_t *a)
+KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "dequantise: ctx and args must not be NULL");
     kvc_status_t st = check_quant("dequantise", a);
     if (st != KVC_OK) return st;
+    const struct kvc_quant_args op = quant_op(a);
     kvc_route_t to;
     if ((st = route_quant(ctx, "dequantise", a, &to)) != KVC_OK) return st;
-    return to.ops->dequantise(to.b, a);
+    return to.ops->dequantise(to.b, &op);
 }
 
 KVC_API kvc_status_t kvc_cg_default_bins(size_t num_layers, uint32_t *bins)

@@ -124,7 +124,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         goto done;
     }
 
-    kvc_quant_args_t q = { .dtype = p->dtype, .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
+    kvc_quant_params_t q = { .dtype = p->dtype, .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     if ((st = kvc_quantise(ctx, &q)) != KVC_OK) goto done;
 
@@ -142,7 +142,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (win) window_copy(win, symbols, &d, t0, tw, 1);
-        kvc_encode_args_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
+        kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
                                 .channels = C, .capacity = cap, .num_bins = B };
         if ((st = kvc_cg_encode(ctx, &e)) != KVC_OK) goto done;
         size_t add = 0;
@@ -286,7 +286,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         int64_t sum = 0;
         for (size_t s = 0; s < S; s++) prefsum[s] = sum += c->lengths[(size_t)w * S + s];
-        kvc_decode_packed_args_t a = { .cdf = cdf, .bytes = c->streams + off, .nbytes = (size_t)sum, .prefsum = prefsum,
+        kvc_cg_decode_packed_params_t a = { .cdf = cdf, .bytes = c->streams + off, .nbytes = (size_t)sum, .prefsum = prefsum,
                                        .symbols = win ? win : symbols, .layers = L, .tokens = tw, .channels = C,
                                        .num_bins = c->cdf_bins };
         if ((st = kvc_cg_decode_packed(ctx, &a)) != KVC_OK) goto done;
@@ -302,7 +302,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     }
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    kvc_quant_args_t q = { .dtype = (kvc_dtype_t)c->dtype, .values = out, .symbols = symbols, .scales = scales, .bins = bins,
+    kvc_quant_params_t q = { .dtype = (kvc_dtype_t)c->dtype, .values = out, .symbols = symbols, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     st = kvc_dequantise(ctx, &q);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */

@@ -1,4 +1,4 @@
-/* CacheGen arithmetic coder, one stream per GPU thread (SPEC §4.3, §4.4), written as KVC_HD
+/* CacheGen arithmetic coder, one stream per GPU thread (docs/CACHEGEN.md), written as KVC_HD
  * functions so the same code runs in the kernels (cachegen.cu) and, on the CPU, in the tests.
  * Bit-exact with the CPU backend (src/backends/simd/cpu_cachegen_coder.h): the same bulk
  * renormalisation (n1 common bits + n3 underflow steps per symbol), the same length accounting

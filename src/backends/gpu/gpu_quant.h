@@ -1,4 +1,4 @@
-/* CacheGen quantiser arithmetic per element (cachegen.h, SPEC §4.5), as KVC_HD functions shared
+/* CacheGen quantiser arithmetic per element (cachegen.h, docs/CACHEGEN.md), as KVC_HD functions shared
  * by quant.cu and the CPU-side tests. Bit-exact with the CPU backend's scalar rows
  * (src/backends/simd/cpu_cachegen_quant.c): the same fp16/bf16 conversions (src/common/half.h),
  * the same fp32 operations in the same order, none contracted. */

@@ -5,7 +5,7 @@
  *   CG_SEARCH64(tab, count)         the same over tab[0..64)
  * and then instantiates cg_encode_streams / cg_decode_streams under its own names.
  *
- * How the fast path differs from the SPEC's bit-at-a-time loops (same bits out):
+ * How the fast path differs from LMCache's bit-at-a-time loops (same bits out):
  * - Renormalisation in bulk. After a symbol, the loop always shifts n1 = clz(low ^ high) common
  *   leading bits (E1/E2), then n3 underflow steps (E3) while low = 01.. and high = 10..; an E3
  *   step never re-enables E1/E2. n3 is the count of leading ones of (low & ~high) below bit 31
@@ -14,9 +14,9 @@
  *   underflow bits (b, then `pending` copies of !b, folded into the same word when it fits).
  * - Decoder: it tracks d = value - low (mod 2^32) instead of value. Both E1/E2 and E3 map d to
  *   2d + nextbit, so renormalisation is d = (d << n) | next n bits, read from a 64-bit window.
- *   count = ((d << 16) | 0xFFFF) / range, as the SPEC's ((value - low + 1) * 65536 - 1) / range
+ *   count = ((d << 16) | 0xFFFF) / range, as LMCache's ((value - low + 1) * 65536 - 1) / range
  *   with LMCache's mod-2^32 difference.
- * - Symbol search: the SPEC's binary search returns the number of entries cdf[1..max_sym] that
+ * - Symbol search: LMCache's binary search returns the number of entries cdf[1..max_sym] that
  *   are <= count (the CDF is strictly increasing), so it is a compare-and-count over a table
  *   padded with 0xFFFF, clamped to max_sym (padding only matches count = 0xFFFF, where every
  *   real entry matches too).

@@ -79,7 +79,7 @@ static inline double kvc_rope_reduce(double a)
  * Normalising removes the rows' norm error (c^2 + s^2 of rounded table entries is not 1), so for
  * old == new the result is exactly c = 1 (sqrt(cd*cd) == cd in binary floating point, and
  * cd * (1/cd) is within 2^-52 of 1, which rounds to 1 in fp32), s = 0: the keys come back
- * bit-identical. A zero row (h == 0) gives c = s = 0, as the SPEC's two steps would. The SIMD tiers
+ * bit-identical. A zero row (h == 0) gives c = s = 0, as the textbook two steps would. The SIMD tiers
  * do the same operations in the same order (mul, add, sqrt, div, mul; no FMA), so the factors are
  * bit-identical across tiers. */
 static inline void kvc_rope_combine1(float co, float so, float cn, float sn, float *c, float *s)
