@@ -2,7 +2,8 @@
  * and back) on a 7B-class fp16 chunk [2, 32 layers, 256 tokens, 8 x 128], in GB/s of fp16 bytes
  * next to memcpy of the same bytes with the same threads, with 1 thread and then --threads N
  * (default 2). Then the compressed size next to the fp16 chunk and next to the same streams in
- * LMCache's layout (int16 CDF table, int32 lengths, maxima). Data: synth_kv.c (per-channel
+ * LMCache's layout (int16 CDF table, int32 lengths, maxima). Each op is timed alternately with its
+ * memcpy baseline (bench_pair). Data: synth_kv.c (per-channel
  * scales, outlier key channels, smooth keys), so the coder sees realistic symbol statistics. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,24 +67,27 @@ static int run_threads(const bench_opts_t *o, int threads, const kvc_codec_param
     }
     j.container = buf;
     j.container_len = len;
-    const double t_enc = bench_time(encode_job, &j, reps), t_dec = bench_time(decode_job, &j, reps);
+    bench_memcpy_job_t mj = { .dst = j.out, .src = kv, .bytes = bytes, .threads = threads };
+    bench_stat_t enc, enc_base, dec, dec_base;
+    bench_pair(encode_job, &j, bench_memcpy_run, &mj, reps, 0, &enc, &enc_base);
+    bench_pair(decode_job, &j, bench_memcpy_run, &mj, reps, 0, &dec, &dec_base);
     if (j.status != KVC_OK) {
         fprintf(stderr, "bench codec: %s\n", kvc_last_error());
         goto done;
     }
-    const double base = bench_memcpy_gbps(bytes, threads, reps);
     kvc_codec_info_t info;
     if (kvc_codec_inspect(buf, len, &info) != KVC_OK) goto done;
     char params[256];
     snprintf(params, sizeof(params),
              "\"dtype\":\"f16\",\"layers\":%d,\"tokens\":%d,\"heads\":%d,\"head_size\":%d,\"bytes\":%zu,"
-             "\"backend\":\"%s\",\"isa\":\"%s\"",
-             NL, TOKENS, NH, HS, bytes, kvc_context_backend_name(ctx), kvc_context_isa(ctx));
-    bench_result_t r = { .suite = "codec", .name = "encode", .value = (double)bytes / t_enc / 1e9, .unit = "GB/s",
-                         .baseline_name = "memcpy", .baseline_value = base, .threads = threads, .params = params };
+             "\"backend\":\"%s\"",
+             NL, TOKENS, NH, HS, bytes, kvc_context_backend_name(ctx));
+    bench_result_t r = { .suite = "codec", .name = "encode", .unit = "GB/s", .baseline_name = "memcpy",
+                         .threads = threads, .params = params };
+    bench_set_rates(&r, (double)bytes / 1e9, &enc, &enc_base);
     bench_report(o, &r);
     r.name = "decode";
-    r.value = (double)bytes / t_dec / 1e9;
+    bench_set_rates(&r, (double)bytes / 1e9, &dec, &dec_base);
     bench_report(o, &r);
 
     if (report_size) {
