@@ -166,6 +166,8 @@ static double load1(void)
     return l;
 }
 
+int bench_selected(const bench_opts_t *o, const char *name) { return !o->filter || strstr(name, o->filter) != NULL; }
+
 void bench_report(const bench_opts_t *o, const bench_result_t *r)
 {
     const double ratio = r->baseline_value > 0 ? r->value / r->baseline_value : 0.0;

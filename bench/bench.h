@@ -16,7 +16,11 @@ typedef struct bench_opts {
     int quick;         /* smaller sizes / fewer repetitions (smoke runs) */
     kvc_context_t *ctx; /* context on the active backend (KVCORE_BACKEND selects it) */
     const char *cpu;   /* CPU model name (/proc/cpuinfo), reported on every line */
+    const char *filter; /* --filter: run only cases whose name contains it (NULL: all) */
 } bench_opts_t;
+
+/* Whether case `name` passes --filter. */
+int bench_selected(const bench_opts_t *o, const char *name);
 
 /* Timings of one side of bench_pair, in seconds. */
 typedef struct bench_stat {

@@ -101,6 +101,14 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
     int rc = 0;
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !rc; c++) {
         const rope_case_t *rc_ = &cases[c];
+        char name[96];
+        if (rc_->delta)
+            snprintf(name, sizeof(name), "delta %s %s%s", dt_name(rc_->dtype), rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj",
+                     rc_->varying_delta ? " varying-shift" : "");
+        else
+            snprintf(name, sizeof(name), "fused %s %s table-%s", dt_name(rc_->dtype),
+                     rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj", dt_name(rc_->table_dtype));
+        if (!bench_selected(o, name)) continue;
         const size_t es = kvc_rope_dtype_size(rc_->dtype), bytes = tokens * NKV * HS * es;
         void *key = bench_alloc(bytes);
         /* small finite values in every dtype: 0x3c00 is 1.0 in f16, 0x3f80 in bf16, tiny in f32 */
@@ -124,13 +132,7 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
             fprintf(stderr, "bench rope: %s: %s\n", kvc_status_string(job.status), kvc_last_error());
             rc = 1;
         } else {
-            char name[96], params[256];
-            if (rc_->delta)
-                snprintf(name, sizeof(name), "delta %s %s%s", dt_name(rc_->dtype), rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj",
-                         rc_->varying_delta ? " varying-shift" : "");
-            else
-                snprintf(name, sizeof(name), "fused %s %s table-%s", dt_name(rc_->dtype),
-                         rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj", dt_name(rc_->table_dtype));
+            char params[256];
             snprintf(params, sizeof(params),
                      "\"dtype\":\"%s\",\"tokens\":%zu,\"heads\":%d,\"head_size\":%d,\"rot_dim\":%d,\"bytes\":%zu",
                      dt_name(rc_->dtype), tokens, NKV, HS, HS, bytes);
@@ -142,7 +144,7 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
         bench_free(key, bytes);
         bench_free(table.data, table_bytes);
     }
-    if (!rc) { /* the table itself: max_pos rows of cos/sin, fp32 */
+    if (!rc && bench_selected(o, "cache_build f32")) { /* the table itself: max_pos rows of cos/sin, fp32 */
         table_job_t tj = { .ctx = ctx, .table = { .dtype = KVC_ROPE_F32, .max_position = max_pos, .rot_dim = HS } };
         const size_t tb = max_pos * HS * 4;
         tj.table.data = bench_alloc(tb);

@@ -1,4 +1,4 @@
-/* kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--list] */
+/* kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--filter STR] [--list] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +23,11 @@ int kvc_cmd_bench(int argc, char **argv)
         if (!strcmp(argv[i], "--json")) o.json = 1;
         else if (!strcmp(argv[i], "--quick")) o.quick = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--filter") && i + 1 < argc) o.filter = argv[++i];
         else if (!strcmp(argv[i], "--list")) { list(); return 0; }
         else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--list]\n"
+            printf("usage: kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--filter STR] [--list]\n"
+                   "--filter STR runs only the transfer and rope cases whose name contains STR.\n"
                    "The backend is the one kvcore selects (KVCORE_BACKEND forces one). Suites:\n");
             list();
             return 0;
