@@ -122,8 +122,9 @@ static inline void rotate_pair_tail(void *head, kvc_rope_dtype_t dt, size_t xi, 
     kvc_rope_store1(head, dt, yi, fmaf(y, c, x * s));
 }
 
-static void avx2_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
-                        int is_neox, const float *c, const float *s)
+/* Any shape: scalar tails, the dtype switched per vector. */
+static void rotate_generic(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                           int is_neox, const float *c, const float *s)
 {
     const size_t es = kvc_rope_dtype_size(dt);
     const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
@@ -150,6 +151,170 @@ static void avx2_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t
             for (; i < half; i++) rotate_pair_tail(head, dt, 2 * i, 2 * i + 1, c[i], s[i]);
         }
     }
+}
+
+/* The fast paths below compute every element with the operations of rotate_generic, in the same
+ * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop:
+ * - GPT-J: the factors are duplicated per pair once per token instead of once per head, with the
+ *   sine negated (exactly, by its sign bit) in the even lanes: fmadd(v, cd, swapped * sd') is
+ *   fmaddsub(v, cd, swapped * sd) lane for lane.
+ * - bf16: 16 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
+ *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
+ *   lanes hold elements {0-3, 8-11} and {4-7, 12-15}; the factors are permuted to match once per
+ *   token. */
+#define KVC_MAX_FAST_HALF 512
+
+/* bf16 round to nearest even of fp32 lanes, in the low 16 bits of each 32-bit lane (as f2bf8). */
+static inline __m256i bf16_bits(__m256 v)
+{
+    const __m256i x = _mm256_castps_si256(v), top = _mm256_srli_epi32(x, 16);
+    const __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(x, _mm256_add_epi32(_mm256_and_si256(top, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
+static inline __m256 bf16_lo(__m256i v) { return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v)); }
+static inline __m256 bf16_hi(__m256i v) { return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v)); }
+static inline __m256i bf16_pack(__m256 lo, __m256 hi) { return _mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi)); }
+
+static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 8) {
+            const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+            const __m256 yv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i)));
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm_storeu_si128((__m128i *)(x + i), _mm256_cvtps_ph(_mm256_fmsub_ps(xv, cv, _mm256_mul_ps(yv, sv)),
+                                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_fmadd_ps(yv, cv, _mm256_mul_ps(xv, sv)),
+                                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+
+static void rotate_neox_f32(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        float *x = (float *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + i), yv = _mm256_loadu_ps(y + i);
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm256_storeu_ps(x + i, _mm256_fmsub_ps(xv, cv, _mm256_mul_ps(yv, sv)));
+            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(yv, cv, _mm256_mul_ps(xv, sv)));
+        }
+    }
+}
+
+/* half a multiple of 16; cp/sp: the factors in unpack order (see above). */
+static void rotate_neox_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cp, const float *sp)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 16) {
+            const __m256i xw = _mm256_loadu_si256((const __m256i *)(x + i)), yw = _mm256_loadu_si256((const __m256i *)(y + i));
+            const __m256 xl = bf16_lo(xw), xh = bf16_hi(xw), yl = bf16_lo(yw), yh = bf16_hi(yw);
+            const __m256 cl = _mm256_loadu_ps(cp + i), ch = _mm256_loadu_ps(cp + i + 8);
+            const __m256 sl = _mm256_loadu_ps(sp + i), sh = _mm256_loadu_ps(sp + i + 8);
+            _mm256_storeu_si256((__m256i *)(x + i), bf16_pack(_mm256_fmsub_ps(xl, cl, _mm256_mul_ps(yl, sl)),
+                                                              _mm256_fmsub_ps(xh, ch, _mm256_mul_ps(yh, sh))));
+            _mm256_storeu_si256((__m256i *)(y + i), bf16_pack(_mm256_fmadd_ps(yl, cl, _mm256_mul_ps(xl, sl)),
+                                                              _mm256_fmadd_ps(yh, ch, _mm256_mul_ps(xh, sh))));
+        }
+    }
+}
+
+/* 2*half elements; cd/sd: per-element factors (c duplicated, s negated in even lanes). */
+static void rotate_gptj_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 8) {
+            const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i)));
+            const __m256 r = _mm256_fmadd_ps(v, _mm256_loadu_ps(cd + i),
+                                             _mm256_mul_ps(_mm256_permute_ps(v, 0xb1), _mm256_loadu_ps(sd + i)));
+            _mm_storeu_si128((__m128i *)(k + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+
+static void rotate_gptj_f32(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        float *k = (float *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 8) {
+            const __m256 v = _mm256_loadu_ps(k + i);
+            _mm256_storeu_ps(k + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(cd + i),
+                                                    _mm256_mul_ps(_mm256_permute_ps(v, 0xb1), _mm256_loadu_ps(sd + i))));
+        }
+    }
+}
+
+/* 2*half a multiple of 16; cd/sd in unpack order. */
+static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 16) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(k + i));
+            const __m256 l = bf16_lo(w), hv = bf16_hi(w);
+            const __m256 rl = _mm256_fmadd_ps(l, _mm256_loadu_ps(cd + i),
+                                              _mm256_mul_ps(_mm256_permute_ps(l, 0xb1), _mm256_loadu_ps(sd + i)));
+            const __m256 rh = _mm256_fmadd_ps(hv, _mm256_loadu_ps(cd + i + 8),
+                                              _mm256_mul_ps(_mm256_permute_ps(hv, 0xb1), _mm256_loadu_ps(sd + i + 8)));
+            _mm256_storeu_si256((__m256i *)(k + i), bf16_pack(rl, rh));
+        }
+    }
+}
+
+static void avx2_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                        int is_neox, const float *c, const float *s)
+{
+    float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(32))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(32)));
+    const int bf = dt == KVC_ROPE_BF16;
+    if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 16 : 8) : (bf ? 8 : 4))) {
+        rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
+        return;
+    }
+    if (is_neox) {
+        if (!bf) {
+            (dt == KVC_ROPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+            return;
+        }
+        for (size_t i = 0; i < half; i += 16) {
+            const __m256 c0 = _mm256_loadu_ps(c + i), c1 = _mm256_loadu_ps(c + i + 8);
+            const __m256 s0 = _mm256_loadu_ps(s + i), s1 = _mm256_loadu_ps(s + i + 8);
+            _mm256_store_ps(cd + i, _mm256_permute2f128_ps(c0, c1, 0x20));
+            _mm256_store_ps(cd + i + 8, _mm256_permute2f128_ps(c0, c1, 0x31));
+            _mm256_store_ps(sd + i, _mm256_permute2f128_ps(s0, s1, 0x20));
+            _mm256_store_ps(sd + i + 8, _mm256_permute2f128_ps(s0, s1, 0x31));
+        }
+        rotate_neox_bf16(key, num_heads, head_stride, half, cd, sd);
+        return;
+    }
+    /* even lanes: -s (sign bit flipped, exact also for zeros) */
+    const __m256 neg_even = _mm256_castsi256_ps(_mm256_set1_epi64x(0x80000000u));
+    if (!bf) {
+        const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+        for (size_t i = 0; i < half; i += 4) {
+            _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c + i)), dup));
+            _mm256_store_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + i)), dup),
+                                                      neg_even));
+        }
+        (dt == KVC_ROPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
+        return;
+    }
+    /* bf16: 8 pairs per 16 elements; the low unpack holds pairs {0,1,4,5}, the high one {2,3,6,7} */
+    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5), hi = _mm256_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7);
+    for (size_t i = 0; i < half; i += 8) {
+        const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+        _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, lo));
+        _mm256_store_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, hi));
+        _mm256_store_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, lo), neg_even));
+        _mm256_store_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, hi), neg_even));
+    }
+    rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
 }
 
 static void avx2_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)

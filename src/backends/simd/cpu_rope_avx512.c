@@ -135,8 +135,9 @@ static void avx512_sincos(double d, const double *theta, size_t half, float *c, 
     }
 }
 
-static void avx512_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
-                          int is_neox, const float *c, const float *s)
+/* Any shape: masked tails, the dtype switched per vector. */
+static void rotate_generic(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                           int is_neox, const float *c, const float *s)
 {
     const size_t es = kvc_rope_dtype_size(dt);
     const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
@@ -163,6 +164,173 @@ static void avx512_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size
             }
         }
     }
+}
+
+/* The fast paths below compute every element with the operations of rotate_generic, in the same
+ * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop:
+ * - GPT-J: the factors are duplicated per pair once per token instead of once per head, with the
+ *   sine negated (exactly, by its sign bit) in the even lanes: fmadd(v, cd, swapped * sd') is
+ *   fmaddsub(v, cd, swapped * sd) lane for lane.
+ * - bf16: 32 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
+ *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
+ *   lanes hold elements {0-3, 8-11, 16-19, 24-27} and {4-7, ...}; the factors are permuted to match
+ *   once per token. No cross-lane widening or narrowing per element. */
+#define KVC_MAX_FAST_HALF 512
+
+/* bf16 round to nearest even of fp32 lanes, result in the low 16 bits of each 32-bit lane (as
+ * f2bf16, which narrows as well). */
+static inline __m512i bf16_bits(__m512 v)
+{
+    const __m512i x = _mm512_castps_si512(v), top = _mm512_srli_epi32(x, 16);
+    const __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(x, _mm512_add_epi32(_mm512_and_si512(top, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff))), 16);
+    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
+}
+
+static inline __m512 bf16_lo(__m512i v) { return _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v)); }
+static inline __m512 bf16_hi(__m512i v) { return _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v)); }
+static inline __m512i bf16_pack(__m512 lo, __m512 hi) { return _mm512_packus_epi32(bf16_bits(lo), bf16_bits(hi)); }
+
+static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 16) {
+            const __m512 xv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
+            const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i)));
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            _mm256_storeu_si256((__m256i *)(x + i), _mm512_cvtps_ph(_mm512_fmsub_ps(xv, cv, _mm512_mul_ps(yv, sv)),
+                                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_fmadd_ps(yv, cv, _mm512_mul_ps(xv, sv)),
+                                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+
+static void rotate_neox_f32(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        float *x = (float *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 16) {
+            const __m512 xv = _mm512_loadu_ps(x + i), yv = _mm512_loadu_ps(y + i);
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            _mm512_storeu_ps(x + i, _mm512_fmsub_ps(xv, cv, _mm512_mul_ps(yv, sv)));
+            _mm512_storeu_ps(y + i, _mm512_fmadd_ps(yv, cv, _mm512_mul_ps(xv, sv)));
+        }
+    }
+}
+
+/* half a multiple of 32; cp/sp: the factors in unpack order (see above). */
+static void rotate_neox_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cp, const float *sp)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 32) {
+            const __m512i xw = _mm512_loadu_si512(x + i), yw = _mm512_loadu_si512(y + i);
+            const __m512 xl = bf16_lo(xw), xh = bf16_hi(xw), yl = bf16_lo(yw), yh = bf16_hi(yw);
+            const __m512 cl = _mm512_loadu_ps(cp + i), ch = _mm512_loadu_ps(cp + i + 16);
+            const __m512 sl = _mm512_loadu_ps(sp + i), sh = _mm512_loadu_ps(sp + i + 16);
+            _mm512_storeu_si512(x + i, bf16_pack(_mm512_fmsub_ps(xl, cl, _mm512_mul_ps(yl, sl)),
+                                                 _mm512_fmsub_ps(xh, ch, _mm512_mul_ps(yh, sh))));
+            _mm512_storeu_si512(y + i, bf16_pack(_mm512_fmadd_ps(yl, cl, _mm512_mul_ps(xl, sl)),
+                                                 _mm512_fmadd_ps(yh, ch, _mm512_mul_ps(xh, sh))));
+        }
+    }
+}
+
+/* 2*half elements; cd/sd: per-element factors (c duplicated, s negated in even lanes). */
+static void rotate_gptj_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 16) {
+            const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + i)));
+            const __m512 r = _mm512_fmadd_ps(v, _mm512_loadu_ps(cd + i),
+                                             _mm512_mul_ps(_mm512_permute_ps(v, 0xb1), _mm512_loadu_ps(sd + i)));
+            _mm256_storeu_si256((__m256i *)(k + i), _mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+
+static void rotate_gptj_f32(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        float *k = (float *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 16) {
+            const __m512 v = _mm512_loadu_ps(k + i);
+            _mm512_storeu_ps(k + i, _mm512_fmadd_ps(v, _mm512_loadu_ps(cd + i),
+                                                    _mm512_mul_ps(_mm512_permute_ps(v, 0xb1), _mm512_loadu_ps(sd + i))));
+        }
+    }
+}
+
+/* 2*half a multiple of 32; cd/sd in unpack order. */
+static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 32) {
+            const __m512i w = _mm512_loadu_si512(k + i);
+            const __m512 l = bf16_lo(w), hv = bf16_hi(w);
+            const __m512 rl = _mm512_fmadd_ps(l, _mm512_loadu_ps(cd + i),
+                                              _mm512_mul_ps(_mm512_permute_ps(l, 0xb1), _mm512_loadu_ps(sd + i)));
+            const __m512 rh = _mm512_fmadd_ps(hv, _mm512_loadu_ps(cd + i + 16),
+                                              _mm512_mul_ps(_mm512_permute_ps(hv, 0xb1), _mm512_loadu_ps(sd + i + 16)));
+            _mm512_storeu_si512(k + i, bf16_pack(rl, rh));
+        }
+    }
+}
+
+static void avx512_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                          int is_neox, const float *c, const float *s)
+{
+    float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64)));
+    const int bf = dt == KVC_ROPE_BF16;
+    if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 32 : 16) : (bf ? 16 : 8))) {
+        rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
+        return;
+    }
+    if (is_neox) {
+        if (!bf) {
+            (dt == KVC_ROPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+            return;
+        }
+        const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+        const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+        for (size_t i = 0; i < half; i += 32) {
+            const __m512 c0 = _mm512_loadu_ps(c + i), c1 = _mm512_loadu_ps(c + i + 16);
+            const __m512 s0 = _mm512_loadu_ps(s + i), s1 = _mm512_loadu_ps(s + i + 16);
+            _mm512_store_ps(cd + i, _mm512_permutex2var_ps(c0, lo, c1));
+            _mm512_store_ps(cd + i + 16, _mm512_permutex2var_ps(c0, hi, c1));
+            _mm512_store_ps(sd + i, _mm512_permutex2var_ps(s0, lo, s1));
+            _mm512_store_ps(sd + i + 16, _mm512_permutex2var_ps(s0, hi, s1));
+        }
+        rotate_neox_bf16(key, num_heads, head_stride, half, cd, sd);
+        return;
+    }
+    /* even lanes: -s (sign bit flipped, exact also for zeros) */
+    const __m512 neg_even = _mm512_castsi512_ps(_mm512_set1_epi64(0x80000000u));
+    if (!bf) {
+        const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        for (size_t i = 0; i < half; i += 8) {
+            _mm512_store_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i))));
+            _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))),
+                                                      neg_even));
+        }
+        (dt == KVC_ROPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
+        return;
+    }
+    /* bf16: 16 pairs per 32 elements; the low unpack holds pairs {0,1,4,5,8,9,12,13}, the high one the rest */
+    const __m512i lo = _mm512_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13);
+    const __m512i hi = _mm512_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15);
+    for (size_t i = 0; i < half; i += 16) {
+        const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+        _mm512_store_ps(cd + 2 * i, _mm512_permutexvar_ps(lo, cv));
+        _mm512_store_ps(cd + 2 * i + 16, _mm512_permutexvar_ps(hi, cv));
+        _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(lo, sv), neg_even));
+        _mm512_store_ps(sd + 2 * i + 16, _mm512_xor_ps(_mm512_permutexvar_ps(hi, sv), neg_even));
+    }
+    rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
 }
 
 static void avx512_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)
