@@ -77,39 +77,24 @@ static void avx2_factors(const void *row_old, const void *row_new, kvc_rope_dtyp
     }
 }
 
-/* Four angles d*theta reduced to [-pi, pi] in double (see kvc_rope_reduce). */
-static inline __m256d reduce4(__m256d d, const double *theta)
+/* cos/sin of d*theta in double, rounded once to fp32 (see kvc_rope_sincos_scalar). */
+static inline void sincos4(__m256d d, const double *theta, float *c, float *s)
 {
-    const __m256d a = _mm256_mul_pd(d, _mm256_loadu_pd(theta));
-    const __m256d k =
-        _mm256_round_pd(_mm256_mul_pd(a, _mm256_set1_pd(KVC_ROPE_INV_2PI)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(KVC_ROPE_2PI_HI), a);
-    return _mm256_fnmadd_pd(k, _mm256_set1_pd(KVC_ROPE_2PI_LO), r);
-}
-
-static inline void sincos8(__m256d d, const double *theta, float *c, float *s)
-{
-    const __m256d r0 = reduce4(d, theta), r1 = reduce4(d, theta + 4);
-    const __m128 h0 = _mm256_cvtpd_ps(r0), h1 = _mm256_cvtpd_ps(r1);
-    const __m128 l0 = _mm256_cvtpd_ps(_mm256_sub_pd(r0, _mm256_cvtps_pd(h0)));
-    const __m128 l1 = _mm256_cvtpd_ps(_mm256_sub_pd(r1, _mm256_cvtps_pd(h1)));
-    const __m256 hi = _mm256_set_m128(h1, h0), lo = _mm256_set_m128(l1, l0);
-    const Sleef___m256_2 sc = Sleef_sincosf8_u10avx2(hi); /* x: sin, y: cos */
-    /* first-order correction for the part of the angle lost when rounding it to fp32 */
-    _mm256_storeu_ps(s, _mm256_add_ps(sc.x, _mm256_mul_ps(sc.y, lo)));
-    _mm256_storeu_ps(c, _mm256_sub_ps(sc.y, _mm256_mul_ps(sc.x, lo)));
+    const Sleef___m256d_2 sc = Sleef_sincosd4_u10avx2(_mm256_mul_pd(d, _mm256_loadu_pd(theta))); /* x: sin, y: cos */
+    _mm_storeu_ps(s, _mm256_cvtpd_ps(sc.x));
+    _mm_storeu_ps(c, _mm256_cvtpd_ps(sc.y));
 }
 
 static void avx2_sincos(double d, const double *theta, size_t half, float *c, float *s)
 {
     const __m256d dv = _mm256_set1_pd(d);
     size_t i = 0;
-    for (; i + 8 <= half; i += 8) sincos8(dv, theta + i, c + i, s + i);
+    for (; i + 4 <= half; i += 4) sincos4(dv, theta + i, c + i, s + i);
     if (i < half) { /* pad the tail so every lane goes through the same vector code */
-        double t[8] = { 0 };
-        float ct[8], st[8];
+        double t[4] = { 0 };
+        float ct[4], st[4];
         memcpy(t, theta + i, (half - i) * sizeof(double));
-        sincos8(dv, t, ct, st);
+        sincos4(dv, t, ct, st);
         memcpy(c + i, ct, (half - i) * sizeof(float));
         memcpy(s + i, st, (half - i) * sizeof(float));
     }
@@ -325,9 +310,49 @@ static void avx2_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t 
     for (; i < n; i++) kvc_rope_store1(dst, dt, i, src[i]);
 }
 
+static void avx2_sincos_f64(double d, const double *theta, size_t half, double *c, double *s)
+{
+    const __m256d dv = _mm256_set1_pd(d);
+    size_t i = 0;
+    for (; i + 4 <= half; i += 4) {
+        const Sleef___m256d_2 sc = Sleef_sincosd4_u10avx2(_mm256_mul_pd(dv, _mm256_loadu_pd(theta + i)));
+        _mm256_storeu_pd(s + i, sc.x);
+        _mm256_storeu_pd(c + i, sc.y);
+    }
+    if (i < half) { /* pad the tail so every lane goes through the same vector code */
+        double t[4] = { 0 }, ct[4], st[4];
+        memcpy(t, theta + i, (half - i) * sizeof(double));
+        const Sleef___m256d_2 sc = Sleef_sincosd4_u10avx2(_mm256_mul_pd(dv, _mm256_loadu_pd(t)));
+        _mm256_storeu_pd(st, sc.x);
+        _mm256_storeu_pd(ct, sc.y);
+        memcpy(c + i, ct, (half - i) * sizeof(double));
+        memcpy(s + i, st, (half - i) * sizeof(double));
+    }
+}
+
+static void avx2_table_rows(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
+                            size_t half, float *rows)
+{
+    for (size_t k = 0; k < n; k++) {
+        float *c = rows + k * 2 * half, *s = c + half;
+        const double *cbk = cb + k * half, *sbk = sb + k * half;
+        size_t i = 0;
+        for (; i + 4 <= half; i += 4) {
+            const __m256d a_c = _mm256_loadu_pd(ca + i), a_s = _mm256_loadu_pd(sa + i);
+            const __m256d b_c = _mm256_loadu_pd(cbk + i), b_s = _mm256_loadu_pd(sbk + i);
+            /* kvc_rope_angle_sum1 */
+            _mm_storeu_ps(c + i, _mm256_cvtpd_ps(_mm256_fmsub_pd(a_c, b_c, _mm256_mul_pd(a_s, b_s))));
+            _mm_storeu_ps(s + i, _mm256_cvtpd_ps(_mm256_fmadd_pd(a_s, b_c, _mm256_mul_pd(a_c, b_s))));
+        }
+        for (; i < half; i++) kvc_rope_angle_sum1(ca[i], sa[i], cbk[i], sbk[i], c + i, s + i);
+    }
+}
+
 const kvc_rope_kernels_t kvc_rope_kernels_avx2 = {
     .factors = avx2_factors,
     .sincos = avx2_sincos,
     .rotate = avx2_rotate,
     .store = avx2_store,
+    .sincos_f64 = avx2_sincos_f64,
+    .table_rows = avx2_table_rows,
 };

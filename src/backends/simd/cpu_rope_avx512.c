@@ -105,33 +105,21 @@ static void avx512_factors(const void *row_old, const void *row_new, kvc_rope_dt
     }
 }
 
-/* Eight angles d*theta reduced to [-pi, pi] in double (see kvc_rope_reduce). */
-static inline __m512d reduce8(__m512d d, const double *theta, __mmask8 m)
-{
-    const __m512d a = _mm512_mul_pd(d, m == 0xff ? _mm512_loadu_pd(theta) : _mm512_maskz_loadu_pd(m, theta));
-    const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(a, _mm512_set1_pd(KVC_ROPE_INV_2PI)),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(KVC_ROPE_2PI_HI), a);
-    return _mm512_fnmadd_pd(k, _mm512_set1_pd(KVC_ROPE_2PI_LO), r);
-}
-
+/* cos/sin of d*theta in double, rounded once to fp32 (see kvc_rope_sincos_scalar). */
 static void avx512_sincos(double d, const double *theta, size_t half, float *c, float *s)
 {
     const __m512d dv = _mm512_set1_pd(d);
-    for (size_t i = 0; i < half; i += 16) {
-        const size_t n = half - i;
-        const __m512d r0 = reduce8(dv, theta + i, mask8(n));
-        const __m512d r1 = reduce8(dv, theta + i + 8, mask8(n > 8 ? n - 8 : 0));
-        const __m256 h0 = _mm512_cvtpd_ps(r0), h1 = _mm512_cvtpd_ps(r1);
-        const __m256 l0 = _mm512_cvtpd_ps(_mm512_sub_pd(r0, _mm512_cvtps_pd(h0)));
-        const __m256 l1 = _mm512_cvtpd_ps(_mm512_sub_pd(r1, _mm512_cvtps_pd(h1)));
-        const __m512 hi = _mm512_insertf32x8(_mm512_castps256_ps512(h0), h1, 1);
-        const __m512 lo = _mm512_insertf32x8(_mm512_castps256_ps512(l0), l1, 1);
-        const Sleef___m512_2 sc = Sleef_sincosf16_u10avx512f(hi); /* x: sin, y: cos */
-        /* first-order correction for the part of the angle lost when rounding it to fp32 */
-        const __mmask16 m = mask16(n);
-        storef(s + i, _mm512_add_ps(sc.x, _mm512_mul_ps(sc.y, lo)), m);
-        storef(c + i, _mm512_sub_ps(sc.y, _mm512_mul_ps(sc.x, lo)), m);
+    for (size_t i = 0; i < half; i += 8) {
+        const __mmask8 m = mask8(half - i);
+        const __m512d t = m == 0xff ? _mm512_loadu_pd(theta + i) : _mm512_maskz_loadu_pd(m, theta + i);
+        const Sleef___m512d_2 sc = Sleef_sincosd8_u10avx512f(_mm512_mul_pd(dv, t)); /* x: sin, y: cos */
+        if (m == 0xff) {
+            _mm256_storeu_ps(s + i, _mm512_cvtpd_ps(sc.x));
+            _mm256_storeu_ps(c + i, _mm512_cvtpd_ps(sc.y));
+        } else {
+            _mm256_mask_storeu_ps(s + i, m, _mm512_cvtpd_ps(sc.x));
+            _mm256_mask_storeu_ps(c + i, m, _mm512_cvtpd_ps(sc.y));
+        }
     }
 }
 
@@ -342,9 +330,47 @@ static void avx512_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_
     }
 }
 
+static void avx512_sincos_f64(double d, const double *theta, size_t half, double *c, double *s)
+{
+    const __m512d dv = _mm512_set1_pd(d);
+    for (size_t i = 0; i < half; i += 8) {
+        const __mmask8 m = mask8(half - i);
+        const Sleef___m512d_2 sc = Sleef_sincosd8_u10avx512f(_mm512_mul_pd(dv, _mm512_maskz_loadu_pd(m, theta + i)));
+        _mm512_mask_storeu_pd(s + i, m, sc.x);
+        _mm512_mask_storeu_pd(c + i, m, sc.y);
+    }
+}
+
+static void avx512_table_rows(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
+                              size_t half, float *rows)
+{
+    const size_t whole = half & ~(size_t)7;
+    for (size_t k = 0; k < n; k++) {
+        float *c = rows + k * 2 * half, *s = c + half;
+        const double *cbk = cb + k * half, *sbk = sb + k * half;
+        /* plain loads and stores for whole vectors: masked ones are slow on some CPUs (see above) */
+        for (size_t i = 0; i < whole; i += 8) {
+            const __m512d a_c = _mm512_loadu_pd(ca + i), a_s = _mm512_loadu_pd(sa + i);
+            const __m512d b_c = _mm512_loadu_pd(cbk + i), b_s = _mm512_loadu_pd(sbk + i);
+            /* kvc_rope_angle_sum1 */
+            _mm256_storeu_ps(c + i, _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s))));
+            _mm256_storeu_ps(s + i, _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s))));
+        }
+        if (whole < half) {
+            const __mmask8 m = mask8(half - whole);
+            const __m512d a_c = _mm512_maskz_loadu_pd(m, ca + whole), a_s = _mm512_maskz_loadu_pd(m, sa + whole);
+            const __m512d b_c = _mm512_maskz_loadu_pd(m, cbk + whole), b_s = _mm512_maskz_loadu_pd(m, sbk + whole);
+            _mm256_mask_storeu_ps(c + whole, m, _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s))));
+            _mm256_mask_storeu_ps(s + whole, m, _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s))));
+        }
+    }
+}
+
 const kvc_rope_kernels_t kvc_rope_kernels_avx512 = {
     .factors = avx512_factors,
     .sincos = avx512_sincos,
     .rotate = avx512_rotate,
     .store = avx512_store,
+    .sincos_f64 = avx512_sincos_f64,
+    .table_rows = avx512_table_rows,
 };
