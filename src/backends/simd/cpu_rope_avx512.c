@@ -165,14 +165,16 @@ static void rotate_generic(void *key, kvc_rope_dtype_t dt, size_t num_heads, siz
  *   once per token. No cross-lane widening or narrowing per element. */
 #define KVC_MAX_FAST_HALF 512
 
-/* bf16 round to nearest even of fp32 lanes, result in the low 16 bits of each 32-bit lane (as
- * f2bf16, which narrows as well). */
+/* bf16 round to nearest even of fp32 lanes, result in the low 16 bits of each 32-bit lane: the
+ * same bits as f2bf16 (which narrows as well) with fewer operations: +0x7fff, +1 more where the
+ * kept part is odd, and a NaN's bits with the quiet bit set instead. */
 static inline __m512i bf16_bits(__m512 v)
 {
-    const __m512i x = _mm512_castps_si512(v), top = _mm512_srli_epi32(x, 16);
-    const __m512i r = _mm512_srli_epi32(
-        _mm512_add_epi32(x, _mm512_add_epi32(_mm512_and_si512(top, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff))), 16);
-    return _mm512_mask_mov_epi32(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_or_si512(top, _mm512_set1_epi32(0x40)));
+    const __m512i x = _mm512_castps_si512(v);
+    __m512i t = _mm512_add_epi32(x, _mm512_set1_epi32(0x7fff));
+    t = _mm512_mask_add_epi32(t, _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x10000)), t, _mm512_set1_epi32(1));
+    t = _mm512_mask_or_epi32(t, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), x, _mm512_set1_epi32(0x400000));
+    return _mm512_srli_epi32(t, 16);
 }
 
 static inline __m512 bf16_lo(__m512i v) { return _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v)); }
