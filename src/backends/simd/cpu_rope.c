@@ -25,12 +25,12 @@ static void scalar_factors(const void *row_old, const void *row_new, kvc_rope_dt
     }
 }
 
-/* cos/sin of d*theta in double (SLEEF's u10: within 1 double ulp), rounded once to fp32: within a
+/* cos/sin of d*theta in double (SLEEF's u35: within 3.5 double ulp), rounded once to fp32: within a
  * hair over half an fp32 ulp of cos/sin of the double angle. */
 void kvc_rope_sincos_scalar(double d, const double *theta, size_t half, float *c, float *s)
 {
     for (size_t i = 0; i < half; i++) {
-        const Sleef_double2 sc = Sleef_sincos_u10(d * theta[i]); /* x: sin, y: cos */
+        const Sleef_double2 sc = Sleef_sincos_u35(d * theta[i]); /* x: sin, y: cos */
         s[i] = (float)sc.x;
         c[i] = (float)sc.y;
     }
@@ -39,7 +39,7 @@ void kvc_rope_sincos_scalar(double d, const double *theta, size_t half, float *c
 void kvc_rope_sincos_f64_scalar(double d, const double *theta, size_t half, double *c, double *s)
 {
     for (size_t i = 0; i < half; i++) {
-        const Sleef_double2 sc = Sleef_sincos_u10(d * theta[i]); /* x: sin, y: cos */
+        const Sleef_double2 sc = Sleef_sincos_u35(d * theta[i]); /* x: sin, y: cos */
         s[i] = sc.x;
         c[i] = sc.y;
     }

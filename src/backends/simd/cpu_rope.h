@@ -26,7 +26,7 @@ typedef struct kvc_rope_kernels {
      * i < half: see kvc_rope_combine1. Bit-identical on every tier. */
     void (*factors)(const void *row_old, const void *row_new, kvc_rope_dtype_t dtype, size_t half, float *c,
                     float *s);
-    /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) for i < half: SLEEF's double sincos (u10) of
+    /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) for i < half: SLEEF's double sincos (u35) of
      * the double angle, rounded once to fp32. */
     void (*sincos)(double d, const double *theta, size_t half, float *c, float *s);
     /* Rotate the first 2*half elements of num_heads heads starting at key (head stride in elements):
@@ -35,7 +35,7 @@ typedef struct kvc_rope_kernels {
                    const float *c, const float *s);
     /* dst[i] = src[i] converted to dtype (round to nearest even). */
     void (*store)(void *dst, kvc_rope_dtype_t dtype, const float *src, size_t n);
-    /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) in double (SLEEF's u10: within 1 double ulp). */
+    /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) in double (SLEEF's u35: within 3.5 double ulp). */
     void (*sincos_f64)(double d, const double *theta, size_t half, double *c, double *s);
     /* n consecutive fp32 table rows (cos half, sin half; rows contiguous) whose angles are
      * a_i + b_ki: from the cos/sin of a (ca, sa) and of b for row k (cb, sb + k*half),
@@ -97,8 +97,8 @@ static inline void kvc_rope_combine1(float co, float so, float cn, float sn, flo
 }
 
 /* One table entry by the angle sum, in double: cos(a+b) and sin(a+b) from the cos/sin of a and b.
- * Each input is within about 1 double ulp, so the result is within a few 2^-53 of the exact value
- * and its rounding to fp32 is off by at most a hair over half an fp32 ulp. */
+ * Each input is within a few double ulps (SLEEF u35, or a few angle sums), so the result is within
+ * about 2^-50 of the exact value and its rounding to fp32 is off by a hair over half an fp32 ulp. */
 static inline void kvc_rope_angle_sum1(double ca, double sa, double cb, double sb, float *c, float *s)
 {
     *c = (float)fma(ca, cb, -(sa * sb));

@@ -80,7 +80,7 @@ static void avx2_factors(const void *row_old, const void *row_new, kvc_rope_dtyp
 /* cos/sin of d*theta in double, rounded once to fp32 (see kvc_rope_sincos_scalar). */
 static inline void sincos4(__m256d d, const double *theta, float *c, float *s)
 {
-    const Sleef___m256d_2 sc = Sleef_sincosd4_u10avx2(_mm256_mul_pd(d, _mm256_loadu_pd(theta))); /* x: sin, y: cos */
+    const Sleef___m256d_2 sc = Sleef_sincosd4_u35avx2(_mm256_mul_pd(d, _mm256_loadu_pd(theta))); /* x: sin, y: cos */
     _mm_storeu_ps(s, _mm256_cvtpd_ps(sc.x));
     _mm_storeu_ps(c, _mm256_cvtpd_ps(sc.y));
 }
@@ -315,14 +315,14 @@ static void avx2_sincos_f64(double d, const double *theta, size_t half, double *
     const __m256d dv = _mm256_set1_pd(d);
     size_t i = 0;
     for (; i + 4 <= half; i += 4) {
-        const Sleef___m256d_2 sc = Sleef_sincosd4_u10avx2(_mm256_mul_pd(dv, _mm256_loadu_pd(theta + i)));
+        const Sleef___m256d_2 sc = Sleef_sincosd4_u35avx2(_mm256_mul_pd(dv, _mm256_loadu_pd(theta + i)));
         _mm256_storeu_pd(s + i, sc.x);
         _mm256_storeu_pd(c + i, sc.y);
     }
     if (i < half) { /* pad the tail so every lane goes through the same vector code */
         double t[4] = { 0 }, ct[4], st[4];
         memcpy(t, theta + i, (half - i) * sizeof(double));
-        const Sleef___m256d_2 sc = Sleef_sincosd4_u10avx2(_mm256_mul_pd(dv, _mm256_loadu_pd(t)));
+        const Sleef___m256d_2 sc = Sleef_sincosd4_u35avx2(_mm256_mul_pd(dv, _mm256_loadu_pd(t)));
         _mm256_storeu_pd(st, sc.x);
         _mm256_storeu_pd(ct, sc.y);
         memcpy(c + i, ct, (half - i) * sizeof(double));

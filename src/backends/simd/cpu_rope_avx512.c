@@ -112,7 +112,7 @@ static void avx512_sincos(double d, const double *theta, size_t half, float *c, 
     for (size_t i = 0; i < half; i += 8) {
         const __mmask8 m = mask8(half - i);
         const __m512d t = m == 0xff ? _mm512_loadu_pd(theta + i) : _mm512_maskz_loadu_pd(m, theta + i);
-        const Sleef___m512d_2 sc = Sleef_sincosd8_u10avx512f(_mm512_mul_pd(dv, t)); /* x: sin, y: cos */
+        const Sleef___m512d_2 sc = Sleef_sincosd8_u35avx512f(_mm512_mul_pd(dv, t)); /* x: sin, y: cos */
         if (m == 0xff) {
             _mm256_storeu_ps(s + i, _mm512_cvtpd_ps(sc.x));
             _mm256_storeu_ps(c + i, _mm512_cvtpd_ps(sc.y));
@@ -337,7 +337,7 @@ static void avx512_sincos_f64(double d, const double *theta, size_t half, double
     const __m512d dv = _mm512_set1_pd(d);
     for (size_t i = 0; i < half; i += 8) {
         const __mmask8 m = mask8(half - i);
-        const Sleef___m512d_2 sc = Sleef_sincosd8_u10avx512f(_mm512_mul_pd(dv, _mm512_maskz_loadu_pd(m, theta + i)));
+        const Sleef___m512d_2 sc = Sleef_sincosd8_u35avx512f(_mm512_mul_pd(dv, _mm512_maskz_loadu_pd(m, theta + i)));
         _mm512_mask_storeu_pd(s + i, m, sc.x);
         _mm512_mask_storeu_pd(c + i, m, sc.y);
     }
