@@ -19,19 +19,6 @@ double bench_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double bench_time(void (*fn)(void *), void *arg, int reps)
-{
-    fn(arg);
-    double best = 1e30;
-    for (int i = 0; i < (reps > 0 ? reps : 1); i++) {
-        double t0 = bench_now();
-        fn(arg);
-        double t = bench_now() - t0;
-        if (t < best) best = t;
-    }
-    return best;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
     const double x = *(const double *)a, y = *(const double *)b;
@@ -166,10 +153,11 @@ static double load1(void)
     return l;
 }
 
-int bench_selected(const bench_opts_t *o, const char *name) { return !o->filter || strstr(name, o->filter) != NULL; }
+int bench_case_wanted(const bench_opts_t *o, const char *name) { return !o->only || strstr(name, o->only); }
 
 void bench_report(const bench_opts_t *o, const bench_result_t *r)
 {
+    if (!bench_case_wanted(o, r->name)) return;
     const double ratio = r->baseline_value > 0 ? r->value / r->baseline_value : 0.0;
     const double ratio_median = r->baseline_median > 0 ? r->value_median / r->baseline_median : 0.0;
     const char *isa = o->ctx ? kvc_context_isa(o->ctx) : "unknown";

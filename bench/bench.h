@@ -16,11 +16,12 @@ typedef struct bench_opts {
     int quick;         /* smaller sizes / fewer repetitions (smoke runs) */
     kvc_context_t *ctx; /* context on the active backend (KVCORE_BACKEND selects it) */
     const char *cpu;   /* CPU model name (/proc/cpuinfo), reported on every line */
-    const char *filter; /* --filter: run only cases whose name contains it (NULL: all) */
+    const char *only;  /* --case: report only cases whose name contains this (NULL: all) */
 } bench_opts_t;
 
-/* Whether case `name` passes --filter. */
-int bench_selected(const bench_opts_t *o, const char *name);
+/* Whether case `name` is wanted (--case). bench_report drops unwanted cases; a suite may also skip
+ * their work (transfer, rope and memory do). */
+int bench_case_wanted(const bench_opts_t *o, const char *name);
 
 /* Timings of one side of bench_pair, in seconds. */
 typedef struct bench_stat {
@@ -54,16 +55,13 @@ void bench_set_rates(bench_result_t *r, double amount, const bench_stat_t *op, c
 /* Monotonic seconds. */
 double bench_now(void);
 
-/* Best-of-`reps` seconds for fn(arg) after one warm-up call. */
-double bench_time(void (*fn)(void *), void *arg, int reps);
-
 /* One warm-up call of each, then op and baseline alternately: at least `reps` pairs, and more
  * (up to 10 * reps) until `min_seconds` have passed. Best, median and worst seconds of each. */
 void bench_pair(void (*op)(void *), void *op_arg, void (*base)(void *), void *base_arg, int reps, double min_seconds,
                 bench_stat_t *op_s, bench_stat_t *base_s);
 
 /* The baseline of most suites: memcpy of `bytes` with `threads` threads, each copying its
- * contiguous share. A job for bench_pair / bench_time. */
+ * contiguous share. A job for bench_pair. */
 typedef struct bench_memcpy_job {
     void *dst;
     const void *src;

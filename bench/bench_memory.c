@@ -1,7 +1,11 @@
 /* `kvcore bench memory`: allocation + first touch of a pool for each kind of host memory (the free
  * is not timed), next to malloc + memset of the same bytes; batched memcpy and the split copy next
- * to one memcpy of the same bytes over the same threads. Op and baseline are timed alternately. */
+ * to one memcpy of the same bytes over the same threads; on a machine with two or more NUMA nodes,
+ * one thread's reads from its own node and from another (remote next to local). Op and baseline
+ * are timed alternately. */
+#define _GNU_SOURCE /* sched_getcpu, CPU_SET */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +56,7 @@ static void kvc_free(void *arg, void *p) { kvc_mem_free(((kvc_job_t *)arg)->ctx,
 
 static void report_kind(const bench_opts_t *o, const char *name, size_t bytes, unsigned kind, int reps)
 {
+    if (!bench_case_wanted(o, name)) return;
     char shm[64];
     snprintf(shm, sizeof(shm), "/kvcore-bench-%d", (int)getpid());
     kvc_job_t j = { .ctx = o->ctx, .bytes = bytes, .params = { .field_mask = KVC_MEM_PARAM_KIND, .kind = kind } };
@@ -142,6 +147,12 @@ static void report_copy(const bench_opts_t *o, const char *name, size_t bytes, c
 static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
 {
     const int threads = kvc_context_num_threads(o->ctx);
+    static const char *const names[] = { "batched_memcpy_4KiB_entries", "batched_memcpy_64KiB_entries",
+                                         "batched_memcpy_2048KiB_entries", "split_copy_align_65536KiB",
+                                         "split_copy_align_4KiB" };
+    int wanted = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) wanted |= bench_case_wanted(o, names[i]);
+    if (!wanted) return 0;
     char *src = bench_alloc(bytes), *dst = bench_alloc(bytes);
     bench_memcpy_job_t mj = { .dst = dst, .src = src, .bytes = bytes, .threads = threads };
     bench_stat_t op, base;
@@ -198,10 +209,93 @@ static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
     return rc;
 }
 
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} read_job_t;
+
+static void read_copy(void *arg)
+{
+    read_job_t *j = arg;
+    memcpy(j->dst, j->src, j->bytes);
+}
+
+/* One thread, held on the CPU it runs on, copies from memory bound to its own node (local) and to
+ * another node (remote) into a buffer it touched itself. Needs two NUMA nodes on the live machine. */
+static void bench_numa_reads(const bench_opts_t *o, size_t bytes, int reps)
+{
+    kvc_numa_node_info_t other = { 0 };
+    if (!bench_case_wanted(o, "read_numa_local") && !bench_case_wanted(o, "read_numa_remote")) return;
+    if (kvc_topology_is_synthetic(o->ctx) || kvc_topology_numa_count(o->ctx) < 2) {
+        fprintf(stderr, "bench memory: read_numa_local/remote skipped: %s\n",
+                kvc_topology_is_synthetic(o->ctx) ? "topology from XML" : "one NUMA node");
+        return;
+    }
+#ifdef __linux__
+    cpu_set_t saved, here;
+    const int cpu = sched_getcpu();
+    const int pinned = cpu >= 0 && sched_getaffinity(0, sizeof(saved), &saved) == 0;
+    if (pinned) {
+        CPU_ZERO(&here);
+        CPU_SET(cpu, &here);
+        sched_setaffinity(0, sizeof(here), &here);
+    }
+#endif
+    kvc_mem_params_t p = { .field_mask = KVC_MEM_PARAM_KIND | KVC_MEM_PARAM_TARGET | KVC_MEM_PARAM_POLICY,
+                           .kind = KVC_MEM_NUMA,
+                           .target = KVC_MEM_TARGET_LOCAL,
+                           .policy = KVC_MEM_POLICY_STRICT };
+    void *local = NULL, *remote = NULL;
+    kvc_mem_report_t rl, rr;
+    kvc_status_t st = kvc_mem_alloc(o->ctx, bytes, &p, &local, &rl);
+    for (int i = 0; st == KVC_OK && i < kvc_topology_numa_count(o->ctx); i++) {
+        kvc_numa_node_info_t n;
+        if (kvc_topology_numa_node(o->ctx, i, &n) == KVC_OK && (int)n.os_index != rl.numa_bound) {
+            other = n;
+            break;
+        }
+    }
+    if (st == KVC_OK) {
+        p.target = KVC_MEM_TARGET_NODE;
+        p.node = other.os_index;
+        st = kvc_mem_alloc(o->ctx, bytes, &p, &remote, &rr);
+    }
+    char *dst = bench_alloc(bytes);
+    if (st != KVC_OK) {
+        fprintf(stderr, "bench memory: read_numa_local/remote skipped: %s (%s)\n", kvc_status_name(st), kvc_last_error());
+    } else {
+        read_job_t jl = { dst, local, bytes }, jr = { dst, remote, bytes };
+        bench_stat_t sr, sl;
+        bench_pair(read_copy, &jr, read_copy, &jl, reps, 0, &sr, &sl);
+        const double gl = (double)bytes / sl.best / 1e9;
+        char params[160];
+        snprintf(params, sizeof(params), "\"bytes\":%zu,\"cpu_node\":%d,\"memory_node\":%d", bytes, rl.numa_bound,
+                 rl.numa_bound);
+        const bench_result_t res_l = { .suite = "memory", .name = "read_numa_local", .value = gl, .unit = "GB/s",
+                                       .baseline_name = "read_numa_local", .baseline_value = gl, .threads = 1,
+                                       .params = params };
+        bench_report(o, &res_l);
+        snprintf(params, sizeof(params), "\"bytes\":%zu,\"cpu_node\":%d,\"memory_node\":%d", bytes, rl.numa_bound,
+                 rr.numa_bound);
+        bench_result_t res_r = { .suite = "memory", .name = "read_numa_remote", .unit = "GB/s",
+                                 .baseline_name = "read_numa_local", .threads = 1, .params = params };
+        bench_set_rates(&res_r, (double)bytes / 1e9, &sr, &sl);
+        bench_report(o, &res_r);
+    }
+    bench_free(dst, bytes);
+    kvc_mem_free(o->ctx, local);
+    kvc_mem_free(o->ctx, remote);
+#ifdef __linux__
+    if (pinned) sched_setaffinity(0, sizeof(saved), &saved);
+#endif
+}
+
 int bench_memory_run(const bench_opts_t *o)
 {
     const size_t pool = o->quick ? (size_t)256 << 20 : (size_t)4 << 30;
     const int reps = o->quick ? 2 : 3;
+    bench_numa_reads(o, o->quick ? (size_t)64 << 20 : (size_t)1 << 30, reps);
     static const struct {
         const char *name;
         unsigned kind;

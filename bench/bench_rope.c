@@ -108,7 +108,7 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
         else
             snprintf(name, sizeof(name), "fused %s %s table-%s", dt_name(rc_->dtype),
                      rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj", dt_name(rc_->table_dtype));
-        if (!bench_selected(o, name)) continue;
+        if (!bench_case_wanted(o, name)) continue;
         const size_t es = kvc_rope_dtype_size(rc_->dtype), bytes = tokens * NKV * HS * es;
         void *key = bench_alloc(bytes);
         /* small finite values in every dtype: 0x3c00 is 1.0 in f16, 0x3f80 in bf16, tiny in f32 */
@@ -144,7 +144,7 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
         bench_free(key, bytes);
         bench_free(table.data, table_bytes);
     }
-    if (!rc && bench_selected(o, "cache_build f32")) { /* the table itself: max_pos rows of cos/sin, fp32 */
+    if (!rc && bench_case_wanted(o, "cache_build f32")) { /* the table itself: max_pos rows of cos/sin, fp32 */
         table_job_t tj = { .ctx = ctx, .table = { .dtype = KVC_ROPE_F32, .max_position = max_pos, .rot_dim = HS } };
         const size_t tb = max_pos * HS * 4;
         tj.table.data = bench_alloc(tb);

@@ -137,7 +137,7 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
             char name[96], params[320];
             snprintf(name, sizeof(name), "%s/%s/%s", c->blocks ? "blocks" : "tokens", kvc_format_name(c->format),
                      dir == KVC_H2D ? "H2D" : "D2H");
-            if (!bench_selected(o, name)) continue;
+            if (!bench_case_wanted(o, name)) continue;
             /* The baseline copies the same bytes between the same buffers, in the op's direction. */
             char *pool = su->arena;
             bench_memcpy_job_t mj = { .dst = dir == KVC_H2D ? pool : chunk, .src = dir == KVC_H2D ? chunk : pool,
