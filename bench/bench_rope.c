@@ -75,8 +75,12 @@ static const rope_case_t cases[] = {
     { KVC_ROPE_F16, KVC_ROPE_F16, KVC_ROPE_NEOX, 0, 0 }, /* LMCache's CUDA kernel: table in the key dtype */
     { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_GPTJ, 0, 0 },
     { KVC_ROPE_BF16, KVC_ROPE_F32, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_ROPE_BF16, KVC_ROPE_BF16, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_ROPE_BF16, KVC_ROPE_F32, KVC_ROPE_GPTJ, 0, 0 },
     { KVC_ROPE_F32, KVC_ROPE_F32, KVC_ROPE_NEOX, 0, 0 },
     { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_NEOX, 1, 0 },
+    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_GPTJ, 1, 0 },
+    { KVC_ROPE_BF16, KVC_ROPE_F32, KVC_ROPE_NEOX, 1, 0 },
     { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_NEOX, 1, 1 },
 };
 
