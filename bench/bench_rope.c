@@ -13,6 +13,8 @@
 #include "bench.h"
 #include "suites.h"
 
+#define ROPE_STYLE(s) (&(const kvc_rope_params_t){ .field_mask = KVC_ROPE_PARAM_STYLE, .style = (s) })
+
 #define NKV 8
 #define HS 128
 #define SHIFT 1000
@@ -29,9 +31,9 @@ typedef struct rope_job {
 static void run_job(void *arg)
 {
     rope_job_t *j = arg;
-    const kvc_status_t st = j->table ? kvc_rope_k_fused(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, j->table, j->style)
-                                     : kvc_rope_k_delta(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, HS, 10000.0,
-                                                        j->style);
+    const kvc_rope_params_t *params = ROPE_STYLE(j->style);
+    const kvc_status_t st = j->table ? kvc_rope_k_fused(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, j->table, params)
+                                     : kvc_rope_k_delta(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, HS, 10000.0, params);
     if (st != KVC_OK) j->status = st;
 }
 
@@ -48,7 +50,7 @@ static void run_table_job(void *arg)
     if (st != KVC_OK) j->status = st;
 }
 
-static const char *dt_name(kvc_rope_dtype_t d) { return d == KVC_ROPE_F32 ? "f32" : d == KVC_ROPE_F16 ? "f16" : "bf16"; }
+static const char *dt_name(kvc_dtype_t d) { return d == KVC_DTYPE_F32 ? "f32" : d == KVC_DTYPE_F16 ? "f16" : "bf16"; }
 
 static kvc_context_t *cpu_context(int threads)
 {
@@ -64,24 +66,24 @@ static kvc_context_t *cpu_context(int threads)
 }
 
 typedef struct rope_case {
-    kvc_rope_dtype_t dtype, table_dtype;
+    kvc_dtype_t dtype, table_dtype;
     kvc_rope_style_t style;
     int delta;          /* table-free variant */
     int varying_delta;  /* a different shift per token: sincos for every token */
 } rope_case_t;
 
 static const rope_case_t cases[] = {
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_NEOX, 0, 0 },
-    { KVC_ROPE_F16, KVC_ROPE_F16, KVC_ROPE_NEOX, 0, 0 }, /* LMCache's CUDA kernel: table in the key dtype */
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_GPTJ, 0, 0 },
-    { KVC_ROPE_BF16, KVC_ROPE_F32, KVC_ROPE_NEOX, 0, 0 },
-    { KVC_ROPE_BF16, KVC_ROPE_BF16, KVC_ROPE_NEOX, 0, 0 },
-    { KVC_ROPE_BF16, KVC_ROPE_F32, KVC_ROPE_GPTJ, 0, 0 },
-    { KVC_ROPE_F32, KVC_ROPE_F32, KVC_ROPE_NEOX, 0, 0 },
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_NEOX, 1, 0 },
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_GPTJ, 1, 0 },
-    { KVC_ROPE_BF16, KVC_ROPE_F32, KVC_ROPE_NEOX, 1, 0 },
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_NEOX, 1, 1 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F16, KVC_ROPE_NEOX, 0, 0 }, /* LMCache's CUDA kernel: table in the key dtype */
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_GPTJ, 0, 0 },
+    { KVC_DTYPE_BF16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_BF16, KVC_DTYPE_BF16, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_BF16, KVC_DTYPE_F32, KVC_ROPE_GPTJ, 0, 0 },
+    { KVC_DTYPE_F32, KVC_DTYPE_F32, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 1, 0 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_GPTJ, 1, 0 },
+    { KVC_DTYPE_BF16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 1, 0 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 1, 1 },
 };
 
 static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int reps)
@@ -113,12 +115,12 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
             snprintf(name, sizeof(name), "fused %s %s table-%s", dt_name(rc_->dtype),
                      rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj", dt_name(rc_->table_dtype));
         if (!bench_case_wanted(o, name)) continue;
-        const size_t es = kvc_rope_dtype_size(rc_->dtype), bytes = tokens * NKV * HS * es;
+        const size_t es = kvc_dtype_size(rc_->dtype), bytes = tokens * NKV * HS * es;
         void *key = bench_alloc(bytes);
         /* small finite values in every dtype: 0x3c00 is 1.0 in f16, 0x3f80 in bf16, tiny in f32 */
-        for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)key)[i] = rc_->dtype == KVC_ROPE_BF16 ? 0x3f80 : 0x3c00;
+        for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)key)[i] = rc_->dtype == KVC_DTYPE_BF16 ? 0x3f80 : 0x3c00;
         kvc_rope_table_t table = { .dtype = rc_->table_dtype, .max_position = max_pos, .rot_dim = HS };
-        const size_t table_bytes = max_pos * HS * kvc_rope_dtype_size(rc_->table_dtype);
+        const size_t table_bytes = max_pos * HS * kvc_dtype_size(rc_->table_dtype);
         table.data = bench_alloc(table_bytes);
         rope_job_t job = { .ctx = ctx,
                            .keys = { .data = key, .dtype = rc_->dtype, .num_tokens = tokens, .num_heads = NKV, .head_size = HS },
@@ -149,7 +151,7 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
         bench_free(table.data, table_bytes);
     }
     if (!rc && bench_case_wanted(o, "cache_build f32")) { /* the table itself: max_pos rows of cos/sin, fp32 */
-        table_job_t tj = { .ctx = ctx, .table = { .dtype = KVC_ROPE_F32, .max_position = max_pos, .rot_dim = HS } };
+        table_job_t tj = { .ctx = ctx, .table = { .dtype = KVC_DTYPE_F32, .max_position = max_pos, .rot_dim = HS } };
         const size_t tb = max_pos * HS * 4;
         tj.table.data = bench_alloc(tb);
         bench_memcpy_job_t mj = { .dst = bench_alloc(tb), .src = bench_alloc(tb), .bytes = tb, .threads = threads };

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "cpu_backend.h"
-#include "env.h"
 #include "cpu_rope.h"
 #include "cpu_memory.h"
 #include "cpu_transfer.h"
@@ -53,15 +52,11 @@ static int64_t sysfs_llc_bytes(void)
 
 /* Transfers whose destination footprint exceeds 3/4 of the last-level cache cannot stay cached:
  * they write with streaming stores (glibc's memcpy uses the same fraction). The smaller of the
- * sysfs and sysconf sizes, at least 4 MiB. KVCORE_STREAM_MIN_BYTES overrides it. */
-static int64_t stream_threshold(void)
+ * sysfs and sysconf sizes, at least 4 MiB. KVCORE_STREAM_MIN_BYTES (read by the core, handed over
+ * as svc->stream_min_bytes) overrides it. */
+static int64_t stream_threshold(const kvc_backend_services_t *svc)
 {
-    const char *env = kvc_env_get("KVCORE_STREAM_MIN_BYTES");
-    if (env && *env) {
-        char *end = NULL;
-        const long long v = strtoll(env, &end, 10);
-        if (end && !*end && v >= 0) return (int64_t)v;
-    }
+    if (svc->stream_min_bytes >= 0) return svc->stream_min_bytes;
     int64_t llc = sysfs_llc_bytes();
     long sc = 0;
 #ifdef _SC_LEVEL3_CACHE_SIZE
@@ -83,7 +78,7 @@ static kvc_status_t cpu_init(const kvc_backend_services_t *svc, int device, kvc_
     b->svc = svc;
     b->isa = svc->cpu_isa;
     b->num_threads = svc->num_threads > 0 ? svc->num_threads : 1;
-    b->stream_min_bytes = stream_threshold();
+    b->stream_min_bytes = stream_threshold(svc);
     *out = b;
     return KVC_OK;
 }

@@ -11,11 +11,10 @@
 
 #include "cpu_backend.h"
 #include "cpu_rope.h"
-#include "isa.h"
 
 /* ---------------------------------------------------------------- scalar tier */
 
-static void scalar_factors(const void *row_old, const void *row_new, kvc_rope_dtype_t dt, size_t half, float *c,
+static void scalar_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                            float *s)
 {
     for (size_t i = 0; i < half; i++) {
@@ -54,10 +53,10 @@ void kvc_rope_table_rows_scalar(const double *ca, const double *sa, const double
                                 rows + k * 2 * half + half + i);
 }
 
-static void scalar_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+static void scalar_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
                           int is_neox, const float *c, const float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     for (size_t h = 0; h < num_heads; h++) {
         void *head = (char *)key + h * head_stride * es;
         for (size_t i = 0; i < half; i++) {
@@ -69,7 +68,7 @@ static void scalar_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size
     }
 }
 
-static void scalar_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)
+static void scalar_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) kvc_rope_store1(dst, dt, i, src[i]);
 }
@@ -145,8 +144,8 @@ kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_keys_t *key = &a->keys;
-    const size_t half = a->table.rot_dim / 2, kes = kvc_rope_dtype_size(key->dtype);
-    const size_t row_bytes = a->table.rot_dim * kvc_rope_dtype_size(a->table.dtype);
+    const size_t half = a->table.rot_dim / 2, kes = kvc_dtype_size(key->dtype);
+    const size_t row_bytes = a->table.rot_dim * kvc_dtype_size(a->table.dtype);
     const int threads = threads_for(b, key->num_tokens);
     scratch_t sc;
     kvc_status_t st = scratch_alloc(b, threads, half, &sc);
@@ -180,7 +179,7 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_keys_t *key = &a->keys;
-    const size_t half = a->rot_dim / 2, kes = kvc_rope_dtype_size(key->dtype);
+    const size_t half = a->rot_dim / 2, kes = kvc_dtype_size(key->dtype);
     double *theta = theta_alloc(b, a->rot_dim, a->base);
     if (!theta) return KVC_ERR_NO_MEMORY;
     const int threads = threads_for(b, key->num_tokens);
@@ -241,7 +240,7 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_table_t *tb = &a->table;
-    const size_t half = tb->rot_dim / 2, es = kvc_rope_dtype_size(tb->dtype), B = KVC_ROPE_TABLE_BLOCK;
+    const size_t half = tb->rot_dim / 2, es = kvc_dtype_size(tb->dtype), B = KVC_ROPE_TABLE_BLOCK;
     const size_t blocks = (tb->max_position + B - 1) / B;
     double *theta = theta_alloc(b, tb->rot_dim, a->base);
     if (!theta) return KVC_ERR_NO_MEMORY;
@@ -279,8 +278,8 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
             }
             for (; have < j; have++) angle_add_f64(ca, sa, cB, sB, half, ca, sa);
             char *dst = (char *)tb->data + p0 * tb->rot_dim * es;
-            k->table_rows(ca, sa, sc, ss, n, half, tb->dtype == KVC_ROPE_F32 ? (float *)dst : rows);
-            if (tb->dtype != KVC_ROPE_F32) k->store(dst, tb->dtype, rows, n * tb->rot_dim);
+            k->table_rows(ca, sa, sc, ss, n, half, tb->dtype == KVC_DTYPE_F32 ? (float *)dst : rows);
+            if (tb->dtype != KVC_DTYPE_F32) k->store(dst, tb->dtype, rows, n * tb->rot_dim);
         }
     }
     free(steps);

@@ -40,11 +40,11 @@ static inline void store_u16(void *p, __m256i v, __mmask16 m)
     else _mm256_mask_storeu_epi16(p, m, v);
 }
 
-static inline __m512 load16(const void *p, kvc_rope_dtype_t dt, __mmask16 m)
+static inline __m512 load16(const void *p, kvc_dtype_t dt, __mmask16 m)
 {
     switch (dt) {
-    case KVC_ROPE_F16: return _mm512_cvtph_ps(load_u16(p, m));
-    case KVC_ROPE_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load_u16(p, m)), 16));
+    case KVC_DTYPE_F16: return _mm512_cvtph_ps(load_u16(p, m));
+    case KVC_DTYPE_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load_u16(p, m)), 16));
     default: return loadf(p, m);
     }
 }
@@ -60,11 +60,11 @@ static inline __m256i f2bf16(__m512 v)
     return _mm512_cvtepi32_epi16(r);
 }
 
-static inline void store16(void *p, kvc_rope_dtype_t dt, __m512 v, __mmask16 m)
+static inline void store16(void *p, kvc_dtype_t dt, __m512 v, __mmask16 m)
 {
     switch (dt) {
-    case KVC_ROPE_F16: store_u16(p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), m); break;
-    case KVC_ROPE_BF16: store_u16(p, f2bf16(v), m); break;
+    case KVC_DTYPE_F16: store_u16(p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), m); break;
+    case KVC_DTYPE_BF16: store_u16(p, f2bf16(v), m); break;
     default: storef(p, v, m); break;
     }
 }
@@ -88,10 +88,10 @@ static inline __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
 static inline __m256 hi8(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
 static inline __m512 join16(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 
-static void avx512_factors(const void *row_old, const void *row_new, kvc_rope_dtype_t dt, size_t half, float *c,
+static void avx512_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                            float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     const char *ro = row_old, *rn = row_new;
     for (size_t i = 0; i < half; i += 16) {
         const __mmask16 m = mask16(half - i);
@@ -124,10 +124,10 @@ static void avx512_sincos(double d, const double *theta, size_t half, float *c, 
 }
 
 /* Any shape: masked tails, the dtype switched per vector. */
-static void rotate_generic(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+static void rotate_generic(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
                            int is_neox, const float *c, const float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     for (size_t h = 0; h < num_heads; h++) {
         char *head = (char *)key + h * head_stride * es;
@@ -271,18 +271,18 @@ static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t
     }
 }
 
-static void avx512_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
                           int is_neox, const float *c, const float *s)
 {
     float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64)));
-    const int bf = dt == KVC_ROPE_BF16;
+    const int bf = dt == KVC_DTYPE_BF16;
     if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 32 : 16) : (bf ? 16 : 8))) {
         rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
         return;
     }
     if (is_neox) {
         if (!bf) {
-            (dt == KVC_ROPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+            (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
             return;
         }
         const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
@@ -307,7 +307,7 @@ static void avx512_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size
             _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))),
                                                       neg_even));
         }
-        (dt == KVC_ROPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
+        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
         return;
     }
     /* bf16: 16 pairs per 32 elements; the low unpack holds pairs {0,1,4,5,8,9,12,13}, the high one the rest */
@@ -323,9 +323,9 @@ static void avx512_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size
     rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
 }
 
-static void avx512_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)
+static void avx512_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     for (size_t i = 0; i < n; i += 16) {
         const __mmask16 m = mask16(n - i);
         store16((char *)dst + i * es, dt, loadf(src + i, m), m);

@@ -1,0 +1,266 @@
+/* The CPU copy engine for KV transfer plans, compiled once per ISA tier (docs/ARCHITECTURE.md, "CPU
+ * ISA dispatch"): cpu_transfer.c with the baseline flags, cpu_transfer_avx2.c with the avx2 tier's.
+ * The including file defines XFER_FN(name), the names of the two entry points. memcpy of the
+ * longest runs the plan allows, OpenMP over (layer, plane, token range) or (layer, plane, block).
+ * The core has validated the plan. */
+#include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "cpu_backend.h"
+#include "cpu_transfer.h"
+
+/* Below this many bytes a transfer runs on the calling thread: waking the team costs more. */
+#define PARALLEL_MIN_BYTES (256 * 1024)
+
+static int threads_for(const kvc_backend_ctx_t *b, int64_t bytes)
+{
+    return bytes >= 0 && bytes < PARALLEL_MIN_BYTES ? 1 : b->num_threads;
+}
+
+/* Transfers larger than b->stream_min_bytes (cpu_backend.c: 3/4 of the last-level cache, as glibc's
+ * memcpy decides) bypass the cache on the destination side with streaming stores: such a
+ * destination cannot stay cached anyway, and skipping the read-for-ownership saves a third of the
+ * memory traffic. Below it, plain stores keep the data in the cache, as memcpy does. */
+
+#if defined(__SSE2__)
+/* dst 64-byte aligned, n a multiple of 64: whole cache lines, so no line is half streamed. */
+static inline void copy_lines_stream(char *dst, const char *src, int64_t n)
+{
+    for (; n > 0; n -= 64, dst += 64, src += 64) {
+        const __m128i a = _mm_loadu_si128((const __m128i *)src), b = _mm_loadu_si128((const __m128i *)(src + 16));
+        const __m128i c = _mm_loadu_si128((const __m128i *)(src + 32)), d = _mm_loadu_si128((const __m128i *)(src + 48));
+        _mm_stream_si128((__m128i *)dst, a);
+        _mm_stream_si128((__m128i *)(dst + 16), b);
+        _mm_stream_si128((__m128i *)(dst + 32), c);
+        _mm_stream_si128((__m128i *)(dst + 48), d);
+    }
+}
+/* Streaming stores are weakly ordered: each thread fences before its results are used. */
+static inline void stream_fence(int stream)
+{
+    if (stream) _mm_sfence();
+}
+/* Fetch the lines of a run that a later copy will read. */
+static inline void prefetch_run(const char *p, int64_t n)
+{
+    for (int64_t o = 0; o < n; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+#define HAVE_STREAM 1
+#else
+static inline void stream_fence(int stream) { (void)stream; }
+static inline void prefetch_run(const char *p, int64_t n)
+{
+    (void)p;
+    (void)n;
+}
+#endif
+
+typedef struct {
+    int h2d, stream;
+} copy_mode_t;
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+/* Short runs (a head's row in head-major layouts) with 32-byte moves, inline: a libc call per
+ * 256-byte run costs as much as the copy itself. */
+static inline void copy_small_avx2(char *dst, const char *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(src + i)), b = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        const __m256i c = _mm256_loadu_si256((const __m256i *)(src + i + 64)), d = _mm256_loadu_si256((const __m256i *)(src + i + 96));
+        _mm256_storeu_si256((__m256i *)(dst + i), a);
+        _mm256_storeu_si256((__m256i *)(dst + i + 32), b);
+        _mm256_storeu_si256((__m256i *)(dst + i + 64), c);
+        _mm256_storeu_si256((__m256i *)(dst + i + 96), d);
+    }
+    for (; i < n; i += 32) _mm256_storeu_si256((__m256i *)(dst + i), _mm256_loadu_si256((const __m256i *)(src + i)));
+}
+/* As copy_lines_stream, with 32-byte streaming stores (dst 64-byte aligned, n a multiple of 64). */
+static inline void copy_lines_stream_avx2(char *dst, const char *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(src + i)), b = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        const __m256i c = _mm256_loadu_si256((const __m256i *)(src + i + 64)), d = _mm256_loadu_si256((const __m256i *)(src + i + 96));
+        _mm256_stream_si256((__m256i *)(dst + i), a);
+        _mm256_stream_si256((__m256i *)(dst + i + 32), b);
+        _mm256_stream_si256((__m256i *)(dst + i + 64), c);
+        _mm256_stream_si256((__m256i *)(dst + i + 96), d);
+    }
+    for (; i < n; i += 64) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(src + i)), b = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        _mm256_stream_si256((__m256i *)(dst + i), a);
+        _mm256_stream_si256((__m256i *)(dst + i + 32), b);
+    }
+}
+#define HAVE_AVX2_RUNS 1
+#endif
+
+/* Runs up to this many bytes are copied inline: head-major (HND) layouts move one head's row at a
+ * time (head_size x element bytes, typically 256), and a libc call per run costs as much as the copy. */
+#define INLINE_RUN_MAX 1024
+
+static inline void copy_run(char *eng, char *chk, int64_t n, copy_mode_t m)
+{
+    char *dst = m.h2d ? eng : chk;
+    const char *src = m.h2d ? chk : eng;
+#ifdef HAVE_STREAM
+    if (m.stream && !(((uintptr_t)dst | (uintptr_t)n) & 63)) {
+#ifdef HAVE_AVX2_RUNS
+        copy_lines_stream_avx2(dst, src, n);
+#else
+        copy_lines_stream(dst, src, n);
+#endif
+        return;
+    }
+#endif
+#ifdef HAVE_AVX2_RUNS
+    if (n <= INLINE_RUN_MAX && !(n & 31)) {
+        copy_small_avx2(dst, src, n);
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n);
+}
+
+/* One unit's runs, in the order that reads the source side sequentially (the inner loop steps
+ * the source by the smaller stride; the destination's lines are whole either way). Short runs
+ * (head-major layouts: a head's row, strided on one side) defeat the hardware prefetcher, so each
+ * run is followed by a prefetch of the same run of the next unit (`next_eng`/`next_chk`, NULL for
+ * none): the source is then in the cache one unit ahead. */
+static inline void copy_unit(char *eng, char *chk, const kvc_run_shape_t *r, copy_mode_t m, const char *next_eng,
+                             const char *next_chk)
+{
+    int64_t no = r->outer_count, oe = r->outer_engine, oc = r->outer_chunk;
+    int64_t ni = r->inner_count, ie = r->inner_engine, ic = r->inner_chunk;
+    const int64_t src_outer = m.h2d ? oc : oe, src_inner = m.h2d ? ic : ie;
+    if (no > 1 && ni > 1 && (src_inner < 0 ? -src_inner : src_inner) > (src_outer < 0 ? -src_outer : src_outer)) {
+        no = r->inner_count, oe = r->inner_engine, oc = r->inner_chunk;
+        ni = r->outer_count, ie = r->outer_engine, ic = r->outer_chunk;
+    }
+    const char *next = r->run_bytes > INLINE_RUN_MAX ? NULL : m.h2d ? next_chk : next_eng;
+    const int64_t next_outer = m.h2d ? oc : oe, next_inner = m.h2d ? ic : ie;
+    for (int64_t i = 0; i < no; i++) {
+        char *e = eng + i * oe, *c = chk + i * oc;
+        for (int64_t j = 0; j < ni; j++) {
+            copy_run(e + j * ie, c + j * ic, r->run_bytes, m);
+            if (next) prefetch_run(next + i * next_outer + j * next_inner, r->run_bytes);
+        }
+    }
+}
+
+static inline char *engine_base(const kvc_engine_map_t *m, int64_t l, int64_t p)
+{
+    return (char *)m->ptrs[l * m->ptr_layer_step + p * m->ptr_plane_step] + l * m->layer_offset + p * m->plane_offset;
+}
+
+/* Tokens whose source a token copy prefetches ahead: one token of a head-major layout is a few
+ * 256-byte runs, too little to cover the memory latency. */
+#define PREFETCH_TOKENS 4
+
+/* Tokens [t0, t1) of one (layer, plane). When a token is one run, tokens whose engine and chunk
+ * rows both follow the previous one (consecutive slots) are merged into one copy. */
+static void tokens_range(const struct kvc_token_plan *p, copy_mode_t mode, int64_t l, int64_t pl, int64_t t0, int64_t t1)
+{
+    const kvc_engine_map_t *m = &p->engine;
+    const kvc_run_shape_t *r = &p->runs;
+    char *eb = engine_base(m, l, pl);
+    char *cb = (char *)p->chunk + pl * p->chunk_map.plane_stride + l * p->chunk_map.layer_stride;
+    const int64_t bs = m->block_size, cts = p->chunk_map.token_stride;
+    if (r->outer_count == 1 && r->inner_count == 1) {
+        char *run_e = NULL, *run_c = NULL;
+        int64_t run_n = 0;
+        for (int64_t t = t0; t < t1; t++) {
+            const int64_t s = p->slots[t];
+            if (s < 0) continue;
+            char *e = eb + (s / bs) * m->block_stride + (s % bs) * m->token_stride, *c = cb + t * cts;
+            if (run_n && e == run_e + run_n && c == run_c + run_n) {
+                run_n += r->run_bytes;
+                continue;
+            }
+            if (run_n) copy_run(run_e, run_c, run_n, mode);
+            run_e = e;
+            run_c = c;
+            run_n = r->run_bytes;
+        }
+        if (run_n) copy_run(run_e, run_c, run_n, mode);
+        return;
+    }
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t s = p->slots[t];
+        if (s < 0) continue;
+        const int64_t tn = t + PREFETCH_TOKENS, sn = tn < t1 ? p->slots[tn] : -1;
+        copy_unit(eb + (s / bs) * m->block_stride + (s % bs) * m->token_stride, cb + t * cts, r, mode,
+                  sn >= 0 ? eb + (sn / bs) * m->block_stride + (sn % bs) * m->token_stride : NULL,
+                  sn >= 0 ? cb + tn * cts : NULL);
+    }
+}
+
+kvc_status_t XFER_FN(tokens)(kvc_backend_ctx_t *b, const struct kvc_token_plan *p)
+{
+    const int64_t ntok = p->end_token - p->first_token, lp = p->num_layers * p->num_planes;
+    if (ntok <= 0 || lp <= 0) return KVC_OK;
+    const int threads = threads_for(b, p->bytes);
+    /* Split tokens only as far as needed to give every thread several work items. */
+    int64_t tiles = (8 * (int64_t)threads + lp - 1) / lp;
+    if (threads == 1 || tiles < 1) tiles = 1;
+    if (tiles > ntok) tiles = ntok;
+    const int64_t per_tile = (ntok + tiles - 1) / tiles;
+    tiles = (ntok + per_tile - 1) / per_tile;
+    const int64_t items = lp * tiles;
+    const copy_mode_t mode = { p->direction == KVC_H2D, p->bytes < 0 || p->bytes > b->stream_min_bytes };
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1)
+#endif
+    {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int64_t it = 0; it < items; it++) {
+            const int64_t lpi = it / tiles, t0 = p->first_token + (it % tiles) * per_tile;
+            const int64_t t1 = t0 + per_tile < p->end_token ? t0 + per_tile : p->end_token;
+            tokens_range(p, mode, lpi / p->num_planes, lpi % p->num_planes, t0, t1);
+        }
+        stream_fence(mode.stream);
+    }
+    return KVC_OK;
+}
+
+/* Engine and chunk addresses of work item `it` (layer, plane, block) of a block plan. */
+static inline void block_unit(const struct kvc_block_plan *p, int64_t it, char **e, char **c)
+{
+    const kvc_engine_map_t *m = &p->engine;
+    const int64_t nblk = p->end_block - p->first_block, lpi = it / nblk, f = p->first_block + it % nblk;
+    const int64_t l = lpi / p->num_planes, pl = lpi % p->num_planes, bpo = p->blocks_per_object;
+    *e = engine_base(m, l, pl) + p->block_ids[f] * m->block_stride;
+    *c = (char *)p->objects[f / bpo] + pl * p->chunk_map.plane_stride + l * p->chunk_map.layer_stride +
+         (f % bpo) * m->block_size * p->chunk_map.token_stride;
+}
+
+kvc_status_t XFER_FN(blocks)(kvc_backend_ctx_t *b, const struct kvc_block_plan *p)
+{
+    const int64_t nblk = p->end_block - p->first_block, items = p->num_layers * p->num_planes * nblk;
+    if (items <= 0) return KVC_OK;
+    const int threads = threads_for(b, p->bytes);
+    const copy_mode_t mode = { p->direction == KVC_H2D, p->bytes < 0 || p->bytes > b->stream_min_bytes };
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) if (threads > 1)
+#endif
+    {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
+        for (int64_t it = 0; it < items; it++) {
+            char *e, *c, *en = NULL, *cn = NULL;
+            block_unit(p, it, &e, &c);
+            if (it + 1 < items) block_unit(p, it + 1, &en, &cn); /* prefetched while this one is copied */
+            copy_unit(e, c, &p->runs, mode, en, cn);
+        }
+        stream_fence(mode.stream);
+    }
+    return KVC_OK;
+}
