@@ -621,10 +621,172 @@ static int write_tensors(const char *out, cli_format_t fmt, const kvc_named_tens
     return rc;
 }
 
+/* ---- streams: a file of several containers (kvcore encode --chunk-tokens) */
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* Is the regular file at fd longer than its first container (whose header says its own size)? */
+static int is_stream(int fd)
+{
+    struct stat sb;
+    uint8_t h[48];
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h)) return 0;
+    return memcmp(h, "\x89KVC\r\n\x1a\n", 8) == 0 && get_le(h + 24, 8) < (uint64_t)sb.st_size;
+}
+
+/* The whole stream's token count, from each container's META (at 48 + 16; T at META + 8), so the
+ * .npy header can be written first. Damage is left to the decoder to report; 0 here only means
+ * the walk did not reach the end cleanly. */
+static size_t stream_tokens(int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) return 0;
+    uint64_t off = 0, T = 0;
+    while (off < (uint64_t)sb.st_size) {
+        uint8_t h[48 + 16 + 12];
+        if (pread(fd, h, sizeof(h), (off_t)off) != (ssize_t)sizeof(h)) return 0;
+        const uint64_t total = get_le(h + 24, 8);
+        if (total < sizeof(h) || total > (uint64_t)sb.st_size - off) return 0;
+        T += get_le(h + 48 + 16 + 8, 4);
+        off += total;
+    }
+    return (size_t)T;
+}
+
+typedef struct {
+    int fd;
+    kvc_npy_writer_t *w;
+    size_t T, es;
+    char label[16];
+    int quiet;
+    const char *why; /* a failure the library did not describe */
+} stream_dec_t;
+
+static int stream_corrupt(const char *in_path, const char *why)
+{
+    fprintf(stderr, "kvcore decode: %s: %s: %s\n", kvc_status_string(KVC_ERR_CORRUPT), in_path, why);
+    return CLI_EXIT_ERROR;
+}
+
+static kvc_status_t fd_read(void *user, void *buf, size_t len, size_t *got)
+{
+    stream_dec_t *d = user;
+    for (;;) {
+        ssize_t g = read(d->fd, buf, len);
+        if (g < 0 && errno == EINTR) continue;
+        if (g < 0) {
+            fprintf(stderr, "kvcore decode: cannot read the input: %s\n", strerror(errno));
+            return KVC_ERR_IO;
+        }
+        *got = (size_t)g;
+        return KVC_OK;
+    }
+}
+
+static kvc_status_t chunk_to_npy(void *user, size_t t0, const void *chunk, const kvc_codec_info_t *info)
+{
+    stream_dec_t *d = user;
+    const size_t n = info->num_tokens, row = info->num_heads * info->head_size * d->es;
+    if (t0 + n > d->T) { /* not the containers the first walk saw */
+        d->why = "more tokens than its headers said";
+        return KVC_ERR_CORRUPT;
+    }
+    const size_t L = info->planes * info->num_layers;
+    for (size_t l = 0; l < L; l++) {
+        kvc_status_t st = kvc_npy_writer_pwrite(d->w, (l * d->T + t0) * row, (const uint8_t *)chunk + l * n * row, n * row);
+        if (st != KVC_OK) return st;
+    }
+    if (!d->quiet) cli_progress(d->label, t0 + n, d->T);
+    return KVC_OK;
+}
+
+static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, int fd, const char *out)
+{
+    if (o->fmt != CLI_FMT_NPY || o->split || !strcmp(out, "-")) {
+        fprintf(stderr, "kvcore decode: %s is a stream of containers: it decodes to an .npy file (written in "
+                        "place, chunk by chunk), not to safetensors or standard output\n", in_path);
+        return CLI_EXIT_ERROR;
+    }
+    stream_dec_t d = { .fd = fd, .T = stream_tokens(fd), .quiet = o->c.quiet || o->as_json };
+    snprintf(d.label, sizeof(d.label), "decode");
+    /* The first container gives the array's kind; the decoder checks that every chunk matches it. */
+    uint8_t h[48];
+    kvc_codec_info_t info;
+    kvc_status_t st = KVC_ERR_CORRUPT;
+    uint8_t *first = NULL;
+    const uint64_t c0 = pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) ? get_le(h + 24, 8) : 0;
+    if (d.T && c0 >= sizeof(h) && c0 <= SIZE_MAX && (first = malloc((size_t)c0)) &&
+        pread(fd, first, (size_t)c0, 0) == (ssize_t)c0 && (st = kvc_codec_inspect(first, (size_t)c0, &info)) != KVC_OK) {
+        free(first);
+        return cli_fail("decode", st);
+    }
+    free(first);
+    if (st != KVC_OK) return stream_corrupt(in_path, "its containers' sizes do not add up to the file (truncated or damaged)");
+    d.es = kvc_dtype_size(info.dtype);
+    kvc_tensor_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.dtype = info.dtype;
+    if (info.layout == KVC_CODEC_MLA) {
+        desc.ndim = 3;
+        desc.shape[0] = info.num_layers, desc.shape[1] = d.T, desc.shape[2] = info.head_size;
+    } else if (info.heads_known) {
+        desc.ndim = 5;
+        desc.shape[0] = 2, desc.shape[1] = info.num_layers, desc.shape[2] = d.T, desc.shape[3] = info.num_heads,
+        desc.shape[4] = info.head_size;
+    } else {
+        desc.ndim = 4;
+        desc.shape[0] = 2, desc.shape[1] = info.num_layers, desc.shape[2] = d.T, desc.shape[3] = info.head_size;
+    }
+    if ((st = kvc_npy_writer_open(out, &desc, &d.w)) != KVC_OK) return cli_fail("decode", st);
+    kvc_codec_info_t all;
+    const double t0 = cli_now();
+    st = kvc_codec_decode_stream(ctx, fd_read, &d, chunk_to_npy, &d, &all);
+    if (st == KVC_OK && all.num_tokens != d.T) st = KVC_ERR_CORRUPT, d.why = "fewer tokens than its headers said";
+    const double dt = cli_now() - t0;
+    if (!d.quiet) cli_progress_end();
+    kvc_status_t fin = kvc_npy_writer_finish(d.w, st);
+    if (d.why) return stream_corrupt(in_path, d.why);
+    if (st != KVC_OK) return cli_fail("decode", st);
+    if (fin != KVC_OK) return cli_fail("decode", fin);
+    if (o->as_json) {
+        json_writer_t w;
+        json_init(&w, stdout, 1);
+        json_begin_object(&w, NULL);
+        json_string(&w, "input", in_path);
+        json_string(&w, "output", out);
+        json_chunk_shape(&w, &all);
+        json_int(&w, "input_bytes", (long long)all.container_bytes);
+        json_int(&w, "output_bytes", (long long)all.original_bytes);
+        json_double(&w, "decode_seconds", dt);
+        json_double(&w, "gb_per_s", (double)all.original_bytes / dt / 1e9);
+        json_end_object(&w);
+        json_finish(&w);
+    } else if (!o->c.quiet && (o->nfiles == 1 || o->c.verbose)) {
+        fprintf(stdout, "%s: stream of %s %zu layers x %zu tokens x %zu channels (%s), %zu -> %zu bytes in %.3f s (%.2f GB/s)\n",
+                out, layout_name(&all), all.num_layers, all.num_tokens, all.num_heads * all.head_size, kvc_dtype_name(all.dtype),
+                all.container_bytes, all.original_bytes, dt, (double)all.original_bytes / dt / 1e9);
+    }
+    return 0;
+}
+
 static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, const char *out)
 {
     cli_format_t fmt = o->fmt;
     if (fmt == CLI_FMT_UNKNOWN && !format_of_name(out, &fmt)) fmt = CLI_FMT_NPY; /* '-' (checked before) */
+    if (strcmp(in_path, "-")) {
+        const int fd = open(in_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0 && is_stream(fd)) {
+            int rc = decode_stream_one(ctx, o, in_path, fd, out);
+            close(fd);
+            return rc;
+        }
+        if (fd >= 0) close(fd);
+    }
     cli_input_t in;
     int rc = cli_input_open("decode", in_path, 1, &in);
     if (rc || (rc = cli_input_load("decode", &in)) != 0) {
