@@ -1297,6 +1297,19 @@ Test(emu, codec_round_trip_on_gpu_context) { codec_round_trip_on_gpu_context(TAR
 /* Slot lists and block ids in device memory (vLLM keeps slot_mapping and block tables on the GPU):
  * the same bytes as the CPU backend with host tables; a bad entry is caught on the device before
  * any write, with the CPU backend's status and message. */
+/* The emulation's count of host waits (0 on a real GPU, where nothing counts them). */
+static unsigned long emu_syncs(target_t target)
+{
+    if (target != TARGET_EMU) return 0;
+    void *h = dlopen(kvc_test_build("tests/modules/.libs/gpu_emu.so"), RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h, "the emulation module is not loaded: %s", dlerror());
+    unsigned long (*count)(void) = (unsigned long (*)(void))dlsym(h, "kvc_emu_syncs");
+    cr_assert_not_null(count);
+    const unsigned long n = count();
+    dlclose(h);
+    return n;
+}
+
 static void device_resident_index_tables(target_t target)
 {
     kvc_context_t *dev = open_target(target), *cpu = kvc_test_cpu_context();
@@ -1310,7 +1323,9 @@ static void device_resident_index_tables(target_t target)
     kvc_token_transfer_t c = small_transfer(hptrs, want, slots, KVC_D2H);
     cr_assert_eq(kvc_transfer_tokens(cpu, &c), KVC_OK, "%s", kvc_last_error());
     kvc_token_transfer_t a = small_transfer(dptrs, chunk, slots_d, KVC_D2H);
+    const unsigned long syncs = emu_syncs(target);
     cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "device slots: %s", kvc_last_error());
+    cr_assert_eq(emu_syncs(target), syncs, "a good device table makes the host wait");
     cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
     assert_same(dev, chunk, want, n, "device-resident slots");
     /* a bad slot: the CPU backend's status and message, nothing written */
@@ -1322,10 +1337,26 @@ static void device_resident_index_tables(target_t target)
     snprintf(msg, sizeof(msg), "%s", kvc_last_error());
     a.slots = bad_d;
     a.direction = KVC_H2D; /* would write the pool */
-    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_ERR_OUT_OF_RANGE);
+    /* deferred (docs/GPU.md): the call is queued, writes nothing, and the stream's next
+     * kvc_stream_synchronize reports the CPU backend's status and message, once */
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "%s", kvc_last_error());
+    kvc_stream_t other = (kvc_stream_t)(uintptr_t)0x1000; /* never dereferenced by the emulation */
+    if (target == TARGET_EMU) cr_assert_eq(kvc_stream_synchronize(dev, other), KVC_OK, "another stream's sync");
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
     cr_assert_str_eq(kvc_last_error(), msg);
-    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "the context is still usable");
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "reported once; the context is still usable");
     assert_same(dev, eng, host_pool, pool, "pool untouched after a bad slot");
+    /* a good call after a bad one on the same stream still runs; the bad one is reported first */
+    a.direction = KVC_D2H;
+    a.slots = bad_d;
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK);
+    memset(got, 0, n); /* the skipped slot leaves its zeros */
+    void *chunk2 = dev_copy_of(dev, got, n);
+    kvc_token_transfer_t g = small_transfer(dptrs, chunk2, slots_d, KVC_D2H);
+    cr_assert_eq(kvc_transfer_tokens(dev, &g), KVC_OK);
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_str_eq(kvc_last_error(), msg);
+    assert_same(dev, chunk2, want, n, "a good call after a bad one");
     /* block ids: 2 blocks of 4 tokens into one 8-token object */
     int64_t ids[2] = { 1, 0 };
     int64_t *ids_d = dev_copy_of(dev, ids, sizeof(ids));
@@ -1352,8 +1383,11 @@ static void device_resident_index_tables(target_t target)
     cr_assert_eq(kvc_transfer_blocks(cpu, &bc), KVC_ERR_OUT_OF_RANGE);
     snprintf(msg, sizeof(msg), "%s", kvc_last_error());
     bd.block_ids = bad_ids_d;
-    cr_assert_eq(kvc_transfer_blocks(dev, &bd), KVC_ERR_OUT_OF_RANGE);
+    bd.direction = KVC_H2D; /* would write the pool */
+    cr_assert_eq(kvc_transfer_blocks(dev, &bd), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
     cr_assert_str_eq(kvc_last_error(), msg);
+    assert_same(dev, eng, host_pool, pool, "pool untouched after a bad block id");
     free(host_pool);
     free(want);
     free(got);
@@ -1361,6 +1395,44 @@ static void device_resident_index_tables(target_t target)
     kvc_context_destroy(cpu);
     kvc_context_destroy(dev);
 }
+
+/* Deferred errors are kept per failed call, 64 at most (docs/GPU.md): a call finding 64 unreported
+ * failures fails with the oldest one's message and queues nothing; syncs report the rest in order. */
+static void deferred_errors_are_bounded(target_t target)
+{
+    kvc_context_t *dev = open_target(target);
+    const size_t pool = 2 * 2 * 4 * 2 * 8 * 2, n = 2 * 2 * 2 * 8 * 2;
+    uint8_t *zeros = calloc(1, pool);
+    void *eng = dev_copy_of(dev, zeros, pool), *dptrs[1] = { eng }, *chunk = dev_copy_of(dev, zeros, n);
+    int64_t slots[2] = { 0, 8 };
+    int64_t *slots_d = dev_copy_of(dev, slots, sizeof(slots));
+    kvc_token_transfer_t a = small_transfer(dptrs, chunk, slots_d, KVC_D2H);
+    const unsigned long syncs = emu_syncs(target);
+    for (int64_t i = 0; i < 64; i++) {
+        const int64_t v = 8 + i; /* the memcpy is ordered with the NULL stream's transfers */
+        cr_assert_eq(kvc_memcpy(dev, slots_d + 1, &v, sizeof(v)), KVC_OK);
+        cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "call %lld: %s", (long long)i, kvc_last_error());
+    }
+    cr_assert_eq(emu_syncs(target), syncs, "64 queued checks need no wait");
+    const int64_t v = 100;
+    cr_assert_eq(kvc_memcpy(dev, slots_d + 1, &v, sizeof(v)), KVC_OK);
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_ERR_OUT_OF_RANGE, "the 65th unreported failure");
+    cr_assert_str_eq(kvc_last_error(), "slots[1] = 8 outside [0, 8) (nb*bs slots)");
+    if (target == TARGET_EMU) cr_assert_eq(emu_syncs(target), syncs + 1, "that call waited");
+    char want[128];
+    for (int i = 1; i < 64; i++) {
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE, "sync %d", i);
+        snprintf(want, sizeof(want), "slots[1] = %d outside [0, 8) (nb*bs slots)", 8 + i);
+        cr_assert_str_eq(kvc_last_error(), want);
+    }
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "all reported; the failed 65th call queued nothing");
+    assert_same(dev, chunk, zeros, n, "no failed call wrote the chunk");
+    free(zeros);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, deferred_errors_are_bounded) { deferred_errors_are_bounded(TARGET_GPU); }
+Test(emu, deferred_errors_are_bounded) { deferred_errors_are_bounded(TARGET_EMU); }
 
 Test(gpu, device_resident_index_tables) { device_resident_index_tables(TARGET_GPU); }
 Test(emu, device_resident_index_tables) { device_resident_index_tables(TARGET_EMU); }

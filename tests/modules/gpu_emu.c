@@ -14,7 +14,9 @@
  *     (kvc_gpu_require_device_ptr), while copies accept any memory (cudaMemcpy with UVA).
  * What it cannot check: launch shapes, shared-memory staging, atomics, the device-side data checks
  * and the runtime calls (those run only on a real GPU); RoPE kernels (their math is not in a
- * shared header: device-resident RoPE is unsupported here). Streams are synchronous. */
+ * shared header: device-resident RoPE is unsupported here). Streams are synchronous, but a bad
+ * device-resident index table is reported like the real module does it, at the next
+ * stream_synchronize of the call's stream (docs/GPU.md); kvc_emu_syncs() counts the host waits. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -35,6 +37,7 @@
 #define ARENA_BYTES ((size_t)2 << 30) /* sparse: only touched pages cost memory */
 #define ARENA_ALIGN 256
 #define MAX_REGISTERED 256
+#define MAX_FAILED 64 /* KVC_GPU_CHECKS in the real module */
 
 typedef struct span {
     size_t off, len;
@@ -53,7 +56,17 @@ struct kvc_backend_ctx {
         size_t len;
     } reg[MAX_REGISTERED];
     int nreg;
+    struct failed { /* device-resident tables found bad, not yet reported; oldest first */
+        kvc_stream_t stream;
+        char msg[256];
+    } failed[MAX_FAILED];
+    int nfailed;
 };
+
+/* Host waits for the "device" (stream_synchronize), for tests asserting that none happens. */
+static unsigned long syncs;
+KVC_API unsigned long kvc_emu_syncs(void);
+KVC_API unsigned long kvc_emu_syncs(void) { return __atomic_load_n(&syncs, __ATOMIC_RELAXED); }
 
 static kvc_status_t emu_probe(const kvc_backend_services_t *svc, int *n, char *why, size_t len)
 {
@@ -233,11 +246,26 @@ static kvc_status_t emu_batched(kvc_backend_ctx_t *b, const struct kvc_batched_c
     return KVC_OK;
 }
 
+/* Report and forget the oldest unreported failure on stream s (or on any stream when any). */
+static kvc_status_t report_failed(kvc_backend_ctx_t *b, kvc_stream_t s, int any)
+{
+    char msg[sizeof(b->failed[0].msg)] = "";
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < b->nfailed; i++)
+        if (any || b->failed[i].stream == s) {
+            memcpy(msg, b->failed[i].msg, sizeof(msg));
+            memmove(b->failed + i, b->failed + i + 1, (size_t)(b->nfailed - i - 1) * sizeof(b->failed[0]));
+            b->nfailed--;
+            break;
+        }
+    pthread_mutex_unlock(&b->lock);
+    return msg[0] ? b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s", msg) : KVC_OK;
+}
+
 static kvc_status_t emu_sync(kvc_backend_ctx_t *b, kvc_stream_t s)
 {
-    (void)b;
-    (void)s;
-    return KVC_OK; /* every op is done when it returns */
+    __atomic_add_fetch(&syncs, 1, __ATOMIC_RELAXED);
+    return report_failed(b, s, 0); /* every op is done when it returns */
 }
 
 static kvc_status_t emu_host_fn(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t fn, void *arg)
@@ -288,19 +316,36 @@ static kvc_status_t reach_table(kvc_backend_ctx_t *b, void *const *in, int64_t n
 }
 
 /* A device-resident index table (plan.index_on_device): checked "on the device" (through the
- * read-write view) before any write, with the core's status and message; *out is its view. */
+ * read-write view) before any write. A bad entry is the real module's deferred error: the call
+ * writes nothing and returns KVC_OK (*out = NULL), and the core's status and message wait for the
+ * stream's next synchronisation. With MAX_FAILED failures unreported, the call fails with the
+ * oldest one first (the real module waits for the stream there). *out is the table's view. */
 static kvc_status_t device_index(kvc_backend_ctx_t *b, const int64_t *table, int64_t first, int64_t end,
                                  int64_t limit, int negative_skips, const char *what, const char *limit_name,
-                                 const int64_t **out)
+                                 kvc_stream_t stream, const int64_t **out)
 {
     const int64_t *v = NULL;
     kvc_status_t st = reach(b, table, "transfer", what, -1, &v);
     if (st != KVC_OK) return st;
-    for (int64_t i = first; i < end; i++)
-        if (v[i] >= limit || (v[i] < 0 && !negative_skips))
-            return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", what,
-                                     (long long)i, (long long)v[i], (long long)limit, limit_name);
+    pthread_mutex_lock(&b->lock);
+    const int full = b->nfailed == MAX_FAILED;
+    pthread_mutex_unlock(&b->lock);
+    if (full) { /* the real module waits for the stream here */
+        __atomic_add_fetch(&syncs, 1, __ATOMIC_RELAXED);
+        if ((st = report_failed(b, NULL, 1)) != KVC_OK) return st;
+    }
     *out = v;
+    for (int64_t i = first; i < end; i++)
+        if (v[i] >= limit || (v[i] < 0 && !negative_skips)) {
+            pthread_mutex_lock(&b->lock);
+            struct failed *f = &b->failed[b->nfailed++];
+            f->stream = stream;
+            snprintf(f->msg, sizeof(f->msg), "%s[%lld] = %lld outside [0, %lld) (%s)", what, (long long)i,
+                     (long long)v[i], (long long)limit, limit_name);
+            pthread_mutex_unlock(&b->lock);
+            *out = NULL;
+            break;
+        }
     return KVC_OK;
 }
 
@@ -314,7 +359,8 @@ static kvc_status_t emu_tokens(kvc_backend_ctx_t *b, const struct kvc_token_plan
     kvc_status_t st = KVC_OK;
     if (p->index_on_device)
         st = device_index(b, p->slots, p->first_token, p->end_token, p->index_limit, 1, "slots", "nb*bs slots",
-                          &slots);
+                          p->stream, &slots);
+    if (p->index_on_device && !slots) return st; /* bad: nothing written, reported at the next sync */
     if (st == KVC_OK)
         st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer", "engine_ptrs", &ptrs);
     if (st == KVC_OK) st = reach(b, p->chunk, "transfer", "chunk", -1, &a.chunk);
@@ -339,7 +385,8 @@ static kvc_status_t emu_blocks(kvc_backend_ctx_t *b, const struct kvc_block_plan
     kvc_status_t st = KVC_OK;
     if (p->index_on_device)
         st = device_index(b, p->block_ids, p->first_block, p->end_block, p->index_limit, 0, "block_ids", "nb blocks",
-                          &ids);
+                          p->stream, &ids);
+    if (p->index_on_device && !ids) return st; /* bad: nothing written, reported at the next sync */
     if (st == KVC_OK)
         st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer_blocks", "engine_ptrs", &ptrs);
     if (st == KVC_OK)
