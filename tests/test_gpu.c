@@ -1002,6 +1002,89 @@ static void rope_suite(target_t t)
 
 Test(gpu, rope_against_cpu_backend) { rope_suite(TARGET_GPU); }
 
+static unsigned long emu_syncs(target_t target);
+
+/* RoPE positions in device memory: checked on the device, deferred errors as for index tables. */
+static void device_resident_positions(target_t target)
+{
+    kvc_context_t *dev = open_target(target), *cpu = kvc_test_cpu_context();
+    enum { N = 9, NH = 3, HS = 16, MAXP = 50 };
+    const size_t nel = N * NH * HS;
+    float *tab = malloc(MAXP * HS * 4), *key = malloc(nel * 4), *want = malloc(nel * 4);
+    kvc_rope_table_t table = { .data = tab, .dtype = KVC_DTYPE_F32, .max_position = MAXP, .rot_dim = HS };
+    cr_assert_eq(kvc_rope_cache_build(cpu, NULL, &table, 10000.0), KVC_OK, "%s", kvc_last_error());
+    kvc_rope_table_t td = table;
+    td.data = dev_copy_of(dev, tab, MAXP * HS * 4);
+    uint64_t seed = 11;
+    for (size_t i = 0; i < nel; i++) key[i] = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 4 - 2);
+    int64_t oldp[N], newp[N];
+    for (int i = 0; i < N; i++) {
+        oldp[i] = (int64_t)(rng_next(&seed) % MAXP);
+        newp[i] = (int64_t)(rng_next(&seed) % MAXP);
+    }
+    int64_t *oldp_d = dev_copy_of(dev, oldp, sizeof(oldp)), *newp_d = dev_copy_of(dev, newp, sizeof(newp));
+    kvc_rope_keys_t k = { .data = want, .dtype = KVC_DTYPE_F32, .num_tokens = N, .num_heads = NH, .head_size = HS };
+    for (int delta = 0; delta < 2; delta++) {
+        memcpy(want, key, nel * 4);
+        k.data = want;
+        cr_assert_eq(delta ? kvc_rope_k_delta(cpu, NULL, &k, oldp, newp, HS, 10000.0, NULL)
+                           : kvc_rope_k_fused(cpu, NULL, &k, oldp, newp, &table, NULL),
+                     KVC_OK, "%s", kvc_last_error());
+        k.data = dev_copy_of(dev, key, nel * 4);
+        const unsigned long syncs = emu_syncs(target);
+        cr_assert_eq(delta ? kvc_rope_k_delta(dev, NULL, &k, oldp_d, newp_d, HS, 10000.0, NULL)
+                           : kvc_rope_k_fused(dev, NULL, &k, oldp_d, newp_d, &td, NULL),
+                     KVC_OK, "device positions: %s", kvc_last_error());
+        cr_assert_eq(emu_syncs(target), syncs, "good device positions make the host wait");
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error());
+        rope_close(dev, k.data, want, KVC_DTYPE_F32, nel, delta ? "delta, device positions" : "fused, device positions");
+        kvc_device_free(dev, k.data);
+    }
+    /* bad entries in both tables: the CPU names old_positions first; nothing written */
+    int64_t bad_old[N], bad_new[N];
+    memcpy(bad_old, oldp, sizeof(oldp));
+    memcpy(bad_new, newp, sizeof(newp));
+    bad_old[5] = MAXP;
+    bad_new[3] = -1;
+    k.data = want;
+    for (int which = 0; which < 2; which++) {
+        const int64_t *o = which ? oldp : bad_old;
+        cr_assert_eq(kvc_rope_k_fused(cpu, NULL, &k, o, bad_new, &table, NULL), KVC_ERR_OUT_OF_RANGE);
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s", kvc_last_error());
+        cr_assert_str_eq(msg, which ? "new_positions[3] = -1 outside [0, 50)" : "old_positions[5] = 50 outside [0, 50)");
+        int64_t *o_d = dev_copy_of(dev, o, sizeof(oldp)), *n_d = dev_copy_of(dev, bad_new, sizeof(newp));
+        kvc_rope_keys_t kd = k;
+        kd.data = dev_copy_of(dev, key, nel * 4);
+        cr_assert_eq(kvc_rope_k_fused(dev, NULL, &kd, o_d, n_d, &td, NULL), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
+        cr_assert_str_eq(kvc_last_error(), msg);
+        assert_same(dev, kd.data, key, nel * 4, "keys untouched after bad positions");
+        cr_assert_eq(kvc_rope_k_delta(dev, NULL, &kd, o_d, n_d, HS, 10000.0, NULL), KVC_OK);
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
+        /* delta's limit is KVC_ROPE_POSITION_LIMIT: only the negative entry is out of range */
+        cr_assert_str_eq(kvc_last_error(), "new_positions[3] = -1 outside [0, 2147483648)");
+        assert_same(dev, kd.data, key, nel * 4, "keys untouched after bad delta positions");
+        kvc_device_free(dev, kd.data);
+        kvc_device_free(dev, o_d);
+        kvc_device_free(dev, n_d);
+    }
+    /* one table on each side */
+    kvc_rope_keys_t kd = k;
+    kd.data = dev_copy_of(dev, key, nel * 4);
+    cr_assert_eq(kvc_rope_k_fused(dev, NULL, &kd, oldp_d, newp, &td, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "both on the device or both on the host"), "%s", kvc_last_error());
+    kvc_device_free(dev, kd.data);
+    free(tab);
+    free(key);
+    free(want);
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, device_resident_positions) { device_resident_positions(TARGET_GPU); }
+Test(emu, device_resident_positions) { device_resident_positions(TARGET_EMU); }
+
 #include <kvcore/memory.h>
 
 Test(gpu, split_and_batched_copies)

@@ -38,8 +38,10 @@ typedef struct gpu_check {
     gpuStream_t stream;
     gpuEvent_t done;
     unsigned long long seq;
-    const char *what, *limit_name;
-    int64_t limit;
+    /* the table checked: flagged index i names what[i], or what2[i - split] from split on (two
+     * tables checked as one); limit_name, when set, ends the message in parentheses */
+    const char *what, *what2, *limit_name;
+    int64_t limit, split;
 } gpu_check_t;
 
 /* Per-context state of a GPU backend. The device context is created lazily (first op). */
@@ -81,6 +83,15 @@ kvc_status_t kvc_gpu_stage_upload(kvc_backend_ctx_t *b, gpu_stage_t *s, size_t b
 kvc_status_t kvc_gpu_stage_download(kvc_backend_ctx_t *b, gpu_stage_t *s, size_t bytes, gpuStream_t stream);
 /* Release the slot after the op's work was queued on the stream; returns st, or the event error. */
 kvc_status_t kvc_gpu_stage_end(kvc_backend_ctx_t *b, gpu_stage_t *s, gpuStream_t stream, kvc_status_t st);
+
+/* A check record for a call on `stream` (stage_lock held: between kvc_gpu_stage_begin and _end);
+ * *report is its device-side {index, value} words for the kernel that obeys the check. */
+kvc_status_t kvc_gpu_check_acquire(kvc_backend_ctx_t *b, gpuStream_t stream, const char *op, int *rec,
+                                   unsigned long long **report);
+/* After the call's kernels are queued (st: the call's status so far): describe the check, record
+ * its event; returns st, or the event error. */
+kvc_status_t kvc_gpu_check_queue(kvc_backend_ctx_t *b, int rec, gpuStream_t stream, kvc_status_t st,
+                                 const gpu_check_t *what);
 
 /* After the stream s has been synchronised: the oldest unreported bad device-resident index
  * table of a call on s, as KVC_ERR_OUT_OF_RANGE with the core's message, or KVC_OK. */

@@ -91,8 +91,11 @@ static kvc_status_t check_raise(kvc_backend_ctx_t *b, int i)
     gpu_check_t *c = &b->check[i];
     const volatile unsigned long long *w = check_words(b, i);
     c->state = GPU_CHECK_FREE;
-    return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", c->what,
-                             (long long)w[0], (long long)w[1], (long long)c->limit, c->limit_name);
+    const long long at = (long long)w[0], second = c->what2 && at >= c->split;
+    return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld)%s%s%s",
+                             second ? c->what2 : c->what, second ? at - (long long)c->split : at, (long long)w[1],
+                             (long long)c->limit, c->limit_name ? " (" : "", c->limit_name ? c->limit_name : "",
+                             c->limit_name ? ")" : "");
 }
 
 static int check_oldest(const kvc_backend_ctx_t *b, int state, const gpuStream_t *stream)
@@ -106,10 +109,11 @@ static int check_oldest(const kvc_backend_ctx_t *b, int state, const gpuStream_t
     return best;
 }
 
-/* A free record for a call on `stream` (stage_lock held). With every record busy the host waits
- * for the oldest queued call; with every one failed and unreported, the oldest is reported as
- * this call's error (the call writes nothing). */
-static kvc_status_t check_acquire(kvc_backend_ctx_t *b, gpuStream_t stream, int *out)
+/* A free record for a call on `stream`. With every record busy the host waits for the oldest
+ * queued call; with every one failed and unreported, the oldest is reported as this call's error
+ * (the call writes nothing). */
+kvc_status_t kvc_gpu_check_acquire(kvc_backend_ctx_t *b, gpuStream_t stream, const char *op, int *out,
+                                   unsigned long long **report)
 {
     kvc_status_t st = KVC_OK;
     if (!b->check_words) {
@@ -133,11 +137,27 @@ static kvc_status_t check_acquire(kvc_backend_ctx_t *b, gpuStream_t stream, int 
         if (st != KVC_OK) return st;
         c->has_event = 1;
     }
+    void *d = NULL;
+    st = kvc_gpu_require_device_ptr(b, check_words(b, i), op, "check record", -1, &d);
+    if (st != KVC_OK) return st;
     c->stream = stream;
     c->seq = ++b->check_seq;
     check_words(b, i)[0] = ~0ull;
     *out = i;
+    *report = (unsigned long long *)d;
     return KVC_OK;
+}
+
+kvc_status_t kvc_gpu_check_queue(kvc_backend_ctx_t *b, int rec, gpuStream_t stream, kvc_status_t st,
+                                 const gpu_check_t *what)
+{
+    /* Queued even after a host-side failure (discard): a launched check may still write. */
+    gpu_check_t *c = &b->check[rec];
+    *c = (gpu_check_t){ .state = GPU_CHECK_QUEUED, .has_event = 1, .discard = st != KVC_OK, .stream = stream,
+                        .done = c->done, .seq = c->seq, .what = what->what, .what2 = what->what2,
+                        .limit_name = what->limit_name, .limit = what->limit, .split = what->split };
+    const kvc_status_t ev = KVC_GPU_CALL(b, gpuEventRecord(c->done, stream), 1);
+    return st != KVC_OK ? st : ev;
 }
 
 kvc_status_t kvc_gpu_check_report(kvc_backend_ctx_t *b, gpuStream_t s)
@@ -230,12 +250,7 @@ static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t
     int rec = -1;
     const unsigned long long *bad = NULL;
     unsigned long long *report = NULL;
-    if (ix->on_device) {
-        st = check_acquire(b, stream, &rec);
-        void *d = NULL;
-        if (st == KVC_OK) st = kvc_gpu_require_device_ptr(b, check_words(b, rec), op, "check record", -1, &d);
-        report = (unsigned long long *)d;
-    }
+    if (ix->on_device) st = kvc_gpu_check_acquire(b, stream, op, &rec, &report);
     if (st == KVC_OK) st = kvc_gpu_stage_upload(b, &s, bytes, stream);
     if (st == KVC_OK && ix->on_device) {
         bad = (const unsigned long long *)s.dev;
@@ -254,13 +269,11 @@ static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t
         st = kvc_gpu_launch_status(b, op);
     }
     if (rec >= 0) {
-        /* Queued even after a host-side failure (discard): a launched check may still write. */
-        gpu_check_t *c = &b->check[rec];
-        *c = (gpu_check_t){ .state = GPU_CHECK_QUEUED, .has_event = 1, .discard = st != KVC_OK, .stream = stream,
-                            .done = c->done, .seq = c->seq, .what = ix->what, .limit_name = ix->limit_name,
-                            .limit = ix->limit };
-        const kvc_status_t ev = KVC_GPU_CALL(b, gpuEventRecord(c->done, stream), 1);
-        if (st == KVC_OK) st = ev;
+        gpu_check_t what = {};
+        what.what = ix->what;
+        what.limit_name = ix->limit_name;
+        what.limit = ix->limit;
+        st = kvc_gpu_check_queue(b, rec, stream, st, &what);
     }
     return kvc_gpu_stage_end(b, &s, stream, st);
 }
