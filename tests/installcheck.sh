@@ -1,0 +1,50 @@
+#!/bin/sh
+# `make installcheck`: use the installed kvcore as a user would, from its install directories only
+# (never the build tree): a C program built with pkg-config and one built with CMake's
+# find_package(kvcore), both run without LD_LIBRARY_PATH (rpath); the installed tool. Directories come from the Makefile (installcheck-local). Any failure: exit 1.
+set -u
+: "${prefix:?}" "${bindir:?}" "${libdir:?}" "${includedir:?}" "${mandir:?}" "${docdir:?}" "${srcdir:?}"
+CC=${CC:-cc}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-installcheck.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "installcheck: ok - $1"; }
+not_ok() { echo "installcheck: FAIL - $1" >&2; [ -s "$tmp/err" ] && sed 's/^/    /' "$tmp/err" >&2; fail=1; }
+# check DESC CMD...: CMD must succeed (its output goes to $tmp/out, $tmp/err).
+check() { d=$1; shift; if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$d"; else not_ok "$d"; fi; }
+# Installed programs must not lean on the build tree: no module path, no library path.
+unset KVCORE_MODULE_PATH LD_LIBRARY_PATH
+
+# ---- pkg-config
+export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+check "pkg-config finds kvcore $(pkg-config --modversion kvcore 2>/dev/null)" pkg-config --exists --print-errors kvcore
+cflags=$(pkg-config --cflags kvcore) libs=$(pkg-config --libs kvcore)
+# shellcheck disable=SC2086
+check "pkg-config: consumer builds" $CC $cflags -o "$tmp/consumer-pc" "$srcdir/tests/installcheck/consumer.c" $libs \
+    -Wl,-rpath,"$libdir"
+check "pkg-config: consumer runs (rpath, no LD_LIBRARY_PATH)" "$tmp/consumer-pc"
+
+# ---- CMake
+if command -v cmake >/dev/null 2>&1; then
+    want=$(pkg-config --modversion kvcore | sed 's/^\([0-9]*\.[0-9]*\).*/\1/')
+    cm() { # cm BUILD-DIR VERSION: configure and build the consumer project
+        cmake -S "$srcdir/tests/installcheck" -B "$1" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$CC" \
+            -DKVC_WANT_VERSION="$2" && cmake --build "$1"
+    }
+    check "cmake: find_package(kvcore $want) and kvcore::kvcore build the consumer" cm "$tmp/cm" "$want"
+    check "cmake: consumer runs (build rpath)" "$tmp/cm/consumer"
+    if cm "$tmp/cm-99" 99.0 >"$tmp/out" 2>"$tmp/err"; then
+        not_ok "cmake: find_package(kvcore 99.0) is refused"
+    elif grep -q "kvcoreConfig.cmake, version: " "$tmp/err"; then
+        ok "cmake: find_package(kvcore 99.0) is refused by the version file"
+    else
+        not_ok "cmake: find_package(kvcore 99.0) fails for the wrong reason"
+    fi
+else
+    echo "installcheck: SKIP - cmake not found (Debian: apt-get install cmake)"
+fi
+
+# ---- the command-line tool
+check "kvcore --version" "$bindir/kvcore" --version
+check "kvcore demo (installed binary, embedded data)" "$bindir/kvcore" demo
+exit $fail
