@@ -1,7 +1,8 @@
 #!/bin/sh
 # `make installcheck`: use the installed kvcore as a user would, from its install directories only
 # (never the build tree): a C program built with pkg-config and one built with CMake's
-# find_package(kvcore), both run without LD_LIBRARY_PATH (rpath); the installed tool. Directories come from the Makefile (installcheck-local). Any failure: exit 1.
+# find_package(kvcore), both run without LD_LIBRARY_PATH (rpath); the installed tool; the
+# installed examples built the same way. Directories come from the Makefile (installcheck-local). Any failure: exit 1.
 set -u
 : "${prefix:?}" "${bindir:?}" "${libdir:?}" "${includedir:?}" "${mandir:?}" "${docdir:?}" "${srcdir:?}"
 CC=${CC:-cc}
@@ -47,4 +48,13 @@ fi
 # ---- the command-line tool
 check "kvcore --version" "$bindir/kvcore" --version
 check "kvcore demo (installed binary, embedded data)" "$bindir/kvcore" demo
+# ---- the installed examples, built with pkg-config from the installed copy
+for src in "$docdir"/examples/*.c; do
+    [ -e "$src" ] || { not_ok "examples installed in $docdir/examples"; break; }
+    name=$(basename "$src" .c)
+    # shellcheck disable=SC2086
+    check "example $name builds from $docdir/examples" $CC -std=c11 $cflags -o "$tmp/$name" "$src" $libs -lm \
+        -Wl,-rpath,"$libdir"
+done
+
 exit $fail
