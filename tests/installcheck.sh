@@ -1,8 +1,10 @@
 #!/bin/sh
 # `make installcheck`: use the installed kvcore as a user would, from its install directories only
 # (never the build tree): a C program built with pkg-config and one built with CMake's
-# find_package(kvcore), both run without LD_LIBRARY_PATH (rpath); the installed tool; the
-# installed examples built the same way. Directories come from the Makefile (installcheck-local). Any failure: exit 1.
+# find_package(kvcore), both run without LD_LIBRARY_PATH (rpath); the installed tool; the man
+# pages found with `man -M`; the installed documentation; the installed examples built the same
+# way; the easyconfigs' sanity_check_paths. Directories come from the Makefile
+# (installcheck-local). Any failure: exit 1.
 set -u
 : "${prefix:?}" "${bindir:?}" "${libdir:?}" "${includedir:?}" "${mandir:?}" "${docdir:?}" "${srcdir:?}"
 CC=${CC:-cc}
@@ -45,9 +47,20 @@ else
     echo "installcheck: SKIP - cmake not found (Debian: apt-get install cmake)"
 fi
 
-# ---- the command-line tool
+# ---- the command-line tool, the man pages, the documentation
 check "kvcore --version" "$bindir/kvcore" --version
 check "kvcore demo (installed binary, embedded data)" "$bindir/kvcore" demo
+for page in kvcore libkvcore; do
+    if command -v man >/dev/null 2>&1; then
+        check "man -M $mandir $page" sh -c "MANPAGER=cat PAGER=cat man -M '$mandir' $page | grep -q ."
+    else
+        check "$page man page installed" sh -c "ls '$mandir'/man?/$page.* >/dev/null"
+    fi
+done
+for f in LICENSE NOTICE README.md docs/ARCHITECTURE.md docs/ERRORS.md; do
+    check "installed $docdir/$f" test -s "$docdir/$f"
+done
+
 # ---- the installed examples, built with pkg-config from the installed copy
 for src in "$docdir"/examples/*.c; do
     [ -e "$src" ] || { not_ok "examples installed in $docdir/examples"; break; }
@@ -56,5 +69,18 @@ for src in "$docdir"/examples/*.c; do
     check "example $name builds from $docdir/examples" $CC -std=c11 $cflags -o "$tmp/$name" "$src" $libs -lm \
         -Wl,-rpath,"$libdir"
 done
+
+# ---- the easyconfigs' sanity_check_paths (relative to the prefix: only for the default layout)
+if [ "$libdir" = "$prefix/lib" ] && [ "$docdir" = "$prefix/share/doc/kvcore" ] && [ "$mandir" = "$prefix/share/man" ] \
+   && command -v python3 >/dev/null 2>&1; then
+    for eb in "$srcdir"/contrib/easybuild/*.eb; do
+        case $eb in *-CUDA-*) [ -e "$libdir/kvcore/kvcore_cuda.so" ] || continue ;; esac
+        missing=$(python3 "$srcdir/tests/check_recipes.py" --eb-paths "$eb" | while read -r kind path; do
+            if [ "$kind" = f ]; then [ -f "$prefix/$path" ] || echo "$path"; else [ -d "$prefix/$path" ] || echo "$path/"; fi
+        done)
+        echo "$missing" >"$tmp/err"
+        if [ -z "$missing" ]; then ok "$(basename "$eb"): sanity_check_paths installed"; else not_ok "$(basename "$eb"): sanity_check_paths missing"; fi
+    done
+fi
 
 exit $fail
