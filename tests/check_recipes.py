@@ -156,6 +156,13 @@ class Tap:
 
 
 def check_spack(tap, srcdir, opts):
+    try:
+        with open(os.path.join(srcdir, "contrib/spack/repo.yaml")) as f:
+            repo = f.read()
+    except OSError as e:
+        repo = repr(e)
+    tap.check(re.search(r"^repo:\s*\n\s+namespace:\s*\w+", repo, re.M) is not None,
+              "spack: contrib/spack/repo.yaml names the repository's namespace", repo)
     path = os.path.join(srcdir, "contrib/spack/packages/kvcore/package.py")
     try:
         syntax_check(path)
