@@ -1,4 +1,4 @@
-/* CacheGen: LMCache's quantiser and 32-bit arithmetic coder (SPEC.md §4), bit-exact on the wire.
+/* CacheGen: LMCache's quantiser and 32-bit arithmetic coder (docs/LMCACHE.md), bit-exact on the wire.
  *
  * Tensors (all C order, element types fixed so LMCache's tensors can be passed as they are):
  *   symbols  uint8  [layers, tokens, channels]   (LMCache: int8 with the same bytes)
@@ -42,7 +42,7 @@ extern "C" {
  * statuses listed above. Pointers are in the backend's memory (host memory on the CPU backend),
  * except kvc_quant_args.bins and kvc_encode_args.needed, which are always host memory. */
 
-/* Histogram + normalised CDF per (layer, channel), SPEC §4.2:
+/* Histogram + normalised CDF per (layer, channel), as LMCache's calculate_cdf:
  * cdf[i] = floor((65535 - num_bins) * count(symbol < i) / tokens) + i for i = 0..num_bins,
  * so cdf[0] = 0, cdf[num_bins] = 65535, strictly increasing. tokens = 0 gives cdf[i] = i (as
  * LMCache's fallback and SYCL port). Counts are 32-bit: no overflow up to KVC_CG_MAX_TOKENS. */
@@ -53,7 +53,7 @@ typedef struct kvc_cdf_args {
     unsigned num_bins;
 } kvc_cdf_args_t;
 
-/* Arithmetic encoder, SPEC §4.3 (LMCache's encode_fast_new), any token count and 1..64 bins.
+/* Arithmetic encoder, LMCache's encode_fast_new (docs/LMCACHE.md, "Encoder"), any token count and 1..64 bins.
  * Only cdf[0..num_bins-1] are read (the last symbol's upper bound is 65536); they must be strictly
  * increasing (cdf[0] may be above 0). Stream (l, c) is written from streams[(l*channels + c) *
  * capacity]; bytes after its length are left untouched (LMCache zero-fills the buffer first).
@@ -105,7 +105,8 @@ typedef enum kvc_cg_dtype {
     KVC_CG_F32 = 2,  /* IEEE binary32 */
 } kvc_cg_dtype_t;
 
-/* Quantise / dequantise, SPEC §4.5, with M = bins[l]/2 - 1 (15 for 32 bins, 7 for 16):
+/* Quantise / dequantise as LMCache's CacheGen (docs/LMCACHE.md), with M = bins[l]/2 - 1 (15 for
+ * 32 bins, 7 for 16):
  *   scale[l,t] = max |x| over the row's finite values (0 when there is none)
  *   q = M + round_half_even((x * f) * (M / (scale * f))) clamped to [0, 2M], computed in fp32
  *   x^ = ((q - M) * (scale * f / M)) / f in fp32, rounded to the output dtype (nearest-even)

@@ -87,7 +87,7 @@ KVC_API kvc_status_t kvc_codec_decode(kvc_context_t *ctx, const void *buf, size_
 KVC_API kvc_status_t kvc_codec_decode_alloc(kvc_context_t *ctx, const void *buf, size_t len, kvc_tensor_t *out);
 
 /* ---- LMCache interchange ------------------------------------------------------------------------
- * LMCache's CacheGen object (CacheGenGPUEncoderOutput, SPEC §4.5) as plain host arrays: LMCache
+ * LMCache's CacheGen object (CacheGenGPUEncoderOutput, docs/LMCACHE.md) as plain host arrays: LMCache
  * pickles torch tensors; turning them into arrays (t.cpu().numpy()) is the caller's job. The coded
  * streams are the same bytes in both worlds, so import and export copy them and never re-code. */
 typedef struct kvc_lmcache_window {

@@ -229,7 +229,7 @@ struct kvc_copy_split {
     kvc_stream_t stream;
 };
 
-/* Length of the piece starting at byte `off` (< nbytes) of a split copy (SPEC §6.5):
+/* Length of the piece starting at byte `off` (< nbytes) of a split copy (docs/LMCACHE.md, "Split copies"):
  * it ends at the next multiple of host_alignment in host offset space, or at nbytes. */
 static inline size_t kvc_copy_split_piece(const struct kvc_copy_split *a, size_t off)
 {

@@ -1,7 +1,8 @@
-/* RoPE for stored keys (SPEC §5): move rotary-encoded keys from their stored positions to new
- * positions in place (CacheBlend re-RoPE), build the cos/sin table, or rotate by the position delta
- * without a table. Keys are rotated in fp32 for every key dtype, with one rounding at the end; see
- * docs/ROPE.md for the accuracy of each variant. */
+/* RoPE for stored keys (LMCache's rotary_embedding_k_fused, docs/LMCACHE.md "RoPE"): move
+ * rotary-encoded keys from their stored positions to new positions in place (CacheBlend re-RoPE),
+ * build the cos/sin table, or rotate by the position delta without a table. Keys are rotated in fp32
+ * for every key dtype, with one rounding at the end; see docs/ROPE.md for the accuracy of each
+ * variant. */
 #ifndef KVCORE_ROPE_H
 #define KVCORE_ROPE_H
 
@@ -57,7 +58,7 @@ typedef struct kvc_rope_table {
  * one pass: per token and pair, the two table rows are combined in double into one rotation,
  * normalised to unit length, rounded to fp32 and applied once to every head. Each table row is thus
  * taken as the rotation by its angle: the rows' norm error does not scale the keys, and old == new
- * gives the keys back bit-identical. (For a table that is not a rotation, the result is the SPEC's
+ * gives the keys back bit-identical. (For a table that is not a rotation, the result is LMCache's
  * two steps divided by the norms of the two rows.) rot_dim is
  * table->rot_dim and must be even and <= head_size. The table dtype must equal the key dtype or be
  * KVC_ROPE_F32. Keys, positions and table must not overlap.

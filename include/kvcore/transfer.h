@@ -86,8 +86,8 @@ typedef struct kvc_page_shape {
     int64_t nh;           /* KV heads (1 for MLA) */
     int64_t hs;           /* elements per head; fused formats: the fused width CS = 2*HS */
     /* Elements between consecutive blocks of one plane, 0 = tight (bs*nh*hs). Padded pools: only
-     * the single-plane formats with a block axis (3, 10-13) accept it (SPEC 2.4's recommendation);
-     * it must be >= bs*nh*hs. */
+     * the single-plane formats with a block axis (3, 10-13) accept it (docs/LMCACHE.md,
+     * "block_stride_elems"); it must be >= bs*nh*hs. */
     int64_t block_stride_elems;
 } kvc_page_shape_t;
 
