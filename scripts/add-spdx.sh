@@ -32,7 +32,7 @@ list_files() {
             configure|aclocal.m4|config.h|config.h.in|Makefile|Makefile.in|m4/libtool.m4|m4/lt*.m4) continue ;;
             build-aux/*) case $f in build-aux/gpucc-wrap.sh) ;; *) continue ;; esac ;;
             include/kvcore/version.h|kvcore.pc|kvcoreConfig*.cmake|man/*.1|man/*.3) continue ;;
-            _build*|kvcore-*/*|autom4te.cache/*) continue ;;
+            _build*|_inst/*|kvcore-*/*|autom4te.cache/*) continue ;;  # distcheck's and the CI's build trees
         esac
         [ -n "$(syntax "$f")" ] && echo "$f"
     done
