@@ -51,7 +51,8 @@ int main(void)
             *new_pos = malloc(sizeof(int64_t) * T);
     if (!table_data || !fused || !delta || !direct || !zero || !old_pos || !new_pos)
         return 1;
-    kvc_rope_table_t table = { .data = table_data, .dtype = KVC_ROPE_F32, .max_position = MAX_POS, .rot_dim = HS };
+    kvc_rope_table_t table = { .data = table_data, .dtype = KVC_DTYPE_F32, .max_position = MAX_POS,
+                               .rot_dim = HS };
     if ((st = kvc_rope_cache_build(ctx, NULL, &table, 10000.0)) != KVC_OK)
         return fail("kvc_rope_cache_build", st);
 
@@ -62,7 +63,7 @@ int main(void)
         old_pos[t] = t;
         new_pos[t] = SHIFT + t;
     }
-    kvc_rope_keys_t keys = { .data = direct, .dtype = KVC_ROPE_F32, .num_tokens = T, .num_heads = NH,
+    kvc_rope_keys_t keys = { .data = direct, .dtype = KVC_DTYPE_F32, .num_tokens = T, .num_heads = NH,
                              .head_size = HS }; /* strides 0: tightly packed */
 
     /* Position 0 is the identity rotation, so "from 0 to p" rotates unrotated keys to p. */
