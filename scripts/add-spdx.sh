@@ -12,9 +12,9 @@
 # tree (a release tarball), selected by name below. Not covered: data (tests/data, fuzz corpora and
 # dictionaries, .npy, .json, .xml), prose (.md, LICENSE, NOTICE), and third-party files that carry
 # their own licence (build-aux/tap-driver.sh, automake's, GPL-2.0-or-later with the Autoconf
-# exception). Comment syntax: /* */ for C, CUDA and C headers; # for shell, Python, m4, Makefile.am,
-# configure.ac, pkg-config, CMake, YAML, valgrind and LSan suppressions, easyconfigs; .\" for man
-# pages. After a #! line or an m4/roff first line that must stay first, the identifier goes second.
+# exception). Comment syntax: /* */ for C, CUDA and C headers; # for shell, Python, m4, Makefile.am
+# and automake fragments, configure.ac, pkg-config, CMake, YAML, valgrind and LSan suppressions,
+# easyconfigs; .\" for man pages. In a script the identifier goes after the #! line.
 set -eu
 cd "$(dirname "$0")/.."
 id="SPDX-License-Identifier: BSD-3-Clause"
@@ -42,7 +42,7 @@ list_files() {
 syntax() {
     case $1 in
         *.c|*.h|*.cu|*.h.in) echo c ;;
-        *.sh|*.py|*.m4|*.eb|*.yaml|*.supp|*.pc.in|*.cmake.in|Makefile.am|configure.ac|*/CMakeLists.txt|.ci/run) echo hash ;;
+        *.sh|*.py|*.m4|*.eb|*.yaml|*.supp|*.pc.in|*.cmake.in|*.am|configure.ac|*/CMakeLists.txt|.ci/run) echo hash ;;
         man/*.[1-8].in) echo roff ;;
     esac
 }
