@@ -1106,3 +1106,232 @@ Test(codec, same_bytes_with_any_thread_count)
     free(kv);
     free(dec);
 }
+
+/* ---- streams of containers ---------------------------------------------------------------------- */
+
+/* Copy tokens [t0, t0 + n) of a [L, T, C] tensor (L = planes * NL) into a [L, n, C] chunk. */
+static void slice_tokens(const uint16_t *kv, size_t L, size_t T, size_t C, size_t t0, size_t n, uint16_t *dst)
+{
+    for (size_t l = 0; l < L; l++) memcpy(dst + l * n * C, kv + (l * T + t0) * C, n * C * 2);
+}
+
+typedef struct {
+    const uint16_t *kv;
+    size_t L, T, C;
+    size_t reads, fail_at; /* fail_at: the read that returns KVC_ERR_IO (0: never) */
+} stream_src_t;
+
+static kvc_status_t src_read(void *user, size_t t0, size_t n, void *dst)
+{
+    stream_src_t *s = user;
+    if (++s->reads == s->fail_at) return KVC_ERR_IO;
+    cr_assert_leq(t0 + n, s->T);
+    slice_tokens(s->kv, s->L, s->T, s->C, t0, n, dst);
+    return KVC_OK;
+}
+
+typedef struct {
+    uint8_t *p;
+    size_t len, cap, pos;
+    size_t step; /* bytes handed out per read call (exercises short reads) */
+} membuf_t;
+
+static kvc_status_t mem_write(void *user, const void *buf, size_t len)
+{
+    membuf_t *m = user;
+    if (m->len + len > m->cap) {
+        m->cap = (m->len + len) * 2;
+        m->p = realloc(m->p, m->cap);
+    }
+    memcpy(m->p + m->len, buf, len);
+    m->len += len;
+    return KVC_OK;
+}
+
+static kvc_status_t mem_read(void *user, void *buf, size_t len, size_t *got)
+{
+    membuf_t *m = user;
+    size_t n = m->len - m->pos < len ? m->len - m->pos : len;
+    if (m->step && n > m->step) n = m->step;
+    memcpy(buf, m->p + m->pos, n);
+    m->pos += n;
+    *got = n;
+    return KVC_OK;
+}
+
+typedef struct {
+    uint16_t *out; /* [L, T, C] */
+    size_t L, T, C, chunks, next;
+} stream_dst_t;
+
+static kvc_status_t dst_write(void *user, size_t t0, const void *chunk, const kvc_codec_info_t *info)
+{
+    stream_dst_t *d = user;
+    cr_assert_eq(t0, d->next, "chunks arrive in token order");
+    cr_assert_leq(t0 + info->num_tokens, d->T);
+    const uint16_t *c = chunk;
+    for (size_t l = 0; l < d->L; l++)
+        memcpy(d->out + (l * d->T + t0) * d->C, c + l * info->num_tokens * d->C, info->num_tokens * d->C * 2);
+    d->next = t0 + info->num_tokens;
+    d->chunks++;
+    return KVC_OK;
+}
+
+static size_t progress_calls, progress_last;
+static void count_progress(void *user, size_t done, size_t total)
+{
+    (void)user;
+    cr_assert_gt(done, progress_last);
+    cr_assert_eq(total, 512);
+    progress_last = done;
+    progress_calls++;
+}
+
+/* A 512-token cache in chunks of 200 (200, 200, 112): the stream is the per-chunk containers back to
+ * back, byte for byte, and decodes to the per-chunk decodes, within the quantiser's bound. */
+Test(codec_stream, equals_chunk_by_chunk_and_round_trips)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    cr_assert_eq(t, 512);
+    const size_t L = 2 * nl, C = nh * hs, CT = 200;
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
+    p.progress = count_progress;
+    stream_src_t src = { kv, L, t, C, 0, 0 };
+    membuf_t stream = { 0 };
+    progress_calls = progress_last = 0;
+    cr_assert_eq(kvc_codec_encode_stream(ctx, &p, CT, src_read, &src, mem_write, &stream), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(src.reads, 3);
+    cr_assert_eq(progress_calls, 3);
+    cr_assert_eq(progress_last, 512);
+
+    membuf_t ref = { 0 };
+    uint16_t *chunk = malloc(L * CT * C * 2), *ref_dec = malloc(L * t * C * 2);
+    for (size_t t0 = 0; t0 < t; t0 += CT) {
+        const size_t n = t - t0 < CT ? t - t0 : CT;
+        slice_tokens(kv, L, t, C, t0, n, chunk);
+        kvc_codec_params_t cp = params_for(KVC_DTYPE_F16, nl, n, nh, hs);
+        uint8_t *buf;
+        size_t len;
+        cr_assert_eq(kvc_codec_encode(ctx, &cp, chunk, &buf, &len), KVC_OK);
+        mem_write(&ref, buf, len);
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, chunk, L * n * C * 2, NULL), KVC_OK);
+        for (size_t l = 0; l < L; l++) memcpy(ref_dec + (l * t + t0) * C, chunk + l * n * C, n * C * 2);
+        kvc_codec_free(buf);
+    }
+    cr_assert_eq(stream.len, ref.len);
+    cr_assert(memcmp(stream.p, ref.p, ref.len) == 0, "the stream differs from the per-chunk containers");
+
+    stream_dst_t dst = { calloc(L * t * C, 2), L, t, C, 0, 0 };
+    kvc_codec_info_t info;
+    stream.step = 1000; /* short reads */
+    cr_assert_eq(kvc_codec_decode_stream(ctx, mem_read, &stream, dst_write, &dst, &info), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(dst.chunks, 3);
+    cr_assert_eq(info.num_tokens, 512);
+    cr_assert_eq(info.num_layers, nl);
+    cr_assert_eq(info.original_bytes, L * t * C * 2);
+    cr_assert_eq(info.container_bytes, stream.len);
+    cr_assert(memcmp(dst.out, ref_dec, L * t * C * 2) == 0);
+    uint32_t bins[10];
+    kvc_cg_default_bins(nl, bins);
+    assert_error_bound(kv, dst.out, KVC_DTYPE_F16, L, t, C, bins);
+
+    free(dst.out);
+    free(chunk);
+    free(ref_dec);
+    free(ref.p);
+    free(stream.p);
+    free(kv);
+    kvc_context_destroy(ctx);
+}
+
+static kvc_status_t decode_bytes(kvc_context_t *ctx, const uint8_t *p, size_t len, size_t T)
+{
+    membuf_t m = { (uint8_t *)p, len, len, 0, 0 };
+    stream_dst_t dst = { calloc(20 * T * 32 + 1, 2), 10, T, 32, 0, 0 };
+    kvc_status_t st = kvc_codec_decode_stream(ctx, mem_read, &m, dst_write, &dst, NULL);
+    free(dst.out);
+    return st;
+}
+
+static kvc_status_t fail_write(void *user, size_t t0, const void *chunk, const kvc_codec_info_t *info)
+{
+    (void)user, (void)t0, (void)chunk, (void)info;
+    return KVC_ERR_IO;
+}
+
+/* Every truncation inside a container, a damaged header, a chunk of another kind and an empty
+ * stream are KVC_ERR_CORRUPT; callback errors come back unchanged. */
+Test(codec_stream, bad_streams_have_exact_statuses)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    const size_t L = 2 * nl, C = nh * hs;
+    cr_assert_eq(L, 10);
+    cr_assert_eq(C, 32);
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    stream_src_t src = { kv, L, t, C, 0, 0 };
+    membuf_t s = { 0 };
+    cr_assert_eq(kvc_codec_encode_stream(ctx, &p, 256, src_read, &src, mem_write, &s), KVC_OK);
+    cr_assert_eq(decode_bytes(ctx, s.p, s.len, t), KVC_OK);
+    kvc_codec_info_t first;
+    cr_assert_eq(kvc_codec_inspect(s.p, s.len, &first), KVC_ERR_CORRUPT, "one container is not the whole stream");
+    /* The first container's size, from its header. */
+    size_t c0 = 0;
+    for (int i = 7; i >= 0; i--) c0 = c0 << 8 | s.p[24 + i];
+    cr_assert_lt(c0, s.len);
+
+    cr_assert_eq(decode_bytes(ctx, s.p, 0, t), KVC_ERR_CORRUPT, "empty stream");
+    const size_t cuts[] = { 1, 47, 48, c0 - 1, c0 + 1, c0 + 47, c0 + 48, s.len - 1 };
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
+        cr_assert_eq(decode_bytes(ctx, s.p, cuts[i], t), KVC_ERR_CORRUPT, "cut at %zu", cuts[i]);
+    /* Cut at a container boundary: a valid shorter stream (no index; docs/FORMAT.md). */
+    cr_assert_eq(decode_bytes(ctx, s.p, c0, t), KVC_OK);
+
+    uint8_t *bad = malloc(s.len + 8);
+    const size_t flips[] = { c0, c0 + 24, c0 + 44, c0 + 100, s.len - 1 }; /* magic, size, CRC, a section, streams */
+    for (size_t i = 0; i < sizeof(flips) / sizeof(flips[0]); i++) {
+        memcpy(bad, s.p, s.len);
+        bad[flips[i]] ^= 0x10;
+        cr_assert_eq(decode_bytes(ctx, bad, s.len, t), KVC_ERR_CORRUPT, "byte %zu flipped", flips[i]);
+    }
+    /* Trailing garbage after the last container. */
+    memcpy(bad, s.p, s.len);
+    memset(bad + s.len, 0, 8);
+    cr_assert_eq(decode_bytes(ctx, bad, s.len + 8, t), KVC_ERR_CORRUPT);
+    free(bad);
+
+    /* A chunk of another kind (4 layers instead of 5) after the first. */
+    membuf_t mixed = { 0 };
+    mem_write(&mixed, s.p, c0);
+    kvc_codec_params_t p4 = params_for(KVC_DTYPE_F16, 4, 16, nh, hs);
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(kvc_codec_encode(ctx, &p4, kv, &buf, &len), KVC_OK);
+    mem_write(&mixed, buf, len);
+    kvc_codec_free(buf);
+    cr_assert_eq(decode_bytes(ctx, mixed.p, mixed.len, t), KVC_ERR_CORRUPT);
+    free(mixed.p);
+
+    /* Callback failures stop the stream with their status. */
+    membuf_t m = { s.p, s.len, s.len, 0, 0 };
+    cr_assert_eq(kvc_codec_decode_stream(ctx, mem_read, &m, fail_write, NULL, NULL), KVC_ERR_IO);
+    src.reads = 0;
+    src.fail_at = 2;
+    membuf_t o = { 0 };
+    cr_assert_eq(kvc_codec_encode_stream(ctx, &p, 256, src_read, &src, mem_write, &o), KVC_ERR_IO);
+    cr_assert_eq(o.len, c0, "the first chunk was written before the failing read");
+    free(o.p);
+    cr_assert_eq(kvc_codec_encode_stream(ctx, &p, 0, src_read, &src, mem_write, &o), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_codec_encode_stream(ctx, &p, 256, NULL, &src, mem_write, &o), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_codec_decode_stream(ctx, NULL, &m, dst_write, NULL, NULL), KVC_ERR_INVALID_ARG);
+    p.dtype = KVC_DTYPE_U8;
+    cr_assert_eq(kvc_codec_encode_stream(ctx, &p, 256, src_read, &src, mem_write, &o), KVC_ERR_DTYPE);
+
+    free(s.p);
+    free(kv);
+    kvc_context_destroy(ctx);
+}

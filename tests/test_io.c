@@ -235,6 +235,59 @@ Test(io_npy, roundtrip_every_dtype_and_ndim)
     }
 }
 
+/* Piecewise writing gives kvc_npy_write's bytes whatever the order of the pieces; the header reader
+ * gives the offset of the data; failures leave nothing behind. */
+Test(io_npy, piecewise_writer_and_header_reader)
+{
+    unsigned char data[480];
+    fill(data, sizeof(data), 7);
+    kvc_tensor_t t;
+    cr_assert_eq(kvc_tensor_wrap(&t, KVC_DTYPE_F32, 4, base_shape, data), KVC_OK);
+    const char *whole = tmp_path(".npy"), *pieces = tmp_absent(".npy");
+    cr_assert_eq(kvc_npy_write(whole, &t), KVC_OK);
+    kvc_npy_writer_t *w;
+    cr_assert_eq(kvc_npy_writer_open(pieces, &t, &w), KVC_OK, "%s", kvc_last_error());
+    cr_assert_not(exists(pieces), "the file appears only when finished");
+    for (size_t off = sizeof(data); off > 0; off -= 96) /* back to front */
+        cr_assert_eq(kvc_npy_writer_pwrite(w, off - 96, data + off - 96, 96), KVC_OK);
+    cr_assert_eq(kvc_npy_writer_pwrite(w, 400, data, 81), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_eq(kvc_npy_writer_pwrite(w, SIZE_MAX, data, 2), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_eq(kvc_npy_writer_finish(w, KVC_OK), KVC_OK, "%s", kvc_last_error());
+    size_t la, lb;
+    unsigned char *a = slurp(whole, &la), *b = slurp(pieces, &lb);
+    cr_assert_eq(la, lb);
+    cr_assert_arr_eq(a, b, la);
+    free(a);
+    free(b);
+
+    kvc_tensor_t h;
+    size_t off = 0;
+    cr_assert_eq(kvc_npy_read_header(pieces, &h, &off), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(h.dtype, KVC_DTYPE_F32);
+    cr_assert_eq(h.ndim, 4);
+    cr_assert_eq(h.shape[2], 5);
+    cr_assert_null(h.data);
+    cr_assert_eq(off, lb - sizeof(data));
+    cr_assert_eq(truncate(pieces, (off_t)(lb - 1)), 0);
+    cr_assert_eq(kvc_npy_read_header(pieces, &h, &off), KVC_ERR_CORRUPT, "data shorter than the header says");
+
+    /* Unwritten pieces read as zeros; a failed write leaves nothing. */
+    const char *zeros = tmp_absent(".npy"), *failed = tmp_absent(".npy");
+    cr_assert_eq(kvc_npy_writer_open(zeros, &t, &w), KVC_OK);
+    cr_assert_eq(kvc_npy_writer_finish(w, KVC_OK), KVC_OK);
+    kvc_tensor_t r;
+    cr_assert_eq(kvc_npy_read(zeros, &r), KVC_OK);
+    for (size_t i = 0; i < r.nbytes; i++) cr_assert_eq(((unsigned char *)r.data)[i], 0);
+    kvc_tensor_free(&r);
+    cr_assert_eq(kvc_npy_writer_open(failed, &t, &w), KVC_OK);
+    cr_assert_eq(kvc_npy_writer_finish(w, KVC_ERR_IO), KVC_ERR_IO);
+    cr_assert_not(exists(failed));
+    cr_assert_eq(kvc_npy_writer_open("/dev/null", &t, &w), KVC_ERR_INVALID_ARG);
+    t.dtype = KVC_DTYPE_F8_E4M3;
+    cr_assert_eq(kvc_npy_writer_open(failed, &t, &w), KVC_ERR_DTYPE);
+    cr_assert_not(exists(failed));
+}
+
 Test(io_npy, zero_length_data)
 {
     unsigned char img[256];

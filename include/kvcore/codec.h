@@ -164,6 +164,44 @@ KVC_API kvc_status_t kvc_codec_import_lmcache(const kvc_lmcache_chunk_t *in, uin
  * decoder cannot take, is KVC_ERR_UNSUPPORTED. */
 KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_lmcache_chunk_t *out, void **storage);
 
+/* ---- Streams: a KV cache of many chunks ----------------------------------------------------------
+ * A stream (.kvcs) is ordinary containers back to back, one per chunk of up to chunk_tokens tokens
+ * in token order; each is self-delimiting by its header's total size (docs/FORMAT.md "Streams").
+ * Memory is bounded by one chunk: the encoder holds one input chunk and its container, the decoder
+ * one container and its decoded chunk (plus the context's codec scratch), whatever the total T.
+ * Each chunk is coded with all the context's threads. */
+
+/* Fill dst with tokens [token0, token0 + ntokens) of the whole tensor, as one chunk in the
+ * layout's shape ([2, NL, ntokens, C] or [NL, ntokens, HS], C order). A non-OK status stops the
+ * stream and is returned. */
+typedef kvc_status_t (*kvc_codec_chunk_read_fn)(void *user, size_t token0, size_t ntokens, void *dst);
+/* Take len bytes of the stream. */
+typedef kvc_status_t (*kvc_codec_bytes_write_fn)(void *user, const void *buf, size_t len);
+/* Read up to len bytes of the stream into buf; *got < len only at the end of the stream. */
+typedef kvc_status_t (*kvc_codec_bytes_read_fn)(void *user, void *buf, size_t len, size_t *got);
+/* Take one decoded chunk: tokens [token0, token0 + info->num_tokens), shaped as that chunk. */
+typedef kvc_status_t (*kvc_codec_chunk_write_fn)(void *user, size_t token0, const void *chunk,
+                                                 const kvc_codec_info_t *info);
+
+/* Encode p->num_tokens tokens (the whole cache) as ceil(T / chunk_tokens) containers, each chunk
+ * encoded exactly as kvc_codec_encode encodes it alone (byte-identical), and written in order.
+ * p->progress, when set, is called after each chunk with (tokens done, total tokens). Errors:
+ * those of kvc_codec_encode for the first chunk's parameters, KVC_ERR_INVALID_ARG for NULL
+ * callbacks or chunk_tokens 0, and any status a callback returns. */
+KVC_API kvc_status_t kvc_codec_encode_stream(kvc_context_t *ctx, const kvc_codec_params_t *p, size_t chunk_tokens,
+                                             kvc_codec_chunk_read_fn read, void *read_user,
+                                             kvc_codec_bytes_write_fn write, void *write_user);
+
+/* Decode a stream chunk by chunk, handing each decoded chunk to write in token order. *first
+ * (may be NULL) receives the first container's description with num_tokens, original_bytes and
+ * container_bytes summed over the stream. KVC_ERR_CORRUPT for an empty stream, a truncated
+ * container, a header with a bad magic or checksum, or a chunk whose dtype, layout, layers or
+ * heads differ from the first's; any error of kvc_codec_decode for a chunk; any status a callback
+ * returns. Chunks before a failure have already been written. */
+KVC_API kvc_status_t kvc_codec_decode_stream(kvc_context_t *ctx, kvc_codec_bytes_read_fn read, void *read_user,
+                                             kvc_codec_chunk_write_fn write, void *write_user,
+                                             kvc_codec_info_t *first);
+
 #ifdef __cplusplus
 }
 #endif

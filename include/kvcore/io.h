@@ -64,6 +64,25 @@ KVC_API kvc_status_t kvc_npy_write(const char *path, const kvc_tensor_t *t);
  * and KVC_ERR_NO_SPACE is returned (buf may then be NULL). */
 KVC_API kvc_status_t kvc_npy_write_mem(const kvc_tensor_t *t, void *buf, size_t cap, size_t *len_out);
 
+/* Piecewise .npy, for arrays larger than memory (kvcore encode/decode of a stream of chunks). */
+
+/* Read and validate an .npy file's header only (the file's size is checked against it): out
+ * describes the array (data = NULL, owns_data = 0) and *data_offset is where its C-order data
+ * starts, for the caller to read pieces with pread. Errors as kvc_npy_read. */
+KVC_API kvc_status_t kvc_npy_read_header(const char *path, kvc_tensor_t *out, size_t *data_offset);
+
+/* An .npy file being written in pieces: open writes the header (as kvc_npy_write would, for the
+ * dtype and shape of desc; desc->data is ignored) to the temporary beside path and sizes it to the
+ * full array; pwrite puts n bytes at `offset` into the data (KVC_ERR_OUT_OF_RANGE beyond it), in any
+ * order; finish(w, KVC_OK) flushes and renames it into place, finish(w, error) removes it, as the
+ * other writers do. Bytes never written read as zeros. A path that exists and is not a regular
+ * file is KVC_ERR_INVALID_ARG (pieces need offsets). One writer is not for concurrent pwrites of
+ * overlapping ranges; disjoint ranges from several threads are fine. */
+typedef struct kvc_npy_writer kvc_npy_writer_t;
+KVC_API kvc_status_t kvc_npy_writer_open(const char *path, const kvc_tensor_t *desc, kvc_npy_writer_t **out);
+KVC_API kvc_status_t kvc_npy_writer_pwrite(kvc_npy_writer_t *w, size_t offset, const void *buf, size_t n);
+KVC_API kvc_status_t kvc_npy_writer_finish(kvc_npy_writer_t *w, kvc_status_t st);
+
 /* ------------------------------------------------------------------ .safetensors */
 
 typedef struct kvc_safetensors kvc_safetensors_t; /* a parsed, validated archive */

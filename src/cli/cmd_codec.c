@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <kvcore.h>
 
@@ -175,6 +177,7 @@ typedef struct {
     char label[32];
     size_t in_bytes, out_bytes;
     double seconds;
+    size_t chunk_tokens; /* 0: one container */
 } encode_opts_t;
 
 static void encode_help(void)
@@ -193,6 +196,8 @@ static void encode_help(void)
            "                    without them the container says the split is unknown)\n"
            "  --window T        tokens per coded window (default 256, as LMCache)\n"
            "  --json            one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary\n"
+           "  --chunk-tokens N  write a stream (.kvcs): one container per N tokens, read from the .npy by token\n"
+           "                    ranges, so memory holds one chunk whatever the file's size (docs/FORMAT.md)\n"
            "Quality (docs/CACHEGEN.md):\n"
            "  --level N         a named profile, 0-%d (0 = LMCache's default; higher = smaller; every level stays\n"
            "                    LMCache-readable)\n"
@@ -201,6 +206,139 @@ static void encode_help(void)
            "  --key-scaling token|channel  channel: per-channel key scales (format 1.1, not LMCache-readable)\n"
            "A container LMCache cannot read is written with a warning.\n",
            KVC_CODEC_LEVEL_MAX);
+}
+
+/* --chunk-tokens: an .npy [2, NL, T, D] or [2, NL, T, NH, HS] read by token ranges (NL*2 strided
+ * pieces per chunk) and written as a stream of containers; memory holds one chunk. */
+typedef struct {
+    int fd;
+    size_t data_offset, L, T, row; /* row: bytes per token of one (plane, layer) */
+} npy_ranges_t;
+
+static kvc_status_t npy_range_read(void *user, size_t t0, size_t n, void *dst)
+{
+    const npy_ranges_t *r = user;
+    for (size_t l = 0; l < r->L; l++) {
+        uint8_t *d = (uint8_t *)dst + l * n * r->row;
+        size_t left = n * r->row, off = r->data_offset + (l * r->T + t0) * r->row;
+        while (left) {
+            ssize_t g = pread(r->fd, d, left, (off_t)off);
+            if (g < 0 && errno == EINTR) continue;
+            if (g <= 0) {
+                fprintf(stderr, "kvcore encode: cannot read the input: %s\n", g < 0 ? strerror(errno) : "it shrank");
+                return KVC_ERR_IO;
+            }
+            d += g;
+            off += (size_t)g;
+            left -= (size_t)g;
+        }
+    }
+    return KVC_OK;
+}
+
+typedef struct {
+    cli_out_t out;
+    size_t bytes;
+} stream_out_t;
+
+static kvc_status_t stream_write(void *user, const void *buf, size_t len)
+{
+    stream_out_t *s = user;
+    s->bytes += len;
+    return cli_out_write(&s->out, buf, len) ? KVC_ERR_IO : KVC_OK;
+}
+
+static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *in, const char *out)
+{
+    kvc_tensor_t h;
+    npy_ranges_t r = { .fd = -1 };
+    kvc_status_t st = kvc_npy_read_header(in, &h, &r.data_offset);
+    if (st != KVC_OK) return cli_fail("encode", st);
+    if (h.ndim < 4 || h.ndim > 5 || h.shape[0] != 2) {
+        fprintf(stderr, "kvcore encode: --chunk-tokens takes an .npy of [2, NL, T, D] or [2, NL, T, NH, HS]\n");
+        return CLI_EXIT_ERROR;
+    }
+    kvc_codec_params_t p = o->p;
+    p.dtype = h.dtype;
+    p.layout = KVC_CODEC_KV_2LTD;
+    p.num_layers = h.shape[1];
+    p.num_tokens = h.shape[2];
+    const size_t D = h.ndim == 5 ? h.shape[3] * h.shape[4] : h.shape[3];
+    size_t nh = h.ndim == 5 ? h.shape[3] : 0;
+    if (!nh && (o->io.field_mask & KVC_KVCACHE_PARAM_NUM_HEADS)) nh = o->io.num_heads;
+    if (!nh && (o->io.field_mask & KVC_KVCACHE_PARAM_HEAD_SIZE) && o->io.head_size) nh = D / o->io.head_size;
+    if (nh && (D % nh || ((o->io.field_mask & KVC_KVCACHE_PARAM_HEAD_SIZE) && o->io.head_size * nh != D) ||
+               ((o->io.field_mask & KVC_KVCACHE_PARAM_NUM_HEADS) && o->io.num_heads != nh))) {
+        fprintf(stderr, "kvcore encode: --heads / --head-size do not fit the %zu channels\n", D);
+        return CLI_EXIT_ERROR;
+    }
+    if (nh) {
+        p.num_heads = nh;
+        p.head_size = D / nh;
+    } else {
+        p.num_heads = 1;
+        p.head_size = D;
+        p.field_mask |= KVC_CODEC_PARAM_HEADS_UNKNOWN;
+    }
+    r.L = 2 * p.num_layers;
+    r.T = p.num_tokens;
+    r.row = D * kvc_dtype_size(h.dtype);
+    uint32_t *qbins = malloc(2 * p.num_layers * sizeof(uint32_t));
+    if (!qbins) return cli_fail("encode", KVC_ERR_NO_MEMORY);
+    int rc = quality_apply(&o->q, &p, qbins);
+    if (rc) {
+        free(qbins);
+        return rc;
+    }
+    if ((r.fd = open(in, O_RDONLY | O_CLOEXEC)) < 0) {
+        fprintf(stderr, "kvcore encode: cannot open %s: %s\n", in, strerror(errno));
+        free(qbins);
+        return CLI_EXIT_ERROR;
+    }
+    if (!o->c.quiet && !o->as_json) {
+        p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
+        p.progress = cli_progress;
+        snprintf(o->label, sizeof(o->label), "encode");
+        p.progress_user = o->label;
+    }
+    stream_out_t so = { .bytes = 0 };
+    rc = cli_out_open("encode", out, &so.out);
+    const double t0 = cli_now();
+    if (!rc) {
+        st = kvc_codec_encode_stream(ctx, &p, o->chunk_tokens, npy_range_read, &r, stream_write, &so);
+        if (st != KVC_OK && st != KVC_ERR_IO) cli_fail("encode", st);
+        rc = cli_out_finish(&so.out, st != KVC_OK);
+    }
+    const double dt = cli_now() - t0;
+    cli_progress_end();
+    close(r.fd);
+    free(qbins);
+    if (rc) return rc;
+    const size_t chunks = (p.num_tokens + o->chunk_tokens - 1) / o->chunk_tokens;
+    if (o->as_json) {
+        json_writer_t w;
+        json_init(&w, stdout, 1);
+        json_begin_object(&w, NULL);
+        json_string(&w, "output", out);
+        json_string(&w, "dtype", kvc_dtype_name(h.dtype));
+        json_int(&w, "layers", (long long)p.num_layers);
+        json_int(&w, "tokens", (long long)p.num_tokens);
+        json_int(&w, "channels", (long long)D);
+        json_int(&w, "chunk_tokens", (long long)o->chunk_tokens);
+        json_int(&w, "chunks", (long long)chunks);
+        json_int(&w, "input_bytes", (long long)h.nbytes);
+        json_int(&w, "output_bytes", (long long)so.bytes);
+        json_double(&w, "ratio", (double)h.nbytes / (double)so.bytes);
+        json_double(&w, "seconds", dt);
+        json_double(&w, "gb_per_s", (double)h.nbytes / dt / 1e9);
+        json_end_object(&w);
+        json_finish(&w);
+    } else if (!o->c.quiet) {
+        fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s) in %zu chunks of %zu tokens, %zu -> %zu bytes (%.2fx) in %.3f s (%.2f GB/s)\n",
+                strcmp(out, "-") ? out : "standard output", p.num_layers, p.num_tokens, D, kvc_dtype_name(h.dtype), chunks,
+                o->chunk_tokens, h.nbytes, so.bytes, (double)h.nbytes / (double)so.bytes, dt, (double)h.nbytes / dt / 1e9);
+    }
+    return 0;
 }
 
 static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *in, int nin, const char *out)
@@ -316,6 +454,7 @@ int kvc_cmd_encode(int argc, char **argv)
         { "bins-k", required_argument, NULL, OPT_BINS_K },
         { "bins-v", required_argument, NULL, OPT_BINS_V },
         { "key-scaling", required_argument, NULL, OPT_KEY_SCALING },
+        { "chunk-tokens", required_argument, NULL, 'C' },
         { NULL, 0, NULL, 0 },
     };
     encode_opts_t o;
@@ -342,6 +481,7 @@ int kvc_cmd_encode(int argc, char **argv)
             o.io.head_size = positive("encode", "--head-size", optarg, &bad);
             o.io.field_mask |= KVC_KVCACHE_PARAM_HEAD_SIZE;
             break;
+        case 'C': o.chunk_tokens = positive("encode", "--chunk-tokens", optarg, &bad); break;
         case 'W': {
             size_t w = positive("encode", "--window", optarg, &bad);
             if (!bad && w > UINT32_MAX) {
@@ -384,6 +524,11 @@ int kvc_cmd_encode(int argc, char **argv)
                 to_dir ? "-o DIR/" : "-o - (standard output carries the container)");
         return CLI_EXIT_USAGE;
     }
+    if (o.chunk_tokens && (to_dir || nin != 1 || !strcmp(in[0], "-"))) {
+        fprintf(stderr, "kvcore encode: --chunk-tokens reads one .npy file by token ranges: not standard input, a K/V "
+                        "pair or -o DIR/\n");
+        return CLI_EXIT_USAGE;
+    }
     o.nfiles = to_dir ? nin : 1;
     char **outs = calloc((size_t)nin, sizeof(char *));
     int rc = outs ? 0 : CLI_EXIT_ERROR;
@@ -396,7 +541,9 @@ int kvc_cmd_encode(int argc, char **argv)
     int failed = 0, last = 0;
     for (int i = 0; !rc && i < o.nfiles; i++) {
         o.file_index = i;
-        last = to_dir ? encode_one(ctx, &o, in + i, 1, outs[i]) : encode_one(ctx, &o, in, nin, out);
+        last = o.chunk_tokens ? encode_stream_one(ctx, &o, in[0], out)
+               : to_dir       ? encode_one(ctx, &o, in + i, 1, outs[i])
+                              : encode_one(ctx, &o, in, nin, out);
         failed += last != 0;
     }
     if (!rc && o.nfiles > 1) {
@@ -474,10 +621,172 @@ static int write_tensors(const char *out, cli_format_t fmt, const kvc_named_tens
     return rc;
 }
 
+/* ---- streams: a file of several containers (kvcore encode --chunk-tokens) */
+
+static uint64_t get_le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* Is the regular file at fd longer than its first container (whose header says its own size)? */
+static int is_stream(int fd)
+{
+    struct stat sb;
+    uint8_t h[48];
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h)) return 0;
+    return memcmp(h, "\x89KVC\r\n\x1a\n", 8) == 0 && get_le(h + 24, 8) < (uint64_t)sb.st_size;
+}
+
+/* The whole stream's token count, from each container's META (at 48 + 16; T at META + 8), so the
+ * .npy header can be written first. Damage is left to the decoder to report; 0 here only means
+ * the walk did not reach the end cleanly. */
+static size_t stream_tokens(int fd)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) return 0;
+    uint64_t off = 0, T = 0;
+    while (off < (uint64_t)sb.st_size) {
+        uint8_t h[48 + 16 + 12];
+        if (pread(fd, h, sizeof(h), (off_t)off) != (ssize_t)sizeof(h)) return 0;
+        const uint64_t total = get_le(h + 24, 8);
+        if (total < sizeof(h) || total > (uint64_t)sb.st_size - off) return 0;
+        T += get_le(h + 48 + 16 + 8, 4);
+        off += total;
+    }
+    return (size_t)T;
+}
+
+typedef struct {
+    int fd;
+    kvc_npy_writer_t *w;
+    size_t T, es;
+    char label[16];
+    int quiet;
+    const char *why; /* a failure the library did not describe */
+} stream_dec_t;
+
+static int stream_corrupt(const char *in_path, const char *why)
+{
+    fprintf(stderr, "kvcore decode: %s: %s: %s\n", kvc_status_string(KVC_ERR_CORRUPT), in_path, why);
+    return CLI_EXIT_ERROR;
+}
+
+static kvc_status_t fd_read(void *user, void *buf, size_t len, size_t *got)
+{
+    stream_dec_t *d = user;
+    for (;;) {
+        ssize_t g = read(d->fd, buf, len);
+        if (g < 0 && errno == EINTR) continue;
+        if (g < 0) {
+            fprintf(stderr, "kvcore decode: cannot read the input: %s\n", strerror(errno));
+            return KVC_ERR_IO;
+        }
+        *got = (size_t)g;
+        return KVC_OK;
+    }
+}
+
+static kvc_status_t chunk_to_npy(void *user, size_t t0, const void *chunk, const kvc_codec_info_t *info)
+{
+    stream_dec_t *d = user;
+    const size_t n = info->num_tokens, row = info->num_heads * info->head_size * d->es;
+    if (t0 + n > d->T) { /* not the containers the first walk saw */
+        d->why = "more tokens than its headers said";
+        return KVC_ERR_CORRUPT;
+    }
+    const size_t L = info->planes * info->num_layers;
+    for (size_t l = 0; l < L; l++) {
+        kvc_status_t st = kvc_npy_writer_pwrite(d->w, (l * d->T + t0) * row, (const uint8_t *)chunk + l * n * row, n * row);
+        if (st != KVC_OK) return st;
+    }
+    if (!d->quiet) cli_progress(d->label, t0 + n, d->T);
+    return KVC_OK;
+}
+
+static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, int fd, const char *out)
+{
+    if (o->fmt != CLI_FMT_NPY || o->split || !strcmp(out, "-")) {
+        fprintf(stderr, "kvcore decode: %s is a stream of containers: it decodes to an .npy file (written in "
+                        "place, chunk by chunk), not to safetensors or standard output\n", in_path);
+        return CLI_EXIT_ERROR;
+    }
+    stream_dec_t d = { .fd = fd, .T = stream_tokens(fd), .quiet = o->c.quiet || o->as_json };
+    snprintf(d.label, sizeof(d.label), "decode");
+    /* The first container gives the array's kind; the decoder checks that every chunk matches it. */
+    uint8_t h[48];
+    kvc_codec_info_t info;
+    kvc_status_t st = KVC_ERR_CORRUPT;
+    uint8_t *first = NULL;
+    const uint64_t c0 = pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) ? get_le(h + 24, 8) : 0;
+    if (d.T && c0 >= sizeof(h) && c0 <= SIZE_MAX && (first = malloc((size_t)c0)) &&
+        pread(fd, first, (size_t)c0, 0) == (ssize_t)c0 && (st = kvc_codec_inspect(first, (size_t)c0, &info)) != KVC_OK) {
+        free(first);
+        return cli_fail("decode", st);
+    }
+    free(first);
+    if (st != KVC_OK) return stream_corrupt(in_path, "its containers' sizes do not add up to the file (truncated or damaged)");
+    d.es = kvc_dtype_size(info.dtype);
+    kvc_tensor_t desc;
+    memset(&desc, 0, sizeof(desc));
+    desc.dtype = info.dtype;
+    if (info.layout == KVC_CODEC_MLA) {
+        desc.ndim = 3;
+        desc.shape[0] = info.num_layers, desc.shape[1] = d.T, desc.shape[2] = info.head_size;
+    } else if (info.heads_known) {
+        desc.ndim = 5;
+        desc.shape[0] = 2, desc.shape[1] = info.num_layers, desc.shape[2] = d.T, desc.shape[3] = info.num_heads,
+        desc.shape[4] = info.head_size;
+    } else {
+        desc.ndim = 4;
+        desc.shape[0] = 2, desc.shape[1] = info.num_layers, desc.shape[2] = d.T, desc.shape[3] = info.head_size;
+    }
+    if ((st = kvc_npy_writer_open(out, &desc, &d.w)) != KVC_OK) return cli_fail("decode", st);
+    kvc_codec_info_t all;
+    const double t0 = cli_now();
+    st = kvc_codec_decode_stream(ctx, fd_read, &d, chunk_to_npy, &d, &all);
+    if (st == KVC_OK && all.num_tokens != d.T) st = KVC_ERR_CORRUPT, d.why = "fewer tokens than its headers said";
+    const double dt = cli_now() - t0;
+    if (!d.quiet) cli_progress_end();
+    kvc_status_t fin = kvc_npy_writer_finish(d.w, st);
+    if (d.why) return stream_corrupt(in_path, d.why);
+    if (st != KVC_OK) return cli_fail("decode", st);
+    if (fin != KVC_OK) return cli_fail("decode", fin);
+    if (o->as_json) {
+        json_writer_t w;
+        json_init(&w, stdout, 1);
+        json_begin_object(&w, NULL);
+        json_string(&w, "input", in_path);
+        json_string(&w, "output", out);
+        json_chunk_shape(&w, &all);
+        json_int(&w, "input_bytes", (long long)all.container_bytes);
+        json_int(&w, "output_bytes", (long long)all.original_bytes);
+        json_double(&w, "decode_seconds", dt);
+        json_double(&w, "gb_per_s", (double)all.original_bytes / dt / 1e9);
+        json_end_object(&w);
+        json_finish(&w);
+    } else if (!o->c.quiet && (o->nfiles == 1 || o->c.verbose)) {
+        fprintf(stdout, "%s: stream of %s %zu layers x %zu tokens x %zu channels (%s), %zu -> %zu bytes in %.3f s (%.2f GB/s)\n",
+                out, layout_name(&all), all.num_layers, all.num_tokens, all.num_heads * all.head_size, kvc_dtype_name(all.dtype),
+                all.container_bytes, all.original_bytes, dt, (double)all.original_bytes / dt / 1e9);
+    }
+    return 0;
+}
+
 static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, const char *out)
 {
     cli_format_t fmt = o->fmt;
     if (fmt == CLI_FMT_UNKNOWN && !format_of_name(out, &fmt)) fmt = CLI_FMT_NPY; /* '-' (checked before) */
+    if (strcmp(in_path, "-")) {
+        const int fd = open(in_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0 && is_stream(fd)) {
+            int rc = decode_stream_one(ctx, o, in_path, fd, out);
+            close(fd);
+            return rc;
+        }
+        if (fd >= 0) close(fd);
+    }
     cli_input_t in;
     int rc = cli_input_open("decode", in_path, 1, &in);
     if (rc || (rc = cli_input_load("decode", &in)) != 0) {

@@ -318,29 +318,35 @@ static int write_all(int fd, const uint8_t *p, size_t len)
     return 0;
 }
 
-int cli_write_file(const char *cmd, const char *path, const void *buf, size_t len)
+int cli_out_open(const char *cmd, const char *path, cli_out_t *o)
 {
-    if (!strcmp(path, "-")) return cli_write_stdout(cmd, buf, len);
+    memset(o, 0, sizeof(*o));
+    o->cmd = cmd;
+    o->path = path;
+    o->fd = -1;
+    if (!strcmp(path, "-")) {
+        o->fd = STDOUT_FILENO;
+        o->direct = 1;
+        return 0;
+    }
     struct stat sb, lsb;
     const int exists = stat(path, &sb) == 0;
     if (exists && !S_ISREG(sb.st_mode)) { /* a device or FIFO (/dev/null): write into it */
-        int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-        int bad = fd < 0;
-        if (!bad) {
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-            bad = write_all(fd, buf, len) != 0;
-            bad |= close(fd) != 0;
+        o->fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+        if (o->fd < 0) {
+            fprintf(stderr, "kvcore %s: cannot write %s: %s\n", cmd, path, errno == ENXIO ? "no process is reading it" : strerror(errno));
+            return CLI_EXIT_ERROR;
         }
-        if (bad) fprintf(stderr, "kvcore %s: cannot write %s: %s\n", cmd, path, errno == ENXIO ? "no process is reading it" : strerror(errno));
-        return bad ? CLI_EXIT_ERROR : 0;
+        fcntl(o->fd, F_SETFL, fcntl(o->fd, F_GETFL) & ~O_NONBLOCK);
+        o->direct = 1;
+        return 0;
     }
-    char target[PATH_MAX];
     if (exists && lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode)) {
-        if (!realpath(path, target)) {
+        if (!realpath(path, o->target)) {
             fprintf(stderr, "kvcore %s: cannot resolve %s: %s\n", cmd, path, strerror(errno));
             return CLI_EXIT_ERROR;
         }
-    } else if (snprintf(target, sizeof(target), "%s", path) >= (int)sizeof(target)) {
+    } else if (snprintf(o->target, sizeof(o->target), "%s", path) >= (int)sizeof(o->target)) {
         fprintf(stderr, "kvcore %s: %s: name too long\n", cmd, path);
         return CLI_EXIT_ERROR;
     }
@@ -353,7 +359,7 @@ int cli_write_file(const char *cmd, const char *path, const void *buf, size_t le
     sigprocmask(SIG_BLOCK, &block, &old);
     int fd = -1;
     for (unsigned n = 0; fd < 0 && n < 100; n++) {
-        snprintf(tmp_path, sizeof(tmp_path), "%s.tmp.%ld.c%u", target, (long)getpid(), n);
+        snprintf(tmp_path, sizeof(tmp_path), "%s.tmp.%ld.c%u", o->target, (long)getpid(), n);
         fd = open(tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST) break;
     }
@@ -364,20 +370,44 @@ int cli_write_file(const char *cmd, const char *path, const void *buf, size_t le
         return CLI_EXIT_ERROR;
     }
     if (exists) fchmod(fd, sb.st_mode & 07777);
-    int bad = write_all(fd, buf, len) != 0 || fsync(fd) != 0;
-    int e = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        e = errno;
+    o->fd = fd;
+    return 0;
+}
+
+int cli_out_write(cli_out_t *o, const void *buf, size_t len)
+{
+    if (o->err) return CLI_EXIT_ERROR;
+    if (write_all(o->fd, buf, len) != 0) {
+        o->err = errno ? errno : EIO;
+        return CLI_EXIT_ERROR;
     }
-    if (!bad && rename(tmp_path, target) != 0) {
-        bad = 1;
-        e = errno;
+    return 0;
+}
+
+int cli_out_finish(cli_out_t *o, int failed)
+{
+    int e = o->err, bad = e != 0;
+    if (o->fd == STDOUT_FILENO) {
+        if (bad) fprintf(stderr, "kvcore %s: cannot write to standard output: %s\n", o->cmd, strerror(e));
+        return bad || failed ? CLI_EXIT_ERROR : 0;
     }
-    if (bad) {
-        unlink(tmp_path);
-        fprintf(stderr, "kvcore %s: cannot write %s: %s\n", cmd, path, strerror(e));
+    if (!bad && !failed && !o->direct && fsync(o->fd) != 0) bad = 1, e = errno;
+    if (close(o->fd) != 0 && !bad) bad = 1, e = errno;
+    if (!o->direct) {
+        if (!bad && !failed && rename(tmp_path, o->target) != 0) bad = 1, e = errno;
+        if (bad || failed) unlink(tmp_path);
+        tmp_armed = 0;
     }
-    tmp_armed = 0;
-    return bad ? CLI_EXIT_ERROR : 0;
+    if (bad) fprintf(stderr, "kvcore %s: cannot write %s: %s\n", o->cmd, o->path, strerror(e));
+    return bad || failed ? CLI_EXIT_ERROR : 0;
+}
+
+int cli_write_file(const char *cmd, const char *path, const void *buf, size_t len)
+{
+    if (!strcmp(path, "-")) return cli_write_stdout(cmd, buf, len);
+    cli_out_t o;
+    int rc = cli_out_open(cmd, path, &o);
+    if (rc) return rc;
+    cli_out_write(&o, buf, len);
+    return cli_out_finish(&o, 0);
 }

@@ -4,6 +4,7 @@
 #ifndef KVC_CLI_FILES_H
 #define KVC_CLI_FILES_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,16 @@ char *cli_output_in_dir(const char *dir, const char *input, const char *ext);
 /* Write buf to path ("-": standard output) through PATH.tmp.PID.N renamed into place when
  * complete, removed on error and on a signal. Prints the error; returns 0/1. */
 int cli_write_file(const char *cmd, const char *path, const void *buf, size_t len);
+/* The same in pieces: open (0, or prints the error and returns 1), write any number of times (an
+ * error is kept for finish), finish(failed = 1 drops the temporary); finish prints a write error. */
+typedef struct {
+    const char *cmd, *path;
+    int fd, direct, err;
+    char target[PATH_MAX];
+} cli_out_t;
+int cli_out_open(const char *cmd, const char *path, cli_out_t *o);
+int cli_out_write(cli_out_t *o, const void *buf, size_t len);
+int cli_out_finish(cli_out_t *o, int failed);
 /* Write a whole buffer to standard output. */
 int cli_write_stdout(const char *cmd, const void *buf, size_t len);
 

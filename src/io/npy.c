@@ -3,8 +3,11 @@
  * against the bytes present before any data is touched. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <kvcore/context.h>
 
@@ -418,5 +421,100 @@ KVC_API kvc_status_t kvc_npy_write(const char *path, const kvc_tensor_t *t)
         if ((st = kvc_sink_open_file(&k, path)) == KVC_OK) st = kvc_sink_finish(&k, npy_emit(&k, t, &b));
     }
     kvc_sb_free(&b);
+    return st;
+}
+
+/* ------------------------------------------------------------------ piecewise */
+
+KVC_API kvc_status_t kvc_npy_read_header(const char *path, kvc_tensor_t *out, size_t *data_offset)
+{
+    if (!out || !data_offset) return kvc_error(KVC_ERR_INVALID_ARG, "kvc_npy_read_header: out and data_offset must not be NULL");
+    kvc_src_t s;
+    kvc_status_t st = kvc_src_open_file(&s, path);
+    if (st != KVC_OK) return st;
+    kvc_npy_header_t h;
+    st = kvc_npy_parse_src(&s, &h);
+    kvc_src_close(&s);
+    if (st != KVC_OK) return st;
+    header_to_tensor(&h, out);
+    *data_offset = h.data_offset;
+    return KVC_OK;
+}
+
+struct kvc_npy_writer {
+    kvc_sink_t sink;
+    size_t data_offset, nbytes;
+};
+
+KVC_API kvc_status_t kvc_npy_writer_open(const char *path, const kvc_tensor_t *desc, kvc_npy_writer_t **out)
+{
+    if (!path || !desc || !out) return kvc_error(KVC_ERR_INVALID_ARG, "kvc_npy_writer_open: path, desc and out must not be NULL");
+    if (desc->ndim < 0 || desc->ndim > KVC_TENSOR_MAX_DIMS)
+        return kvc_error(KVC_ERR_INVALID_ARG, "kvc_npy_writer_open: ndim %d", desc->ndim);
+    kvc_tensor_t t;
+    memset(&t, 0, sizeof(t));
+    t.dtype = desc->dtype;
+    t.ndim = desc->ndim;
+    memcpy(t.shape, desc->shape, sizeof(t.shape));
+    kvc_status_t st = kvc_tensor_nbytes(t.dtype, t.ndim, t.shape, &t.nbytes);
+    if (st != KVC_OK) return st;
+    kvc_strbuf_t b = { 0 };
+    kvc_npy_writer_t *w = NULL;
+    if ((st = npy_header(&t, &b)) != KVC_OK) goto done;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        st = kvc_error(KVC_ERR_INVALID_ARG, "%s is not a regular file: pieces are written at offsets", path);
+        goto done;
+    }
+    if (!(w = calloc(1, sizeof(*w)))) {
+        st = kvc_error(KVC_ERR_NO_MEMORY, "kvc_npy_writer_open: no memory");
+        goto done;
+    }
+    w->data_offset = 10 + b.len;
+    w->nbytes = t.nbytes;
+    if ((st = kvc_sink_open_file(&w->sink, path)) != KVC_OK) goto done;
+    t.data = NULL;
+    const size_t n = t.nbytes;
+    t.nbytes = 0; /* the header only: the data comes in pieces */
+    st = npy_emit(&w->sink, &t, &b);
+    t.nbytes = n;
+    /* The data's full length now, so pieces never written read as zeros and the file has its size. */
+    if (st == KVC_OK && ftruncate(w->sink.fd, (off_t)(w->data_offset + n)) != 0)
+        st = kvc_error(kvc_status_from_errno(errno), "cannot size %s: %s", path, strerror(errno));
+    if (st != KVC_OK) {
+        kvc_sink_finish(&w->sink, st);
+        goto done;
+    }
+    *out = w;
+    w = NULL;
+done:
+    free(w);
+    kvc_sb_free(&b);
+    return st;
+}
+
+KVC_API kvc_status_t kvc_npy_writer_pwrite(kvc_npy_writer_t *w, size_t offset, const void *buf, size_t n)
+{
+    if (!w || (!buf && n)) return kvc_error(KVC_ERR_INVALID_ARG, "kvc_npy_writer_pwrite: NULL argument");
+    if (offset > w->nbytes || n > w->nbytes - offset)
+        return kvc_error(KVC_ERR_OUT_OF_RANGE, "npy piece [%zu, +%zu) outside the %zu data bytes", offset, n, w->nbytes);
+    const unsigned char *p = buf;
+    while (n) {
+        ssize_t r = pwrite(w->sink.fd, p, n, (off_t)(w->data_offset + offset));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return kvc_error(r < 0 ? kvc_status_from_errno(errno) : KVC_ERR_IO, "cannot write %s: %s", w->sink.path,
+                                     r < 0 ? strerror(errno) : "short write");
+        p += r;
+        offset += (size_t)r;
+        n -= (size_t)r;
+    }
+    return KVC_OK;
+}
+
+KVC_API kvc_status_t kvc_npy_writer_finish(kvc_npy_writer_t *w, kvc_status_t st)
+{
+    if (!w) return kvc_error(KVC_ERR_INVALID_ARG, "kvc_npy_writer_finish: w is NULL");
+    st = kvc_sink_finish(&w->sink, st);
+    free(w);
     return st;
 }
