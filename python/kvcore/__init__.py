@@ -90,15 +90,6 @@ def _c_array(ctype, values):
     return (ctype * len(values))(*values)
 
 
-def _from_torch_like(like, arr):
-    """Return arr (numpy) as a torch tensor when `like` is one, else as is."""
-    if like is not None and type(like).__module__.startswith("torch"):
-        import torch
-        t = torch.from_numpy(arr)
-        return t.view(torch.bfloat16) if like.dtype == torch.bfloat16 and arr.dtype == _np.uint16 else t
-    return arr
-
-
 class HostBuffer:
     """Host memory from kvc_mem_alloc. It is freed when the last reference to it is gone: every
     numpy array or torch tensor made from it (np.asarray(buf), buf.numpy(), buf.torch()) holds one,
@@ -119,7 +110,7 @@ class HostBuffer:
     def torch(self, dtype=None, shape=None):
         import torch
         if dtype == torch.bfloat16:
-            t = torch.from_numpy(self.numpy(_np.uint16)).view(torch.bfloat16)
+            t = torch.from_numpy(self.numpy(_np.int16)).view(torch.bfloat16)
         else:
             t = torch.from_numpy(_np.asarray(self))
             if dtype is not None:
@@ -521,9 +512,10 @@ class Context:
             out = _np.empty(shape, _NP_DTYPE[info.dtype])
             if torch:
                 import torch as _torch
-                out = _torch.from_numpy(out)
-                if info.dtype == _abi.DTYPE_BF16:
-                    out = out.view(_torch.bfloat16)
+                if info.dtype == _abi.DTYPE_BF16:  # torch has no uint16: through int16, same bits
+                    out = _torch.from_numpy(out.view(_np.int16)).view(_torch.bfloat16)
+                else:
+                    out = _torch.from_numpy(out)
         o = self._arr(out, "out", True)
         if o.dtype != info.dtype and o.dtype != _U8:
             raise KvcoreError(_abi.KVC_ERR_DTYPE, f"out: dtype {_DTYPE_NAMES[o.dtype]}, the container holds "
@@ -612,7 +604,10 @@ class Context:
         sm = list((str_meta or {}).items())
         im = list((int_meta or {}).items())
         sarr = (_abi.StrMeta * len(sm))(*[_abi.StrMeta(str(k).encode(), str(v).encode()) for k, v in sm])
-        iarr = (_abi.IntMeta * len(im))(*[_abi.IntMeta(str(k).encode(), int(v)) for k, v in im])
+        for k, v in im:
+            if not isinstance(v, int):
+                raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"int_meta[{k!r}]: {type(v).__name__}, expected int")
+        iarr = (_abi.IntMeta * len(im))(*[_abi.IntMeta(str(k).encode(), v) for k, v in im])
         _check(_lib.kvc_record_event(self._handle(), _C.c_void_p(stream or 0), name.encode(), session_id.encode(),
                                      sarr if sm else None, len(sm), iarr if im else None, len(im)))
 

@@ -461,7 +461,9 @@ def free_pinned_numa_ptr(ptr, size):
 
 
 def alloc_hugepage_pinned_numa_ptr(size, node):
-    return _alloc(size, pinned=True, hugepage=True, numa_node=node, strict=True)
+    # preferred policy: without free hugetlb pages this falls back to THP (as LMCache's fallback
+    # returns a regular allocation), and then the NUMA binding is preferred too (one policy field)
+    return _alloc(size, pinned=True, hugepage=True, numa_node=node)
 
 
 def free_hugepage_pinned_numa_ptr(ptr, size):

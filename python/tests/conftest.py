@@ -33,7 +33,10 @@ class Torch:
 
     @staticmethod
     def asarray(a):
-        return torch.from_numpy(np.ascontiguousarray(a))
+        a = np.ascontiguousarray(a)
+        if a.dtype == np.uint16:  # torch has no uint16: LMCache's CDFs are int16 with the same bits
+            a = a.view(np.int16)
+        return torch.from_numpy(a)
 
     @staticmethod
     def tonumpy(t):
