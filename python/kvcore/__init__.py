@@ -26,6 +26,10 @@ _CG_DTYPE = {_abi.DTYPE_F16: _abi.CG_F16, _abi.DTYPE_BF16: _abi.CG_BF16, _abi.DT
 _ROPE_DTYPE = {_abi.DTYPE_F16: _abi.ROPE_F16, _abi.DTYPE_BF16: _abi.ROPE_BF16, _abi.DTYPE_F32: _abi.ROPE_F32}
 _NP_DTYPE = {_abi.DTYPE_F16: _np.float16, _abi.DTYPE_BF16: _np.uint16, _abi.DTYPE_F32: _np.float32}
 _env_lock = _threading.Lock()
+# Format facts, read once from the library (the transfer paths consult them on every call).
+_VALID = {f for f in range(64) if _lib.kvc_format_is_valid(f)}
+_KV_LIST = {f for f in _VALID if _lib.kvc_format_is_kv_list(f)}
+_CROSS = {f for f in _VALID if _lib.kvc_format_is_cross_layer(f)}
 
 
 def status_name(status):
@@ -226,6 +230,8 @@ class Context:
 
     def _stream(self, stream, *arrays):
         """The stream to use: the caller's, else torch's current stream for a GPU torch tensor."""
+        if stream is None and self.backend == "cpu":
+            return None
         if stream is not None:
             return _C.c_void_p(int(stream))
         if self.backend != "cpu":
@@ -241,13 +247,15 @@ class Context:
     # ------------------------------------------------------------ transfers
     def _engine(self, engine, fmt, shape):
         """Engine tensors -> (pointer table, count). Each must be C-contiguous with enough bytes."""
-        tensors = list(engine) if isinstance(engine, (list, tuple)) else [engine]
-        want = format_ptr_count(fmt, shape.nl) if _lib.kvc_format_is_valid(int(fmt)) else len(tensors)
+        tensors = engine if isinstance(engine, (list, tuple)) else [engine]
+        fmt = int(fmt)
+        want = (1 if fmt in _CROSS else 2 * shape.nl if fmt in _KV_LIST else shape.nl) if fmt in _VALID \
+            else len(tensors)
         if len(tensors) != want:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, f"engine: format {fmt} with nl={shape.nl} takes {want} "
                                                   f"tensor(s), got {len(tensors)}")
         bufs = [self._arr(t, f"engine[{i}]", writable=True) for i, t in enumerate(tensors)]
-        need = _engine_bytes(fmt, shape) if _lib.kvc_format_is_valid(int(fmt)) else 0
+        need = _engine_bytes(fmt, shape) if fmt in _VALID else 0
         for b in bufs:
             if b.itemsize != shape.element_size and b.dtype != _U8:
                 raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{b.name}: element size {b.itemsize}, shape says "
@@ -279,10 +287,9 @@ class Context:
         t = s.shape[0]
         c = self._chunk(chunk, "chunk", shape, t, direction == D2H)
         ptrs, n, _keep = self._engine(engine, fmt, shape)
-        a = _abi.TokenTransfer(format=int(fmt), direction=int(direction), shape=shape, engine_ptrs=_C.addressof(ptrs),
-                               num_engine_ptrs=n, chunk=c.ptr, chunk_layout=int(chunk_layout), num_tokens=t,
-                               slots=s.ptr, slot_type=_abi.INDEX_INT64, num_slots=t,
-                               skip_prefix_tokens=skip_prefix, stream=self._stream(stream, chunk))
+        # positional: ctypes fills a Structure from keywords several times slower
+        a = _abi.TokenTransfer(int(fmt), int(direction), shape, _C.addressof(ptrs), n, c.ptr, int(chunk_layout), t,
+                               s.ptr, _abi.INDEX_INT64, t, skip_prefix, self._stream(stream, chunk))
         _check(_lib.kvc_transfer_tokens(self._handle(), _C.byref(a)))
 
     def transfer_blocks(self, fmt, direction, shape, engine, objects, block_ids, chunk_tokens, chunk_layout=0,
@@ -674,12 +681,11 @@ class Context:
 
 def _engine_bytes(fmt, shape):
     """Bytes one engine tensor of this format and geometry needs (the C core only sees pointers)."""
-    fmt = int(fmt)
     tight = shape.bs * shape.nh * shape.hs
     blk = shape.block_stride_elems or tight
-    planes = 1 if _lib.kvc_format_is_kv_list(fmt) else shape.kv_size
+    planes = 1 if fmt in _KV_LIST else shape.kv_size
     per_plane = ((shape.nb - 1) * blk + tight) if shape.nb > 0 else 0
     n = planes * per_plane
-    if _lib.kvc_format_is_cross_layer(fmt):
+    if fmt in _CROSS:
         n = shape.nl * planes * shape.nb * tight
     return n * shape.element_size

@@ -3,6 +3,8 @@ __cuda_array_interface__ or DLPack, reduced to (pointer, shape, byte strides, kv
 Nothing here copies: a kvcore call works on the caller's memory or refuses it."""
 import ctypes
 
+import numpy as _np
+
 from . import _abi
 from ._lib import KvcoreError
 
@@ -31,7 +33,7 @@ _DLPACK_DEVICES = {1: "cpu", 3: "cpu", 2: "cuda", 10: "hip"}  # kDLCPU, kDLCUDAH
 
 class Buf:
     """One array's memory as kvcore sees it; `keep` holds whatever keeps the memory alive."""
-    __slots__ = ("ptr", "shape", "strides", "dtype", "device", "readonly", "keep", "name")
+    __slots__ = ("ptr", "shape", "strides", "dtype", "device", "readonly", "keep", "name", "contig")
 
     @property
     def itemsize(self):
@@ -49,6 +51,8 @@ class Buf:
         return self.size * self.itemsize
 
     def contiguous(self):
+        if self.contig is not None:
+            return self.contig
         step = self.itemsize
         for d, s in zip(reversed(self.shape), reversed(self.strides)):
             if d != 1 and s != step:
@@ -135,18 +139,31 @@ def _from_dlpack(b, obj, name):
     return b
 
 
+_NP_DTYPES = {_np.dtype(t): code for t, code in _TYPESTR.items()}
+_CPU = ("cpu", 0)
+
+
 def buf(obj, name, writable=False):
     """Describe obj's memory. Raises KvcoreError for anything that is not an array of a kvcore type."""
     b = Buf()
-    b.name, b.keep = name, obj
-    if hasattr(obj, "data_ptr") and hasattr(obj, "stride") and type(obj).__module__.startswith("torch"):
+    b.name, b.keep, b.contig = name, obj, None
+    if type(obj) is _np.ndarray:  # the common case, without building the interface dict's tuples
+        code = _NP_DTYPES.get(obj.dtype)
+        if code is None:
+            _fail(_abi.KVC_ERR_DTYPE, f"{name}: element type {obj.dtype.str!r} has no kvcore equivalent "
+                                      "(little-endian numbers and bool only; bfloat16 through torch or DLPack)")
+        flags = obj.flags
+        b.dtype, b.shape, b.strides, b.device = code, obj.shape, obj.strides, _CPU
+        b.ptr, b.readonly, b.contig = obj.__array_interface__["data"][0], not flags.writeable, flags.c_contiguous
+    elif hasattr(obj, "data_ptr") and hasattr(obj, "stride") and type(obj).__module__.startswith("torch"):
         b.dtype = _torch_dtype_code(obj, name)
         b.ptr = obj.data_ptr()
         b.shape = tuple(obj.shape)
         b.strides = tuple(s * obj.element_size() for s in obj.stride())
         b.readonly = False
+        b.contig = obj.is_contiguous()
         dev = obj.device
-        b.device = ("cpu", 0) if dev.type == "cpu" else (dev.type, dev.index or 0)
+        b.device = _CPU if dev.type == "cpu" else (dev.type, dev.index or 0)
     elif hasattr(obj, "__cuda_array_interface__"):
         _from_interface(b, obj.__cuda_array_interface__, name, ("cuda", None))
     elif hasattr(obj, "__array_interface__"):
