@@ -17,6 +17,14 @@ AC_DEFUN([KVC_CHECK_PYTHON], [
     AS_IF([test -z "$PYTHON"], [PYTHON=${kvc_python_first:-:}])
   ])
   AS_IF([test "$PYTHON" != :], [AM_PATH_PYTHON([3.7], [], [PYTHON=:])])
+  # Install where this interpreter looks when it has such a directory under the prefix (Debian's
+  # python3 reads /usr/local/lib/python3.X/dist-packages, not the site-packages automake picks).
+  AS_IF([test "$PYTHON" != :], [
+    kvc_prefix=$prefix
+    test "x$kvc_prefix" = xNONE && kvc_prefix=$ac_default_prefix
+    kvc_pysite=`"$PYTHON" -c "import sys; v = sys.version_info; p = '$kvc_prefix/lib/python%d.%d/' % (v.major, v.minor); print(next((d for d in sys.path if d.startswith(p) and d.endswith(('site-packages', 'dist-packages'))), ''))" 2>/dev/null`
+    AS_IF([test -n "$kvc_pysite"], [pythondir=`echo "$kvc_pysite" | sed 's|^'"$kvc_prefix"'|${prefix}|'`])
+  ])
   AM_CONDITIONAL([KVC_HAVE_PYTHON], [test "$PYTHON" != :])
   AS_IF([test "$PYTHON" = :], [KVC_SUMMARY_ADD([Python package], [no (no python3 >= 3.7)])], [
     kvc_py_mods=
