@@ -30,6 +30,8 @@ _env_lock = _threading.Lock()
 _VALID = {f for f in range(64) if _lib.kvc_format_is_valid(f)}
 _KV_LIST = {f for f in _VALID if _lib.kvc_format_is_kv_list(f)}
 _CROSS = {f for f in _VALID if _lib.kvc_format_is_cross_layer(f)}
+_MLA = {f for f in _VALID if _lib.kvc_format_is_mla(f)}
+_FUSED = {f for f in _VALID if _lib.kvc_format_is_fused_packed(f)}
 
 
 def status_name(status):

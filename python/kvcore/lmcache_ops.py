@@ -11,8 +11,9 @@ import threading as _threading
 
 import numpy as _np
 
-from . import Context as _Context, KvcoreError, UnsupportedError, _abi, _lib
+from . import Context as _Context, KvcoreError, UnsupportedError, _abi, _lib, _MLA, _FUSED
 from ._array import buf as _buf, require as _require
+from ._lib import check as _lib_check
 
 __all__ = [
     "TransferDirection", "EngineKVFormat", "GPUKVFormat", "MemObjKVLayout", "PageBufferShapeDesc",
@@ -215,8 +216,8 @@ def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memor
         kvs, nl, t, row = kv.shape
     s = _slots(slot_mapping)
     layout = int(mem_obj_kv_layout)
-    mla = _lib.kvc_format_is_mla(fmt)
-    fused = _lib.kvc_format_is_fused_packed(fmt)
+    mla = fmt in _MLA
+    fused = fmt in _FUSED
     if not mla and block_size <= 0:
         raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"block_size {block_size}: a positive block size is "
                                                     "required for non-MLA formats (as LMCache)")
@@ -238,7 +239,7 @@ def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memor
     # LMCache addresses format 0 in this op like format 1 with one pointer per layer ([2, PBS, D]).
     ptr_fmt = fmt
     nptr = _lib.kvc_format_ptr_count(fmt, nl)
-    if fmt == EngineKVFormat.NB_NL_TWO_BS_NH_HS and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,) and nl > 1:
+    if fmt == 0 and nl > 1 and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,):
         ptr_fmt, nptr = int(EngineKVFormat.NL_X_TWO_NB_BS_NH_HS), nl
     pbs = page_buffer_size
     if pbs <= 0:  # LMCache's MLA callers pass 0: the pool size is then the highest slot's block
@@ -251,24 +252,18 @@ def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memor
                            block_stride_elems=block_stride_elems)
     if s.shape[0] != t:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
-    a = _abi.TokenTransfer(format=ptr_fmt, direction=d, shape=shape, engine_ptrs=ptrs.ptr, num_engine_ptrs=nptr,
-                           chunk=kv.ptr, chunk_layout=layout, num_tokens=t, slots=s.ptr, slot_type=_abi.INDEX_INT64,
-                           num_slots=t, skip_prefix_tokens=skip_prefix_n_tokens, stream=_stream(key_value))
     if kvs * row != kv_size * nh * hs and not (fused and layout == MemObjKVLayout.SPLIT_KV_2LTD):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key_value: shape {list(kv.shape)} does not match "
                                               f"{kv_size} plane(s) of {nh} x {hs}")
+    a = _abi.TokenTransfer(ptr_fmt, d, shape, ptrs.ptr, nptr, kv.ptr, layout, t, s.ptr, _abi.INDEX_INT64, t,
+                           skip_prefix_n_tokens, _stream(key_value))
     _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
-
-
-def _lib_check(st):
-    from ._lib import check
-    check(st)
 
 
 def multi_layer_kv_transfer_unilateral(key_value, key_value_ptrs, slot_mapping, paged_memory_device,
                                        page_buffer_size, direction, engine_kv_format):
     fmt = _format(engine_kv_format)
-    if _lib.kvc_format_is_mla(fmt):
+    if fmt in _MLA:
         return multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memory_device,
                                        page_buffer_size, direction, fmt)
     # SGLang MHA: 2*NL buffers [PBS, D], K list then V list (format 4 with the pool as one axis).
