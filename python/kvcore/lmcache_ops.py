@@ -364,9 +364,60 @@ def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor, lmcache_objects_ptrs
     _lib_check(_lib.kvc_transfer_blocks(ctx._handle(), _C.byref(a)))
 
 
+def _address(x, name):
+    """An address given as an int or as an array (its first byte)."""
+    return int(x) if isinstance(x, int) else context()._arr(x, name).ptr
+
+
 def execute_object_group_transfer(direction, device, host_buffer_alignment, kernel_group_specs, batch_steps):
-    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "execute_object_group_transfer (a pre-built plan of staging "
-                                                     "copies and block launches) is not implemented by kvcore yet")
+    """LMCache's plan executor, composed in Python of the C calls it stands for: per step, the
+    staging copies (kvc_memcpy_async; before the launches for H2D, after them for D2H) and the
+    block-transfer launches (kvc_transfer_blocks). The plan's structure (group indices, object
+    counts, block-id ranges) is checked for every step before the first copy; an error the C calls
+    find inside a later step (a block id out of range) leaves the earlier steps done."""
+    ctx = context()
+    d = _direction(direction)
+    groups = []
+    for gi, g in enumerate(kernel_group_specs):
+        fmt = _format(g.engine_kv_format)
+        shape = _page_shape(g.shape_desc)
+        objs = [int(o) for o in g.lmcache_objects_ptrs]
+        groups.append((fmt, shape, _address(g.paged_buffer_ptrs, f"kernel_group_specs[{gi}].paged_buffer_ptrs"),
+                       _lib.kvc_format_ptr_count(fmt, shape.nl), (_C.c_void_p * len(objs))(*objs), len(objs),
+                       int(g.lmcache_chunk_size), int(g.block_ids_base), int(g.block_ids_capacity)))
+    plan = []
+    for si, step in enumerate(batch_steps):
+        launches = []
+        for li, lv in enumerate(step.launches):
+            where = f"batch_steps[{si}].launches[{li}]"
+            if not 0 <= lv.group_idx < len(groups):
+                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: group_idx {lv.group_idx} outside "
+                                                             f"[0, {len(groups)})")
+            fmt, shape, ptrs, nptr, otab, nobj, ctok, base, cap = groups[lv.group_idx]
+            if not 1 <= lv.num_objects <= nobj:
+                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: num_objects {lv.num_objects}, the group "
+                                                             f"has {nobj} buffers")
+            if lv.block_ids_offset < 0 or lv.total_blocks < 0 or lv.block_ids_offset + lv.total_blocks > cap:
+                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: block ids [{lv.block_ids_offset}, "
+                                                             f"{lv.block_ids_offset + lv.total_blocks}) outside the "
+                                                             f"group's capacity {cap}")
+            launches.append(_abi.BlockTransfer(fmt, d, shape, ptrs, nptr, _C.addressof(otab), lv.num_objects, 0, ctok,
+                                               base + 8 * lv.block_ids_offset, _abi.INDEX_INT64, lv.total_blocks,
+                                               lv.skip_prefix_n_blocks, None))
+        plan.append((step.staging, launches))
+    h = ctx._handle()
+
+    def staging(copies):
+        for sc in copies:
+            _lib_check(_lib.kvc_memcpy_async(h, _C.c_void_p(int(sc.dest)), _C.c_void_p(int(sc.src)), int(sc.nbytes),
+                                             d, int(sc.host_offset), int(host_buffer_alignment), None))
+    for copies, launches in plan:
+        if d == TransferDirection.H2D:
+            staging(copies)
+        for a in launches:
+            _lib_check(_lib.kvc_transfer_blocks(h, _C.byref(a)))
+        if d == TransferDirection.D2H:
+            staging(copies)
 
 
 def execute_cb_retrieve_plan_flat(device, host_buffer_alignment, group_specs, staging, ropes, scatters,

@@ -183,8 +183,6 @@ def test_missing_ops_say_what_is_missing():
         with raises_status("KVC_ERR_FORMAT") as info:
             c_ops.multi_layer_kv_transfer(kv, np.zeros(2, np.int64), np.zeros(4, np.int64), "cpu", 16, 1, f, 16)
         assert c_ops.EngineKVFormat(f).name in info.value.message
-    with pytest.raises(NotImplementedError, match="execute_object_group_transfer"):
-        c_ops.execute_object_group_transfer(0, "cpu", 64, [], [])
     with pytest.raises(NotImplementedError, match="execute_cb_retrieve_plan_flat"):
         c_ops.execute_cb_retrieve_plan_flat("cpu", 64, [], None, None, None, None)
     d = c_ops.PageBufferShapeDesc(kv_interleaved=True)
@@ -207,3 +205,64 @@ def test_lmcache_errors():
     with raises_status("KVC_ERR_SHAPE"):
         c_ops.multi_layer_kv_transfer(kv, table[:1], np.array([0, 1, 2, 3], np.int64), "cpu", 10, 0, 1, 1)
     assert not any(x.any() for x in layers)  # nothing written by any of the failed calls
+
+
+def _group_plan():
+    """Format 1 engine, two temp objects of 2 blocks each, a host pool of 3 objects; two steps."""
+    e, shape, view, planes, row = engine_for(1, np.float32)
+    table = np.array([x.ctypes.data for x in e], np.int64)
+    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4)
+    ctok = 2 * BS
+    temps = [np.zeros((2, NL, ctok, row), np.float32) for _ in range(2)]
+    obj_bytes = temps[0].nbytes
+    pool = np.zeros((3, 2, NL, ctok, row), np.float32)
+    ids = np.array([4, 1, 5, 0, 2, 3], np.int64)
+    spec = c_ops.KernelGroupSpec(table.ctypes.data, [t.ctypes.data for t in temps], desc, ctok, 1, ids.ctypes.data,
+                                 len(ids))
+    # step 0: objects 0 and 1 (blocks 0..3) through both temps; step 1: object 2 (blocks 4, 5) through temp 0
+    steps = [c_ops.BatchStep([c_ops.StagingCopy(pool[0].ctypes.data, temps[0].ctypes.data, obj_bytes, 0),
+                              c_ops.StagingCopy(pool[1].ctypes.data, temps[1].ctypes.data, obj_bytes, obj_bytes)],
+                             [c_ops.LaunchVar(0, 0, 4, 2, 0)]),
+             c_ops.BatchStep([c_ops.StagingCopy(pool[2].ctypes.data, temps[0].ctypes.data, obj_bytes,
+                                                2 * obj_bytes)],
+                             [c_ops.LaunchVar(0, 4, 2, 1, 0)])]
+    return e, view, pool, ids, spec, steps, temps, row
+
+
+def test_execute_object_group_transfer_d2h_then_h2d():
+    e, view, pool, ids, spec, steps, temps, row = _group_plan()
+    # D2H: launches fill the temps, then staging copies them to the pool (the temps are reused)
+    c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], [steps[0]])
+    for f, b in enumerate(ids[:4]):
+        o, j = divmod(f, 2)
+        for l in range(NL):
+            for p in range(2):
+                np.testing.assert_array_equal(pool[o, p, l, j * BS:(j + 1) * BS], view(l, p)[b].reshape(BS, -1))
+    c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], [steps[1]])
+    for f, b in enumerate(ids[4:]):
+        for l in range(NL):
+            for p in range(2):
+                np.testing.assert_array_equal(pool[2, p, l, f * BS:(f + 1) * BS], view(l, p)[b].reshape(BS, -1))
+    # H2D: staging copies pool -> temps first, then the launches write the engine
+    saved = [[view(l, p).copy() for p in range(2)] for l in range(NL)]
+    for x in e:
+        x[...] = 0
+    back = [c_ops.BatchStep([c_ops.StagingCopy(sc.src, sc.dest, sc.nbytes, sc.host_offset) for sc in st.staging],
+                            st.launches) for st in steps]
+    c_ops.execute_object_group_transfer(0, "cpu", 1 << 20, [spec], back)
+    for l in range(NL):
+        for p in range(2):
+            np.testing.assert_array_equal(view(l, p)[ids], saved[l][p][ids])
+            untouched = [b for b in range(NB) if b not in ids]
+            assert not view(l, p)[untouched].any()
+
+
+@pytest.mark.parametrize("bad,status", [(c_ops.LaunchVar(1, 0, 2, 1, 0), "KVC_ERR_OUT_OF_RANGE"),
+                                        (c_ops.LaunchVar(0, 0, 2, 3, 0), "KVC_ERR_OUT_OF_RANGE"),
+                                        (c_ops.LaunchVar(0, 5, 2, 1, 0), "KVC_ERR_OUT_OF_RANGE")])
+def test_execute_object_group_transfer_checks_the_whole_plan_first(bad, status):
+    e, view, pool, ids, spec, steps, temps, row = _group_plan()
+    plan = [steps[0], c_ops.BatchStep([], [bad])]
+    with raises_status(status):
+        c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], plan)
+    assert not pool.any() and not any(t.any() for t in temps)  # step 0 did not run either
