@@ -23,6 +23,10 @@ int main(void)
 {
     S(kvc_tensor_t); F(kvc_tensor_t, dtype); F(kvc_tensor_t, ndim); F(kvc_tensor_t, shape);
         F(kvc_tensor_t, data); F(kvc_tensor_t, nbytes); F(kvc_tensor_t, owns_data);
+    S(kvc_kvcache_io_params_t); F(kvc_kvcache_io_params_t, field_mask); F(kvc_kvcache_io_params_t, format);
+        F(kvc_kvcache_io_params_t, num_heads); F(kvc_kvcache_io_params_t, head_size); F(kvc_kvcache_io_params_t, form);
+    S(kvc_kvcache_dims_t); F(kvc_kvcache_dims_t, num_layers); F(kvc_kvcache_dims_t, num_tokens);
+        F(kvc_kvcache_dims_t, num_heads); F(kvc_kvcache_dims_t, head_size); F(kvc_kvcache_dims_t, hidden);
     S(kvc_context_params_t); F(kvc_context_params_t, field_mask); F(kvc_context_params_t, backend);
         F(kvc_context_params_t, device); F(kvc_context_params_t, module_path);
         F(kvc_context_params_t, load_all_modules); F(kvc_context_params_t, num_threads);
@@ -113,7 +117,9 @@ int main(void)
     K(KVC_ERR_ALIGNMENT); K(KVC_ERR_DTYPE); K(KVC_ERR_SHAPE); K(KVC_ERR_FORMAT); K(KVC_ERR_PLACEMENT);
     K(KVC_ERR_STATE); K(KVC_DTYPE_F16); K(KVC_DTYPE_BF16); K(KVC_DTYPE_F32); K(KVC_DTYPE_F64); K(KVC_DTYPE_U8);
     K(KVC_DTYPE_I8); K(KVC_DTYPE_I16); K(KVC_DTYPE_I32); K(KVC_DTYPE_I64); K(KVC_DTYPE_U16); K(KVC_DTYPE_U32);
-    K(KVC_DTYPE_U64); K(KVC_DTYPE_BOOL); K(KVC_DTYPE_F8_E4M3); K(KVC_DTYPE_F8_E5M2); K(KVC_TENSOR_MAX_DIMS);
+    K(KVC_DTYPE_U64); K(KVC_DTYPE_BOOL); K(KVC_DTYPE_F8_E4M3); K(KVC_DTYPE_F8_E5M2); K(KVC_TENSOR_MAX_DIMS); K(KVC_FILE_AUTO); K(KVC_FILE_NPY); K(KVC_FILE_SAFETENSORS);
+    K(KVC_KVCACHE_FUSED); K(KVC_KVCACHE_SPLIT); K(KVC_KVCACHE_PARAM_FORMAT); K(KVC_KVCACHE_PARAM_NUM_HEADS);
+    K(KVC_KVCACHE_PARAM_HEAD_SIZE); K(KVC_KVCACHE_PARAM_FORM);
     K(KVC_CONTEXT_PARAM_BACKEND); K(KVC_CONTEXT_PARAM_DEVICE); K(KVC_CONTEXT_PARAM_MODULE_PATH);
     K(KVC_CONTEXT_PARAM_LOAD_ALL); K(KVC_CONTEXT_PARAM_NUM_THREADS); K(KVC_FORMAT_COUNT); K(KVC_H2D);
     K(KVC_D2H); K(KVC_INDEX_INT32); K(KVC_INDEX_INT64); K(KVC_CHUNK_DEFAULT); K(KVC_CHUNK_SPLIT_KV);

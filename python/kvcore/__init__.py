@@ -14,7 +14,7 @@ from ._lib import KvcoreError, UnsupportedError, check as _check, lib as _lib, p
 
 __all__ = ["Context", "HostBuffer", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
            "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "default_bins", "inspect", "recorder_now",
-           "format_name", "format_ptr_count", "status_name"]
+           "format_name", "format_ptr_count", "status_name", "load_kvcache", "save_kvcache"]
 
 H2D, D2H = _abi.H2D, _abi.D2H
 NEOX, GPTJ = _abi.ROPE_NEOX, _abi.ROPE_GPTJ
@@ -76,6 +76,69 @@ def _info_dict(info):
     d["dtype"] = _DTYPE_NAMES.get(info.dtype, "invalid")
     d["layout"] = "mla" if info.layout == _abi.CODEC_MLA else "kv_2ltd"
     return d
+
+
+_TYPESTR = {_abi.DTYPE_F16: "<f2", _abi.DTYPE_BF16: "<u2", _abi.DTYPE_F32: "<f4", _abi.DTYPE_F64: "<f8",
+            _abi.DTYPE_U8: "|u1", _abi.DTYPE_I8: "|i1", _abi.DTYPE_I16: "<i2", _abi.DTYPE_I32: "<i4",
+            _abi.DTYPE_I64: "<i8", _abi.DTYPE_U16: "<u2", _abi.DTYPE_U32: "<u4", _abi.DTYPE_U64: "<u8",
+            _abi.DTYPE_BOOL: "|b1", _abi.DTYPE_F8_E4M3: "|u1", _abi.DTYPE_F8_E5M2: "|u1"}
+
+
+class _OwnedTensor:
+    """A kvc_tensor_t that owns its data, as the base of the numpy array over it: freed
+    (kvc_tensor_free) when the last view is gone."""
+
+    def __init__(self, t):
+        self._t = t
+        self.__array_interface__ = {"shape": tuple(t.shape[i] for i in range(t.ndim)), "typestr": _TYPESTR[t.dtype],
+                                    "data": (t.data or 0, False), "version": 3}
+
+    def __del__(self):
+        _lib.kvc_tensor_free(_C.byref(self._t))
+
+
+def _kvcache_params(num_heads, head_size, fmt=None, split=None):
+    p = _abi.KvcacheIoParams()
+    if num_heads is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_NUM_HEADS
+        p.num_heads = num_heads
+    if head_size is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_HEAD_SIZE
+        p.head_size = head_size
+    if fmt is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_FORMAT
+        p.format = {"npy": _abi.FILE_NPY, "safetensors": _abi.FILE_SAFETENSORS}[fmt]
+    if split is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_FORM
+        p.form = _abi.KVCACHE_SPLIT if split else _abi.KVCACHE_FUSED
+    return p
+
+
+def load_kvcache(path, num_heads=None, head_size=None):
+    """Read a KV cache file (.npy, or .safetensors: fused "kv", or "k"/"v") into a numpy array
+    [2, NL, T, D] (bfloat16 as uint16 bits) and its dims {num_layers, num_tokens, num_heads,
+    head_size, hidden}; NH/HS are 0 when the file does not say and no hint is given."""
+    t, dims = _abi.Tensor(), _abi.KvcacheDims()
+    _check(_lib.kvc_kvcache_load(_os.fsencode(path), _C.byref(_kvcache_params(num_heads, head_size)), _C.byref(t),
+                                 _C.byref(dims)))
+    dtype = _DTYPE_NAMES.get(t.dtype, "?")
+    return _np.asarray(_OwnedTensor(t)), dict({n: getattr(dims, n) for n, _ in _abi.KvcacheDims._fields_}, dtype=dtype)
+
+
+def save_kvcache(path, kv, num_heads=None, head_size=None, split=False, format=None):
+    """Write kv ([2, NL, T, D] or [2, NL, T, NH, HS], any kvcore dtype) as .npy or .safetensors
+    (format None: from the extension). split: "k" and "v" tensors [NL, T, NH, HS] (safetensors)."""
+    b = _require(_buf(kv, "kv"))
+    if len(b.shape) > _abi.TENSOR_MAX_DIMS:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: {len(b.shape)} dimensions")
+    if b.device[0] != "cpu":
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"kv: the array is on {b.device[0]}; files are written from "
+                                                    "host memory")
+    t = _abi.Tensor(dtype=b.dtype, ndim=len(b.shape), data=b.ptr, nbytes=b.nbytes, owns_data=0)
+    for i, d in enumerate(b.shape):
+        t.shape[i] = d
+    _check(_lib.kvc_kvcache_save(_os.fsencode(path), _C.byref(t), _C.byref(_kvcache_params(num_heads, head_size, format,
+                                                                                             split))))
 
 
 def _bytes_view(data):

@@ -30,6 +30,22 @@ class Tensor(C.Structure):
                 ("data", C.c_void_p), ("nbytes", C.c_size_t), ("owns_data", C.c_int)]
 
 
+# ---------------------------------------------------------------- io.h (KV-cache files)
+FILE_AUTO, FILE_NPY, FILE_SAFETENSORS = 0, 1, 2
+KVCACHE_FUSED, KVCACHE_SPLIT = 0, 1
+KVCACHE_PARAM_FORMAT, KVCACHE_PARAM_NUM_HEADS, KVCACHE_PARAM_HEAD_SIZE, KVCACHE_PARAM_FORM = 1, 2, 4, 8
+
+
+class KvcacheIoParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("format", C.c_int), ("num_heads", C.c_size_t),
+                ("head_size", C.c_size_t), ("form", C.c_int)]
+
+
+class KvcacheDims(C.Structure):
+    _fields_ = [("num_layers", C.c_size_t), ("num_tokens", C.c_size_t), ("num_heads", C.c_size_t),
+                ("head_size", C.c_size_t), ("hidden", C.c_size_t)]
+
+
 # ---------------------------------------------------------------- context.h
 CONTEXT_PARAM_BACKEND, CONTEXT_PARAM_DEVICE, CONTEXT_PARAM_MODULE_PATH = 1, 2, 4
 CONTEXT_PARAM_LOAD_ALL, CONTEXT_PARAM_NUM_THREADS = 8, 16
@@ -205,7 +221,8 @@ class MemReport(C.Structure):
 
 # Every struct mirrored above, by its C name, for the layout check (tests/python_abi.c).
 STRUCTS = {
-    "kvc_tensor_t": Tensor, "kvc_context_params_t": ContextParams, "kvc_page_shape_t": PageShape,
+    "kvc_tensor_t": Tensor, "kvc_kvcache_io_params_t": KvcacheIoParams, "kvc_kvcache_dims_t": KvcacheDims,
+    "kvc_context_params_t": ContextParams, "kvc_page_shape_t": PageShape,
     "kvc_token_transfer_t": TokenTransfer, "kvc_block_transfer_t": BlockTransfer,
     "kvc_layer_transfer_t": LayerTransfer, "kvc_flash_transfer_t": FlashTransfer,
     "kvc_cdf_args_t": CdfArgs, "kvc_encode_args_t": EncodeArgs, "kvc_decode_args_t": DecodeArgs,
@@ -224,6 +241,10 @@ CONSTANTS = dict(
     KVC_DTYPE_I64=DTYPE_I64, KVC_DTYPE_U16=DTYPE_U16, KVC_DTYPE_U32=DTYPE_U32, KVC_DTYPE_U64=DTYPE_U64,
     KVC_DTYPE_BOOL=DTYPE_BOOL, KVC_DTYPE_F8_E4M3=DTYPE_F8_E4M3, KVC_DTYPE_F8_E5M2=DTYPE_F8_E5M2,
     KVC_TENSOR_MAX_DIMS=TENSOR_MAX_DIMS,
+    KVC_FILE_AUTO=FILE_AUTO, KVC_FILE_NPY=FILE_NPY, KVC_FILE_SAFETENSORS=FILE_SAFETENSORS,
+    KVC_KVCACHE_FUSED=KVCACHE_FUSED, KVC_KVCACHE_SPLIT=KVCACHE_SPLIT, KVC_KVCACHE_PARAM_FORMAT=KVCACHE_PARAM_FORMAT,
+    KVC_KVCACHE_PARAM_NUM_HEADS=KVCACHE_PARAM_NUM_HEADS, KVC_KVCACHE_PARAM_HEAD_SIZE=KVCACHE_PARAM_HEAD_SIZE,
+    KVC_KVCACHE_PARAM_FORM=KVCACHE_PARAM_FORM,
     KVC_CONTEXT_PARAM_BACKEND=CONTEXT_PARAM_BACKEND, KVC_CONTEXT_PARAM_DEVICE=CONTEXT_PARAM_DEVICE,
     KVC_CONTEXT_PARAM_MODULE_PATH=CONTEXT_PARAM_MODULE_PATH, KVC_CONTEXT_PARAM_LOAD_ALL=CONTEXT_PARAM_LOAD_ALL,
     KVC_CONTEXT_PARAM_NUM_THREADS=CONTEXT_PARAM_NUM_THREADS,
@@ -310,6 +331,6 @@ PROTOTYPES = {
     "kvc_mem_live_count": (_Z, [_P]),
     "kvc_memcpy_async": (_S, [_P, _P, _P, _Z, C.c_int, _Z, _Z, _P]),
     "kvc_batched_memcpy": (_S, [_P, _P, _P, _P, _Z, _P]),
-    "kvc_kvcache_load": (_S, [C.c_char_p, _P, C.POINTER(Tensor), _P]),
-    "kvc_kvcache_save": (_S, [C.c_char_p, C.POINTER(Tensor), _P]),
+    "kvc_kvcache_load": (_S, [C.c_char_p, C.POINTER(KvcacheIoParams), C.POINTER(Tensor), C.POINTER(KvcacheDims)]),
+    "kvc_kvcache_save": (_S, [C.c_char_p, C.POINTER(Tensor), C.POINTER(KvcacheIoParams)]),
 }

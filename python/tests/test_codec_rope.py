@@ -151,3 +151,32 @@ def test_rope_errors(ctx):
         c_ops.rotary_embedding_k_fused(np.zeros(3, np.int64), np.zeros(3, np.int64), key, 4, cache, True)
     with raises_status("KVC_ERR_DTYPE"):
         ctx.rope_k_fused(key, np.zeros(3, np.int32), np.zeros(3, np.int32), cache)
+
+
+@pytest.mark.parametrize("ext", ["npy", "safetensors"])
+def test_kvcache_files(ext, tmp_path):
+    kv = rng.standard_normal((2, 3, 10, 4, 8)).astype(np.float16)
+    path = tmp_path / f"kv.{ext}"
+    kvcore.save_kvcache(path, kv)
+    back, dims = kvcore.load_kvcache(path, num_heads=4)
+    assert back.shape == (2, 3, 10, 32) and back.dtype == np.float16
+    np.testing.assert_array_equal(back, kv.reshape(2, 3, 10, 32))
+    assert (dims["num_layers"], dims["num_tokens"], dims["num_heads"], dims["head_size"]) == (3, 10, 4, 8)
+    want, view = kv.reshape(2, 3, 10, 32)[1].copy(), back[1]
+    del back, kv
+    import gc
+    gc.collect()
+    np.testing.assert_array_equal(view, want)  # kvcore's tensor lives as long as a view of it
+
+
+def test_kvcache_file_errors(tmp_path):
+    kv = np.zeros((2, 3, 10, 32), np.float32)
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        kvcore.save_kvcache(tmp_path / "kv.txt", kv)
+    with raises_status("KVC_ERR_SHAPE"):
+        kvcore.save_kvcache(tmp_path / "kv.npy", kv, num_heads=5)
+    (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY\x01\x00garbage")
+    with raises_status("KVC_ERR_CORRUPT"):
+        kvcore.load_kvcache(tmp_path / "bad.npy")
+    with raises_status("KVC_ERR_NOT_FOUND"):
+        kvcore.load_kvcache(tmp_path / "missing.npy")
