@@ -160,3 +160,13 @@ def test_batched_memcpy():
         np.testing.assert_array_equal(s, d)
     with raises_status("KVC_ERR_SHAPE"):
         c_ops.batched_memcpy([1], [2, 3], [4])
+
+
+def test_alloc_host_kinds(ctx):
+    b = ctx.alloc_host(1 << 21, pinned=True, hugepage=True)
+    assert b.report["kind_requested"] == 1 | 8 and b.report["pinned"] == 1
+    assert b.ptr % 4096 == 0 and b.query()["size"] == 1 << 21
+    n = ctx.alloc_host(1 << 16, numa_node=0, strict=True)
+    assert n.report["numa_bound"] == 0 and n.report["kind_obtained"] & 2
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        ctx.alloc_host(0)
