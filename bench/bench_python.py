@@ -6,8 +6,8 @@ lmcache_ops function LMCache would call) next to the same op called from C on th
 
     KVCORE_LIBRARY=.libs/libkvcore.so PYTHONPATH=python python3 bench/bench_python.py [--reps N]
 
-Every figure is the fastest of 3 x 5 rounds (C and Python rounds interleaved), the one least
-disturbed by other load. Prints `kvcore bench`-style JSON lines: value = microseconds per call
+Every figure is the fastest of 3 x 5 rounds (3 x 20 for calls on less than 1 MiB; C and Python
+rounds interleaved), the one least disturbed by other load. Prints `kvcore bench`-style JSON lines: value = microseconds per call
 through Python, baseline =
 the C call (another process); overhead_us = value - baseline, overhead_pct relative to it.
 `ctypes_us` (transfers, memcpy) is a bare ctypes call with a prebuilt argument struct on the same
@@ -37,7 +37,7 @@ NL, NH, HS, BS, NB, T = 32, 8, 128, 16, 32, 256
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def timeit(fn, reps, rounds=5):
+def timeit(fn, reps, rounds):
     fn()
     r = []
     for _ in range(rounds):
@@ -48,9 +48,9 @@ def timeit(fn, reps, rounds=5):
     return min(r)  # the round least disturbed by other load, as pybench-c reports
 
 
-def c_time(exe, case, reps, threads):
+def c_time(exe, case, reps, rounds, threads):
     env = dict(os.environ, KVCORE_NUM_THREADS=str(threads))  # the same CPU threads as the Python side
-    out = subprocess.run([exe, case, str(reps)], check=True, capture_output=True, text=True, env=env).stdout
+    out = subprocess.run([exe, case, str(reps), str(rounds)], check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out)["c_us"]
 
 
@@ -141,22 +141,23 @@ def cases(ctx, reps_big, reps_small):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--reps", type=int, default=20, help="calls per round for the 32 MiB cases (x500 for tiny ones)")
+    ap.add_argument("--reps", type=int, default=10, help="calls per round for the 32 MiB cases (x50 for short ones)")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads of both sides (default 1)")
     ap.add_argument("--cexe", default=os.environ.get("KVC_PYBENCH_C", os.path.join(HERE, "pybench-c")))
     args = ap.parse_args()
     ctx = kvcore.Context(num_threads=args.threads)
     c_ops._ctx = ctx  # lmcache_ops runs on the same context
-    for name, ccase, reps, apis, nbytes, raw in cases(ctx, args.reps, args.reps * 500):
+    for name, ccase, reps, apis, nbytes, raw in cases(ctx, args.reps, args.reps * 50):
+        rounds = 5 if nbytes > 1 << 20 else 20  # short calls: more rounds to find a quiet moment
         cs, ps, rs = [], {api: [] for api in apis}, []
         for _ in range(3):  # interleave C and Python rounds so both see the same machine load
-            cs.append(c_time(args.cexe, ccase, reps, ctx.num_threads))
+            cs.append(c_time(args.cexe, ccase, reps, rounds, ctx.num_threads))
             for api, fn in apis.items():
-                ps[api].append(timeit(fn, reps))
+                ps[api].append(timeit(fn, reps, rounds))
             if raw is not None:
                 if raw() != 0:
                     raise SystemExit(f"{name}: the bare call failed: {_lib.kvc_last_error().decode()}")
-                rs.append(timeit(raw, reps))
+                rs.append(timeit(raw, reps, rounds))
         c_us = min(cs)
         for api, r in ps.items():
             v = min(r)

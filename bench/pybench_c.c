@@ -15,7 +15,7 @@
 #include <kvcore/rope.h>
 #include <kvcore/transfer.h>
 
-enum { NL = 32, NH = 8, HS = 128, BS = 16, NB = 32, T = 256, ROUNDS = 5 };
+enum { NL = 32, NH = 8, HS = 128, BS = 16, NB = 32, T = 256, MAX_ROUNDS = 1000 };
 
 static kvc_context_t *ctx;
 static kvc_token_transfer_t tok;
@@ -56,9 +56,11 @@ static kvc_status_t call(const char *c)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) { fprintf(stderr, "usage: pybench-c CASE REPS\n"); return 2; }
+    if (argc != 3 && argc != 4) { fprintf(stderr, "usage: pybench-c CASE REPS [ROUNDS]\n"); return 2; }
     const char *c = argv[1];
     const int reps = atoi(argv[2]);
+    const int rounds = argc == 4 ? atoi(argv[3]) : 5;
+    if (reps < 1 || rounds < 1 || rounds > MAX_ROUNDS) { fprintf(stderr, "pybench-c: bad REPS or ROUNDS\n"); return 2; }
     if (kvc_context_create(NULL, &ctx) != KVC_OK) { fprintf(stderr, "pybench-c: %s\n", kvc_last_error()); return 1; }
     const int tiny = !strcmp(c, "tiny_tokens");
     const int nl = tiny ? 1 : NL, nh = tiny ? 1 : NH, hs = tiny ? 8 : HS, t = tiny ? 1 : T;
@@ -97,13 +99,13 @@ int main(int argc, char **argv)
     mc_dst = zalloc(64);
     mc_src = zalloc(64);
     if (call(c) != KVC_OK) { fprintf(stderr, "pybench-c: %s: %s\n", c, kvc_last_error()); return 1; }
-    double r[ROUNDS];
-    for (int k = 0; k < ROUNDS; k++) {
+    static double r[MAX_ROUNDS];
+    for (int k = 0; k < rounds; k++) {
         double t0 = now();
         for (int i = 0; i < reps; i++) (void)call(c);
         r[k] = (now() - t0) / reps * 1e6;
     }
-    qsort(r, ROUNDS, sizeof(r[0]), cmp);
+    qsort(r, (size_t)rounds, sizeof(r[0]), cmp);
     printf("{\"case\":\"%s\",\"c_us\":%.4f}\n", c, r[0]);
     kvc_context_destroy(ctx);
     return 0;
