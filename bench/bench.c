@@ -77,8 +77,11 @@ double bench_memcpy_gbps(size_t bytes, int threads, int reps)
     return (double)bytes / t / 1e9;
 }
 
+int bench_case_wanted(const bench_opts_t *o, const char *name) { return !o->only || strstr(name, o->only); }
+
 void bench_report(const bench_opts_t *o, const bench_result_t *r)
 {
+    if (!bench_case_wanted(o, r->name)) return;
     const double ratio = r->baseline_value > 0 ? r->value / r->baseline_value : 0.0;
     if (o->json) {
         printf("{\"suite\":\"%s\",\"case\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"baseline_name\":\"%s\","

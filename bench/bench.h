@@ -13,7 +13,12 @@ typedef struct bench_opts {
     int threads;       /* 0: the context's default; suites may also sweep 1..threads */
     int quick;         /* smaller sizes / fewer repetitions (smoke runs) */
     kvc_context_t *ctx; /* context on the active backend (KVCORE_BACKEND selects it) */
+    const char *only;  /* --case: report only cases whose name contains this (NULL: all) */
 } bench_opts_t;
+
+/* Whether case `name` is wanted (--case). bench_report drops unwanted cases; a suite may also skip
+ * their work (the memory suite does). */
+int bench_case_wanted(const bench_opts_t *o, const char *name);
 
 /* One result line. JSON keys: suite, case, value, unit, baseline_name, baseline_value, ratio
  * (value / baseline_value), threads, then `params` (a JSON fragment of extra "key": value pairs,

@@ -1,7 +1,10 @@
 /* `kvcore bench memory`: allocation + first touch of a pool for each kind of host memory (the free
  * is not timed), next to malloc + memset of the same bytes in the same run; batched memcpy and the
- * split copy next to one memcpy of the same bytes over the same threads. */
+ * split copy next to one memcpy of the same bytes over the same threads; on a machine with two or more
+ * NUMA nodes, one thread's reads from its own node and from another (remote next to local). */
+#define _GNU_SOURCE /* sched_getcpu, CPU_SET */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,7 @@ static void kvc_free(void *arg, void *p) { kvc_mem_free(((kvc_job_t *)arg)->ctx,
 
 static void report_kind(const bench_opts_t *o, const char *name, size_t bytes, unsigned kind, double baseline, int reps)
 {
+    if (!bench_case_wanted(o, name)) return;
     char shm[64];
     snprintf(shm, sizeof(shm), "/kvcore-bench-%d", (int)getpid());
     kvc_job_t j = { .ctx = o->ctx, .bytes = bytes, .params = { .field_mask = KVC_MEM_PARAM_KIND, .kind = kind } };
@@ -140,6 +144,12 @@ static void report_copy(const bench_opts_t *o, const char *name, size_t bytes, d
 static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
 {
     const int threads = kvc_context_num_threads(o->ctx);
+    static const char *const names[] = { "batched_memcpy_4KiB_entries", "batched_memcpy_64KiB_entries",
+                                         "batched_memcpy_2048KiB_entries", "split_copy_align_65536KiB",
+                                         "split_copy_align_4KiB" };
+    int wanted = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) wanted |= bench_case_wanted(o, names[i]);
+    if (!wanted) return 0;
     const double baseline = bench_memcpy_gbps(bytes, threads, reps);
     char *src = bench_alloc(bytes), *dst = bench_alloc(bytes);
     /* Entries of a KV page (4 KiB), a block (64 KiB) and a chunk (2 MiB), destinations shuffled. */
@@ -195,17 +205,92 @@ static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
     return rc;
 }
 
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} read_job_t;
+
+static void read_copy(void *arg)
+{
+    read_job_t *j = arg;
+    memcpy(j->dst, j->src, j->bytes);
+}
+
+/* One thread, held on the CPU it runs on, copies from memory bound to its own node (local) and to
+ * another node (remote) into a buffer it touched itself. Needs two NUMA nodes on the live machine. */
+static void bench_numa_reads(const bench_opts_t *o, size_t bytes, int reps)
+{
+    kvc_numa_node_info_t other = { 0 };
+    if (!bench_case_wanted(o, "read_numa_local") && !bench_case_wanted(o, "read_numa_remote")) return;
+    if (kvc_topology_is_synthetic(o->ctx) || kvc_topology_numa_count(o->ctx) < 2) {
+        fprintf(stderr, "bench memory: read_numa_local/remote skipped: %s\n",
+                kvc_topology_is_synthetic(o->ctx) ? "topology from XML" : "one NUMA node");
+        return;
+    }
+#ifdef __linux__
+    cpu_set_t saved, here;
+    const int cpu = sched_getcpu();
+    const int pinned = cpu >= 0 && sched_getaffinity(0, sizeof(saved), &saved) == 0;
+    if (pinned) {
+        CPU_ZERO(&here);
+        CPU_SET(cpu, &here);
+        sched_setaffinity(0, sizeof(here), &here);
+    }
+#endif
+    kvc_mem_params_t p = { .field_mask = KVC_MEM_PARAM_KIND | KVC_MEM_PARAM_TARGET | KVC_MEM_PARAM_POLICY,
+                           .kind = KVC_MEM_NUMA,
+                           .target = KVC_MEM_TARGET_LOCAL,
+                           .policy = KVC_MEM_POLICY_STRICT };
+    void *local = NULL, *remote = NULL;
+    kvc_mem_report_t rl, rr;
+    kvc_status_t st = kvc_mem_alloc(o->ctx, bytes, &p, &local, &rl);
+    for (int i = 0; st == KVC_OK && i < kvc_topology_numa_count(o->ctx); i++) {
+        kvc_numa_node_info_t n;
+        if (kvc_topology_numa_node(o->ctx, i, &n) == KVC_OK && (int)n.os_index != rl.numa_bound) {
+            other = n;
+            break;
+        }
+    }
+    if (st == KVC_OK) {
+        p.target = KVC_MEM_TARGET_NODE;
+        p.node = other.os_index;
+        st = kvc_mem_alloc(o->ctx, bytes, &p, &remote, &rr);
+    }
+    char *dst = bench_alloc(bytes);
+    if (st != KVC_OK) {
+        fprintf(stderr, "bench memory: read_numa_local/remote skipped: %s (%s)\n", kvc_status_name(st), kvc_last_error());
+    } else {
+        read_job_t jl = { dst, local, bytes }, jr = { dst, remote, bytes };
+        const double tl = bench_time(read_copy, &jl, reps), tr = bench_time(read_copy, &jr, reps);
+        const double gl = (double)bytes / tl / 1e9;
+        char params[160];
+        snprintf(params, sizeof(params), "\"bytes\":%zu,\"cpu_node\":%d,\"memory_node\":%d", bytes, rl.numa_bound,
+                 rl.numa_bound);
+        const bench_result_t res_l = { .suite = "memory", .name = "read_numa_local", .value = gl, .unit = "GB/s",
+                                       .baseline_name = "read_numa_local", .baseline_value = gl, .threads = 1,
+                                       .params = params };
+        bench_report(o, &res_l);
+        snprintf(params, sizeof(params), "\"bytes\":%zu,\"cpu_node\":%d,\"memory_node\":%d", bytes, rl.numa_bound,
+                 rr.numa_bound);
+        const bench_result_t res_r = { .suite = "memory", .name = "read_numa_remote", .value = (double)bytes / tr / 1e9,
+                                       .unit = "GB/s", .baseline_name = "read_numa_local", .baseline_value = gl,
+                                       .threads = 1, .params = params };
+        bench_report(o, &res_r);
+    }
+    bench_free(dst, bytes);
+    kvc_mem_free(o->ctx, local);
+    kvc_mem_free(o->ctx, remote);
+#ifdef __linux__
+    if (pinned) sched_setaffinity(0, sizeof(saved), &saved);
+#endif
+}
+
 int bench_memory_run(const bench_opts_t *o)
 {
     const size_t pool = o->quick ? (size_t)256 << 20 : (size_t)4 << 30;
     const int reps = o->quick ? 2 : 3;
-    size_t bytes = pool;
-    const double t = best_of(reps, malloc_memset, free_malloced, &bytes);
-    if (t < 0) {
-        fprintf(stderr, "bench memory: malloc of %zu bytes failed\n", pool);
-        return 1;
-    }
-    const double baseline = (double)pool / t / 1e9;
+    bench_numa_reads(o, o->quick ? (size_t)64 << 20 : (size_t)1 << 30, reps);
     static const struct {
         const char *name;
         unsigned kind;
@@ -218,7 +303,17 @@ int bench_memory_run(const bench_opts_t *o)
         { "alloc_touch_shared", KVC_MEM_SHARED },
         { "alloc_touch_shared_numa", KVC_MEM_SHARED | KVC_MEM_NUMA },
     };
-    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
-        report_kind(o, kinds[k].name, pool, kinds[k].kind, baseline, reps);
+    const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
+    int wanted = 0;
+    for (size_t k = 0; k < nkinds; k++) wanted |= bench_case_wanted(o, kinds[k].name);
+    if (!wanted) return bench_copies(o, o->quick ? (size_t)64 << 20 : (size_t)1 << 30, reps);
+    size_t bytes = pool;
+    const double t = best_of(reps, malloc_memset, free_malloced, &bytes);
+    if (t < 0) {
+        fprintf(stderr, "bench memory: malloc of %zu bytes failed\n", pool);
+        return 1;
+    }
+    const double baseline = (double)pool / t / 1e9;
+    for (size_t k = 0; k < nkinds; k++) report_kind(o, kinds[k].name, pool, kinds[k].kind, baseline, reps);
     return bench_copies(o, o->quick ? (size_t)64 << 20 : (size_t)1 << 30, reps);
 }

@@ -15,7 +15,7 @@ check() { desc=$1; shift; if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$desc"; els
 status_is() { want=$1; desc=$2; shift 2; "$@" >"$tmp/out" 2>"$tmp/err"; got=$?; if [ "$got" -eq "$want" ]; then ok "$desc"; else echo "# exit $got, want $want" >>"$tmp/err"; not_ok "$desc"; fi; }
 has() { grep -q -- "$1" "$tmp/out"; }
 
-echo "1..12"
+echo "1..14"
 check "encode K V pair" "$kvcore" encode "$data/story_prompt_K.npy" "$data/story_prompt_V.npy" -o "$tmp/a.kvc" -q
 status_is 0 "encode --json" "$kvcore" encode "$data/story_prompt_K.npy" "$data/story_prompt_V.npy" -o "$tmp/b.kvc" --json
 if has '"output_bytes"' && has '"ratio"' && has '"layers": 5' && has '"tokens": 512'; then ok "encode --json fields"; else not_ok "encode --json fields"; fi
@@ -29,4 +29,6 @@ head -c 1000 "$tmp/a.kvc" >"$tmp/cut.kvc"
 status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kvc" -o "$tmp/cut.npy"
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
 status_is 0 "demo passes its verification" "$kvcore" demo
+status_is 0 "bench --case runs" "$kvcore" bench memory --quick --case split_copy_align_4KiB
+if [ "$(grep -c '^memory ' "$tmp/out")" -eq 1 ] && has '^memory  *split_copy_align_4KiB '; then ok "bench --case reports only the matching case"; else not_ok "bench --case reports only the matching case"; fi
 exit $fail

@@ -44,7 +44,8 @@ typedef enum kvc_mem_target {
  * fallback: a KVC_MEM_PINNED request that cannot be pinned fails under both policies. */
 typedef enum kvc_mem_policy {
     KVC_MEM_POLICY_PREFERRED = 0, /* fall back (unbound memory, smaller pages) and say so in the report;
-                                     NUMA binding is MPOL_PREFERRED: pages spill to other nodes when full */
+                                     NUMA binding is MPOL_PREFERRED (or MPOL_PREFERRED_MANY on one node):
+                                     pages spill to other nodes when full */
     KVC_MEM_POLICY_STRICT = 1,    /* fail: KVC_ERR_PLACEMENT (NUMA) or KVC_ERR_LIMIT (hugepages);
                                      NUMA binding is MPOL_BIND */
 } kvc_mem_policy_t;

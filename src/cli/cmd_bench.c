@@ -1,4 +1,4 @@
-/* kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--list] */
+/* kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--case TEXT] [--list] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,10 +23,12 @@ int kvc_cmd_bench(int argc, char **argv)
         if (!strcmp(argv[i], "--json")) o.json = 1;
         else if (!strcmp(argv[i], "--quick")) o.quick = 1;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc) o.only = argv[++i];
         else if (!strcmp(argv[i], "--list")) { list(); return 0; }
         else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--list]\n"
-                   "The backend is the one kvcore selects (KVCORE_BACKEND forces one). Suites:\n");
+            printf("usage: kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--case TEXT] [--list]\n"
+                   "--case TEXT reports only the cases whose name contains TEXT (the memory suite also skips the\n"
+                   "others' work). The backend is the one kvcore selects (KVCORE_BACKEND forces one). Suites:\n");
             list();
             return 0;
         } else if (argv[i][0] == '-') {

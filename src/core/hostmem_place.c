@@ -108,7 +108,8 @@ kvc_status_t kvc_place_bind(kvc_context_t *ctx, kvc_mem_block_t *b, kvc_placemen
 {
     if (!pl->node) return KVC_OK;
     const int strict = b->policy == KVC_MEM_POLICY_STRICT;
-    /* hwloc maps BIND to MPOL_BIND with STRICT and to MPOL_PREFERRED without. */
+    /* hwloc maps BIND to MPOL_BIND with STRICT and to MPOL_PREFERRED (MPOL_PREFERRED_MANY on Linux
+     * 5.15+) without; tests/numa checks which one the kernel reports. */
     const int flags = HWLOC_MEMBIND_BYNODESET | (strict ? HWLOC_MEMBIND_STRICT : 0);
     if (hwloc_set_area_membind(ctx->topo, addr, len, pl->node->nodeset, HWLOC_MEMBIND_BIND, flags) == 0) {
         b->numa_bound = (int)pl->node->os_index;
