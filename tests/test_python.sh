@@ -7,7 +7,7 @@ py="${KVC_PYTHON:-python3}"
 build="${KVC_TEST_BUILDDIR:-.}"
 src="${KVC_TEST_SRCDIR:-.}"
 if [ "$py" = ":" ] || ! command -v "$py" >/dev/null 2>&1; then
-    echo "1..0 # SKIP no Python 3 interpreter (configure found none; set PYTHON=... and re-run configure)"
+    echo "1..0 # SKIP no Python 3 interpreter (configure found none, or '$py' is gone; set PYTHON=... and re-run configure)"
     exit 0
 fi
 if ! "$py" -c 'import numpy, pytest' 2>/dev/null; then
