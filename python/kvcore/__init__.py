@@ -331,6 +331,9 @@ class Context:
 
     def _chunk(self, chunk, name, shape, tokens, writable):
         b = self._arr(chunk, name, writable)
+        if b.itemsize != shape.element_size and b.dtype != _U8:  # bytes (uint8) are always accepted
+            raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{name}: element size {b.itemsize}, shape says "
+                                                  f"{shape.element_size}")
         need = shape.nl * tokens * shape.kv_size * shape.nh * shape.hs * shape.element_size
         if b.nbytes != need:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: {b.nbytes} bytes, the geometry needs {need} "

@@ -156,6 +156,17 @@ def test_non_contiguous_refused(ctx):
     assert not big.any()
 
 
+def test_chunk_element_size_mismatch(ctx):
+    e, shape, chunk = _setup()
+    wide = np.zeros(chunk.size // 2, np.float32).reshape(2, NL, 3, -1)  # same bytes, 4-byte elements
+    with raises_status("KVC_ERR_DTYPE"):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, wide, np.array([0, 1, 2], np.int64))
+    assert not wide.any()
+    raw = np.zeros(chunk.nbytes, np.uint8)  # raw bytes are accepted
+    ctx.transfer_tokens(1, kvcore.D2H, shape, e, raw, np.array([0, 1, 2], np.int64))
+    assert raw.any()
+
+
 def test_engine_too_small(ctx):
     e, shape, chunk = _setup()
     e[1] = e[1][:, :NB - 1]
