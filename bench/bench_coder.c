@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../tests/ref/cachegen_ref.h"
+#include "ref_coder.h"
 #include "bench.h"
 
 typedef struct coder_bench {
@@ -52,7 +52,7 @@ static void time_op(void (*fn)(void *), void *arg, int reps, double *wall, doubl
 static void run_cdf(void *p)
 {
     coder_bench_t *b = p;
-    kvc_cdf_args_t a = { .symbols = b->sym, .cdf = b->cdf, .layers = b->L, .tokens = b->T, .channels = b->C,
+    kvc_cg_cdf_params_t a = { .symbols = b->sym, .cdf = b->cdf, .layers = b->L, .tokens = b->T, .channels = b->C,
                          .num_bins = b->B };
     if (kvc_cg_cdf(b->ctx, &a) != KVC_OK) abort();
 }
@@ -60,7 +60,7 @@ static void run_cdf(void *p)
 static void run_encode(void *p)
 {
     coder_bench_t *b = p;
-    kvc_encode_args_t a = { .cdf = b->cdf, .symbols = b->sym, .streams = b->streams, .lengths = b->len,
+    kvc_cg_encode_params_t a = { .cdf = b->cdf, .symbols = b->sym, .streams = b->streams, .lengths = b->len,
                             .layers = b->L, .tokens = b->T, .channels = b->C, .capacity = b->cap, .num_bins = b->B };
     if (kvc_cg_encode(b->ctx, &a) != KVC_OK) abort();
 }
@@ -68,7 +68,7 @@ static void run_encode(void *p)
 static void run_decode(void *p)
 {
     coder_bench_t *b = p;
-    kvc_decode_args_t a = { .cdf = b->cdf, .streams = b->streams, .lengths = b->len, .symbols = b->out,
+    kvc_cg_decode_params_t a = { .cdf = b->cdf, .streams = b->streams, .lengths = b->len, .symbols = b->out,
                             .layers = b->L, .tokens = b->T, .channels = b->C, .capacity = b->cap, .num_bins = b->B };
     if (kvc_cg_decode(b->ctx, &a) != KVC_OK) abort();
 }
@@ -76,7 +76,7 @@ static void run_decode(void *p)
 static void run_decode_packed(void *p)
 {
     coder_bench_t *b = p;
-    kvc_decode_packed_args_t a = { .cdf = b->cdf, .bytes = b->packed, .nbytes = b->nbytes, .prefsum = b->prefsum,
+    kvc_cg_decode_packed_params_t a = { .cdf = b->cdf, .bytes = b->packed, .nbytes = b->nbytes, .prefsum = b->prefsum,
                                    .symbols = b->out, .layers = b->L, .tokens = b->T, .channels = b->C,
                                    .num_bins = b->B };
     if (kvc_cg_decode_packed(b->ctx, &a) != KVC_OK) abort();
@@ -129,7 +129,7 @@ static int make_symbols(kvc_context_t *ctx, coder_bench_t *b)
         for (size_t t = 0; t < b->T; t++)
             for (size_t c = 0; c < b->C; c++) x[(l * b->T + t) * b->C + c] = (float)(sigma[c] * gauss(&rng));
     }
-    kvc_quant_args_t q = { .dtype = KVC_CG_F32, .values = x, .symbols = b->sym, .scales = scales, .bins = bins,
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = b->sym, .scales = scales, .bins = bins,
                            .layers = b->L, .tokens = b->T, .channels = b->C };
     const kvc_status_t st = kvc_quantise(ctx, &q);
     bench_free(x, n * 4);

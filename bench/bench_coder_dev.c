@@ -39,33 +39,33 @@ static void run_op(void *arg)
     kvc_status_t st = KVC_OK;
     switch (b->op) {
     case OP_QUANT: {
-        kvc_quant_args_t a = { .dtype = KVC_CG_F32, .values = s->x, .symbols = s->sym, .scales = s->scales,
+        kvc_quant_params_t a = { .dtype = KVC_DTYPE_F32, .values = s->x, .symbols = s->sym, .scales = s->scales,
                                .bins = b->bins, .layers = b->L, .tokens = b->T, .channels = b->C };
         st = kvc_quantise(s->ctx, &a);
         break;
     }
     case OP_CDF: {
-        kvc_cdf_args_t a = { .symbols = s->sym, .cdf = s->cdf, .layers = b->L, .tokens = b->T, .channels = b->C,
+        kvc_cg_cdf_params_t a = { .symbols = s->sym, .cdf = s->cdf, .layers = b->L, .tokens = b->T, .channels = b->C,
                              .num_bins = b->B };
         st = kvc_cg_cdf(s->ctx, &a);
         break;
     }
     case OP_ENCODE: {
-        kvc_encode_args_t a = { .cdf = s->cdf, .symbols = s->sym, .streams = s->streams, .lengths = s->len,
+        kvc_cg_encode_params_t a = { .cdf = s->cdf, .symbols = s->sym, .streams = s->streams, .lengths = s->len,
                                 .layers = b->L, .tokens = b->T, .channels = b->C, .capacity = b->cap,
                                 .num_bins = b->B };
         st = kvc_cg_encode(s->ctx, &a);
         break;
     }
     case OP_DECODE: {
-        kvc_decode_args_t a = { .cdf = s->cdf, .streams = s->streams, .lengths = s->len, .symbols = s->out,
+        kvc_cg_decode_params_t a = { .cdf = s->cdf, .streams = s->streams, .lengths = s->len, .symbols = s->out,
                                 .layers = b->L, .tokens = b->T, .channels = b->C, .capacity = b->cap,
                                 .num_bins = b->B };
         st = kvc_cg_decode(s->ctx, &a);
         break;
     }
     default: {
-        kvc_decode_packed_args_t a = { .cdf = s->cdf, .bytes = s->packed, .nbytes = b->nbytes, .prefsum = s->prefsum,
+        kvc_cg_decode_packed_params_t a = { .cdf = s->cdf, .bytes = s->packed, .nbytes = b->nbytes, .prefsum = s->prefsum,
                                        .symbols = s->out, .layers = b->L, .tokens = b->T, .channels = b->C,
                                        .num_bins = b->B };
         st = kvc_cg_decode_packed(s->ctx, &a);

@@ -124,7 +124,7 @@ static void split(void *arg)
 {
     split_job_t *j = arg;
     if (j->status == KVC_OK)
-        j->status = kvc_memcpy_async(j->ctx, j->dst, j->src, j->bytes, KVC_COPY_H2D, 0, j->alignment, NULL);
+        j->status = kvc_memcpy_async(j->ctx, j->dst, j->src, j->bytes, KVC_H2D, 0, j->alignment, NULL);
 }
 
 static void report_copy(const bench_opts_t *o, const char *name, size_t bytes, double t, double baseline,

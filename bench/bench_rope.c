@@ -12,6 +12,8 @@
 #include "bench.h"
 #include "suites.h"
 
+#define ROPE_STYLE(s) (&(const kvc_rope_params_t){ .field_mask = KVC_ROPE_PARAM_STYLE, .style = (s) })
+
 #define NKV 8
 #define HS 128
 #define SHIFT 1000
@@ -28,9 +30,9 @@ typedef struct rope_job {
 static void run_job(void *arg)
 {
     rope_job_t *j = arg;
-    const kvc_status_t st = j->table ? kvc_rope_k_fused(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, j->table, j->style)
-                                     : kvc_rope_k_delta(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, HS, 10000.0,
-                                                        j->style);
+    const kvc_rope_params_t *params = ROPE_STYLE(j->style);
+    const kvc_status_t st = j->table ? kvc_rope_k_fused(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, j->table, params)
+                                     : kvc_rope_k_delta(j->ctx, NULL, &j->keys, j->old_pos, j->new_pos, HS, 10000.0, params);
     if (st != KVC_OK) j->status = st;
 }
 
@@ -47,7 +49,7 @@ static void run_table_job(void *arg)
     if (st != KVC_OK) j->status = st;
 }
 
-static const char *dt_name(kvc_rope_dtype_t d) { return d == KVC_ROPE_F32 ? "f32" : d == KVC_ROPE_F16 ? "f16" : "bf16"; }
+static const char *dt_name(kvc_dtype_t d) { return d == KVC_DTYPE_F32 ? "f32" : d == KVC_DTYPE_F16 ? "f16" : "bf16"; }
 
 static kvc_context_t *cpu_context(int threads)
 {
@@ -63,20 +65,20 @@ static kvc_context_t *cpu_context(int threads)
 }
 
 typedef struct rope_case {
-    kvc_rope_dtype_t dtype, table_dtype;
+    kvc_dtype_t dtype, table_dtype;
     kvc_rope_style_t style;
     int delta;          /* table-free variant */
     int varying_delta;  /* a different shift per token: sincos for every token */
 } rope_case_t;
 
 static const rope_case_t cases[] = {
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_NEOX, 0, 0 },
-    { KVC_ROPE_F16, KVC_ROPE_F16, KVC_ROPE_NEOX, 0, 0 }, /* LMCache's CUDA kernel: table in the key dtype */
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_GPTJ, 0, 0 },
-    { KVC_ROPE_BF16, KVC_ROPE_F32, KVC_ROPE_NEOX, 0, 0 },
-    { KVC_ROPE_F32, KVC_ROPE_F32, KVC_ROPE_NEOX, 0, 0 },
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_NEOX, 1, 0 },
-    { KVC_ROPE_F16, KVC_ROPE_F32, KVC_ROPE_NEOX, 1, 1 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F16, KVC_ROPE_NEOX, 0, 0 }, /* LMCache's CUDA kernel: table in the key dtype */
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_GPTJ, 0, 0 },
+    { KVC_DTYPE_BF16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_F32, KVC_DTYPE_F32, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 1, 0 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 1, 1 },
 };
 
 static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int reps)
@@ -99,12 +101,12 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
     int rc = 0;
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !rc; c++) {
         const rope_case_t *rc_ = &cases[c];
-        const size_t es = kvc_rope_dtype_size(rc_->dtype), bytes = tokens * NKV * HS * es;
+        const size_t es = kvc_dtype_size(rc_->dtype), bytes = tokens * NKV * HS * es;
         void *key = bench_alloc(bytes);
         /* small finite values in every dtype: 0x3c00 is 1.0 in f16, 0x3f80 in bf16, tiny in f32 */
-        for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)key)[i] = rc_->dtype == KVC_ROPE_BF16 ? 0x3f80 : 0x3c00;
+        for (size_t i = 0; i < bytes / 2; i++) ((uint16_t *)key)[i] = rc_->dtype == KVC_DTYPE_BF16 ? 0x3f80 : 0x3c00;
         kvc_rope_table_t table = { .dtype = rc_->table_dtype, .max_position = max_pos, .rot_dim = HS };
-        const size_t table_bytes = max_pos * HS * kvc_rope_dtype_size(rc_->table_dtype);
+        const size_t table_bytes = max_pos * HS * kvc_dtype_size(rc_->table_dtype);
         table.data = bench_alloc(table_bytes);
         rope_job_t job = { .ctx = ctx,
                            .keys = { .data = key, .dtype = rc_->dtype, .num_tokens = tokens, .num_heads = NKV, .head_size = HS },
@@ -138,7 +140,7 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
         bench_free(table.data, table_bytes);
     }
     if (!rc) { /* the table itself: max_pos rows of cos/sin, fp32 */
-        table_job_t tj = { .ctx = ctx, .table = { .dtype = KVC_ROPE_F32, .max_position = max_pos, .rot_dim = HS } };
+        table_job_t tj = { .ctx = ctx, .table = { .dtype = KVC_DTYPE_F32, .max_position = max_pos, .rot_dim = HS } };
         const size_t tb = max_pos * HS * 4;
         tj.table.data = bench_alloc(tb);
         const double secs = bench_time(run_table_job, &tj, reps);

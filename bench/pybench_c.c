@@ -20,10 +20,11 @@ enum { NL = 32, NH = 8, HS = 128, BS = 16, NB = 32, T = 256, MAX_ROUNDS = 1000 }
 static kvc_context_t *ctx;
 static kvc_token_transfer_t tok;
 static kvc_block_transfer_t blk;
-static kvc_cdf_args_t cdf;
+static kvc_cg_cdf_params_t cdf;
 static kvc_rope_keys_t keys;
 static kvc_rope_table_t table;
 static int64_t *positions;
+static const kvc_rope_params_t neox = { .field_mask = KVC_ROPE_PARAM_STYLE, .style = KVC_ROPE_NEOX };
 static void *mc_dst, *mc_src;
 
 static double now(void)
@@ -49,7 +50,7 @@ static kvc_status_t call(const char *c)
         return kvc_transfer_tokens(ctx, &tok);
     if (!strcmp(c, "blocks_d2h")) return kvc_transfer_blocks(ctx, &blk);
     if (!strcmp(c, "cdf") || !strcmp(c, "cdf_tiny")) return kvc_cg_cdf(ctx, &cdf);
-    if (!strcmp(c, "rope")) return kvc_rope_k_fused(ctx, NULL, &keys, positions, positions + T, &table, KVC_ROPE_NEOX);
+    if (!strcmp(c, "rope")) return kvc_rope_k_fused(ctx, NULL, &keys, positions, positions + T, &table, &neox);
     if (!strcmp(c, "memcpy64")) return kvc_memcpy(ctx, mc_dst, mc_src, 64);
     return KVC_ERR_INVALID_ARG;
 }
@@ -88,11 +89,11 @@ int main(int argc, char **argv)
                                   .num_block_ids = T / BS };
     const int cdf_tiny = !strcmp(c, "cdf_tiny");
     size_t cl = cdf_tiny ? 1 : 2 * NL, ct = cdf_tiny ? 1 : T, cc = cdf_tiny ? 1 : NH * HS;
-    cdf = (kvc_cdf_args_t){ .symbols = zalloc(cl * ct * cc), .cdf = zalloc(cl * cc * 33 * 2), .layers = cl, .tokens = ct,
+    cdf = (kvc_cg_cdf_params_t){ .symbols = zalloc(cl * ct * cc), .cdf = zalloc(cl * cc * 33 * 2), .layers = cl, .tokens = ct,
                             .channels = cc, .num_bins = 32 };
-    keys = (kvc_rope_keys_t){ .data = zalloc((size_t)T * NH * HS * 2), .dtype = KVC_ROPE_F16, .num_tokens = T,
+    keys = (kvc_rope_keys_t){ .data = zalloc((size_t)T * NH * HS * 2), .dtype = KVC_DTYPE_F16, .num_tokens = T,
                               .num_heads = NH, .head_size = HS };
-    table = (kvc_rope_table_t){ .data = zalloc((size_t)4096 * HS * 2), .dtype = KVC_ROPE_F16, .max_position = 4096,
+    table = (kvc_rope_table_t){ .data = zalloc((size_t)4096 * HS * 2), .dtype = KVC_DTYPE_F16, .max_position = 4096,
                                 .rot_dim = HS };
     positions = zalloc(2 * T * sizeof(int64_t));
     for (int i = 0; i < T; i++) { positions[i] = i; positions[T + i] = i + 1000; }

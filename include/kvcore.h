@@ -1,5 +1,7 @@
 /* kvcore: KV-cache compute kernels for LLM serving (CPU SIMD built in; CUDA and HIP modules).
- * Umbrella header: include this one; the topic headers live in kvcore/. */
+ * Umbrella header: include this one; the topic headers live in kvcore/. Each states what may be
+ * called concurrently; the common rule is in kvcore/context.h. The backend ABI
+ * (kvcore/backend.h) is not included: only backend modules need it. */
 #ifndef KVCORE_H
 #define KVCORE_H
 

@@ -171,7 +171,7 @@ static void golden_check(const char *name)
     for (int i = 0; i < nt; i++) {
         const char *isa = kvc_context_isa(ctx[i]);
         memset(cdf, 0xAB, g.cdf.count * 2);
-        kvc_cdf_args_t ca = { .symbols = g.symbols.data, .cdf = cdf, .layers = g.L, .tokens = g.T, .channels = g.C,
+        kvc_cg_cdf_params_t ca = { .symbols = g.symbols.data, .cdf = cdf, .layers = g.L, .tokens = g.T, .channels = g.C,
                               .num_bins = g.B };
         cr_assert_eq(kvc_cg_cdf(ctx[i], &ca), KVC_OK, "%s", kvc_last_error());
         ASSERT_SAME(cdf, g.cdf.data, g.cdf.count * 2, "%s/%s: cdf", name, isa);
@@ -179,7 +179,7 @@ static void golden_check(const char *name)
         memset(streams, 0, ns * g.cap);
         memset(len, 0xFF, ns * 4);
         size_t needed = 0;
-        kvc_encode_args_t ea = { .cdf = g.cdf.data, .symbols = g.symbols.data, .streams = streams, .lengths = len,
+        kvc_cg_encode_params_t ea = { .cdf = g.cdf.data, .symbols = g.symbols.data, .streams = streams, .lengths = len,
                                  .layers = g.L, .tokens = g.T, .channels = g.C, .capacity = g.cap, .num_bins = g.B,
                                  .needed = &needed };
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK, "%s", kvc_last_error());
@@ -191,13 +191,13 @@ static void golden_check(const char *name)
 
         uint8_t *out = xmalloc(nsym);
         memset(out, 0xEE, nsym);
-        kvc_decode_args_t da = { .cdf = g.cdf.data, .streams = g.buffer.data, .lengths = glen, .symbols = out,
+        kvc_cg_decode_params_t da = { .cdf = g.cdf.data, .streams = g.buffer.data, .lengths = glen, .symbols = out,
                                  .layers = g.L, .tokens = g.T, .channels = g.C, .capacity = g.cap, .num_bins = g.B };
         cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK, "%s", kvc_last_error());
         ASSERT_SAME(out, g.symbols.data, nsym, "%s/%s: decode", name, isa);
 
         memset(out, 0xEE, nsym);
-        kvc_decode_packed_args_t pa = { .cdf = g.cdf.data, .bytes = g.packed.data, .nbytes = g.packed.count,
+        kvc_cg_decode_packed_params_t pa = { .cdf = g.cdf.data, .bytes = g.packed.data, .nbytes = g.packed.count,
                                         .prefsum = g.prefsum.data, .symbols = out, .layers = g.L, .tokens = g.T,
                                         .channels = g.C, .num_bins = g.B };
         cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK, "%s", kvc_last_error());
@@ -226,7 +226,7 @@ Test(cachegen_appendix, cdf_0013)
     kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
-        kvc_cdf_args_t a = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = 4, .channels = 1, .num_bins = 4 };
+        kvc_cg_cdf_params_t a = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = 4, .channels = 1, .num_bins = 4 };
         cr_assert_eq(kvc_cg_cdf(ctx[i], &a), KVC_OK);
         ASSERT_SAME(cdf, want, sizeof(want), "cdf");
     }
@@ -242,12 +242,12 @@ Test(cachegen_appendix, three_byte_stream)
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
         uint16_t cdf[5];
-        kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = 12, .channels = 1, .num_bins = 4 };
+        kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = 12, .channels = 1, .num_bins = 4 };
         cr_assert_eq(kvc_cg_cdf(ctx[i], &ca), KVC_OK);
         ASSERT_SAME(cdf, want_cdf, sizeof(want_cdf), "cdf");
         uint8_t buf[8] = { 0 };
         int32_t len = 0;
-        kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = &len, .layers = 1,
+        kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = &len, .layers = 1,
                                  .tokens = 12, .channels = 1, .capacity = sizeof(buf), .num_bins = 4 };
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK);
         cr_assert_eq(len, 3);
@@ -257,11 +257,11 @@ Test(cachegen_appendix, three_byte_stream)
         memcpy(exact, want, 3);
         uint8_t out[12];
         int64_t ps = 3;
-        kvc_decode_packed_args_t pa = { .cdf = cdf, .bytes = exact, .nbytes = 3, .prefsum = &ps, .symbols = out,
+        kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = exact, .nbytes = 3, .prefsum = &ps, .symbols = out,
                                         .layers = 1, .tokens = 12, .channels = 1, .num_bins = 4 };
         cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK);
         ASSERT_SAME(out, sym, 12, "decode_packed");
-        kvc_decode_args_t da = { .cdf = cdf, .streams = exact, .lengths = &len, .symbols = out, .layers = 1,
+        kvc_cg_decode_params_t da = { .cdf = cdf, .streams = exact, .lengths = &len, .symbols = out, .layers = 1,
                                  .tokens = 12, .channels = 1, .capacity = 3, .num_bins = 4 };
         memset(out, 0xEE, sizeof(out));
         cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK);
@@ -290,7 +290,7 @@ Test(cachegen_appendix, cross_backend_202_bytes)
     for (int i = 0; i < nt; i++) {
         uint8_t *streams = xcalloc(L * C * CAP);
         int32_t len[L * C];
-        kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = len, .layers = L,
+        kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = len, .layers = L,
                                  .tokens = T, .channels = C, .capacity = CAP, .num_bins = B };
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK);
         for (size_t k = 0; k < L * C; k++) {
@@ -298,7 +298,7 @@ Test(cachegen_appendix, cross_backend_202_bytes)
             ASSERT_SAME(streams + k * CAP, want, CAP, "stream %zu", k);
         }
         uint8_t out[L * T * C];
-        kvc_decode_args_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = out, .layers = L,
+        kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = out, .layers = L,
                                  .tokens = T, .channels = C, .capacity = CAP, .num_bins = B };
         cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK);
         ASSERT_SAME(out, sym, sizeof(sym), "decode");
@@ -368,19 +368,19 @@ static void check_vs_ref(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, 
     ref_cg_encode(cdf, B, sym, L, T, C, want, cap, wlen);
     if (d != D_RANDOM_CDF) {
         uint16_t *fcdf = xmalloc(ns * (B + 1) * 2);
-        kvc_cdf_args_t ca = { .symbols = sym, .cdf = fcdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+        kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = fcdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
         cr_assert_eq(kvc_cg_cdf(ctx, &ca), KVC_OK);
         ASSERT_SAME(fcdf, cdf, ns * (B + 1) * 2, "cdf L%zu T%zu C%zu B%u %s", L, T, C, B, dist_name[d]);
         free(fcdf);
     }
-    kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = got, .lengths = glen, .layers = L, .tokens = T,
+    kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = got, .lengths = glen, .layers = L, .tokens = T,
                              .channels = C, .capacity = cap, .num_bins = B };
     cr_assert_eq(kvc_cg_encode(ctx, &ea), KVC_OK, "%s", kvc_last_error());
     ASSERT_SAME(glen, wlen, ns * 4, "lengths L%zu T%zu C%zu B%u %s %s", L, T, C, B, dist_name[d], kvc_context_isa(ctx));
     ASSERT_SAME(got, want, ns * cap, "streams L%zu T%zu C%zu B%u %s %s", L, T, C, B, dist_name[d], kvc_context_isa(ctx));
     for (size_t k = 0; k < ns; k++) cr_assert_leq((size_t)glen[k], cap);
 
-    kvc_decode_args_t da = { .cdf = cdf, .streams = got, .lengths = glen, .symbols = out, .layers = L, .tokens = T,
+    kvc_cg_decode_params_t da = { .cdf = cdf, .streams = got, .lengths = glen, .symbols = out, .layers = L, .tokens = T,
                              .channels = C, .capacity = cap, .num_bins = B };
     memset(out, 0xEE, nsym);
     cr_assert_eq(kvc_cg_decode(ctx, &da), KVC_OK, "%s", kvc_last_error());
@@ -389,7 +389,7 @@ static void check_vs_ref(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, 
     int64_t *ps = xmalloc(ns * 8);
     uint8_t *packed;
     const size_t nb = pack_streams(got, cap, glen, ns, &packed, ps);
-    kvc_decode_packed_args_t pa = { .cdf = cdf, .bytes = packed, .nbytes = nb, .prefsum = ps, .symbols = out,
+    kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = packed, .nbytes = nb, .prefsum = ps, .symbols = out,
                                     .layers = L, .tokens = T, .channels = C, .num_bins = B };
     memset(out, 0xEE, nsym);
     cr_assert_eq(kvc_cg_decode_packed(ctx, &pa), KVC_OK, "%s", kvc_last_error());
@@ -451,20 +451,20 @@ Test(cachegen_ref, empty_input)
 {
     kvc_context_t *ctx = kvc_test_cpu_context();
     uint16_t cdf[2 * 3 * 17];
-    kvc_cdf_args_t ca = { .symbols = NULL, .cdf = cdf, .layers = 2, .tokens = 0, .channels = 3, .num_bins = 16 };
+    kvc_cg_cdf_params_t ca = { .symbols = NULL, .cdf = cdf, .layers = 2, .tokens = 0, .channels = 3, .num_bins = 16 };
     cr_assert_eq(kvc_cg_cdf(ctx, &ca), KVC_OK, "%s", kvc_last_error());
     for (size_t k = 0; k < 6; k++)
         for (unsigned i = 0; i <= 16; i++) cr_assert_eq(cdf[k * 17 + i], i);
     uint8_t streams[6 * 4] = { 0 };
     int32_t len[6];
-    kvc_encode_args_t ea = { .cdf = cdf, .symbols = NULL, .streams = streams, .lengths = len, .layers = 2, .tokens = 0,
+    kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = NULL, .streams = streams, .lengths = len, .layers = 2, .tokens = 0,
                              .channels = 3, .capacity = 4, .num_bins = 16 };
     cr_assert_eq(kvc_cg_encode(ctx, &ea), KVC_OK, "%s", kvc_last_error());
     for (size_t k = 0; k < 6; k++) {
         cr_assert_eq(len[k], 1);
         cr_assert_eq(streams[k * 4], 0x40);
     }
-    kvc_decode_args_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = NULL, .layers = 2,
+    kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = NULL, .layers = 2,
                              .tokens = 0, .channels = 3, .capacity = 4, .num_bins = 16 };
     cr_assert_eq(kvc_cg_decode(ctx, &da), KVC_OK, "%s", kvc_last_error());
     kvc_context_destroy(ctx);
@@ -482,7 +482,7 @@ Test(cachegen_ref, long_input_counts)
     uint16_t cdf[5], want[5];
     ref_cg_cdf(sym, 1, T, 1, 4, want);
     kvc_context_t *ctx = kvc_test_cpu_context();
-    kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = T, .channels = 1, .num_bins = 4 };
+    kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = T, .channels = 1, .num_bins = 4 };
     cr_assert_eq(kvc_cg_cdf(ctx, &ca), KVC_OK);
     ASSERT_SAME(cdf, want, sizeof(cdf), "cdf");
     cr_assert_eq(cdf[1], (uint16_t)((65535 - 4) * 1ull / T + 1));
@@ -506,7 +506,7 @@ Test(cachegen_ref, encode_bound_worst_case)
     kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
-        kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = &len, .layers = 1,
+        kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = &len, .layers = 1,
                                  .tokens = T, .channels = 1, .capacity = bound, .num_bins = B };
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK, "%s", kvc_last_error());
         cr_assert_gt((size_t)len, 2 * T - 2, "worst case is ~16 bits/symbol, got %d bytes", len);
@@ -538,7 +538,7 @@ Test(cachegen_ref, threads_deterministic)
         kvc_context_t *ctx;
         cr_assert_eq(kvc_context_create(&p, &ctx), KVC_OK);
         cr_assert_eq(kvc_context_num_threads(ctx), th);
-        kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = th == 1 ? s1 : s2, .lengths = th == 1 ? l1 : l2,
+        kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = th == 1 ? s1 : s2, .lengths = th == 1 ? l1 : l2,
                                  .layers = L, .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
         cr_assert_eq(kvc_cg_encode(ctx, &ea), KVC_OK);
         kvc_context_destroy(ctx);
@@ -577,7 +577,7 @@ Test(cachegen_capacity, no_space_reports_needed_and_stops_writing)
         memset(buf, 0x5A, L * C * CAP + GUARD);
         int32_t len[L * C];
         size_t needed = 0;
-        kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = len, .layers = L, .tokens = T,
+        kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = len, .layers = L, .tokens = T,
                                  .channels = C, .capacity = CAP, .num_bins = B, .needed = &needed };
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_ERR_NO_SPACE);
         cr_assert(strstr(kvc_last_error(), "needs"), "%s", kvc_last_error());
@@ -592,7 +592,7 @@ Test(cachegen_capacity, no_space_reports_needed_and_stops_writing)
         /* The stream that fitted decodes. */
         uint8_t out[T];
         int64_t ps = wlen[0];
-        kvc_decode_packed_args_t pa = { .cdf = cdf, .bytes = buf, .nbytes = CAP, .prefsum = &ps, .symbols = out,
+        kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = buf, .nbytes = CAP, .prefsum = &ps, .symbols = out,
                                         .layers = 1, .tokens = T, .channels = 1, .num_bins = B };
         cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK);
         for (size_t t = 0; t < T; t++) cr_assert_eq(out[t], 3);
@@ -600,7 +600,7 @@ Test(cachegen_capacity, no_space_reports_needed_and_stops_writing)
         /* Measure only: no buffer, capacity 0. */
         int32_t mlen[L * C];
         size_t mneeded = 0;
-        kvc_encode_args_t ma = ea;
+        kvc_cg_encode_params_t ma = ea;
         ma.streams = NULL;
         ma.capacity = 0;
         ma.lengths = mlen;
@@ -649,7 +649,7 @@ Test(cachegen_errors, cdf_symbol_out_of_range)
         f.sym[123] = 16;
         uint16_t cdf[sizeof(f.cdf) / 2];
         memset(cdf, 0x77, sizeof(cdf));
-        kvc_cdf_args_t a = { .symbols = f.sym, .cdf = cdf, .layers = f.L, .tokens = f.T, .channels = f.C,
+        kvc_cg_cdf_params_t a = { .symbols = f.sym, .cdf = cdf, .layers = f.L, .tokens = f.T, .channels = f.C,
                              .num_bins = f.B };
         cr_assert_eq(kvc_cg_cdf(ctx[i], &a), KVC_ERR_OUT_OF_RANGE);
         cr_assert(strstr(kvc_last_error(), "symbols[123]"), "%s", kvc_last_error());
@@ -674,7 +674,7 @@ Test(cachegen_errors, encode_rejects_before_writing)
         memset(out, 0x66, sizeof(out));
         memset(len, 0x66, sizeof(len));
         size_t needed = 12345;
-        kvc_encode_args_t a = { .cdf = f.cdf, .symbols = f.sym, .streams = out, .lengths = len, .layers = f.L,
+        kvc_cg_encode_params_t a = { .cdf = f.cdf, .symbols = f.sym, .streams = out, .lengths = len, .layers = f.L,
                                 .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B, .needed = &needed };
         f.sym[f.L * f.T * f.C - 1] = 16; /* the very last symbol */
         cr_assert_eq(kvc_cg_encode(ctx[i], &a), KVC_ERR_OUT_OF_RANGE);
@@ -711,7 +711,7 @@ Test(cachegen_errors, decode_rejects_corrupt_metadata)
         fixture(&f);
         uint8_t out[sizeof(f.sym)];
         memset(out, 0xEE, sizeof(out));
-        kvc_decode_args_t a = { .cdf = f.cdf, .streams = f.streams, .lengths = f.len, .symbols = out, .layers = f.L,
+        kvc_cg_decode_params_t a = { .cdf = f.cdf, .streams = f.streams, .lengths = f.len, .symbols = out, .layers = f.L,
                                 .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B };
         const int32_t keep = f.len[3];
         f.len[3] = (int32_t)f.cap + 1;
@@ -730,7 +730,7 @@ Test(cachegen_errors, decode_rejects_corrupt_metadata)
         int64_t ps[10];
         uint8_t *packed;
         const size_t nb = pack_streams(f.streams, f.cap, f.len, 10, &packed, ps);
-        kvc_decode_packed_args_t p = { .cdf = f.cdf, .bytes = packed, .nbytes = nb, .prefsum = ps, .symbols = out,
+        kvc_cg_decode_packed_params_t p = { .cdf = f.cdf, .bytes = packed, .nbytes = nb, .prefsum = ps, .symbols = out,
                                        .layers = f.L, .tokens = f.T, .channels = f.C, .num_bins = f.B };
         const int64_t k4 = ps[4];
         ps[4] = ps[3] - 1; /* decreasing */
@@ -760,9 +760,9 @@ Test(cachegen_errors, invalid_arguments)
     fixture(&f);
     uint8_t out[sizeof(f.sym)];
     int32_t len[10];
-    const kvc_cdf_args_t c0 = { .symbols = f.sym, .cdf = f.cdf, .layers = f.L, .tokens = f.T, .channels = f.C,
+    const kvc_cg_cdf_params_t c0 = { .symbols = f.sym, .cdf = f.cdf, .layers = f.L, .tokens = f.T, .channels = f.C,
                                 .num_bins = f.B };
-    kvc_cdf_args_t c = c0;
+    kvc_cg_cdf_params_t c = c0;
     cr_assert_eq(kvc_cg_cdf(NULL, &c), KVC_ERR_INVALID_ARG);
     cr_assert_eq(kvc_cg_cdf(ctx, NULL), KVC_ERR_INVALID_ARG);
     c.layers = 0;
@@ -782,12 +782,17 @@ Test(cachegen_errors, invalid_arguments)
     cr_assert_eq(kvc_cg_cdf(ctx, &c), KVC_ERR_INVALID_ARG);
     c = c0, c.layers = SIZE_MAX / 2, c.channels = 4, c.tokens = 1;
     cr_assert_eq(kvc_cg_cdf(ctx, &c), KVC_ERR_INVALID_ARG);
+    c = c0, c.field_mask = 1; /* no bit is defined yet: a newer caller's field must not be ignored */
+    cr_assert_eq(kvc_cg_cdf(ctx, &c), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "field_mask"), "%s", kvc_last_error());
 
-    const kvc_encode_args_t e0 = { .cdf = f.cdf, .symbols = f.sym, .streams = f.streams, .lengths = len,
+    const kvc_cg_encode_params_t e0 = { .cdf = f.cdf, .symbols = f.sym, .streams = f.streams, .lengths = len,
                                    .layers = f.L, .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B };
-    kvc_encode_args_t e = e0;
+    kvc_cg_encode_params_t e = e0;
     cr_assert_eq(kvc_cg_encode(ctx, NULL), KVC_ERR_INVALID_ARG);
-    e.lengths = NULL;
+    e.field_mask = 1u << 9;
+    cr_assert_eq(kvc_cg_encode(ctx, &e), KVC_ERR_INVALID_ARG);
+    e = e0, e.lengths = NULL;
     cr_assert_eq(kvc_cg_encode(ctx, &e), KVC_ERR_INVALID_ARG);
     e = e0, e.cdf = NULL;
     cr_assert_eq(kvc_cg_encode(ctx, &e), KVC_ERR_INVALID_ARG);
@@ -800,9 +805,9 @@ Test(cachegen_errors, invalid_arguments)
     e = e0, e.layers = SIZE_MAX / 4, e.tokens = 1, e.channels = 2, e.capacity = 8;
     cr_assert_eq(kvc_cg_encode(ctx, &e), KVC_ERR_INVALID_ARG);
 
-    const kvc_decode_args_t d0 = { .cdf = f.cdf, .streams = f.streams, .lengths = f.len, .symbols = out,
+    const kvc_cg_decode_params_t d0 = { .cdf = f.cdf, .streams = f.streams, .lengths = f.len, .symbols = out,
                                    .layers = f.L, .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B };
-    kvc_decode_args_t d = d0;
+    kvc_cg_decode_params_t d = d0;
     cr_assert_eq(kvc_cg_decode(ctx, NULL), KVC_ERR_INVALID_ARG);
     d.symbols = NULL;
     cr_assert_eq(kvc_cg_decode(ctx, &d), KVC_ERR_INVALID_ARG);
@@ -814,18 +819,22 @@ Test(cachegen_errors, invalid_arguments)
     cr_assert_eq(kvc_cg_decode(ctx, &d), KVC_ERR_INVALID_ARG);
     d = d0, d.num_bins = 0;
     cr_assert_eq(kvc_cg_decode(ctx, &d), KVC_ERR_INVALID_ARG);
+    d = d0, d.field_mask = 1;
+    cr_assert_eq(kvc_cg_decode(ctx, &d), KVC_ERR_INVALID_ARG);
 
     int64_t ps[10] = { 0 };
-    const kvc_decode_packed_args_t p0 = { .cdf = f.cdf, .bytes = f.streams, .nbytes = 10, .prefsum = ps,
+    const kvc_cg_decode_packed_params_t p0 = { .cdf = f.cdf, .bytes = f.streams, .nbytes = 10, .prefsum = ps,
                                           .symbols = out, .layers = f.L, .tokens = f.T, .channels = f.C,
                                           .num_bins = f.B };
-    kvc_decode_packed_args_t p = p0;
+    kvc_cg_decode_packed_params_t p = p0;
     cr_assert_eq(kvc_cg_decode_packed(ctx, NULL), KVC_ERR_INVALID_ARG);
     p.prefsum = NULL;
     cr_assert_eq(kvc_cg_decode_packed(ctx, &p), KVC_ERR_INVALID_ARG);
     p = p0, p.bytes = NULL;
     cr_assert_eq(kvc_cg_decode_packed(ctx, &p), KVC_ERR_INVALID_ARG);
     p = p0, p.layers = 0;
+    cr_assert_eq(kvc_cg_decode_packed(ctx, &p), KVC_ERR_INVALID_ARG);
+    p = p0, p.field_mask = 1;
     cr_assert_eq(kvc_cg_decode_packed(ctx, &p), KVC_ERR_INVALID_ARG);
     /* No bytes at all is valid: every stream is empty and decodes from zeros. */
     p = p0, p.bytes = NULL, p.nbytes = 0;
@@ -874,14 +883,14 @@ Test(cachegen_fuzz, random_and_truncated_streams)
         uint8_t *want = xmalloc(L * T * C), *got = xmalloc(L * T * C);
         ref_cg_decode(cdf, B, streams, cap, len, L, T, C, want);
         for (int i = 0; i < nt; i++) {
-            kvc_decode_args_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = got, .layers = L,
+            kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = got, .layers = L,
                                      .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
             cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK, "%s", kvc_last_error());
             ASSERT_SAME(got, want, L * T * C, "round %d decode %s", round, kvc_context_isa(ctx[i]));
             int64_t *ps = xmalloc(ns * 8);
             uint8_t *packed;
             const size_t nb = pack_streams(streams, cap, len, ns, &packed, ps);
-            kvc_decode_packed_args_t pa = { .cdf = cdf, .bytes = nb ? packed : NULL, .nbytes = nb, .prefsum = ps,
+            kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = nb ? packed : NULL, .nbytes = nb, .prefsum = ps,
                                             .symbols = got, .layers = L, .tokens = T, .channels = C, .num_bins = B };
             memset(got, 0, L * T * C);
             cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK, "%s", kvc_last_error());
@@ -900,27 +909,27 @@ Test(cachegen_fuzz, random_and_truncated_streams)
 
 /* ------------------------------------------------------------------ quantiser */
 
-static size_t esize(kvc_cg_dtype_t dt) { return dt == KVC_CG_F32 ? 4 : 2; }
+static size_t esize(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
-static float get_value(kvc_cg_dtype_t dt, const void *x, size_t i)
+static float get_value(kvc_dtype_t dt, const void *x, size_t i)
 {
-    if (dt == KVC_CG_F16) return ref_f16_to_f32(((const uint16_t *)x)[i]);
-    if (dt == KVC_CG_BF16) return ref_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (dt == KVC_DTYPE_F16) return ref_f16_to_f32(((const uint16_t *)x)[i]);
+    if (dt == KVC_DTYPE_BF16) return ref_bf16_to_f32(((const uint16_t *)x)[i]);
     return ((const float *)x)[i];
 }
 
-static void set_value(kvc_cg_dtype_t dt, void *x, size_t i, float v)
+static void set_value(kvc_dtype_t dt, void *x, size_t i, float v)
 {
-    if (dt == KVC_CG_F16) ((uint16_t *)x)[i] = ref_f32_to_f16(v);
-    else if (dt == KVC_CG_BF16) ((uint16_t *)x)[i] = ref_f32_to_bf16(v);
+    if (dt == KVC_DTYPE_F16) ((uint16_t *)x)[i] = ref_f32_to_f16(v);
+    else if (dt == KVC_DTYPE_BF16) ((uint16_t *)x)[i] = ref_f32_to_bf16(v);
     else ((float *)x)[i] = v;
 }
 
 /* Half an ulp of v in dt (the dtype's own rounding of x^). */
-static double half_ulp(kvc_cg_dtype_t dt, double v)
+static double half_ulp(kvc_dtype_t dt, double v)
 {
-    const int mant = dt == KVC_CG_F16 ? 10 : dt == KVC_CG_BF16 ? 7 : 23;
-    const int emin = dt == KVC_CG_F16 ? -14 : -126;
+    const int mant = dt == KVC_DTYPE_F16 ? 10 : dt == KVC_DTYPE_BF16 ? 7 : 23;
+    const int emin = dt == KVC_DTYPE_F16 ? -14 : -126;
     int e;
     frexp(fabs(v), &e);
     e = e - 1 < emin ? emin : e - 1;
@@ -928,10 +937,10 @@ static double half_ulp(kvc_cg_dtype_t dt, double v)
 }
 
 /* Quantise + dequantise one [L, T, C] tensor and check against the reference row by row. */
-static void check_quant(kvc_context_t *ctx, kvc_cg_dtype_t dt, const void *x, size_t L, size_t T, size_t C,
+static void check_quant(kvc_context_t *ctx, kvc_dtype_t dt, const void *x, size_t L, size_t T, size_t C,
                         const uint32_t *bins, uint8_t *sym_out, float *scale_out, void *xhat_out)
 {
-    const kvc_quant_args_t a = { .dtype = dt, .values = (void *)x, .symbols = sym_out, .scales = scale_out,
+    const kvc_quant_params_t a = { .dtype = dt, .values = (void *)x, .symbols = sym_out, .scales = scale_out,
                                  .bins = bins, .layers = L, .tokens = T, .channels = C };
     cr_assert_eq(kvc_quantise(ctx, &a), KVC_OK, "%s", kvc_last_error());
     float *row = xmalloc(C * 4);
@@ -954,7 +963,7 @@ static void check_quant(kvc_context_t *ctx, kvc_cg_dtype_t dt, const void *x, si
                 }
             }
         }
-    const kvc_quant_args_t d = { .dtype = dt, .values = xhat_out, .symbols = sym_out, .scales = scale_out,
+    const kvc_quant_params_t d = { .dtype = dt, .values = xhat_out, .symbols = sym_out, .scales = scale_out,
                                  .bins = bins, .layers = L, .tokens = T, .channels = C };
     cr_assert_eq(kvc_dequantise(ctx, &d), KVC_OK, "%s", kvc_last_error());
     for (size_t l = 0; l < L; l++)
@@ -968,8 +977,8 @@ static void check_quant(kvc_context_t *ctx, kvc_cg_dtype_t dt, const void *x, si
                 const float xv = get_value(dt, x, i), xh = get_value(dt, xhat_out, i);
                 /* exact definition of x^ ... */
                 const float want = (float)((int)sym_out[i] - (int)M) * step * (1.0f / f);
-                if (dt == KVC_CG_F32) cr_assert_eq(xh, want);
-                else if (dt == KVC_CG_F16) cr_assert_eq(((uint16_t *)xhat_out)[i], ref_f32_to_f16(want), "x^ %g", want);
+                if (dt == KVC_DTYPE_F32) cr_assert_eq(xh, want);
+                else if (dt == KVC_DTYPE_F16) cr_assert_eq(((uint16_t *)xhat_out)[i], ref_f32_to_f16(want), "x^ %g", want);
                 else cr_assert_eq(((uint16_t *)xhat_out)[i], ref_f32_to_bf16(want), "x^ %g", want);
                 /* ... and the error bound for finite inputs */
                 if (scale == 0) cr_assert(xh == 0, "row %zu without finite non-zero values: x^ %g", r, xh);
@@ -989,7 +998,7 @@ static void check_quant(kvc_context_t *ctx, kvc_cg_dtype_t dt, const void *x, si
     free(q);
 }
 
-static void fill_values(uint64_t *rng, kvc_cg_dtype_t dt, void *x, size_t L, size_t T, size_t C)
+static void fill_values(uint64_t *rng, kvc_dtype_t dt, void *x, size_t L, size_t T, size_t C)
 {
     for (size_t r = 0; r < L * T; r++) {
         const int kind = (int)(r % 9);
@@ -1009,7 +1018,7 @@ static void fill_values(uint64_t *rng, kvc_cg_dtype_t dt, void *x, size_t L, siz
 
 Test(cachegen_quant, against_reference_all_dtypes)
 {
-    static const kvc_cg_dtype_t dts[] = { KVC_CG_F16, KVC_CG_BF16, KVC_CG_F32 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32 };
     static const size_t Cs[] = { 1, 7, 8, 37, 256 };
     enum { L = 5, T = 18 };
     const uint32_t bins[L] = { 4, 5, 16, 32, 64 };
@@ -1018,7 +1027,7 @@ Test(cachegen_quant, against_reference_all_dtypes)
     uint64_t rng = 77;
     for (size_t di = 0; di < 3; di++)
         for (size_t ci = 0; ci < sizeof(Cs) / sizeof(Cs[0]); ci++) {
-            const kvc_cg_dtype_t dt = dts[di];
+            const kvc_dtype_t dt = dts[di];
             const size_t C = Cs[ci], n = L * T * C;
             void *x = xmalloc(n * esize(dt));
             fill_values(&rng, dt, x, L, T, C);
@@ -1059,7 +1068,7 @@ Test(cachegen_quant, all_f16_values)
     kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     for (int i = 0; i < nt; i++) {
-        kvc_quant_args_t a = { .dtype = KVC_CG_F16, .values = x, .symbols = q, .scales = s, .bins = &bins,
+        kvc_quant_params_t a = { .dtype = KVC_DTYPE_F16, .values = x, .symbols = q, .scales = s, .bins = &bins,
                                .layers = 1, .tokens = N, .channels = C };
         cr_assert_eq(kvc_quantise(ctx[i], &a), KVC_OK);
         for (size_t h = 0; h < N; h++) {
@@ -1091,19 +1100,19 @@ Test(cachegen_quant, dequantise_rounding)
         for (size_t c = 0; c < C; c++) q[r * C + c] = (uint8_t)(c == 0 ? 30 : rng_next(&rng) % 31);
     }
     const uint32_t bins = 32;
-    static const kvc_cg_dtype_t dts[] = { KVC_CG_F16, KVC_CG_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     kvc_context_t *ctx[3];
     const int nt = tiers(ctx);
     uint16_t *out = xmalloc(R * C * 2);
     for (int i = 0; i < nt; i++)
         for (int di = 0; di < 2; di++) {
-            kvc_quant_args_t a = { .dtype = dts[di], .values = out, .symbols = q, .scales = scales, .bins = &bins,
+            kvc_quant_params_t a = { .dtype = dts[di], .values = out, .symbols = q, .scales = scales, .bins = &bins,
                                    .layers = 1, .tokens = R, .channels = C };
             cr_assert_eq(kvc_dequantise(ctx[i], &a), KVC_OK, "%s", kvc_last_error());
             for (size_t k = 0; k < R * C; k++) {
                 const float sc = scales[k / C], f = sc < 0x1p-64f ? 0x1p64f : sc > 0x1p64f ? 0x1p-64f : 1.0f;
                 const float v = (float)((int)q[k] - 15) * (sc * f / 15.0f) * (1.0f / f);
-                const uint16_t want = dts[di] == KVC_CG_F16 ? ref_f32_to_f16(v) : ref_f32_to_bf16(v);
+                const uint16_t want = dts[di] == KVC_DTYPE_F16 ? ref_f32_to_f16(v) : ref_f32_to_bf16(v);
                 cr_assert_eq(out[k], want, "%s dtype %d: %a -> 0x%04x, want 0x%04x", kvc_context_isa(ctx[i]), dts[di],
                              v, out[k], want);
             }
@@ -1121,15 +1130,18 @@ Test(cachegen_quant, errors)
     uint8_t q[24];
     memset(q, 7, sizeof(q));
     uint32_t bins[2] = { 16, 32 };
-    const kvc_quant_args_t a0 = { .dtype = KVC_CG_F32, .values = x, .symbols = q, .scales = s, .bins = bins,
+    const kvc_quant_params_t a0 = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = q, .scales = s, .bins = bins,
                                   .layers = 2, .tokens = 3, .channels = 4 };
-    kvc_quant_args_t a = a0;
+    kvc_quant_params_t a = a0;
     cr_assert_eq(kvc_quantise(NULL, &a), KVC_ERR_INVALID_ARG);
     cr_assert_eq(kvc_dequantise(ctx, NULL), KVC_ERR_INVALID_ARG);
     a.bins = NULL;
     cr_assert_eq(kvc_quantise(ctx, &a), KVC_ERR_INVALID_ARG);
-    a = a0, a.dtype = (kvc_cg_dtype_t)7;
+    a = a0, a.dtype = (kvc_dtype_t)7;
     cr_assert_eq(kvc_quantise(ctx, &a), KVC_ERR_INVALID_ARG);
+    a = a0, a.field_mask = 2;
+    cr_assert_eq(kvc_quantise(ctx, &a), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_dequantise(ctx, &a), KVC_ERR_INVALID_ARG);
     a = a0, a.layers = 0;
     cr_assert_eq(kvc_quantise(ctx, &a), KVC_ERR_INVALID_ARG);
     a = a0, a.values = NULL;
@@ -1205,10 +1217,10 @@ Test(cachegen_kvdata, round_trip)
         uint8_t *streams = xcalloc(L * C * cap), *want = xcalloc(L * C * cap);
         int32_t *len = xmalloc(L * C * 4), *wlen = xmalloc(L * C * 4);
         for (int i = 0; i < nt; i++) {
-            check_quant(ctx[i], KVC_CG_F16, kv, L, T, C, bins, sym, scales, xh);
-            kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+            check_quant(ctx[i], KVC_DTYPE_F16, kv, L, T, C, bins, sym, scales, xh);
+            kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
             cr_assert_eq(kvc_cg_cdf(ctx[i], &ca), KVC_OK);
-            kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = len, .layers = L,
+            kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = len, .layers = L,
                                      .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
             cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK, "%s", kvc_last_error());
             ref_cg_encode(cdf, B, sym, L, T, C, want, cap, wlen);
@@ -1217,14 +1229,14 @@ Test(cachegen_kvdata, round_trip)
             size_t total = 0;
             for (size_t s = 0; s < L * C; s++) total += (size_t)len[s];
             cr_assert_lt(total * 8.0 / (L * T * C), 5.0, "real KV codes below 5 bits/symbol");
-            kvc_decode_args_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = dec, .layers = L,
+            kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = dec, .layers = L,
                                      .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
             cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK);
             ASSERT_SAME(dec, sym, L * T * C, "decode");
             int64_t *ps = xmalloc(L * C * 8);
             uint8_t *packed;
             const size_t nb = pack_streams(streams, cap, len, L * C, &packed, ps);
-            kvc_decode_packed_args_t pa = { .cdf = cdf, .bytes = packed, .nbytes = nb, .prefsum = ps, .symbols = dec,
+            kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = packed, .nbytes = nb, .prefsum = ps, .symbols = dec,
                                             .layers = L, .tokens = T, .channels = C, .num_bins = B };
             memset(dec, 0, L * T * C);
             cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK);

@@ -8,7 +8,7 @@
 #include <criterion/criterion.h>
 #include <kvcore.h>
 
-#include "../src/core/half.h"
+#include "common/half.h"
 #include "npy_load.h"
 #include "test_util.h"
 
@@ -140,11 +140,11 @@ Test(codec, streams_are_lmcache_streams)
     kvc_cg_default_bins(nl, bins);
     uint8_t *sym = malloc(L * t * C);
     float *scales = malloc(L * t * sizeof(float));
-    kvc_quant_args_t q = { .dtype = KVC_CG_F16, .values = kv, .symbols = sym, .scales = scales, .bins = bins, .layers = L,
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F16, .values = kv, .symbols = sym, .scales = scales, .bins = bins, .layers = L,
                            .tokens = t, .channels = C };
     cr_assert_eq(kvc_quantise(ctx, &q), KVC_OK);
     uint16_t *cdf = malloc(L * C * (B + 1) * 2);
-    kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = t, .channels = C, .num_bins = (unsigned)B };
+    kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = t, .channels = C, .num_bins = (unsigned)B };
     cr_assert_eq(kvc_cg_cdf(ctx, &ca), KVC_OK);
 
     /* Window 0 (tokens 0..255) coded on its own, LMCache-style. */
@@ -152,7 +152,7 @@ Test(codec, streams_are_lmcache_streams)
     uint8_t *win = malloc(L * W * C), *streams = malloc(L * C * cap);
     int32_t *lens = malloc(L * C * sizeof(int32_t));
     for (size_t l = 0; l < L; l++) memcpy(win + l * W * C, sym + l * t * C, W * C);
-    kvc_encode_args_t e = { .cdf = cdf, .symbols = win, .streams = streams, .lengths = lens, .layers = L, .tokens = W,
+    kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win, .streams = streams, .lengths = lens, .layers = L, .tokens = W,
                             .channels = C, .capacity = cap, .num_bins = (unsigned)B };
     cr_assert_eq(kvc_cg_encode(ctx, &e), KVC_OK);
     size_t total = 0;

@@ -1,4 +1,4 @@
-/* GPU backend modules (CUDA / HIP, src/backends/cuda).
+/* GPU backend modules (CUDA / HIP, src/backends/gpu with src/backends/cuda and src/backends/hip).
  *
  * Always (CPU-only CI): the modules are built and export only kvc_backend_entry, libkvcore.so needs
  * no GPU runtime, `kvcore info --all` loads them and reports no device, and the device memory API
@@ -406,7 +406,7 @@ static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_
     uint16_t *cdf = malloc(2 * ncdf);
     uint8_t *sym_d = dev_copy_of(dev, k->sym, nsym);
     uint16_t *cdf_d = dev_alloc(dev, 2 * ncdf);
-    kvc_cdf_args_t ca = { .symbols = k->sym, .cdf = cdf, .layers = k->L, .tokens = k->T, .channels = k->C,
+    kvc_cg_cdf_params_t ca = { .symbols = k->sym, .cdf = cdf, .layers = k->L, .tokens = k->T, .channels = k->C,
                           .num_bins = k->B };
     cr_assert_eq(kvc_cg_cdf(cpu, &ca), KVC_OK, "%s", kvc_last_error());
     ca.symbols = sym_d;
@@ -419,7 +419,7 @@ static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_
     uint8_t *streams_d = dev_copy_of(dev, streams, ns * k->cap);
     int32_t *len_d = dev_alloc(dev, 4 * ns);
     size_t need_cpu = 0, need_dev = 1;
-    kvc_encode_args_t ea = { .cdf = cdf, .symbols = k->sym, .streams = streams, .lengths = len, .layers = k->L,
+    kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = k->sym, .streams = streams, .lengths = len, .layers = k->L,
                              .tokens = k->T, .channels = k->C, .capacity = k->cap, .num_bins = k->B,
                              .needed = &need_cpu };
     const kvc_status_t st_cpu = kvc_cg_encode(cpu, &ea);
@@ -450,7 +450,7 @@ static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_
 
         uint8_t *out = malloc(nsym ? nsym : 1);
         uint8_t *out_d = dev_alloc(dev, nsym);
-        kvc_decode_args_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = out_d,
+        kvc_cg_decode_params_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = out_d,
                                  .layers = k->L, .tokens = k->T, .channels = k->C, .capacity = k->cap,
                                  .num_bins = k->B };
         cr_assert_eq(kvc_cg_decode(dev, &da), KVC_OK, "%s", kvc_last_error());
@@ -468,7 +468,7 @@ static void coder_roundtrip(kvc_context_t *cpu, kvc_context_t *dev, const coder_
         }
         uint8_t *packed_d = dev_copy_of(dev, packed, nbytes);
         int64_t *ps_d = dev_copy_of(dev, ps, 8 * ns);
-        kvc_decode_packed_args_t pa = { .cdf = cdf_d, .bytes = packed_d, .nbytes = nbytes, .prefsum = ps_d,
+        kvc_cg_decode_packed_params_t pa = { .cdf = cdf_d, .bytes = packed_d, .nbytes = nbytes, .prefsum = ps_d,
                                         .symbols = out_d, .layers = k->L, .tokens = k->T, .channels = k->C,
                                         .num_bins = k->B };
         uint8_t *zero = calloc(1, nsym ? nsym : 1);
@@ -536,23 +536,23 @@ static void coder_golden(target_t t)
         void *d[6];
         for (int i = 0; i < 6; i++) d[i] = dev_copy_of(dev, f[i].data, f[i].count * f[i].itemsize);
         uint16_t *cdf_d = dev_alloc(dev, f[1].count * 2);
-        kvc_cdf_args_t ca = { .symbols = d[0], .cdf = cdf_d, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+        kvc_cg_cdf_params_t ca = { .symbols = d[0], .cdf = cdf_d, .layers = L, .tokens = T, .channels = C, .num_bins = B };
         cr_assert_eq(kvc_cg_cdf(dev, &ca), KVC_OK, "%s", kvc_last_error());
         assert_same(dev, cdf_d, f[1].data, f[1].count * 2, names[n]);
         uint8_t *zero = calloc(1, f[2].count);
         uint8_t *streams_d = dev_copy_of(dev, zero, f[2].count);
         int32_t *len_d = dev_alloc(dev, 4 * L * C);
-        kvc_encode_args_t ea = { .cdf = d[1], .symbols = d[0], .streams = streams_d, .lengths = len_d, .layers = L,
+        kvc_cg_encode_params_t ea = { .cdf = d[1], .symbols = d[0], .streams = streams_d, .lengths = len_d, .layers = L,
                                  .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
         cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_OK, "%s", kvc_last_error());
         assert_same(dev, len_d, f[3].data, 4 * L * C, names[n]);
         assert_same(dev, streams_d, f[2].data, f[2].count, names[n]);
         uint8_t *out_d = dev_copy_of(dev, zero, L * T * C);
-        kvc_decode_args_t da = { .cdf = d[1], .streams = d[2], .lengths = d[3], .symbols = out_d, .layers = L,
+        kvc_cg_decode_params_t da = { .cdf = d[1], .streams = d[2], .lengths = d[3], .symbols = out_d, .layers = L,
                                  .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
         cr_assert_eq(kvc_cg_decode(dev, &da), KVC_OK, "%s", kvc_last_error());
         assert_same(dev, out_d, f[0].data, L * T * C, names[n]);
-        kvc_decode_packed_args_t pa = { .cdf = d[1], .bytes = d[4], .nbytes = f[4].count, .prefsum = d[5],
+        kvc_cg_decode_packed_params_t pa = { .cdf = d[1], .bytes = d[4], .nbytes = f[4].count, .prefsum = d[5],
                                         .symbols = out_d, .layers = L, .tokens = T, .channels = C, .num_bins = B };
         cr_assert_eq(kvc_memcpy(dev, out_d, zero, L * T * C), KVC_OK);
         cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_OK, "%s", kvc_last_error());
@@ -581,7 +581,7 @@ Test(gpu, coder_bad_input_statuses)
     const unsigned B = 8;
     uint8_t *sym = coder_symbols(L, T, C, B, 3);
     uint16_t *cdf = malloc(2 * ns * (B + 1));
-    kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
+    kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
     cr_assert_eq(kvc_cg_cdf(cpu, &ca), KVC_OK);
     char msg[512];
     uint8_t *sym_d = dev_copy_of(dev, sym, L * T * C);
@@ -605,7 +605,7 @@ Test(gpu, coder_bad_input_statuses)
     int32_t *len_d = dev_alloc(dev, 4 * ns);
     const size_t cap = kvc_cg_encode_bound(T);
     uint8_t *streams_d = dev_alloc(dev, ns * cap);
-    kvc_encode_args_t ea = { .cdf = cdf_d, .symbols = sym_d, .streams = streams_d, .lengths = len_d, .layers = L,
+    kvc_cg_encode_params_t ea = { .cdf = cdf_d, .symbols = sym_d, .streams = streams_d, .lengths = len_d, .layers = L,
                              .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
     cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_ERR_OUT_OF_RANGE);
     cr_assert(strstr(kvc_last_error(), "symbols[123]"), "%s", kvc_last_error());
@@ -619,7 +619,7 @@ Test(gpu, coder_bad_input_statuses)
     cr_assert_eq(kvc_memcpy(dev, cdf_d, cdf_bad, 2 * ns * (B + 1)), KVC_OK);
     uint8_t *streams = malloc(ns * cap);
     int32_t *len = malloc(4 * ns);
-    kvc_encode_args_t ec = ea;
+    kvc_cg_encode_params_t ec = ea;
     ec.cdf = cdf_bad;
     ec.symbols = sym;
     ec.streams = streams;
@@ -628,7 +628,7 @@ Test(gpu, coder_bad_input_statuses)
     snprintf(msg, sizeof(msg), "%s", kvc_last_error());
     cr_assert_eq(kvc_cg_encode(dev, &ea), KVC_ERR_INVALID_ARG);
     cr_assert_str_eq(kvc_last_error(), msg);
-    kvc_decode_args_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = sym_d, .layers = L,
+    kvc_cg_decode_params_t da = { .cdf = cdf_d, .streams = streams_d, .lengths = len_d, .symbols = sym_d, .layers = L,
                              .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
     cr_assert_eq(kvc_cg_decode(dev, &da), KVC_ERR_CORRUPT);
     cr_assert(strstr(kvc_last_error(), "stream 7"), "%s", kvc_last_error());
@@ -643,7 +643,7 @@ Test(gpu, coder_bad_input_statuses)
     int64_t ps[10] = { 3, 6, 9, 8, 12, 15, 18, 21, 24, 27 };
     int64_t *ps_d = dev_copy_of(dev, ps, sizeof(ps));
     uint8_t *bytes_d = dev_alloc(dev, 27);
-    kvc_decode_packed_args_t pa = { .cdf = cdf_d, .bytes = bytes_d, .nbytes = 27, .prefsum = ps_d, .symbols = sym_d,
+    kvc_cg_decode_packed_params_t pa = { .cdf = cdf_d, .bytes = bytes_d, .nbytes = 27, .prefsum = ps_d, .symbols = sym_d,
                                     .layers = L, .tokens = T, .channels = C, .num_bins = B };
     cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
     cr_assert(strstr(kvc_last_error(), "prefsum[3]") && strstr(kvc_last_error(), "decreases"), "%s",
@@ -674,7 +674,7 @@ static uint16_t f32_to_bits16(float v, int dtype)
 {
     uint32_t u;
     memcpy(&u, &v, 4);
-    if (dtype == KVC_CG_BF16) return (uint16_t)(u >> 16); /* truncation is fine for test inputs */
+    if (dtype == KVC_DTYPE_BF16) return (uint16_t)(u >> 16); /* truncation is fine for test inputs */
     /* fp16 of a float in range (test inputs only): via _Float16 */
     _Float16 h = (_Float16)v;
     uint16_t b;
@@ -687,16 +687,16 @@ static void quant_suite(target_t t)
     kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
     const size_t L = 2, T = 7, C = 300, n = L * T * C;
     const uint32_t bins[2] = { 32, 16 };
-    for (int dtype = 0; dtype < 3; dtype++) {
-        const size_t es = dtype == KVC_CG_F32 ? 4 : 2;
+    for (int dtype = KVC_DTYPE_F16; dtype <= KVC_DTYPE_F32; dtype++) {
+        const size_t es = dtype == KVC_DTYPE_F32 ? 4 : 2;
         uint8_t *vals = malloc(n * es);
-        uint64_t seed = 11 + (uint64_t)dtype;
+        uint64_t seed = 10 + (uint64_t)dtype;
         for (size_t i = 0; i < n; i++) {
             const size_t row = i / C;
             float v = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 2 - 1);
             if (row == 1) v = 0.0f;                                   /* all-zero row */
-            if (row == 2) v *= dtype == KVC_CG_F32 ? 1e-30f : 1e-6f;  /* tiny / subnormal */
-            if (row == 3) v *= dtype == KVC_CG_F16 ? 6e4f : 1e30f;    /* huge */
+            if (row == 2) v *= dtype == KVC_DTYPE_F32 ? 1e-30f : 1e-6f;  /* tiny / subnormal */
+            if (row == 3) v *= dtype == KVC_DTYPE_F16 ? 6e4f : 1e30f;    /* huge */
             if (row == 4 && i % C == 5) v = NAN;
             if (row == 4 && i % C == 6) v = INFINITY;
             if (row == 5 && i % C == 9) v = -INFINITY;
@@ -708,13 +708,13 @@ static void quant_suite(target_t t)
         }
         uint8_t *sym = malloc(n);
         float *scales = malloc(4 * L * T);
-        kvc_quant_args_t q = { .dtype = dtype, .values = vals, .symbols = sym, .scales = scales, .bins = bins,
+        kvc_quant_params_t q = { .dtype = dtype, .values = vals, .symbols = sym, .scales = scales, .bins = bins,
                                .layers = L, .tokens = T, .channels = C };
         cr_assert_eq(kvc_quantise(cpu, &q), KVC_OK, "%s", kvc_last_error());
         void *vals_d = dev_copy_of(dev, vals, n * es);
         uint8_t *sym_d = dev_alloc(dev, n);
         float *scales_d = dev_alloc(dev, 4 * L * T);
-        kvc_quant_args_t qd = q;
+        kvc_quant_params_t qd = q;
         qd.values = vals_d;
         qd.symbols = sym_d;
         qd.scales = scales_d;
@@ -912,11 +912,11 @@ Test(modules, info_all_loads_modules_without_device)
 
 #include <kvcore/rope.h>
 
-static float rope_value(const void *p, kvc_rope_dtype_t dt, size_t i)
+static float rope_value(const void *p, kvc_dtype_t dt, size_t i)
 {
-    if (dt == KVC_ROPE_F32) return ((const float *)p)[i];
+    if (dt == KVC_DTYPE_F32) return ((const float *)p)[i];
     uint16_t b = ((const uint16_t *)p)[i];
-    if (dt == KVC_ROPE_BF16) {
+    if (dt == KVC_DTYPE_BF16) {
         const uint32_t u = (uint32_t)b << 16;
         float f;
         memcpy(&f, &u, 4);
@@ -928,12 +928,12 @@ static float rope_value(const void *p, kvc_rope_dtype_t dt, size_t i)
 }
 
 /* Within a few units in the last place of the dtype (the GPU uses sincosf, the CPU SLEEF). */
-static void rope_close(kvc_context_t *dev, const void *dev_buf, const void *cpu_buf, kvc_rope_dtype_t dt, size_t n,
+static void rope_close(kvc_context_t *dev, const void *dev_buf, const void *cpu_buf, kvc_dtype_t dt, size_t n,
                        const char *what)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     uint8_t *h = host_copy_of(dev, dev_buf, n * es);
-    const double tol = dt == KVC_ROPE_F32 ? 2e-5 : dt == KVC_ROPE_F16 ? 2e-3 : 1.6e-2;
+    const double tol = dt == KVC_DTYPE_F32 ? 2e-5 : dt == KVC_DTYPE_F16 ? 2e-3 : 1.6e-2;
     for (size_t i = 0; i < n; i++) {
         const double a = rope_value(h, dt, i), b = rope_value(cpu_buf, dt, i);
         cr_assert(fabs(a - b) <= tol * (1 + fabs(b)), "%s: element %zu: GPU %g, CPU %g", what, i, a, b);
@@ -945,8 +945,8 @@ static void rope_suite(target_t t)
 {
     kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
     const size_t N = 37, NH = 5, HS = 64, ROT = 48, MAXP = 300;
-    for (int dt = 0; dt < 3; dt++) {
-        const size_t es = kvc_rope_dtype_size((kvc_rope_dtype_t)dt);
+    for (int dt = KVC_DTYPE_F16; dt <= KVC_DTYPE_F32; dt++) {
+        const size_t es = kvc_dtype_size((kvc_dtype_t)dt);
         /* table */
         uint8_t *tab = malloc(MAXP * ROT * es);
         void *tab_d = dev_alloc(dev, MAXP * ROT * es);
@@ -970,22 +970,22 @@ static void rope_suite(target_t t)
                 uint8_t *key = malloc(nel * es);
                 for (size_t i = 0; i < nel; i++) {
                     const float v = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 4 - 2);
-                    if (dt == KVC_ROPE_F32) memcpy(key + 4 * i, &v, 4);
+                    if (dt == KVC_DTYPE_F32) memcpy(key + 4 * i, &v, 4);
                     else {
-                        const uint16_t b = f32_to_bits16(v, dt == KVC_ROPE_BF16 ? KVC_CG_BF16 : KVC_CG_F16);
+                        const uint16_t b = f32_to_bits16(v, dt == KVC_DTYPE_BF16 ? KVC_DTYPE_BF16 : KVC_DTYPE_F16);
                         memcpy(key + 2 * i, &b, 2);
                     }
                 }
                 void *key_d = dev_copy_of(dev, key, nel * es);
                 kvc_rope_keys_t k = { .data = key, .dtype = dt, .num_tokens = N, .num_heads = NH, .head_size = HS };
-                kvc_status_t st = delta ? kvc_rope_k_delta(cpu, NULL, &k, oldp, newp, ROT, 10000.0, style)
-                                        : kvc_rope_k_fused(cpu, NULL, &k, oldp, newp, &table, style);
+                kvc_status_t st = delta ? kvc_rope_k_delta(cpu, NULL, &k, oldp, newp, ROT, 10000.0, ROPE_STYLE(style))
+                                        : kvc_rope_k_fused(cpu, NULL, &k, oldp, newp, &table, ROPE_STYLE(style));
                 cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
                 k.data = key_d;
                 kvc_rope_table_t td = table;
                 td.data = tab_cpu_d;
-                st = delta ? kvc_rope_k_delta(dev, NULL, &k, oldp, newp, ROT, 10000.0, style)
-                           : kvc_rope_k_fused(dev, NULL, &k, oldp, newp, &td, style);
+                st = delta ? kvc_rope_k_delta(dev, NULL, &k, oldp, newp, ROT, 10000.0, ROPE_STYLE(style))
+                           : kvc_rope_k_fused(dev, NULL, &k, oldp, newp, &td, ROPE_STYLE(style));
                 cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
                 cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
                 rope_close(dev, key_d, key, dt, nel, delta ? "rope_k_delta" : "rope_k_fused");
@@ -1011,8 +1011,8 @@ Test(gpu, split_and_batched_copies)
     uint8_t *src = malloc(n), *back = calloc(1, n);
     fill_random(src, n, 42);
     uint8_t *d = dev_alloc(dev, n);
-    cr_assert_eq(kvc_memcpy_async(dev, d, src, n, KVC_COPY_H2D, off, align, NULL), KVC_OK, "%s", kvc_last_error());
-    cr_assert_eq(kvc_memcpy_async(dev, back, d, n, KVC_COPY_D2H, off, align, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy_async(dev, d, src, n, KVC_H2D, off, align, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy_async(dev, back, d, n, KVC_D2H, off, align, NULL), KVC_OK, "%s", kvc_last_error());
     cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
     cr_assert_arr_eq(back, src, n);
     /* batched device-to-device copies, sizes 0 included, and one entry overlapping itself */

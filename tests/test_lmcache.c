@@ -140,7 +140,7 @@ static void lm_build(kvc_context_t *ctx, lm_object_t *o, const uint16_t *custom_
     kvc_cg_default_bins(o->nl, o->bins);
     o->sym = malloc(L * T * C);
     o->scales = malloc(L * T * sizeof(float));
-    kvc_quant_args_t q = { .dtype = KVC_CG_F16, .values = o->kv, .symbols = o->sym, .scales = o->scales, .bins = o->bins,
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F16, .values = o->kv, .symbols = o->sym, .scales = o->scales, .bins = o->bins,
                            .layers = L, .tokens = T, .channels = C };
     cr_assert_eq(kvc_quantise(ctx, &q), KVC_OK);
     o->maxk = malloc(o->nl * T * 2);
@@ -161,7 +161,7 @@ static void lm_build(kvc_context_t *ctx, lm_object_t *o, const uint16_t *custom_
         const size_t t0 = w * W, tw = T - t0 < W ? T - t0 : W;
         for (size_t l = 0; l < L; l++) memcpy(win + l * tw * C, o->sym + (l * T + t0) * C, tw * C);
         o->lens[w] = malloc(L * C * sizeof(int32_t));
-        kvc_encode_args_t e = { .cdf = o->cdf, .symbols = win, .streams = streams, .lengths = o->lens[w], .layers = L,
+        kvc_cg_encode_params_t e = { .cdf = o->cdf, .symbols = win, .streams = streams, .lengths = o->lens[w], .layers = L,
                                 .tokens = tw, .channels = C, .capacity = cap, .num_bins = (unsigned)B };
         cr_assert_eq(kvc_cg_encode(ctx, &e), KVC_OK);
         size_t n = 0;

@@ -27,6 +27,7 @@
 #include <criterion/criterion.h>
 #include <hwloc.h>
 #include <kvcore.h>
+#include <kvcore/backend.h> /* kvc_copy_split_piece */
 
 #include "ref/memory_ref.h"
 #include "sysinfo.h"
@@ -910,7 +911,7 @@ Test(memory, backend_without_host_register)
     kvc_mem_report_t r;
     cr_assert_eq(kvc_mem_alloc(ctx, 3 * MiB, NULL, &ptr, &r), KVC_OK, "plain memory needs no backend op");
     char a[8] = "abcdefg", b[8];
-    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 8, KVC_COPY_D2H, 0, 64, NULL), KVC_ERR_UNSUPPORTED);
+    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 8, KVC_D2H, 0, 64, NULL), KVC_ERR_UNSUPPORTED);
     kvc_context_destroy(ctx); /* frees the leaked plain allocation */
 }
 
@@ -1230,10 +1231,10 @@ Test(memory, split_copy_equals_memcpy)
             const size_t off = cases[c][0], n = cases[c][1];
             fill_pattern(host, sizeof(host), 1);
             fill_pattern(dev, sizeof(dev), 77);
-            unsigned char *src = dir == KVC_COPY_H2D ? host : dev, *dst = dir == KVC_COPY_H2D ? dev : host;
+            unsigned char *src = dir == KVC_H2D ? host : dev, *dst = dir == KVC_H2D ? dev : host;
             memcpy(want, dst, sizeof(want));
             memcpy(want + off, src + off, n);
-            cr_assert_eq(kvc_memcpy_async(ctx, dst + off, src + off, n, (kvc_copy_direction_t)dir, off, 64, NULL),
+            cr_assert_eq(kvc_memcpy_async(ctx, dst + off, src + off, n, (kvc_direction_t)dir, off, 64, NULL),
                          KVC_OK, "%s", kvc_last_error());
             cr_assert_arr_eq(dst, want, sizeof(want), "dir %d case (%zu, %zu)", dir, off, n);
         }
@@ -1242,7 +1243,7 @@ Test(memory, split_copy_equals_memcpy)
     unsigned char *s = malloc(big), *d = calloc(1, big + 16), *w = calloc(1, big + 16);
     fill_pattern(s, big, 3);
     memcpy(w + 7, s, big);
-    cr_assert_eq(kvc_memcpy_async(ctx, d + 7, s, big, KVC_COPY_D2H, 123, 4096, NULL), KVC_OK);
+    cr_assert_eq(kvc_memcpy_async(ctx, d + 7, s, big, KVC_D2H, 123, 4096, NULL), KVC_OK);
     cr_assert_arr_eq(d, w, big + 16);
     free(s);
     free(d);
@@ -1259,20 +1260,20 @@ Test(memory, split_copy_errors_write_nothing)
     memcpy(orig, b, sizeof(b));
     const size_t bad_align[] = { 0, 3, 6, 96, SIZE_MAX };
     for (size_t i = 0; i < 5; i++) {
-        cr_assert_eq(kvc_memcpy_async(ctx, b, a, 64, KVC_COPY_H2D, 0, bad_align[i], NULL), KVC_ERR_INVALID_ARG,
+        cr_assert_eq(kvc_memcpy_async(ctx, b, a, 64, KVC_H2D, 0, bad_align[i], NULL), KVC_ERR_INVALID_ARG,
                      "alignment %zu", bad_align[i]);
         cr_assert(strstr(kvc_last_error(), "power of two"), "%s", kvc_last_error());
     }
-    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 0, KVC_COPY_H2D, 0, 0, NULL), KVC_ERR_INVALID_ARG,
+    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 0, KVC_H2D, 0, 0, NULL), KVC_ERR_INVALID_ARG,
                  "alignment is checked even for 0 bytes");
-    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 0, KVC_COPY_H2D, 0, 64, NULL), KVC_OK);
-    cr_assert_eq(kvc_memcpy_async(ctx, NULL, a, 0, KVC_COPY_H2D, 0, 64, NULL), KVC_OK, "nothing to copy");
-    cr_assert_eq(kvc_memcpy_async(ctx, NULL, a, 8, KVC_COPY_H2D, 0, 64, NULL), KVC_ERR_INVALID_ARG);
-    cr_assert_eq(kvc_memcpy_async(ctx, b, NULL, 8, KVC_COPY_H2D, 0, 64, NULL), KVC_ERR_INVALID_ARG);
-    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 8, (kvc_copy_direction_t)2, 0, 64, NULL), KVC_ERR_INVALID_ARG);
-    cr_assert_eq(kvc_memcpy_async(ctx, b + 8, b, 64, KVC_COPY_H2D, 0, 64, NULL), KVC_ERR_INVALID_ARG, "overlap");
-    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 64, KVC_COPY_H2D, SIZE_MAX - 10, 64, NULL), KVC_ERR_INVALID_ARG);
-    cr_assert_eq(kvc_memcpy_async(NULL, b, a, 64, KVC_COPY_H2D, 0, 64, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 0, KVC_H2D, 0, 64, NULL), KVC_OK);
+    cr_assert_eq(kvc_memcpy_async(ctx, NULL, a, 0, KVC_H2D, 0, 64, NULL), KVC_OK, "nothing to copy");
+    cr_assert_eq(kvc_memcpy_async(ctx, NULL, a, 8, KVC_H2D, 0, 64, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_memcpy_async(ctx, b, NULL, 8, KVC_H2D, 0, 64, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 8, (kvc_direction_t)2, 0, 64, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_memcpy_async(ctx, b + 8, b, 64, KVC_H2D, 0, 64, NULL), KVC_ERR_INVALID_ARG, "overlap");
+    cr_assert_eq(kvc_memcpy_async(ctx, b, a, 64, KVC_H2D, SIZE_MAX - 10, 64, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_memcpy_async(NULL, b, a, 64, KVC_H2D, 0, 64, NULL), KVC_ERR_INVALID_ARG);
     cr_assert_arr_eq(b, orig, sizeof(b), "a rejected copy wrote something");
     kvc_context_destroy(ctx);
 }

@@ -53,9 +53,9 @@ static uint64_t rng_next(void)
 }
 static double rng_uniform(double lo, double hi) { return lo + (hi - lo) * (double)(rng_next() >> 11) * 0x1p-53; }
 
-static void *alloc_filled(size_t n, kvc_rope_dtype_t dt, double lo, double hi)
+static void *alloc_filled(size_t n, kvc_dtype_t dt, double lo, double hi)
 {
-    void *p = malloc(n * kvc_rope_dtype_size(dt) + 64);
+    void *p = malloc(n * kvc_dtype_size(dt) + 64);
     cr_assert_not_null(p);
     for (size_t i = 0; i < n; i++) rope_ref_put(p, dt, i, rng_uniform(lo, hi));
     return p;
@@ -72,14 +72,14 @@ static int64_t *random_positions(size_t n, int64_t limit)
     return p;
 }
 
-static const char *dt_name(kvc_rope_dtype_t d)
+static const char *dt_name(kvc_dtype_t d)
 {
-    return d == KVC_ROPE_F32 ? "f32" : d == KVC_ROPE_F16 ? "f16" : "bf16";
+    return d == KVC_DTYPE_F32 ? "f32" : d == KVC_DTYPE_F16 ? "f16" : "bf16";
 }
 
 /* Every rounding of a value within tol of the exact result: round(exact-tol) <= got <= round(exact+tol).
  * Checks "math in fp32, one rounding at the end": tol bounds the fp32 error before the rounding. */
-static int within_one_rounding(double got, double exact, double tol, kvc_rope_dtype_t dt)
+static int within_one_rounding(double got, double exact, double tol, kvc_dtype_t dt)
 {
     return got >= rope_ref_round(exact - tol, dt) && got <= rope_ref_round(exact + tol, dt);
 }
@@ -90,7 +90,7 @@ typedef struct layout {
 
 static size_t layout_elems(const layout_t *l) { return (l->n - 1) * l->token_stride + (l->nkv - 1) * l->head_stride + l->hs; }
 
-static kvc_rope_keys_t keys_of(void *data, kvc_rope_dtype_t dt, const layout_t *l)
+static kvc_rope_keys_t keys_of(void *data, kvc_dtype_t dt, const layout_t *l)
 {
     return (kvc_rope_keys_t){ .data = data, .dtype = dt, .num_tokens = l->n, .num_heads = l->nkv,
                               .head_size = l->hs, .head_stride = l->head_stride, .token_stride = l->token_stride };
@@ -110,10 +110,10 @@ static unsigned char *rotated_mask(const layout_t *l)
 
 /* Elements outside the rotated ranges (rest of head, other half of fused rows, stride gaps) are
  * bit-identical to the input. */
-static void assert_untouched(const void *out, const void *in, kvc_rope_dtype_t dt, const layout_t *l)
+static void assert_untouched(const void *out, const void *in, kvc_dtype_t dt, const layout_t *l)
 {
     unsigned char *m = rotated_mask(l);
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     for (size_t i = 0; i < layout_elems(l); i++)
         if (!m[i])
             cr_assert(memcmp((const char *)out + i * es, (const char *)in + i * es, es) == 0,
@@ -121,9 +121,9 @@ static void assert_untouched(const void *out, const void *in, kvc_rope_dtype_t d
     free(m);
 }
 
-static kvc_rope_table_t build_table(kvc_context_t *ctx, kvc_rope_dtype_t dt, size_t max_pos, size_t rot, double base)
+static kvc_rope_table_t build_table(kvc_context_t *ctx, kvc_dtype_t dt, size_t max_pos, size_t rot, double base)
 {
-    kvc_rope_table_t t = { .data = malloc(max_pos * rot * kvc_rope_dtype_size(dt)), .dtype = dt,
+    kvc_rope_table_t t = { .data = malloc(max_pos * rot * kvc_dtype_size(dt)), .dtype = dt,
                            .max_position = max_pos, .rot_dim = rot };
     cr_assert_not_null(t.data);
     cr_assert_eq(kvc_rope_cache_build(ctx, NULL, &t, base), KVC_OK, "%s", kvc_last_error());
@@ -148,13 +148,13 @@ static layout_t with_strides(layout_t l, int variant)
     return l;
 }
 
-static void check_fused(kvc_context_t *ctx, const layout_t *l, kvc_rope_dtype_t kdt, kvc_rope_dtype_t tdt, int neox,
+static void check_fused(kvc_context_t *ctx, const layout_t *l, kvc_dtype_t kdt, kvc_dtype_t tdt, int neox,
                         int random_table)
 {
     const size_t total = layout_elems(l), max_pos = 300;
     void *key = alloc_filled(total, kdt, -4, 4);
-    void *in = malloc(total * kvc_rope_dtype_size(kdt));
-    memcpy(in, key, total * kvc_rope_dtype_size(kdt));
+    void *in = malloc(total * kvc_dtype_size(kdt));
+    memcpy(in, key, total * kvc_dtype_size(kdt));
     /* A random table is not a rotation: kvcore takes each row as the rotation by its angle (the
      * SPEC's two steps divided by the two rows' norms, see rope_ref_fused_pair_unit), and so must
      * the result here. */
@@ -163,7 +163,7 @@ static void check_fused(kvc_context_t *ctx, const layout_t *l, kvc_rope_dtype_t 
                                         : build_table(ctx, tdt, max_pos, l->rot, 10000.0);
     int64_t *po = random_positions(l->n, max_pos), *pn = random_positions(l->n, max_pos);
     kvc_rope_keys_t k = keys_of(key, kdt, l);
-    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ), KVC_OK, "%s",
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, ROPE_STYLE(neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ)), KVC_OK, "%s",
                  kvc_last_error());
     const size_t half = l->rot / 2;
     for (size_t t = 0; t < l->n; t++)
@@ -207,20 +207,20 @@ static void check_fused(kvc_context_t *ctx, const layout_t *l, kvc_rope_dtype_t 
 static void oracle_sweep(const char *isa)
 {
     kvc_context_t *ctx = tier_context(isa);
-    static const kvc_rope_dtype_t dts[] = { KVC_ROPE_F32, KVC_ROPE_F16, KVC_ROPE_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     for (size_t s = 0; s < sizeof(base_shapes) / sizeof(base_shapes[0]); s++)
         for (int v = 0; v < 3; v++) {
             const layout_t l = with_strides(base_shapes[s], v);
             for (int d = 0; d < 3; d++)
                 for (int neox = 0; neox < 2; neox++) {
                     check_fused(ctx, &l, dts[d], dts[d], neox, 0);
-                    if (dts[d] != KVC_ROPE_F32) check_fused(ctx, &l, dts[d], KVC_ROPE_F32, neox, 0);
+                    if (dts[d] != KVC_DTYPE_F32) check_fused(ctx, &l, dts[d], KVC_DTYPE_F32, neox, 0);
                 }
         }
     /* a table that is not a rotation (LMCache's cross-backend test uses randn) */
     for (int neox = 0; neox < 2; neox++) {
         const layout_t l = with_strides(base_shapes[3], 0);
-        check_fused(ctx, &l, KVC_ROPE_F32, KVC_ROPE_F32, neox, 1);
+        check_fused(ctx, &l, KVC_DTYPE_F32, KVC_DTYPE_F32, neox, 1);
     }
     kvc_context_destroy(ctx);
 }
@@ -231,16 +231,16 @@ Test(rope_oracle, fused_avx512) { oracle_sweep("avx512"); }
 
 /* ---------------------------------------------------------------- delta vs the oracle */
 
-static double check_delta(kvc_context_t *ctx, const layout_t *l, kvc_rope_dtype_t kdt, int neox, int64_t limit,
+static double check_delta(kvc_context_t *ctx, const layout_t *l, kvc_dtype_t kdt, int neox, int64_t limit,
                           double base)
 {
     const size_t total = layout_elems(l);
     void *key = alloc_filled(total, kdt, -4, 4);
-    void *in = malloc(total * kvc_rope_dtype_size(kdt));
-    memcpy(in, key, total * kvc_rope_dtype_size(kdt));
+    void *in = malloc(total * kvc_dtype_size(kdt));
+    memcpy(in, key, total * kvc_dtype_size(kdt));
     int64_t *po = random_positions(l->n, limit), *pn = random_positions(l->n, limit);
     kvc_rope_keys_t k = keys_of(key, kdt, l);
-    cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, l->rot, base, neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ), KVC_OK,
+    cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, l->rot, base, ROPE_STYLE(neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ)), KVC_OK,
                  "%s", kvc_last_error());
     double worst = 0; /* largest error before rounding seen, in units of EPS32*(|x|+|y|) (fp32 keys) */
     for (size_t t = 0; t < l->n; t++)
@@ -258,7 +258,7 @@ static double check_delta(kvc_context_t *ctx, const layout_t *l, kvc_rope_dtype_
                           "oracle (%.9g, %.9g)",
                           dt_name(kdt), neox ? "neox" : "gptj", l->hs, l->rot, t, (long long)(pn[t] - po[t]), h, i, gx,
                           gy, xo, yo);
-                if (kdt == KVC_ROPE_F32 && fabs(x) + fabs(y) > 0) {
+                if (kdt == KVC_DTYPE_F32 && fabs(x) + fabs(y) > 0) {
                     const double e = fmax(fabs(gx - xo), fabs(gy - yo)) / (EPS32 * (fabs(x) + fabs(y)));
                     worst = fmax(worst, e);
                 }
@@ -274,7 +274,7 @@ static double check_delta(kvc_context_t *ctx, const layout_t *l, kvc_rope_dtype_
 static void delta_sweep(const char *isa)
 {
     kvc_context_t *ctx = tier_context(isa);
-    static const kvc_rope_dtype_t dts[] = { KVC_ROPE_F32, KVC_ROPE_F16, KVC_ROPE_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     double worst = 0;
     for (size_t s = 0; s < sizeof(base_shapes) / sizeof(base_shapes[0]); s++)
         for (int v = 0; v < 3; v++) {
@@ -298,7 +298,7 @@ Test(rope_oracle, delta_avx512) { delta_sweep("avx512"); }
 
 /* Table entries against cos/sin of the double-precision angle p*theta_i. fp32: within 2 ulp of the
  * value (or 2^-30 absolute, near zeros of sin/cos); fp16/bf16: one rounding of such a value. */
-static void check_table(kvc_context_t *ctx, kvc_rope_dtype_t dt, size_t max_pos, size_t rot, double base,
+static void check_table(kvc_context_t *ctx, kvc_dtype_t dt, size_t max_pos, size_t rot, double base,
                         double *worst_ulp)
 {
     kvc_rope_table_t t = build_table(ctx, dt, max_pos, rot, base);
@@ -308,13 +308,13 @@ static void check_table(kvc_context_t *ctx, kvc_rope_dtype_t dt, size_t max_pos,
             const double a = (double)p * rope_ref_theta(i, rot, base);
             const double ec = cos(a), es = sin(a);
             const double gc = rope_ref_get(t.data, dt, p * rot + i), gs = rope_ref_get(t.data, dt, p * rot + half + i);
-            const double tc = 2 * rope_ref_ulp(ec, KVC_ROPE_F32) + 0x1p-30, ts = 2 * rope_ref_ulp(es, KVC_ROPE_F32) + 0x1p-30;
+            const double tc = 2 * rope_ref_ulp(ec, KVC_DTYPE_F32) + 0x1p-30, ts = 2 * rope_ref_ulp(es, KVC_DTYPE_F32) + 0x1p-30;
             cr_assert(within_one_rounding(gc, ec, tc, dt) && within_one_rounding(gs, es, ts, dt),
                       "%s table rot %zu base %g: row %zu pair %zu: got (%.9g, %.9g), want (%.12g, %.12g)", dt_name(dt),
                       rot, base, p, i, gc, gs, ec, es);
-            if (dt == KVC_ROPE_F32) {
-                *worst_ulp = fmax(*worst_ulp, fabs(gc - ec) / rope_ref_ulp(ec, KVC_ROPE_F32));
-                *worst_ulp = fmax(*worst_ulp, fabs(gs - es) / rope_ref_ulp(es, KVC_ROPE_F32));
+            if (dt == KVC_DTYPE_F32) {
+                *worst_ulp = fmax(*worst_ulp, fabs(gc - ec) / rope_ref_ulp(ec, KVC_DTYPE_F32));
+                *worst_ulp = fmax(*worst_ulp, fabs(gs - es) / rope_ref_ulp(es, KVC_DTYPE_F32));
             }
         }
     free(t.data);
@@ -324,14 +324,14 @@ static void table_sweep(const char *isa)
 {
     kvc_context_t *ctx = tier_context(isa);
     double worst = 0;
-    static const kvc_rope_dtype_t dts[] = { KVC_ROPE_F32, KVC_ROPE_F16, KVC_ROPE_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     for (int d = 0; d < 3; d++) {
         check_table(ctx, dts[d], 2048, 128, 10000.0, &worst);
         check_table(ctx, dts[d], 300, 14, 500000.0, &worst);
         check_table(ctx, dts[d], 64, 2, 10000.0, &worst);
     }
     /* rows up to 2^19 (angles up to 5e5 rad), fp32, one pair per row */
-    check_table(ctx, KVC_ROPE_F32, (size_t)1 << 19, 2, 10000.0, &worst);
+    check_table(ctx, KVC_DTYPE_F32, (size_t)1 << 19, 2, 10000.0, &worst);
     fprintf(stderr, "# table (%s): worst fp32 entry error %.3f ulp\n", isa, worst);
     kvc_context_destroy(ctx);
 }
@@ -355,17 +355,17 @@ static void golden(const char *isa)
     cr_assert_str_eq(po.descr, "<i8");
     cr_assert(kin.ndim == 3 && kin.shape[0] == 32 && kin.shape[1] == 4 && kin.shape[2] == 128);
     cr_assert(cache.shape[0] == 1024 && cache.shape[1] == 128);
-    const kvc_rope_keys_t k = { .data = kin.data, .dtype = KVC_ROPE_F32, .num_tokens = 32, .num_heads = 4,
+    const kvc_rope_keys_t k = { .data = kin.data, .dtype = KVC_DTYPE_F32, .num_tokens = 32, .num_heads = 4,
                                 .head_size = 128 };
-    const kvc_rope_table_t t = { .data = cache.data, .dtype = KVC_ROPE_F32, .max_position = 1024, .rot_dim = 128 };
-    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po.data, pn.data, &t, KVC_ROPE_NEOX), KVC_OK, "%s", kvc_last_error());
+    const kvc_rope_table_t t = { .data = cache.data, .dtype = KVC_DTYPE_F32, .max_position = 1024, .rot_dim = 128 };
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po.data, pn.data, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK, "%s", kvc_last_error());
     double worst = 0;
     for (size_t i = 0; i < kin.count; i++) worst = fmax(worst, fabs(((float *)kin.data)[i] - ((float *)kout.data)[i]));
     fprintf(stderr, "# golden rotary0 (%s): max |diff| %.3g\n", isa, worst);
     cr_assert_leq(worst, 1e-5, "max |diff| %g against LMCache's rotary0", worst);
 
     /* our own table for the same base: how far LMCache's (fp32-angle) table is from it */
-    kvc_rope_table_t mine = build_table(ctx, KVC_ROPE_F32, 1024, 128, 10000.0);
+    kvc_rope_table_t mine = build_table(ctx, KVC_DTYPE_F32, 1024, 128, 10000.0);
     double tdiff = 0;
     for (size_t i = 0; i < cache.count; i++) tdiff = fmax(tdiff, fabs(((float *)cache.data)[i] - ((float *)mine.data)[i]));
     fprintf(stderr, "# golden rotary0 (%s): max |table diff| vs kvc_rope_cache_build %.3g\n", isa, tdiff);
@@ -394,27 +394,27 @@ Test(rope_golden, rotary0_avx512) { golden("avx512"); }
 static void identity(const char *isa)
 {
     kvc_context_t *ctx = tier_context(isa);
-    static const kvc_rope_dtype_t dts[] = { KVC_ROPE_F32, KVC_ROPE_F16, KVC_ROPE_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     const size_t max_pos = 8192, rot = 128;
     size_t checked = 0;
     for (int d = 0; d < 3; d++)
         for (int own_table = 0; own_table < 2; own_table++) {
-            if (own_table && dts[d] == KVC_ROPE_F32) continue; /* same as the f32 table */
-            kvc_rope_table_t tab = build_table(ctx, own_table ? dts[d] : KVC_ROPE_F32, max_pos, rot, 10000.0);
+            if (own_table && dts[d] == KVC_DTYPE_F32) continue; /* same as the f32 table */
+            kvc_rope_table_t tab = build_table(ctx, own_table ? dts[d] : KVC_DTYPE_F32, max_pos, rot, 10000.0);
             for (int neox = 0; neox < 2; neox++)
                 for (int v = 0; v < 2; v++) {
                     const layout_t l = with_strides((layout_t){ 64, 2, rot, rot, 0, 0 }, v);
-                    const size_t total = layout_elems(&l), bytes = total * kvc_rope_dtype_size(dts[d]);
+                    const size_t total = layout_elems(&l), bytes = total * kvc_dtype_size(dts[d]);
                     void *key = alloc_filled(total, dts[d], -4, 4), *in = malloc(bytes);
                     memcpy(in, key, bytes);
                     int64_t *pos = random_positions(l.n, max_pos);
                     kvc_rope_keys_t k = keys_of(key, dts[d], &l);
-                    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, pos, pos, &tab, neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ),
+                    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, pos, pos, &tab, ROPE_STYLE(neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ)),
                                  KVC_OK);
                     for (size_t e = 0; e < total; e++) {
                         const double x = rope_ref_get(in, dts[d], e), g = rope_ref_get(key, dts[d], e);
-                        cr_assert(memcmp((char *)key + e * kvc_rope_dtype_size(dts[d]),
-                                         (char *)in + e * kvc_rope_dtype_size(dts[d]), kvc_rope_dtype_size(dts[d])) == 0,
+                        cr_assert(memcmp((char *)key + e * kvc_dtype_size(dts[d]),
+                                         (char *)in + e * kvc_dtype_size(dts[d]), kvc_dtype_size(dts[d])) == 0,
                                   "%s keys, %s table, %s, head stride %zu: element %zu: %.9g -> %.9g (%.1f ulp)",
                                   dt_name(dts[d]), dt_name(tab.dtype), neox ? "neox" : "gptj", l.head_stride, e, x, g,
                                   fabs(g - x) / rope_ref_ulp(x, dts[d]));
@@ -443,15 +443,15 @@ static void round_trip(const char *isa)
 {
     kvc_context_t *ctx = tier_context(isa);
     const size_t max_pos = 4096;
-    kvc_rope_table_t tab = build_table(ctx, KVC_ROPE_F32, max_pos, 64, 10000.0);
+    kvc_rope_table_t tab = build_table(ctx, KVC_DTYPE_F32, max_pos, 64, 10000.0);
     const layout_t l = with_strides((layout_t){ 50, 4, 64, 64, 0, 0 }, 0);
     const size_t total = layout_elems(&l);
-    float *key = alloc_filled(total, KVC_ROPE_F32, -4, 4), *in = malloc(total * 4);
+    float *key = alloc_filled(total, KVC_DTYPE_F32, -4, 4), *in = malloc(total * 4);
     memcpy(in, key, total * 4);
     int64_t *po = random_positions(l.n, max_pos), *pn = random_positions(l.n, max_pos);
-    kvc_rope_keys_t k = keys_of(key, KVC_ROPE_F32, &l);
-    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, KVC_ROPE_NEOX), KVC_OK);
-    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, pn, po, &tab, KVC_ROPE_NEOX), KVC_OK);
+    kvc_rope_keys_t k = keys_of(key, KVC_DTYPE_F32, &l);
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, pn, po, &tab, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
     double worst = 0;
     for (size_t t = 0; t < l.n * l.nkv; t++)
         for (size_t i = 0; i < 32; i++) {
@@ -497,21 +497,21 @@ static void real_keys(const char *isa, const char *seq, int use_delta)
     memcpy(orig, pre.data, pre.count * 2);
     int64_t *po = calloc(n, sizeof(int64_t)), *pn = malloc(n * sizeof(int64_t));
     for (size_t i = 0; i < n; i++) pn[i] = (int64_t)(i % T);
-    kvc_rope_keys_t k = { .data = pre.data, .dtype = KVC_ROPE_F16, .num_tokens = n, .num_heads = 4, .head_size = 8 };
+    kvc_rope_keys_t k = { .data = pre.data, .dtype = KVC_DTYPE_F16, .num_tokens = n, .num_heads = 4, .head_size = 8 };
     if (use_delta) {
-        cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, 8, 10000.0, KVC_ROPE_GPTJ), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, 8, 10000.0, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK, "%s", kvc_last_error());
     } else {
-        kvc_rope_table_t tab = build_table(ctx, KVC_ROPE_F32, T, 8, 10000.0);
-        cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, KVC_ROPE_GPTJ), KVC_OK, "%s", kvc_last_error());
+        kvc_rope_table_t tab = build_table(ctx, KVC_DTYPE_F32, T, 8, 10000.0);
+        cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &tab, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK, "%s", kvc_last_error());
         free(tab.data);
     }
     double worst = 0;
     size_t exact = 0;
     for (size_t e = 0; e < pre.count; e += 2)
         for (int c = 0; c < 2; c++) {
-            const double got = rope_ref_get(pre.data, KVC_ROPE_F16, e + c), want = rope_ref_get(post.data, KVC_ROPE_F16, e + c);
-            const double mag = fabs(rope_ref_get(orig, KVC_ROPE_F16, e)) + fabs(rope_ref_get(orig, KVC_ROPE_F16, e + 1));
-            cr_assert_leq(fabs(got - want), 2 * rope_ref_ulp(mag, KVC_ROPE_F16), "%s element %zu: %.6g, stored %.6g", seq,
+            const double got = rope_ref_get(pre.data, KVC_DTYPE_F16, e + c), want = rope_ref_get(post.data, KVC_DTYPE_F16, e + c);
+            const double mag = fabs(rope_ref_get(orig, KVC_DTYPE_F16, e)) + fabs(rope_ref_get(orig, KVC_DTYPE_F16, e + 1));
+            cr_assert_leq(fabs(got - want), 2 * rope_ref_ulp(mag, KVC_DTYPE_F16), "%s element %zu: %.6g, stored %.6g", seq,
                           e + c, got, want);
             worst = fmax(worst, fabs(got - want));
             exact += got == want;
@@ -553,11 +553,11 @@ typedef struct accuracy {
     int one_rounding; /* every element within one rounding of exact (tol 8 * 2^-24 (|x|+|y|)) */
 } accuracy_t;
 
-static accuracy_t measure(const void *in, const void *out, kvc_rope_dtype_t dt, const layout_t *l, const int64_t *po,
+static accuracy_t measure(const void *in, const void *out, kvc_dtype_t dt, const layout_t *l, const int64_t *po,
                           const int64_t *pn, double base)
 {
     accuracy_t a = { 0, 0, 1 };
-    const double u = dt == KVC_ROPE_F32 ? 0x1p-24 : dt == KVC_ROPE_F16 ? 0x1p-11 : 0x1p-8;
+    const double u = dt == KVC_DTYPE_F32 ? 0x1p-24 : dt == KVC_DTYPE_F16 ? 0x1p-11 : 0x1p-8;
     size_t exact = 0, count = 0;
     const size_t half = l->rot / 2;
     for (size_t t = 0; t < l->n; t++)
@@ -581,7 +581,7 @@ static accuracy_t measure(const void *in, const void *out, kvc_rope_dtype_t dt, 
 /* vLLM's table: inv_freq and p * inv_freq in fp32, then cos/sin (here in double of the fp32 angle). */
 static kvc_rope_table_t vllm_table(size_t max_pos, size_t rot, double base)
 {
-    kvc_rope_table_t t = { .data = malloc(max_pos * rot * 4), .dtype = KVC_ROPE_F32, .max_position = max_pos, .rot_dim = rot };
+    kvc_rope_table_t t = { .data = malloc(max_pos * rot * 4), .dtype = KVC_DTYPE_F32, .max_position = max_pos, .rot_dim = rot };
     float *f = t.data;
     for (size_t p = 0; p < max_pos; p++)
         for (size_t i = 0; i < rot / 2; i++) {
@@ -592,12 +592,12 @@ static kvc_rope_table_t vllm_table(size_t max_pos, size_t rot, double base)
     return t;
 }
 
-static void accuracy_for(kvc_context_t *ctx, kvc_rope_dtype_t dt)
+static void accuracy_for(kvc_context_t *ctx, kvc_dtype_t dt)
 {
     const double base = 10000.0;
     const size_t max_pos = 32768;
     const layout_t l = with_strides((layout_t){ 256, 4, 128, 128, 0, 0 }, 0);
-    const size_t total = layout_elems(&l), bytes = total * kvc_rope_dtype_size(dt);
+    const size_t total = layout_elems(&l), bytes = total * kvc_dtype_size(dt);
     void *in = alloc_filled(total, dt, -4, 4), *out = malloc(bytes);
     int64_t *po = random_positions(l.n, max_pos / 2), *pn = malloc(l.n * sizeof(int64_t));
     for (size_t t = 0; t < l.n; t++) pn[t] = po[t] + (int64_t)(rng_next() % (max_pos / 2)); /* CacheBlend: shifts */
@@ -605,14 +605,14 @@ static void accuracy_for(kvc_context_t *ctx, kvc_rope_dtype_t dt)
     const char *names[4] = { "fused, table in key dtype", "fused, f32 table", "fused, vLLM-style f32 table", "delta" };
     accuracy_t acc[4];
     for (int v = 0; v < 4; v++) {
-        if (v == 0 && dt == KVC_ROPE_F32) continue; /* same as v == 1 */
+        if (v == 0 && dt == KVC_DTYPE_F32) continue; /* same as v == 1 */
         memcpy(out, in, bytes);
         if (v == 3) {
-            cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, l.rot, base, KVC_ROPE_NEOX), KVC_OK);
+            cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, po, pn, l.rot, base, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
         } else {
             kvc_rope_table_t t = v == 2 ? vllm_table(max_pos, l.rot, base)
-                                        : build_table(ctx, v == 0 ? dt : KVC_ROPE_F32, max_pos, l.rot, base);
-            cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &t, KVC_ROPE_NEOX), KVC_OK);
+                                        : build_table(ctx, v == 0 ? dt : KVC_DTYPE_F32, max_pos, l.rot, base);
+            cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, po, pn, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
             free(t.data);
         }
         acc[v] = measure(in, out, dt, &l, po, pn, base);
@@ -620,7 +620,7 @@ static void accuracy_for(kvc_context_t *ctx, kvc_rope_dtype_t dt)
                 dt_name(dt), names[v], acc[v].max_err, acc[v].exact_pct);
     }
     cr_assert(acc[3].one_rounding, "%s: delta is not within one rounding of the exact rotation", dt_name(dt));
-    for (int v = dt == KVC_ROPE_F32 ? 1 : 0; v < 3; v++) {
+    for (int v = dt == KVC_DTYPE_F32 ? 1 : 0; v < 3; v++) {
         cr_assert_leq(acc[3].max_err, acc[v].max_err, "%s: delta less accurate than %s", dt_name(dt), names[v]);
         cr_assert_geq(acc[3].exact_pct, acc[v].exact_pct, "%s: delta rounds worse than %s", dt_name(dt), names[v]);
     }
@@ -633,9 +633,9 @@ static void accuracy_for(kvc_context_t *ctx, kvc_rope_dtype_t dt)
 Test(rope_accuracy, fused_vs_delta)
 {
     kvc_context_t *ctx = tier_context_threads("best", 1);
-    accuracy_for(ctx, KVC_ROPE_F32);
-    accuracy_for(ctx, KVC_ROPE_F16);
-    accuracy_for(ctx, KVC_ROPE_BF16);
+    accuracy_for(ctx, KVC_DTYPE_F32);
+    accuracy_for(ctx, KVC_DTYPE_F16);
+    accuracy_for(ctx, KVC_DTYPE_BF16);
     kvc_context_destroy(ctx);
 }
 
@@ -647,17 +647,17 @@ Test(rope_threads, two_threads_match_one)
     kvc_context_t *c1 = tier_context_threads("best", 1), *c2 = tier_context_threads("best", 2);
     const layout_t l = with_strides((layout_t){ 101, 3, 64, 64, 0, 0 }, 1);
     const size_t total = layout_elems(&l), bytes = total * 2;
-    kvc_rope_table_t t1 = build_table(c1, KVC_ROPE_F32, 1000, 64, 10000.0), t2 = build_table(c2, KVC_ROPE_F32, 1000, 64, 10000.0);
+    kvc_rope_table_t t1 = build_table(c1, KVC_DTYPE_F32, 1000, 64, 10000.0), t2 = build_table(c2, KVC_DTYPE_F32, 1000, 64, 10000.0);
     cr_assert(memcmp(t1.data, t2.data, 1000 * 64 * 4) == 0, "tables differ between 1 and 2 threads");
-    void *a = alloc_filled(total, KVC_ROPE_BF16, -4, 4), *b = malloc(bytes);
+    void *a = alloc_filled(total, KVC_DTYPE_BF16, -4, 4), *b = malloc(bytes);
     memcpy(b, a, bytes);
     int64_t *po = random_positions(l.n, 1000), *pn = random_positions(l.n, 1000);
-    kvc_rope_keys_t ka = keys_of(a, KVC_ROPE_BF16, &l), kb = keys_of(b, KVC_ROPE_BF16, &l);
-    cr_assert_eq(kvc_rope_k_fused(c1, NULL, &ka, po, pn, &t1, KVC_ROPE_GPTJ), KVC_OK);
-    cr_assert_eq(kvc_rope_k_fused(c2, NULL, &kb, po, pn, &t1, KVC_ROPE_GPTJ), KVC_OK);
+    kvc_rope_keys_t ka = keys_of(a, KVC_DTYPE_BF16, &l), kb = keys_of(b, KVC_DTYPE_BF16, &l);
+    cr_assert_eq(kvc_rope_k_fused(c1, NULL, &ka, po, pn, &t1, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK);
+    cr_assert_eq(kvc_rope_k_fused(c2, NULL, &kb, po, pn, &t1, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK);
     cr_assert(memcmp(a, b, bytes) == 0, "fused results differ between 1 and 2 threads");
-    cr_assert_eq(kvc_rope_k_delta(c1, NULL, &ka, po, pn, 64, 10000.0, KVC_ROPE_NEOX), KVC_OK);
-    cr_assert_eq(kvc_rope_k_delta(c2, NULL, &kb, po, pn, 64, 10000.0, KVC_ROPE_NEOX), KVC_OK);
+    cr_assert_eq(kvc_rope_k_delta(c1, NULL, &ka, po, pn, 64, 10000.0, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
+    cr_assert_eq(kvc_rope_k_delta(c2, NULL, &kb, po, pn, 64, 10000.0, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
     cr_assert(memcmp(a, b, bytes) == 0, "delta results differ between 1 and 2 threads");
     free(a);
     free(b);
@@ -690,8 +690,8 @@ Test(rope_tiers, fused_factors_bit_identical)
             case 1: scale = 1.0 + (double)((int)(rng_next() % 9) - 4) * 0x1p-6; break; /* |n - 1| up to ~2^-3 */
             case 2: c = rng_uniform(-1.5, 1.5), sn = rng_uniform(-1.5, 1.5); break;
             case 3:
-                c = p == 3 ? 0 : rope_ref_round(c, KVC_ROPE_BF16);
-                sn = p == 3 ? 0 : rope_ref_round(sn, KVC_ROPE_BF16);
+                c = p == 3 ? 0 : rope_ref_round(c, KVC_DTYPE_BF16);
+                sn = p == 3 ? 0 : rope_ref_round(sn, KVC_DTYPE_BF16);
                 break;
             case 4: scale = rng_uniform(0.9, 1.1); break;
             default: break;
@@ -699,7 +699,7 @@ Test(rope_tiers, fused_factors_bit_identical)
             tab[p * rot + i] = (float)(c * scale);
             tab[p * rot + half + i] = (float)(sn * scale);
         }
-    const kvc_rope_table_t t = { .data = tab, .dtype = KVC_ROPE_F32, .max_position = max_pos, .rot_dim = rot };
+    const kvc_rope_table_t t = { .data = tab, .dtype = KVC_DTYPE_F32, .max_position = max_pos, .rot_dim = rot };
     int64_t *po = random_positions(n, max_pos), *pn = random_positions(n, max_pos);
     static const char *const tiers[] = { "scalar", "avx2", "avx512" };
     float *out[3] = { NULL, NULL, NULL };
@@ -716,9 +716,9 @@ Test(rope_tiers, fused_factors_bit_identical)
             out[k] = malloc(n * rot * sizeof(float));
             cr_assert_not_null(out[k]);
             for (size_t e = 0; e < n * rot; e++) out[k][e] = (e % rot) < half ? 1.0f : 0.0f; /* NeoX (x, y) = (1, 0) */
-            const kvc_rope_keys_t keys = { .data = out[k], .dtype = KVC_ROPE_F32, .num_tokens = n, .num_heads = 1,
+            const kvc_rope_keys_t keys = { .data = out[k], .dtype = KVC_DTYPE_F32, .num_tokens = n, .num_heads = 1,
                                            .head_size = rot };
-            cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &keys, po, pn, &t, KVC_ROPE_NEOX), KVC_OK, "%s", kvc_last_error());
+            cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &keys, po, pn, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK, "%s", kvc_last_error());
             ran++;
         }
         kvc_context_destroy(ctx);
@@ -763,8 +763,8 @@ static void err_setup(err_fixture_t *f)
     f->ctx = tier_context_threads("best", 1);
     for (size_t i = 0; i < sizeof(f->key) / 2; i++) f->key[i] = (uint16_t)(0x3c00 + i); /* 1.0, 1.001, ... */
     memcpy(f->before, f->key, sizeof(f->key));
-    f->k = (kvc_rope_keys_t){ .data = f->key, .dtype = KVC_ROPE_F16, .num_tokens = 4, .num_heads = 2, .head_size = 8 };
-    f->t = (kvc_rope_table_t){ .data = f->table, .dtype = KVC_ROPE_F32, .max_position = 16, .rot_dim = 8 };
+    f->k = (kvc_rope_keys_t){ .data = f->key, .dtype = KVC_DTYPE_F16, .num_tokens = 4, .num_heads = 2, .head_size = 8 };
+    f->t = (kvc_rope_table_t){ .data = f->table, .dtype = KVC_DTYPE_F32, .max_position = 16, .rot_dim = 8 };
     cr_assert_eq(kvc_rope_cache_build(f->ctx, NULL, &f->t, 10000.0), KVC_OK);
     for (int i = 0; i < 4; i++) {
         f->po[i] = i;
@@ -774,12 +774,12 @@ static void err_setup(err_fixture_t *f)
 
 static kvc_status_t fused(err_fixture_t *f, kvc_rope_style_t style)
 {
-    return kvc_rope_k_fused(f->ctx, NULL, &f->k, f->po, f->pn, &f->t, style);
+    return kvc_rope_k_fused(f->ctx, NULL, &f->k, f->po, f->pn, &f->t, ROPE_STYLE(style));
 }
 
 static kvc_status_t delta(err_fixture_t *f, size_t rot, double base)
 {
-    return kvc_rope_k_delta(f->ctx, NULL, &f->k, f->po, f->pn, rot, base, KVC_ROPE_NEOX);
+    return kvc_rope_k_delta(f->ctx, NULL, &f->k, f->po, f->pn, rot, base, ROPE_STYLE(KVC_ROPE_NEOX));
 }
 
 /* The call failed with `want`, the message mentions `needle`, and the keys were not written. */
@@ -797,15 +797,15 @@ Test(rope_errors, null_arguments)
 {
     err_fixture_t f;
     err_setup(&f);
-    EXPECT_ERR(&f, kvc_rope_k_fused(NULL, NULL, &f.k, f.po, f.pn, &f.t, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "ctx");
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, NULL, f.po, f.pn, &f.t, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "keys");
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, NULL, f.pn, &f.t, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG,
+    EXPECT_ERR(&f, kvc_rope_k_fused(NULL, NULL, &f.k, f.po, f.pn, &f.t, NULL), KVC_ERR_INVALID_ARG, "ctx");
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, NULL, f.po, f.pn, &f.t, NULL), KVC_ERR_INVALID_ARG, "keys");
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, NULL, f.pn, &f.t, NULL), KVC_ERR_INVALID_ARG,
                "old_positions");
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, NULL, &f.t, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG,
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, NULL, &f.t, NULL), KVC_ERR_INVALID_ARG,
                "new_positions");
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, NULL, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "table");
-    EXPECT_ERR(&f, kvc_rope_k_delta(NULL, NULL, &f.k, f.po, f.pn, 8, 1e4, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "ctx");
-    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, NULL, f.pn, 8, 1e4, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG,
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, NULL, NULL), KVC_ERR_INVALID_ARG, "table");
+    EXPECT_ERR(&f, kvc_rope_k_delta(NULL, NULL, &f.k, f.po, f.pn, 8, 1e4, NULL), KVC_ERR_INVALID_ARG, "ctx");
+    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, NULL, f.pn, 8, 1e4, NULL), KVC_ERR_INVALID_ARG,
                "old_positions");
     EXPECT_ERR(&f, kvc_rope_cache_build(NULL, NULL, &f.t, 1e4), KVC_ERR_INVALID_ARG, "ctx");
     EXPECT_ERR(&f, kvc_rope_cache_build(f.ctx, NULL, NULL, 1e4), KVC_ERR_INVALID_ARG, "table");
@@ -818,13 +818,38 @@ Test(rope_errors, null_arguments)
     kvc_context_destroy(f.ctx);
 }
 
+/* NULL params and a style without its field_mask bit both mean NEOX; the bit makes the style count. */
+Test(rope_errors, params_defaults)
+{
+    err_fixture_t f;
+    err_setup(&f);
+    uint16_t neox[sizeof(f.key) / sizeof(f.key[0])], unset[sizeof(f.key) / sizeof(f.key[0])];
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, NULL), KVC_OK, "%s", kvc_last_error());
+    memcpy(neox, f.key, sizeof(neox));
+    memcpy(f.key, f.before, sizeof(f.key));
+    const kvc_rope_params_t no_bit = { .field_mask = 0, .style = KVC_ROPE_GPTJ };
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, &no_bit), KVC_OK);
+    memcpy(unset, f.key, sizeof(unset));
+    memcpy(f.key, f.before, sizeof(f.key));
+    cr_assert(memcmp(neox, unset, sizeof(neox)) == 0, "a style without KVC_ROPE_PARAM_STYLE was read");
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
+    cr_assert(memcmp(neox, f.key, sizeof(neox)) == 0, "NULL params differ from an explicit NEOX");
+    memcpy(f.key, f.before, sizeof(f.key));
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK);
+    cr_assert(memcmp(neox, f.key, sizeof(neox)) != 0, "GPTJ gave the NEOX result");
+    kvc_context_destroy(f.ctx);
+}
+
 Test(rope_errors, bad_enums_and_counts)
 {
     err_fixture_t f;
     err_setup(&f);
     EXPECT_ERR(&f, fused(&f, (kvc_rope_style_t)2), KVC_ERR_INVALID_ARG, "style");
-    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, f.po, f.pn, 8, 1e4, (kvc_rope_style_t)-1), KVC_ERR_INVALID_ARG,
-               "style");
+    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, f.po, f.pn, 8, 1e4, ROPE_STYLE((kvc_rope_style_t)-1)),
+               KVC_ERR_INVALID_ARG, "style");
+    const kvc_rope_params_t newer = { .field_mask = KVC_ROPE_PARAM_STYLE | 1u << 7, .style = KVC_ROPE_NEOX };
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, f.po, f.pn, &f.t, &newer), KVC_ERR_INVALID_ARG, "field_mask");
+    EXPECT_ERR(&f, kvc_rope_k_delta(f.ctx, NULL, &f.k, f.po, f.pn, 8, 1e4, &newer), KVC_ERR_INVALID_ARG, "field_mask");
     f.k.num_heads = 0;
     EXPECT_ERR(&f, fused(&f, KVC_ROPE_NEOX), KVC_ERR_INVALID_ARG, "num_heads");
     f.k.num_heads = 2;
@@ -851,16 +876,16 @@ Test(rope_errors, dtypes)
 {
     err_fixture_t f;
     err_setup(&f);
-    f.k.dtype = (kvc_rope_dtype_t)7;
+    f.k.dtype = (kvc_dtype_t)7;
     EXPECT_ERR(&f, fused(&f, KVC_ROPE_NEOX), KVC_ERR_DTYPE, "keys->dtype");
     EXPECT_ERR(&f, delta(&f, 8, 1e4), KVC_ERR_DTYPE, "keys->dtype");
-    f.k.dtype = KVC_ROPE_F16;
-    f.t.dtype = (kvc_rope_dtype_t)9;
+    f.k.dtype = KVC_DTYPE_F16;
+    f.t.dtype = (kvc_dtype_t)9;
     EXPECT_ERR(&f, fused(&f, KVC_ROPE_NEOX), KVC_ERR_DTYPE, "table->dtype");
     EXPECT_ERR(&f, kvc_rope_cache_build(f.ctx, NULL, &f.t, 1e4), KVC_ERR_DTYPE, "table->dtype");
-    f.t.dtype = KVC_ROPE_BF16; /* neither the key dtype (f16) nor f32 */
+    f.t.dtype = KVC_DTYPE_BF16; /* neither the key dtype (f16) nor f32 */
     EXPECT_ERR(&f, fused(&f, KVC_ROPE_NEOX), KVC_ERR_DTYPE, "must be the key dtype");
-    f.t.dtype = KVC_ROPE_F32;
+    f.t.dtype = KVC_DTYPE_F32;
     kvc_context_destroy(f.ctx);
 }
 
@@ -907,7 +932,7 @@ Test(rope_errors, alignment)
     EXPECT_ERR(&f, fused(&f, KVC_ROPE_NEOX), KVC_ERR_ALIGNMENT, "table->data");
     EXPECT_ERR(&f, kvc_rope_cache_build(f.ctx, NULL, &f.t, 1e4), KVC_ERR_ALIGNMENT, "table->data");
     f.t.data = f.table;
-    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, (const int64_t *)((char *)f.po + 4), f.pn, &f.t, KVC_ROPE_NEOX),
+    EXPECT_ERR(&f, kvc_rope_k_fused(f.ctx, NULL, &f.k, (const int64_t *)((char *)f.po + 4), f.pn, &f.t, ROPE_STYLE(KVC_ROPE_NEOX)),
                KVC_ERR_ALIGNMENT, "old_positions");
     kvc_context_destroy(f.ctx);
 }
@@ -935,8 +960,8 @@ Test(rope_errors, zero_tokens_is_noop)
     err_fixture_t f;
     err_setup(&f);
     f.k.num_tokens = 0;
-    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, NULL, NULL, &f.t, KVC_ROPE_NEOX), KVC_OK);
-    cr_assert_eq(kvc_rope_k_delta(f.ctx, NULL, &f.k, NULL, NULL, 8, 1e4, KVC_ROPE_GPTJ), KVC_OK);
+    cr_assert_eq(kvc_rope_k_fused(f.ctx, NULL, &f.k, NULL, NULL, &f.t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK);
+    cr_assert_eq(kvc_rope_k_delta(f.ctx, NULL, &f.k, NULL, NULL, 8, 1e4, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_OK);
     cr_assert(memcmp(f.key, f.before, sizeof(f.key)) == 0);
     kvc_context_destroy(f.ctx);
 }
@@ -953,7 +978,7 @@ Test(rope_errors, table_untouched_on_error)
     f.t.rot_dim = 8;
     cr_assert_eq(kvc_rope_cache_build(f.ctx, NULL, &f.t, -1.0), KVC_ERR_INVALID_ARG);
     cr_assert(memcmp(copy, f.table, sizeof(copy)) == 0);
-    cr_assert_eq(kvc_rope_dtype_size((kvc_rope_dtype_t)3), 0u);
-    cr_assert_eq(kvc_rope_dtype_size(KVC_ROPE_BF16), 2u);
+    cr_assert_eq(kvc_dtype_size(KVC_DTYPE_INVALID), 0u);
+    cr_assert_eq(kvc_dtype_size(KVC_DTYPE_BF16), 2u);
     kvc_context_destroy(f.ctx);
 }

@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <kvcore.h>
 
+/* RoPE options asking for pair style s. */
+#define ROPE_STYLE(s) (&(const kvc_rope_params_t){ .field_mask = KVC_ROPE_PARAM_STYLE, .style = (s) })
+
 /* Path under tests/data (KVC_TEST_DATA, set by `make check`); static buffer. */
 const char *kvc_test_data(const char *rel);
 /* Build-tree path (KVC_TEST_BUILDDIR); static buffer. */

@@ -9,7 +9,12 @@
  * New slots are appended to kvc_backend_ops_t; struct_size tells the core how many slots a module
  * has, and slots a module lacks (or leaves NULL) are resolved to a stub returning
  * KVC_ERR_UNSUPPORTED, so the core never calls through NULL. This number is independent of the
- * library's libtool version. */
+ * library's libtool version.
+ *
+ * Thread safety: the core calls the ops of one kvc_backend_ctx_t from any number of threads at
+ * once (the public headers promise that, context.h); a backend guards whatever state it shares
+ * between calls (the GPU backend's staging ring has a lock). probe and init may run concurrently
+ * for different contexts; fini never overlaps another call on its context. */
 #ifndef KVCORE_BACKEND_H
 #define KVCORE_BACKEND_H
 
@@ -18,6 +23,11 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
+#include <kvcore/memory.h>
+#include <kvcore/transfer.h>
+#include <kvcore/cachegen.h>
+#include <kvcore/rope.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -35,19 +45,196 @@ extern "C" {
 
 typedef struct kvc_backend_ctx kvc_backend_ctx_t; /* a backend's own per-context state */
 
-/* Operation argument structs, defined in the topic headers (all validated by the core). */
-struct kvc_copy_split;         /* memory.h: async copy split at host-buffer alignment */
-struct kvc_batched_copy;       /* memory.h: list of (dst, src, size) */
-struct kvc_token_plan;         /* transfer.h: per-token transfer on an explicit stride plan */
-struct kvc_block_plan;         /* transfer.h: per-block transfer on an explicit stride plan */
-struct kvc_cdf_args;           /* cachegen.h */
-struct kvc_encode_args;        /* cachegen.h */
-struct kvc_decode_args;        /* cachegen.h */
-struct kvc_decode_packed_args; /* cachegen.h */
-struct kvc_quant_args;         /* cachegen.h: quantise / dequantise */
-struct kvc_rope_args;          /* rope.h: fused old->new re-rotation with a cos/sin table */
-struct kvc_rope_cache_args;    /* rope.h: cos/sin table construction */
-struct kvc_rope_delta_args;    /* rope.h: table-free rotation by the position delta */
+/* CPU SIMD tiers (kvc_backend_services_t.cpu_isa): detected once per context (CPUID + XCR0),
+ * capped by KVCORE_ISA; docs/ARCHITECTURE.md explains how a backend dispatches on it. */
+typedef enum kvc_isa {
+    KVC_ISA_SCALAR = 0,
+    KVC_ISA_NEON = 1,   /* aarch64 */
+    KVC_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C, OS saves YMM */
+    KVC_ISA_AVX512 = 3, /* AVX-512 F/BW/DQ/VL, OS saves ZMM and opmask */
+} kvc_isa_t;
+
+/* ---------------------------------------------------------------- copies (memory.h) */
+
+/* memcpy_split op: arguments validated by the core. */
+struct kvc_copy_split {
+    void *dst;
+    const void *src;
+    size_t nbytes;
+    kvc_direction_t direction;
+    size_t host_offset;    /* host_buffer_offset */
+    size_t host_alignment; /* a power of two > 0 */
+    kvc_stream_t stream;
+};
+
+/* Length of the piece starting at byte `off` (< nbytes) of a split copy (docs/MEMORY.md):
+ * it ends at the next multiple of host_alignment in host offset space, or at nbytes. */
+static inline size_t kvc_copy_split_piece(const struct kvc_copy_split *a, size_t off)
+{
+    const size_t pos = a->host_offset + off;
+    const size_t region_end = (pos & ~(a->host_alignment - 1)) + a->host_alignment;
+    const size_t end = a->host_offset + a->nbytes;
+    return (end < region_end ? end : region_end) - pos;
+}
+
+/* batched_memcpy op: arguments validated by the core (no NULL with a nonzero size, no cross-entry
+ * overlap); entries of size 0 must be skipped. */
+struct kvc_batched_copy {
+    void *const *dsts;
+    const void *const *srcs;
+    const size_t *sizes;
+    size_t count;
+    size_t total_bytes; /* sum of sizes */
+    kvc_stream_t stream;
+};
+
+/* ---------------------------------------------------------------- KV transfers (transfer.h) */
+
+/* Every transfer call (transfer.h) becomes one of two plans, built and validated by the core. A
+ * plan holds only pointers and int64 byte counts, so a GPU module can pass it to a kernel as is.
+ * (The pointer tables are the caller's; a GPU backend reads them where the caller put them.) */
+
+/* Engine side. Address of head h of token o in block b of layer l, plane p:
+ *   ptrs[l*ptr_layer_step + p*ptr_plane_step] + l*layer_offset + p*plane_offset
+ *     + b*block_stride + o*token_stride + h*head_stride */
+typedef struct kvc_engine_map {
+    void *const *ptrs;
+    int64_t ptr_layer_step, ptr_plane_step;
+    int64_t layer_offset, plane_offset;
+    int64_t block_stride, token_stride, head_stride; /* bytes */
+    int64_t block_size;                              /* tokens per block (slot -> block, offset) */
+} kvc_engine_map_t;
+
+/* Chunk side: base + p*plane_stride + l*layer_stride + t*token_stride + h*head_stride (bytes). */
+typedef struct kvc_chunk_map {
+    int64_t plane_stride, layer_stride, token_stride, head_stride;
+} kvc_chunk_map_t;
+
+/* How one unit (a token, or a whole block) splits into contiguous runs present on both sides, the
+ * longest the geometry allows (a head, a token row, or a whole block):
+ *   for i < outer_count, j < inner_count: copy run_bytes between
+ *     engine + i*outer_engine + j*inner_engine and chunk + i*outer_chunk + j*inner_chunk. */
+typedef struct kvc_run_shape {
+    int64_t run_bytes;
+    int64_t outer_count, outer_engine, outer_chunk;
+    int64_t inner_count, inner_engine, inner_chunk;
+} kvc_run_shape_t;
+
+struct kvc_token_plan {
+    int32_t direction; /* kvc_direction_t */
+    int64_t num_layers, num_planes;
+    kvc_engine_map_t engine;
+    void *chunk;
+    kvc_chunk_map_t chunk_map;
+    const int64_t *slots;          /* slots[t] < 0: skip; all others are in range */
+    int64_t first_token, end_token; /* tokens [first_token, end_token) */
+    kvc_run_shape_t runs;          /* runs of one token */
+    int64_t bytes;                 /* upper bound of bytes moved (work sizing) */
+    kvc_stream_t stream;
+};
+
+struct kvc_block_plan {
+    int32_t direction;
+    int64_t num_layers, num_planes;
+    kvc_engine_map_t engine;
+    void *const *objects;
+    int64_t blocks_per_object;
+    kvc_chunk_map_t chunk_map;
+    const int64_t *block_ids;       /* all ids in [first_block, end_block) are in range */
+    int64_t first_block, end_block; /* flat block indices f; object f / bpo, row (f % bpo)*bs */
+    kvc_run_shape_t runs;           /* runs of one block (bs tokens) */
+    int64_t bytes;
+    kvc_stream_t stream;
+};
+
+/* ---------------------------------------------------------------- CacheGen (cachegen.h) */
+
+/* Arguments of the cg_* and quantise slots: the fields of the public parameter structs
+ * (cachegen.h, which documents them) without the field mask, filled by the core. The core checks
+ * pointers, counts and size
+ * overflow; checks that need to read the data (symbol ranges, CDF monotonicity, lengths and
+ * prefix sums) are the backend's, because the data may live in device memory. A backend runs
+ * all of them before writing any output and reports failures through svc->set_error with the
+ * statuses listed above. Pointers are in the backend's memory (host memory on the CPU backend),
+ * except kvc_quant_args.bins and kvc_encode_args.needed, which are always host memory. */
+
+struct kvc_cdf_args {
+    const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins */
+    uint16_t *cdf;          /* out: [layers, channels, num_bins + 1] */
+    size_t layers, tokens, channels;
+    unsigned num_bins;
+};
+
+struct kvc_encode_args {
+    const uint16_t *cdf;     /* [layers, channels, num_bins + 1] */
+    const uint8_t *symbols;  /* [layers, tokens, channels], each < num_bins (checked before encoding) */
+    uint8_t *streams;        /* out: [layers, channels, capacity] */
+    int32_t *lengths;        /* out: [layers, channels] */
+    size_t layers, tokens, channels;
+    size_t capacity;         /* bytes per stream, at most INT32_MAX */
+    unsigned num_bins;
+    size_t *needed;          /* optional out (host): the longest stream's length, set on OK and NO_SPACE */
+};
+
+struct kvc_decode_args {
+    const uint16_t *cdf;     /* [layers, channels, num_bins + 1]; cdf[0..num_bins-1] strictly increasing */
+    const uint8_t *streams;  /* [layers, channels, capacity] */
+    const int32_t *lengths;  /* [layers, channels], each in [0, capacity] */
+    uint8_t *symbols;        /* out: [layers, tokens, channels] */
+    size_t layers, tokens, channels;
+    size_t capacity;
+    unsigned num_bins;
+};
+
+struct kvc_decode_packed_args {
+    const uint16_t *cdf;     /* [layers, channels, num_bins + 1] */
+    const uint8_t *bytes;    /* [nbytes]; may be NULL when nbytes is 0 */
+    size_t nbytes;
+    const int64_t *prefsum;  /* [layers, channels]: non-decreasing, each in [0, nbytes] */
+    uint8_t *symbols;        /* out: [layers, tokens, channels] */
+    size_t layers, tokens, channels;
+    unsigned num_bins;
+};
+
+struct kvc_quant_args {
+    kvc_dtype_t dtype;
+    void *values;           /* [layers, tokens, channels] of dtype: read by quantise, written by dequantise */
+    uint8_t *symbols;       /* [layers, tokens, channels]: written by quantise, read by dequantise */
+    float *scales;          /* [layers, tokens]: written by quantise, read by dequantise */
+    const uint32_t *bins;   /* [layers] (host memory), each in [4, 64] */
+    size_t layers, tokens, channels;
+};
+
+/* ---------------------------------------------------------------- RoPE (rope.h) */
+
+/* Arguments of the rope_* slots, filled by the core after validation:
+ * strides are resolved (never 0), positions are in range, sizes do not overflow, num_tokens > 0. */
+struct kvc_rope_args {
+    kvc_stream_t stream;
+    kvc_rope_keys_t keys;
+    const int64_t *old_positions;
+    const int64_t *new_positions;
+    kvc_rope_table_t table; /* rot_dim = table.rot_dim */
+    int is_neox;
+};
+
+struct kvc_rope_cache_args {
+    kvc_stream_t stream;
+    kvc_rope_table_t table;
+    double base;
+};
+
+struct kvc_rope_delta_args {
+    kvc_stream_t stream;
+    kvc_rope_keys_t keys;
+    const int64_t *old_positions;
+    const int64_t *new_positions;
+    size_t rot_dim;
+    double base;
+    int is_neox;
+};
+
+/* ---------------------------------------------------------------- the backend */
 
 typedef void (*kvc_host_fn_t)(void *arg);
 
@@ -68,7 +255,7 @@ typedef struct kvc_backend_services {
 #endif
         ;
     int num_threads; /* CPU threads the context may use */
-    int cpu_isa;     /* CPU SIMD tier chosen for the context (src/core/isa.h values) */
+    int cpu_isa;     /* CPU SIMD tier chosen for the context (kvc_isa_t) */
 } kvc_backend_services_t;
 
 typedef struct kvc_backend_ops {

@@ -1,4 +1,4 @@
-/* CacheGen: LMCache's quantiser and 32-bit arithmetic coder (SPEC.md §4), bit-exact on the wire.
+/* CacheGen: LMCache's quantiser and 32-bit arithmetic coder (docs/CACHEGEN.md), bit-exact on the wire.
  *
  * Tensors (all C order, element types fixed so LMCache's tensors can be passed as they are):
  *   symbols  uint8  [layers, tokens, channels]   (LMCache: int8 with the same bytes)
@@ -15,7 +15,9 @@
  * that is not strictly increasing, lengths < 0 or > capacity, prefix sums that decrease, are
  * negative or exceed the packed buffer); KVC_ERR_NO_SPACE when an encoded stream does not fit its
  * capacity. No output is written when a call fails validation; see each op for NO_SPACE.
- * Details are in docs/CACHEGEN.md. */
+ * Details are in docs/CACHEGEN.md.
+ * Thread safety: any number of threads may call these on one context at once (context.h); a call's
+ * output buffers must not be written by a concurrent call. */
 #ifndef KVCORE_CACHEGEN_H
 #define KVCORE_CACHEGEN_H
 
@@ -24,6 +26,7 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,27 +36,25 @@ extern "C" {
 /* Largest token count: keeps every stream length (and kvc_cg_encode_bound) inside int32. */
 #define KVC_CG_MAX_TOKENS (1u << 28)
 
-/* ------------------------------------------------------------------ for backends
- * The argument structs of the backend ops (backend.h forward-declares them) double as the
- * parameter structs of the public calls below. The core checks pointers, counts and size
- * overflow; checks that need to read the data (symbol ranges, CDF monotonicity, lengths and
- * prefix sums) are the backend's, because the data may live in device memory. A backend runs
- * all of them before writing any output and reports failures through svc->set_error with the
- * statuses listed above. Pointers are in the backend's memory (host memory on the CPU backend),
- * except kvc_quant_args.bins and kvc_encode_args.needed, which are always host memory. */
+/* Every call takes a parameter struct whose first field is a field mask, as kvc_context_params_t:
+ * fields added later get a bit and are read only when it is set, so callers built against this
+ * header keep working. No bit is defined yet: field_mask must be 0, and a bit this library does not
+ * know is KVC_ERR_INVALID_ARG (a caller built against a newer header fails loudly). */
 
-/* Histogram + normalised CDF per (layer, channel), SPEC §4.2:
+
+/* Histogram + normalised CDF per (layer, channel):
  * cdf[i] = floor((65535 - num_bins) * count(symbol < i) / tokens) + i for i = 0..num_bins,
  * so cdf[0] = 0, cdf[num_bins] = 65535, strictly increasing. tokens = 0 gives cdf[i] = i (as
  * LMCache's fallback and SYCL port). Counts are 32-bit: no overflow up to KVC_CG_MAX_TOKENS. */
-typedef struct kvc_cdf_args {
+typedef struct kvc_cg_cdf_params {
+    uint64_t field_mask;     /* see above: 0 */
     const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins */
     uint16_t *cdf;          /* out: [layers, channels, num_bins + 1] */
     size_t layers, tokens, channels;
     unsigned num_bins;
-} kvc_cdf_args_t;
+} kvc_cg_cdf_params_t;
 
-/* Arithmetic encoder, SPEC §4.3 (LMCache's encode_fast_new), any token count and 1..64 bins.
+/* Arithmetic encoder (LMCache's encode_fast_new), any token count and 1..64 bins.
  * Only cdf[0..num_bins-1] are read (the last symbol's upper bound is 65536); they must be strictly
  * increasing (cdf[0] may be above 0). Stream (l, c) is written from streams[(l*channels + c) *
  * capacity]; bytes after its length are left untouched (LMCache zero-fills the buffer first).
@@ -61,7 +62,8 @@ typedef struct kvc_cdf_args {
  * holds its first `capacity` bytes, the other streams are complete, and the call returns
  * KVC_ERR_NO_SPACE. streams may be NULL when capacity is 0 (measure only: every length is
  * reported). kvc_cg_encode_bound(tokens) is a capacity that always suffices. */
-typedef struct kvc_encode_args {
+typedef struct kvc_cg_encode_params {
+    uint64_t field_mask;     /* see above: 0 */
     const uint16_t *cdf;     /* [layers, channels, num_bins + 1] */
     const uint8_t *symbols;  /* [layers, tokens, channels], each < num_bins (checked before encoding) */
     uint8_t *streams;        /* out: [layers, channels, capacity] */
@@ -70,14 +72,15 @@ typedef struct kvc_encode_args {
     size_t capacity;         /* bytes per stream, at most INT32_MAX */
     unsigned num_bins;
     size_t *needed;          /* optional out (host): the longest stream's length, set on OK and NO_SPACE */
-} kvc_encode_args_t;
+} kvc_cg_encode_params_t;
 
 /* Decoder over per-stream buffers (LMCache's decode_fast_new): stream (l, c) is
  * streams[(l*channels + c)*capacity ...] of lengths[l*channels + c] bytes. Bytes past a stream's
  * length are read as zeros (never from the neighbouring stream), so a valid stream decodes to the
  * symbols LMCache decodes, and truncated or random bytes decode to some symbols without any read
  * outside the given bytes. */
-typedef struct kvc_decode_args {
+typedef struct kvc_cg_decode_params {
+    uint64_t field_mask;     /* see above: 0 */
     const uint16_t *cdf;     /* [layers, channels, num_bins + 1]; cdf[0..num_bins-1] strictly increasing */
     const uint8_t *streams;  /* [layers, channels, capacity] */
     const int32_t *lengths;  /* [layers, channels], each in [0, capacity] */
@@ -85,11 +88,12 @@ typedef struct kvc_decode_args {
     size_t layers, tokens, channels;
     size_t capacity;
     unsigned num_bins;
-} kvc_decode_args_t;
+} kvc_cg_decode_params_t;
 
 /* Decoder over one packed byte array (LMCache's decode_fast_prefsum): stream k = l*channels + c
  * occupies bytes[prefsum[k-1] .. prefsum[k]) with prefsum[-1] = 0. Same zero-padding rule. */
-typedef struct kvc_decode_packed_args {
+typedef struct kvc_cg_decode_packed_params {
+    uint64_t field_mask;     /* see above: 0 */
     const uint16_t *cdf;     /* [layers, channels, num_bins + 1] */
     const uint8_t *bytes;    /* [nbytes]; may be NULL when nbytes is 0 */
     size_t nbytes;
@@ -97,15 +101,9 @@ typedef struct kvc_decode_packed_args {
     uint8_t *symbols;        /* out: [layers, tokens, channels] */
     size_t layers, tokens, channels;
     unsigned num_bins;
-} kvc_decode_packed_args_t;
+} kvc_cg_decode_packed_params_t;
 
-typedef enum kvc_cg_dtype {
-    KVC_CG_F16 = 0,  /* IEEE binary16 */
-    KVC_CG_BF16 = 1, /* bfloat16 */
-    KVC_CG_F32 = 2,  /* IEEE binary32 */
-} kvc_cg_dtype_t;
-
-/* Quantise / dequantise, SPEC §4.5, with M = bins[l]/2 - 1 (15 for 32 bins, 7 for 16):
+/* Quantise / dequantise, with M = bins[l]/2 - 1 (15 for 32 bins, 7 for 16):
  *   scale[l,t] = max |x| over the row's finite values (0 when there is none)
  *   q = M + round_half_even((x * f) * (M / (scale * f))) clamped to [0, 2M], computed in fp32
  *   x^ = ((q - M) * (scale * f / M)) / f in fp32, rounded to the output dtype (nearest-even)
@@ -121,35 +119,36 @@ typedef enum kvc_cg_dtype {
  * Symbols may differ from LMCache's torch quantiser (which divides in the input dtype) at exact
  * rounding ties; the coded streams do not depend on how the symbols were made. Dequantise rejects
  * symbols above 2M (KVC_ERR_OUT_OF_RANGE) and negative or non-finite scales (KVC_ERR_INVALID_ARG). */
-typedef struct kvc_quant_args {
-    kvc_cg_dtype_t dtype;
+typedef struct kvc_quant_params {
+    uint64_t field_mask;     /* see above: 0 */
+    kvc_dtype_t dtype;
     void *values;           /* [layers, tokens, channels] of dtype: read by quantise, written by dequantise */
     uint8_t *symbols;       /* [layers, tokens, channels]: written by quantise, read by dequantise */
     float *scales;          /* [layers, tokens]: written by quantise, read by dequantise */
     const uint32_t *bins;   /* [layers] (host memory), each in [4, 64] */
     size_t layers, tokens, channels;
-} kvc_quant_args_t;
+} kvc_quant_params_t;
 
 /* ------------------------------------------------------------------ public calls */
 
-/* Per-(layer, channel) histogram and CDF (kvc_cdf_args). Symbols >= num_bins: KVC_ERR_OUT_OF_RANGE. */
-KVC_API kvc_status_t kvc_cg_cdf(kvc_context_t *ctx, const kvc_cdf_args_t *a);
+/* Per-(layer, channel) histogram and CDF (kvc_cg_cdf_params_t). Symbols >= num_bins: KVC_ERR_OUT_OF_RANGE. */
+KVC_API kvc_status_t kvc_cg_cdf(kvc_context_t *ctx, const kvc_cg_cdf_params_t *a);
 
-/* Encode every (layer, channel) stream (kvc_encode_args). */
-KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_encode_args_t *a);
+/* Encode every (layer, channel) stream (kvc_cg_encode_params_t). */
+KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_cg_encode_params_t *a);
 
 /* A per-stream capacity that always suffices for `tokens` symbols under any valid CDF
  * (2*tokens + tokens/32768 + 4 bytes; a symbol costs at most 16.0001 bits). 0 when tokens exceeds
  * KVC_CG_MAX_TOKENS. Typical KV streams need 3-5 bits per symbol. */
 KVC_API size_t kvc_cg_encode_bound(size_t tokens);
 
-/* Decode per-stream buffers (kvc_decode_args) or one packed array (kvc_decode_packed_args). */
-KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *a);
-KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_decode_packed_args_t *a);
+/* Decode per-stream buffers (kvc_cg_decode_params_t) or one packed array (kvc_cg_decode_packed_params_t). */
+KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_cg_decode_params_t *a);
+KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_cg_decode_packed_params_t *a);
 
-/* Quantise values into symbols + per-(layer, token) scales, and back (kvc_quant_args). */
-KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_args_t *a);
-KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_args_t *a);
+/* Quantise values into symbols + per-(layer, token) scales, and back (kvc_quant_params_t). */
+KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *a);
+KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a);
 
 /* LMCache's default bins for a model with num_layers layers, in the order of a KV_2LTD chunk seen
  * as [2*num_layers, T, C]: bins[0..NL) for keys (32 for layers 0..9, then 16), bins[NL..2NL) for

@@ -1,7 +1,10 @@
 /* CacheGen codec: a KV chunk (KV_2LTD or MLA; fp16, bf16 or fp32) to and from a self-describing,
  * checksummed .kvc container (docs/FORMAT.md). The coded streams are LMCache's: per (plane, layer)
  * max-abs quantisation, a per-(plane, layer, channel) CDF over the whole chunk, and 32-bit
- * arithmetic coding in windows of 256 tokens; the CDF table is stored as Rice-coded counts. */
+ * arithmetic coding in windows of 256 tokens; the CDF table is stored as Rice-coded counts.
+ * Thread safety: encode and decode may run on one context from any number of threads at once
+ * (context.h); inspect, layer statistics, import and export take no context and touch only their
+ * arguments. The progress callback runs on the calling thread. */
 #ifndef KVCORE_CODEC_H
 #define KVCORE_CODEC_H
 
@@ -87,7 +90,7 @@ KVC_API kvc_status_t kvc_codec_decode(kvc_context_t *ctx, const void *buf, size_
 KVC_API kvc_status_t kvc_codec_decode_alloc(kvc_context_t *ctx, const void *buf, size_t len, kvc_tensor_t *out);
 
 /* ---- LMCache interchange ------------------------------------------------------------------------
- * LMCache's CacheGen object (CacheGenGPUEncoderOutput, SPEC §4.5) as plain host arrays: LMCache
+ * LMCache's CacheGen object (CacheGenGPUEncoderOutput, docs/CACHEGEN.md) as plain host arrays: LMCache
  * pickles torch tensors; turning them into arrays (t.cpu().numpy()) is the caller's job. The coded
  * streams are the same bytes in both worlds, so import and export copy them and never re-code. */
 typedef struct kvc_lmcache_window {

@@ -1,4 +1,12 @@
-/* Context: loads the topology once, discovers backends, selects one. Every op takes a context. */
+/* Context: loads the topology once, discovers backends, selects one. Every op takes a context.
+ *
+ * Thread safety (the rule every topic header refers to): one context may be shared by any number
+ * of threads. Every call that takes a context may run at the same time as any other call on the
+ * same context (the allocation lists and the record queues have their own locks; everything else
+ * is fixed when the context is created), except kvc_context_destroy, which must not overlap any
+ * other call on that context. kvc_context_create may run concurrently. kvc_last_error is per
+ * thread. kvcore adds no ordering between concurrent calls: two calls writing the same memory race
+ * as any two writers do; on GPU backends work is ordered per stream, not per thread. */
 #ifndef KVCORE_CONTEXT_H
 #define KVCORE_CONTEXT_H
 

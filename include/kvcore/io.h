@@ -14,7 +14,12 @@
  * kvc_last_error() says what was wrong and where. Outputs are set only on success.
  *
  * Writers validate every argument before creating the file, so a rejected call leaves nothing on
- * disk; a failed write removes the file it created. */
+ * disk; a failed write removes the file it created.
+ *
+ * Thread safety: readers and writers share no state, so calls on different files, buffers and
+ * archives may run concurrently. One kvc_safetensors_t may be read (count, info, find, load, read,
+ * view, metadata) from any number of threads at once (file reads use pread: no shared cursor);
+ * kvc_safetensors_close must not overlap them. Writing one path from two threads is a race. */
 #ifndef KVCORE_IO_H
 #define KVCORE_IO_H
 

@@ -5,7 +5,10 @@
  * through hwloc and checked afterwards: a kvc_mem_report_t says what was obtained (page size,
  * pinned or not, NUMA node bound, where the pages are, which fallbacks were taken). A report never
  * claims more than the OS gave: "pinned" means every byte was page-locked, "bound" means the binding
- * call succeeded on the real machine. docs/MEMORY.md explains the model. */
+ * call succeeded on the real machine. docs/MEMORY.md explains the model.
+ * Thread safety: allocate, free, attach, query, the live list and the copies may be called from
+ * any number of threads on one context at once (one lock per context guards its allocation list;
+ * context.h). Freeing memory another thread still uses is the caller's race. */
 #ifndef KVCORE_MEMORY_H
 #define KVCORE_MEMORY_H
 
@@ -14,6 +17,7 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -194,19 +198,13 @@ KVC_API const char *kvc_mem_kind_name(unsigned kind, char *buf, size_t len);
 
 /* ---------------------------------------------------------------- copies */
 
-/* Which side of kvc_memcpy_async is the host buffer (LMCache TransferDirection values). */
-typedef enum kvc_copy_direction {
-    KVC_COPY_H2D = 0, /* src is the host buffer */
-    KVC_COPY_D2H = 1, /* dst is the host buffer */
-} kvc_copy_direction_t;
-
 /* LMCache lmcache_memcpy_async: copy nbytes from src to dst on `stream`, split so that no piece
  * crosses a multiple of host_buffer_alignment in the host buffer's offset space (the host buffer
  * starts host_buffer_offset bytes into a pool registered in host_buffer_alignment-sized pieces).
  * host_buffer_alignment must be a power of two > 0 (KVC_ERR_INVALID_ARG otherwise, also for
  * nbytes 0). The ranges must not overlap (KVC_ERR_INVALID_ARG). Synchronous on the CPU backend. */
 KVC_API kvc_status_t kvc_memcpy_async(kvc_context_t *ctx, void *dst, const void *src, size_t nbytes,
-                                      kvc_copy_direction_t direction, size_t host_buffer_offset,
+                                      kvc_direction_t direction, size_t host_buffer_offset,
                                       size_t host_buffer_alignment, kvc_stream_t stream);
 
 /* count copies dsts[i] <- srcs[i] of sizes[i] bytes, in parallel over entries and within large
@@ -216,40 +214,6 @@ KVC_API kvc_status_t kvc_memcpy_async(kvc_context_t *ctx, void *dst, const void 
  * depend on thread timing: KVC_ERR_INVALID_ARG naming both entries, and nothing is copied. */
 KVC_API kvc_status_t kvc_batched_memcpy(kvc_context_t *ctx, void *const *dsts, const void *const *srcs,
                                         const size_t *sizes, size_t count, kvc_stream_t stream);
-
-/* ---------------------------------------------------------------- for backends */
-
-/* memcpy_split op: arguments validated by the core. */
-struct kvc_copy_split {
-    void *dst;
-    const void *src;
-    size_t nbytes;
-    kvc_copy_direction_t direction;
-    size_t host_offset;    /* host_buffer_offset */
-    size_t host_alignment; /* a power of two > 0 */
-    kvc_stream_t stream;
-};
-
-/* Length of the piece starting at byte `off` (< nbytes) of a split copy (SPEC §6.5):
- * it ends at the next multiple of host_alignment in host offset space, or at nbytes. */
-static inline size_t kvc_copy_split_piece(const struct kvc_copy_split *a, size_t off)
-{
-    const size_t pos = a->host_offset + off;
-    const size_t region_end = (pos & ~(a->host_alignment - 1)) + a->host_alignment;
-    const size_t end = a->host_offset + a->nbytes;
-    return (end < region_end ? end : region_end) - pos;
-}
-
-/* batched_memcpy op: arguments validated by the core (no NULL with a nonzero size, no cross-entry
- * overlap); entries of size 0 must be skipped. */
-struct kvc_batched_copy {
-    void *const *dsts;
-    const void *const *srcs;
-    const size_t *sizes;
-    size_t count;
-    size_t total_bytes; /* sum of sizes */
-    kvc_stream_t stream;
-};
 
 #ifdef __cplusplus
 }

@@ -1,9 +1,11 @@
-/* Completion and event recorders (SPEC §6.6): record something "when the stream gets there" and
- * collect it later from any thread. A record goes through the backend's host callback on the stream:
- * on the CPU backend it is taken at once; GPU backends run it on the host once the work queued before
- * it on the stream is done. Records live in the context; drain takes them all atomically, in the
- * order they were taken (so records made by one thread keep that thread's order). Thread-safe.
- * Destroying the context frees undrained records; synchronise the streams first on GPU backends. */
+/* Completion and event recorders (docs/RECORDERS.md): record something "when the stream gets there"
+ * and collect it later from any thread. A record goes through the backend's host callback on the
+ * stream: on the CPU backend it is taken at once; GPU backends run it on the host once the work
+ * queued before it on the stream is done. Records live in the context; drain takes them all
+ * atomically, in the order they were taken (so records made by one thread keep that thread's order).
+ * Destroying the context frees undrained records; synchronise the streams first on GPU backends.
+ * Thread safety: recording and draining may run from any number of threads on one context at once
+ * (one lock per context; context.h). */
 #ifndef KVCORE_RECORDER_H
 #define KVCORE_RECORDER_H
 

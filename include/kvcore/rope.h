@@ -1,7 +1,9 @@
-/* RoPE for stored keys (SPEC §5): move rotary-encoded keys from their stored positions to new
+/* RoPE for stored keys (docs/ROPE.md): move rotary-encoded keys from their stored positions to new
  * positions in place (CacheBlend re-RoPE), build the cos/sin table, or rotate by the position delta
  * without a table. Keys are rotated in fp32 for every key dtype, with one rounding at the end; see
- * docs/ROPE.md for the accuracy of each variant. */
+ * docs/ROPE.md for the accuracy of each variant.
+ * Thread safety: any number of threads may call these on one context at once (context.h); keys
+ * and tables written by one call must not be used by a concurrent call. */
 #ifndef KVCORE_ROPE_H
 #define KVCORE_ROPE_H
 
@@ -10,23 +12,30 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Element type of keys and of cos/sin tables. */
-typedef enum kvc_rope_dtype {
-    KVC_ROPE_F32 = 0,
-    KVC_ROPE_F16 = 1,  /* IEEE binary16 */
-    KVC_ROPE_BF16 = 2, /* bfloat16 (upper half of a binary32) */
-} kvc_rope_dtype_t;
 
 /* How the rot_dim rotated elements of a head form pairs (x, y). */
 typedef enum kvc_rope_style {
     KVC_ROPE_NEOX = 0, /* x = k[i], y = k[i + rot_dim/2] (rotate_half; vLLM is_neox=True) */
     KVC_ROPE_GPTJ = 1, /* x = k[2i], y = k[2i+1] (adjacent pairs; llama2.c, GPT-J) */
 } kvc_rope_style_t;
+
+/* Bits of kvc_rope_params_t.field_mask: a field is read only when its bit is set, so the struct
+ * can grow (scaled RoPE variants, partial-rotary offsets) without breaking callers built against
+ * older headers. Bits this header does not define are rejected (KVC_ERR_INVALID_ARG). */
+enum {
+    KVC_ROPE_PARAM_STYLE = 1u << 0, /* style; default KVC_ROPE_NEOX */
+};
+
+/* Options of kvc_rope_k_fused and kvc_rope_k_delta; NULL means all defaults. */
+typedef struct kvc_rope_params {
+    uint64_t field_mask;
+    kvc_rope_style_t style;
+} kvc_rope_params_t;
 
 /* Positions must lie in [0, KVC_ROPE_POSITION_LIMIT) (and below a table's max_position). */
 #define KVC_ROPE_POSITION_LIMIT ((int64_t)1 << 31)
@@ -35,7 +44,7 @@ typedef enum kvc_rope_style {
  * each head are touched. Strides count elements, not bytes. */
 typedef struct kvc_rope_keys {
     void *data;             /* first element of token 0, head 0; aligned to the element size */
-    kvc_rope_dtype_t dtype;
+    kvc_dtype_t dtype;
     size_t num_tokens;      /* N; 0 is a no-op (positions may then be NULL) */
     size_t num_heads;       /* NKV, at least 1 */
     size_t head_size;       /* HS, at least 1 */
@@ -48,7 +57,7 @@ typedef struct kvc_rope_keys {
  * with theta_i = base^(-2i/rot_dim). Rows are contiguous (row stride rot_dim). */
 typedef struct kvc_rope_table {
     void *data;             /* read by kvc_rope_k_fused, written by kvc_rope_cache_build */
-    kvc_rope_dtype_t dtype;
+    kvc_dtype_t dtype;
     size_t max_position;    /* rows */
     size_t rot_dim;         /* columns: even, at least 2 */
 } kvc_rope_table_t;
@@ -57,18 +66,18 @@ typedef struct kvc_rope_table {
  * one pass: per token and pair, the two table rows are combined in double into one rotation,
  * normalised to unit length, rounded to fp32 and applied once to every head. Each table row is thus
  * taken as the rotation by its angle: the rows' norm error does not scale the keys, and old == new
- * gives the keys back bit-identical. (For a table that is not a rotation, the result is the SPEC's
- * two steps divided by the norms of the two rows.) rot_dim is
+ * gives the keys back bit-identical. (For a table that is not a rotation, the result is the
+ * textbook two steps, docs/ROPE.md, divided by the norms of the two rows.) rot_dim is
  * table->rot_dim and must be even and <= head_size. The table dtype must equal the key dtype or be
- * KVC_ROPE_F32. Keys, positions and table must not overlap.
- * Errors: KVC_ERR_INVALID_ARG (NULL pointer, zero count, bad style), KVC_ERR_DTYPE (unknown dtype,
+ * KVC_DTYPE_F32. Keys, positions and table must not overlap.
+ * Errors: KVC_ERR_INVALID_ARG (NULL pointer, zero count, bad style, unknown params bits), KVC_ERR_DTYPE (unknown dtype,
  * table dtype neither the key dtype nor fp32), KVC_ERR_SHAPE (rot_dim odd or > head_size, strides
  * that make heads or tokens overlap, sizes overflowing size_t), KVC_ERR_ALIGNMENT (pointer not
  * aligned to its element), KVC_ERR_OUT_OF_RANGE (a position outside [0, max_position); the message
  * names the array and index). Nothing is written on error. CPU backend: synchronous. */
 KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions,
-                                      const kvc_rope_table_t *table, kvc_rope_style_t style);
+                                      const kvc_rope_table_t *table, const kvc_rope_params_t *params);
 
 /* Fill table (all max_position rows) with cos/sin for base (finite, > 0). Angles p*theta_i are formed
  * and reduced modulo 2*pi in double, then SLEEF's fp32 sincos (1.0-ulp variant) runs on the reduced
@@ -83,38 +92,8 @@ KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t strea
  * KVC_ERR_SHAPE / KVC_ERR_INVALID_ARG for rot_dim and KVC_ERR_INVALID_ARG for a bad base. */
 KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions, size_t rot_dim,
-                                      double base, kvc_rope_style_t style);
+                                      double base, const kvc_rope_params_t *params);
 
-/* Bytes of one element of dtype (0 for an unknown dtype). */
-KVC_API size_t kvc_rope_dtype_size(kvc_rope_dtype_t dtype);
-
-/* ---------------------------------------------------------------- for backends
- * Arguments of the rope_* slots of kvc_backend_ops_t, filled by the core after validation:
- * strides are resolved (never 0), positions are in range, sizes do not overflow, num_tokens > 0. */
-struct kvc_rope_args {
-    kvc_stream_t stream;
-    kvc_rope_keys_t keys;
-    const int64_t *old_positions;
-    const int64_t *new_positions;
-    kvc_rope_table_t table; /* rot_dim = table.rot_dim */
-    int is_neox;
-};
-
-struct kvc_rope_cache_args {
-    kvc_stream_t stream;
-    kvc_rope_table_t table;
-    double base;
-};
-
-struct kvc_rope_delta_args {
-    kvc_stream_t stream;
-    kvc_rope_keys_t keys;
-    const int64_t *old_positions;
-    const int64_t *new_positions;
-    size_t rot_dim;
-    double base;
-    int is_neox;
-};
 
 #ifdef __cplusplus
 }

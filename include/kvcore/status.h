@@ -1,4 +1,5 @@
-/* kvcore status codes: 0 is success, errors are negative. The numeric values are stable ABI. */
+/* kvcore status codes: 0 is success, errors are negative. The numeric values are stable ABI.
+ * Thread safety: the functions here are pure; any thread may call them at any time. */
 #ifndef KVCORE_STATUS_H
 #define KVCORE_STATUS_H
 

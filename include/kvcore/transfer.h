@@ -4,7 +4,9 @@
  * validates every argument before any byte moves, so a call that returns an error has changed
  * nothing. Direction follows LMCache: KVC_H2D = chunk -> paged cache (retrieve), KVC_D2H = paged
  * cache -> chunk (store). Slots and block ids are int64 and declared as such (KVC_INDEX_INT64).
- * docs/TRANSFER.md has the format table and the deliberate differences from LMCache. */
+ * docs/TRANSFER.md has the format table and the deliberate differences from LMCache.
+ * Thread safety: any number of threads may transfer through one context at once (context.h);
+ * transfers whose destinations overlap race on those bytes. */
 #ifndef KVCORE_TRANSFER_H
 #define KVCORE_TRANSFER_H
 
@@ -12,6 +14,7 @@
 #include <kvcore/export.h>
 #include <kvcore/status.h>
 #include <kvcore/context.h>
+#include <kvcore/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -38,11 +41,6 @@ typedef enum kvc_format {
 } kvc_format_t;
 
 #define KVC_FORMAT_COUNT 14
-
-typedef enum kvc_direction {
-    KVC_H2D = 0, /* chunk -> paged cache (LMCache retrieve / load) */
-    KVC_D2H = 1, /* paged cache -> chunk (LMCache store / offload) */
-} kvc_direction_t;
 
 /* Element type of a slot mapping or block id list. Only int64 is accepted: it is declared rather
  * than assumed so that an int32 tensor handed over by a binding is rejected (KVC_ERR_DTYPE) instead
@@ -86,7 +84,7 @@ typedef struct kvc_page_shape {
     int64_t nh;           /* KV heads (1 for MLA) */
     int64_t hs;           /* elements per head; fused formats: the fused width CS = 2*HS */
     /* Elements between consecutive blocks of one plane, 0 = tight (bs*nh*hs). Padded pools: only
-     * the single-plane formats with a block axis (3, 10-13) accept it (SPEC 2.4's recommendation);
+     * the single-plane formats with a block axis (3, 10-13) accept it (docs/TRANSFER.md);
      * it must be >= bs*nh*hs. */
     int64_t block_stride_elems;
 } kvc_page_shape_t;
@@ -179,64 +177,6 @@ KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_tran
 KVC_API kvc_status_t kvc_load_and_reshape_flash(kvc_context_t *ctx, const kvc_flash_transfer_t *args);
 /* H2D: the inverse. */
 KVC_API kvc_status_t kvc_reshape_and_cache_back_flash(kvc_context_t *ctx, const kvc_flash_transfer_t *args);
-
-/* ------------------------------------------------------------------------------------------------
- * For backends: every op above becomes one of two plans, built and validated by the core. A plan
- * holds only pointers and int64 byte counts, so a GPU module can pass it to a kernel as is.
- * (The pointer tables are the caller's; a GPU backend reads them where the caller put them.) */
-
-/* Engine side. Address of head h of token o in block b of layer l, plane p:
- *   ptrs[l*ptr_layer_step + p*ptr_plane_step] + l*layer_offset + p*plane_offset
- *     + b*block_stride + o*token_stride + h*head_stride */
-typedef struct kvc_engine_map {
-    void *const *ptrs;
-    int64_t ptr_layer_step, ptr_plane_step;
-    int64_t layer_offset, plane_offset;
-    int64_t block_stride, token_stride, head_stride; /* bytes */
-    int64_t block_size;                              /* tokens per block (slot -> block, offset) */
-} kvc_engine_map_t;
-
-/* Chunk side: base + p*plane_stride + l*layer_stride + t*token_stride + h*head_stride (bytes). */
-typedef struct kvc_chunk_map {
-    int64_t plane_stride, layer_stride, token_stride, head_stride;
-} kvc_chunk_map_t;
-
-/* How one unit (a token, or a whole block) splits into contiguous runs present on both sides, the
- * longest the geometry allows (a head, a token row, or a whole block):
- *   for i < outer_count, j < inner_count: copy run_bytes between
- *     engine + i*outer_engine + j*inner_engine and chunk + i*outer_chunk + j*inner_chunk. */
-typedef struct kvc_run_shape {
-    int64_t run_bytes;
-    int64_t outer_count, outer_engine, outer_chunk;
-    int64_t inner_count, inner_engine, inner_chunk;
-} kvc_run_shape_t;
-
-struct kvc_token_plan {
-    int32_t direction; /* kvc_direction_t */
-    int64_t num_layers, num_planes;
-    kvc_engine_map_t engine;
-    void *chunk;
-    kvc_chunk_map_t chunk_map;
-    const int64_t *slots;          /* slots[t] < 0: skip; all others are in range */
-    int64_t first_token, end_token; /* tokens [first_token, end_token) */
-    kvc_run_shape_t runs;          /* runs of one token */
-    int64_t bytes;                 /* upper bound of bytes moved (work sizing) */
-    kvc_stream_t stream;
-};
-
-struct kvc_block_plan {
-    int32_t direction;
-    int64_t num_layers, num_planes;
-    kvc_engine_map_t engine;
-    void *const *objects;
-    int64_t blocks_per_object;
-    kvc_chunk_map_t chunk_map;
-    const int64_t *block_ids;       /* all ids in [first_block, end_block) are in range */
-    int64_t first_block, end_block; /* flat block indices f; object f / bpo, row (f % bpo)*bs */
-    kvc_run_shape_t runs;           /* runs of one block (bs tokens) */
-    int64_t bytes;
-    kvc_stream_t stream;
-};
 
 #ifdef __cplusplus
 }

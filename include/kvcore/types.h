@@ -1,5 +1,7 @@
 /* Element types and the host tensor descriptor shared by the topics (file I/O, quantiser, codec,
- * RoPE). Tensors are C-contiguous (row-major) and little-endian, as on every host kvcore supports. */
+ * RoPE). Tensors are C-contiguous (row-major) and little-endian, as on every host kvcore supports.
+ * Thread safety: the dtype queries are pure; the tensor calls touch only the tensor they are given,
+ * so calls on different tensors may run concurrently (one tensor is the caller's to guard). */
 #ifndef KVCORE_TYPES_H
 #define KVCORE_TYPES_H
 
@@ -34,6 +36,14 @@ typedef enum kvc_dtype {
 
 /* One past the largest valid kvc_dtype_t (for loops over all types). */
 #define KVC_DTYPE_END 16
+
+/* Direction of a transfer or copy between the host and the device (LMCache's TransferDirection
+ * values). Transfers: H2D = chunk -> paged cache (LMCache retrieve / load), D2H = paged cache ->
+ * chunk (store / offload). kvc_memcpy_async: H2D = src is the host buffer, D2H = dst is. */
+typedef enum kvc_direction {
+    KVC_H2D = 0,
+    KVC_D2H = 1,
+} kvc_direction_t;
 
 /* Size of one element in bytes; 0 for a value that is not a valid type. */
 KVC_API size_t kvc_dtype_size(kvc_dtype_t dtype);

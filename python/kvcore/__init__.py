@@ -22,8 +22,6 @@ PageShape = _abi.PageShape
 
 _U8, _U16, _I32, _I64, _F32 = _abi.DTYPE_U8, _abi.DTYPE_U16, _abi.DTYPE_I32, _abi.DTYPE_I64, _abi.DTYPE_F32
 _FLOATS = (_abi.DTYPE_F16, _abi.DTYPE_BF16, _abi.DTYPE_F32)
-_CG_DTYPE = {_abi.DTYPE_F16: _abi.CG_F16, _abi.DTYPE_BF16: _abi.CG_BF16, _abi.DTYPE_F32: _abi.CG_F32}
-_ROPE_DTYPE = {_abi.DTYPE_F16: _abi.ROPE_F16, _abi.DTYPE_BF16: _abi.ROPE_BF16, _abi.DTYPE_F32: _abi.ROPE_F32}
 _NP_DTYPE = {_abi.DTYPE_F16: _np.float16, _abi.DTYPE_BF16: _np.uint16, _abi.DTYPE_F32: _np.float32}
 _env_lock = _threading.Lock()
 # Format facts, read once from the library (the transfer paths consult them on every call).
@@ -447,7 +445,7 @@ class Context:
         l, t, c = s.shape
         o = _np.empty((l, c, num_bins + 1), _np.uint16) if out is None else out
         ob = self._arr(o, "out", True, dtypes=(_U16, _abi.DTYPE_I16), shape=(l, c, num_bins + 1))
-        a = _abi.CdfArgs(symbols=s.ptr, cdf=ob.ptr, layers=l, tokens=t, channels=c, num_bins=num_bins)
+        a = _abi.CgCdfParams(symbols=s.ptr, cdf=ob.ptr, layers=l, tokens=t, channels=c, num_bins=num_bins)
         _check(_lib.kvc_cg_cdf(self._handle(), _C.byref(a)))
         return o
 
@@ -460,7 +458,7 @@ class Context:
         st = self._arr(streams, "streams", True, dtypes=(_U8, _abi.DTYPE_I8), ndim=3, shape=(l, c, None))
         ln = self._arr(lengths, "lengths", True, dtypes=_I32, shape=(l, c))
         needed = _C.c_size_t()
-        a = _abi.EncodeArgs(cdf=cb.ptr, symbols=s.ptr, streams=st.ptr, lengths=ln.ptr, layers=l, tokens=t, channels=c,
+        a = _abi.CgEncodeParams(cdf=cb.ptr, symbols=s.ptr, streams=st.ptr, lengths=ln.ptr, layers=l, tokens=t, channels=c,
                             capacity=st.shape[2], num_bins=cb.shape[2] - 1, needed=_C.addressof(needed))
         _check(_lib.kvc_cg_encode(self._handle(), _C.byref(a)))
         return needed.value
@@ -485,7 +483,7 @@ class Context:
         ln = self._arr(lengths, "lengths", dtypes=_I32, shape=(l, c))
         o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
         ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
-        a = _abi.DecodeArgs(cdf=cb.ptr, streams=st.ptr, lengths=ln.ptr, symbols=ob.ptr, layers=l, tokens=tokens,
+        a = _abi.CgDecodeParams(cdf=cb.ptr, streams=st.ptr, lengths=ln.ptr, symbols=ob.ptr, layers=l, tokens=tokens,
                             channels=c, capacity=cap, num_bins=cb.shape[2] - 1)
         _check(_lib.kvc_cg_decode(self._handle(), _C.byref(a)))
         return o
@@ -498,7 +496,7 @@ class Context:
         p = self._arr(prefsum, "prefsum", dtypes=_I64, shape=(l, c))
         o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
         ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
-        a = _abi.DecodePackedArgs(cdf=cb.ptr, bytes=d.ptr, nbytes=d.shape[0], prefsum=p.ptr, symbols=ob.ptr,
+        a = _abi.CgDecodePackedParams(cdf=cb.ptr, bytes=d.ptr, nbytes=d.shape[0], prefsum=p.ptr, symbols=ob.ptr,
                                   layers=l, tokens=tokens, channels=c, num_bins=lp - 1)
         _check(_lib.kvc_cg_decode_packed(self._handle(), _C.byref(a)))
         return o
@@ -515,7 +513,7 @@ class Context:
         l, t, c = v.shape
         b = self._bins(bins, l)
         sym, sc = _np.empty((l, t, c), _np.uint8), _np.empty((l, t), _np.float32)
-        a = _abi.QuantArgs(dtype=_CG_DTYPE[v.dtype], values=v.ptr, symbols=sym.ctypes.data, scales=sc.ctypes.data,
+        a = _abi.QuantParams(dtype=v.dtype, values=v.ptr, symbols=sym.ctypes.data, scales=sc.ctypes.data,
                            bins=b.ctypes.data, layers=l, tokens=t, channels=c)
         _check(_lib.kvc_quantise(self._handle(), _C.byref(a)))
         return sym, sc
@@ -527,7 +525,7 @@ class Context:
         sc = self._arr(scales, "scales", dtypes=_F32, shape=(l, t))
         o = self._arr(out, "out", True, dtypes=_FLOATS, shape=(l, t, c))
         b = self._bins(bins, l)
-        a = _abi.QuantArgs(dtype=_CG_DTYPE[o.dtype], values=o.ptr, symbols=s.ptr, scales=sc.ptr,
+        a = _abi.QuantParams(dtype=o.dtype, values=o.ptr, symbols=s.ptr, scales=sc.ptr,
                            bins=b.ctypes.data, layers=l, tokens=t, channels=c)
         _check(_lib.kvc_dequantise(self._handle(), _C.byref(a)))
         return out
@@ -627,7 +625,7 @@ class Context:
             if k.shape[i] > 1 and k.strides[i] != k.strides[i + 1] * k.shape[i + 1]:
                 raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key: dimensions before [NKV, HS] must fold into one "
                                                       f"(strides {list(k.strides)})")
-        return _abi.RopeKeys(data=k.ptr, dtype=_ROPE_DTYPE[k.dtype], num_tokens=n, num_heads=nkv, head_size=hs,
+        return _abi.RopeKeys(data=k.ptr, dtype=k.dtype, num_tokens=n, num_heads=nkv, head_size=hs,
                              head_stride=hstride, token_stride=tstride), k
 
     def rope_k_fused(self, key, old_positions, new_positions, cos_sin_cache, is_neox=True, head_size=None,
@@ -638,9 +636,9 @@ class Context:
         old = self._index(old_positions, "old_positions", keys.num_tokens)
         new = self._index(new_positions, "new_positions", keys.num_tokens)
         tb = self._arr(cos_sin_cache, "cos_sin_cache", dtypes=_FLOATS, ndim=2)
-        table = _abi.RopeTable(data=tb.ptr, dtype=_ROPE_DTYPE[tb.dtype], max_position=tb.shape[0], rot_dim=tb.shape[1])
+        table = _abi.RopeTable(data=tb.ptr, dtype=tb.dtype, max_position=tb.shape[0], rot_dim=tb.shape[1])
         _check(_lib.kvc_rope_k_fused(self._handle(), self._stream(stream, key), _C.byref(keys), _C.c_void_p(old.ptr),
-                                     _C.c_void_p(new.ptr), _C.byref(table), NEOX if is_neox else GPTJ))
+                                     _C.c_void_p(new.ptr), _C.byref(table), _rope_params(is_neox)))
 
     def rope_k_delta(self, key, old_positions, new_positions, rot_dim, base, is_neox=True, head_stride=None,
                      stream=None):
@@ -649,13 +647,13 @@ class Context:
         old = self._index(old_positions, "old_positions", keys.num_tokens)
         new = self._index(new_positions, "new_positions", keys.num_tokens)
         _check(_lib.kvc_rope_k_delta(self._handle(), self._stream(stream, key), _C.byref(keys), _C.c_void_p(old.ptr),
-                                     _C.c_void_p(new.ptr), rot_dim, float(base), NEOX if is_neox else GPTJ))
+                                     _C.c_void_p(new.ptr), rot_dim, float(base), _rope_params(is_neox)))
 
     def rope_cache_build(self, max_position, rot_dim, base, dtype=_np.float32, out=None):
         """vLLM's cos/sin table [max_position, rot_dim] for `base`."""
         o = _np.empty((max_position, rot_dim), dtype) if out is None else out
         tb = self._arr(o, "out", True, dtypes=_FLOATS, ndim=2)
-        table = _abi.RopeTable(data=tb.ptr, dtype=_ROPE_DTYPE[tb.dtype], max_position=tb.shape[0], rot_dim=tb.shape[1])
+        table = _abi.RopeTable(data=tb.ptr, dtype=tb.dtype, max_position=tb.shape[0], rot_dim=tb.shape[1])
         _check(_lib.kvc_rope_cache_build(self._handle(), None, _C.byref(table), float(base)))
         return o
 
@@ -745,6 +743,10 @@ class Context:
         b = _C.create_string_buffer(32)
         _check(_lib.kvc_device_pci_bus_id(self._handle(), device, b, len(b)))
         return b.value.decode()
+
+
+def _rope_params(is_neox):
+    return _C.byref(_abi.RopeParams(_abi.ROPE_PARAM_STYLE, NEOX if is_neox else GPTJ))
 
 
 def _engine_bytes(fmt, shape):

@@ -101,34 +101,33 @@ class FlashTransfer(C.Structure):
 
 # ---------------------------------------------------------------- cachegen.h
 CG_MAX_BINS = 64
-CG_F16, CG_BF16, CG_F32 = 0, 1, 2
 
 
-class CdfArgs(C.Structure):
-    _fields_ = [("symbols", C.c_void_p), ("cdf", C.c_void_p), ("layers", C.c_size_t), ("tokens", C.c_size_t),
+class CgCdfParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("symbols", C.c_void_p), ("cdf", C.c_void_p), ("layers", C.c_size_t), ("tokens", C.c_size_t),
                 ("channels", C.c_size_t), ("num_bins", C.c_uint)]
 
 
-class EncodeArgs(C.Structure):
-    _fields_ = [("cdf", C.c_void_p), ("symbols", C.c_void_p), ("streams", C.c_void_p), ("lengths", C.c_void_p),
+class CgEncodeParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("cdf", C.c_void_p), ("symbols", C.c_void_p), ("streams", C.c_void_p), ("lengths", C.c_void_p),
                 ("layers", C.c_size_t), ("tokens", C.c_size_t), ("channels", C.c_size_t),
                 ("capacity", C.c_size_t), ("num_bins", C.c_uint), ("needed", C.c_void_p)]
 
 
-class DecodeArgs(C.Structure):
-    _fields_ = [("cdf", C.c_void_p), ("streams", C.c_void_p), ("lengths", C.c_void_p), ("symbols", C.c_void_p),
+class CgDecodeParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("cdf", C.c_void_p), ("streams", C.c_void_p), ("lengths", C.c_void_p), ("symbols", C.c_void_p),
                 ("layers", C.c_size_t), ("tokens", C.c_size_t), ("channels", C.c_size_t),
                 ("capacity", C.c_size_t), ("num_bins", C.c_uint)]
 
 
-class DecodePackedArgs(C.Structure):
-    _fields_ = [("cdf", C.c_void_p), ("bytes", C.c_void_p), ("nbytes", C.c_size_t), ("prefsum", C.c_void_p),
+class CgDecodePackedParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("cdf", C.c_void_p), ("bytes", C.c_void_p), ("nbytes", C.c_size_t), ("prefsum", C.c_void_p),
                 ("symbols", C.c_void_p), ("layers", C.c_size_t), ("tokens", C.c_size_t),
                 ("channels", C.c_size_t), ("num_bins", C.c_uint)]
 
 
-class QuantArgs(C.Structure):
-    _fields_ = [("dtype", C.c_int), ("values", C.c_void_p), ("symbols", C.c_void_p), ("scales", C.c_void_p),
+class QuantParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("dtype", C.c_int), ("values", C.c_void_p), ("symbols", C.c_void_p), ("scales", C.c_void_p),
                 ("bins", C.c_void_p), ("layers", C.c_size_t), ("tokens", C.c_size_t), ("channels", C.c_size_t)]
 
 
@@ -156,8 +155,12 @@ class CodecInfo(C.Structure):
 
 
 # ---------------------------------------------------------------- rope.h
-ROPE_F32, ROPE_F16, ROPE_BF16 = 0, 1, 2
 ROPE_NEOX, ROPE_GPTJ = 0, 1
+ROPE_PARAM_STYLE = 1
+
+
+class RopeParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("style", C.c_int)]
 
 
 class RopeKeys(C.Structure):
@@ -195,7 +198,6 @@ MEM_POLICY_PREFERRED, MEM_POLICY_STRICT = 0, 1
 MEM_PARAM_KIND, MEM_PARAM_TARGET, MEM_PARAM_POLICY, MEM_PARAM_NAME = 1, 2, 4, 8
 MEM_PARAM_PIN_CHUNK, MEM_PARAM_TOUCH = 16, 32
 MEM_REPORT_NODES = 16
-COPY_H2D, COPY_D2H = 0, 1
 
 
 class MemParams(C.Structure):
@@ -225,8 +227,9 @@ STRUCTS = {
     "kvc_context_params_t": ContextParams, "kvc_page_shape_t": PageShape,
     "kvc_token_transfer_t": TokenTransfer, "kvc_block_transfer_t": BlockTransfer,
     "kvc_layer_transfer_t": LayerTransfer, "kvc_flash_transfer_t": FlashTransfer,
-    "kvc_cdf_args_t": CdfArgs, "kvc_encode_args_t": EncodeArgs, "kvc_decode_args_t": DecodeArgs,
-    "kvc_decode_packed_args_t": DecodePackedArgs, "kvc_quant_args_t": QuantArgs,
+    "kvc_cg_cdf_params_t": CgCdfParams, "kvc_cg_encode_params_t": CgEncodeParams,
+    "kvc_cg_decode_params_t": CgDecodeParams, "kvc_cg_decode_packed_params_t": CgDecodePackedParams,
+    "kvc_quant_params_t": QuantParams, "kvc_rope_params_t": RopeParams,
     "kvc_codec_params_t": CodecParams, "kvc_codec_info_t": CodecInfo, "kvc_rope_keys_t": RopeKeys,
     "kvc_rope_table_t": RopeTable, "kvc_completion_record_t": CompletionRecord, "kvc_str_meta_t": StrMeta,
     "kvc_int_meta_t": IntMeta, "kvc_event_record_t": EventRecord, "kvc_mem_params_t": MemParams,
@@ -251,11 +254,10 @@ CONSTANTS = dict(
     KVC_FORMAT_COUNT=FORMAT_COUNT, KVC_H2D=H2D, KVC_D2H=D2H, KVC_INDEX_INT32=INDEX_INT32,
     KVC_INDEX_INT64=INDEX_INT64, KVC_CHUNK_DEFAULT=CHUNK_DEFAULT, KVC_CHUNK_SPLIT_KV=CHUNK_SPLIT_KV,
     KVC_CHUNK_FUSED_PACKED=CHUNK_FUSED_PACKED,
-    KVC_CG_MAX_BINS=CG_MAX_BINS, KVC_CG_F16=CG_F16, KVC_CG_BF16=CG_BF16, KVC_CG_F32=CG_F32,
+    KVC_CG_MAX_BINS=CG_MAX_BINS,
     KVC_CODEC_KV_2LTD=CODEC_KV_2LTD, KVC_CODEC_MLA=CODEC_MLA, KVC_CODEC_PARAM_BINS=CODEC_PARAM_BINS,
     KVC_CODEC_PARAM_WINDOW=CODEC_PARAM_WINDOW, KVC_CODEC_PARAM_PROGRESS=CODEC_PARAM_PROGRESS,
-    KVC_ROPE_F32=ROPE_F32, KVC_ROPE_F16=ROPE_F16, KVC_ROPE_BF16=ROPE_BF16, KVC_ROPE_NEOX=ROPE_NEOX,
-    KVC_ROPE_GPTJ=ROPE_GPTJ,
+    KVC_ROPE_NEOX=ROPE_NEOX, KVC_ROPE_GPTJ=ROPE_GPTJ, KVC_ROPE_PARAM_STYLE=ROPE_PARAM_STYLE,
     KVC_MEM_PLAIN=MEM_PLAIN, KVC_MEM_PINNED=MEM_PINNED, KVC_MEM_NUMA=MEM_NUMA, KVC_MEM_SHARED=MEM_SHARED,
     KVC_MEM_HUGEPAGE=MEM_HUGEPAGE, KVC_MEM_TARGET_LOCAL=MEM_TARGET_LOCAL, KVC_MEM_TARGET_NODE=MEM_TARGET_NODE,
     KVC_MEM_TARGET_PCI=MEM_TARGET_PCI, KVC_MEM_POLICY_PREFERRED=MEM_POLICY_PREFERRED,
@@ -263,7 +265,6 @@ CONSTANTS = dict(
     KVC_MEM_PARAM_TARGET=MEM_PARAM_TARGET, KVC_MEM_PARAM_POLICY=MEM_PARAM_POLICY,
     KVC_MEM_PARAM_NAME=MEM_PARAM_NAME, KVC_MEM_PARAM_PIN_CHUNK=MEM_PARAM_PIN_CHUNK,
     KVC_MEM_PARAM_TOUCH=MEM_PARAM_TOUCH, KVC_MEM_REPORT_NODES=MEM_REPORT_NODES,
-    KVC_COPY_H2D=COPY_H2D, KVC_COPY_D2H=COPY_D2H,
 )
 
 _S = C.c_int  # kvc_status_t
@@ -302,21 +303,21 @@ PROTOTYPES = {
     "kvc_transfer_layer": (_S, [_P, C.POINTER(LayerTransfer)]),
     "kvc_load_and_reshape_flash": (_S, [_P, C.POINTER(FlashTransfer)]),
     "kvc_reshape_and_cache_back_flash": (_S, [_P, C.POINTER(FlashTransfer)]),
-    "kvc_cg_cdf": (_S, [_P, C.POINTER(CdfArgs)]),
-    "kvc_cg_encode": (_S, [_P, C.POINTER(EncodeArgs)]),
+    "kvc_cg_cdf": (_S, [_P, C.POINTER(CgCdfParams)]),
+    "kvc_cg_encode": (_S, [_P, C.POINTER(CgEncodeParams)]),
     "kvc_cg_encode_bound": (_Z, [_Z]),
-    "kvc_cg_decode": (_S, [_P, C.POINTER(DecodeArgs)]),
-    "kvc_cg_decode_packed": (_S, [_P, C.POINTER(DecodePackedArgs)]),
-    "kvc_quantise": (_S, [_P, C.POINTER(QuantArgs)]),
-    "kvc_dequantise": (_S, [_P, C.POINTER(QuantArgs)]),
+    "kvc_cg_decode": (_S, [_P, C.POINTER(CgDecodeParams)]),
+    "kvc_cg_decode_packed": (_S, [_P, C.POINTER(CgDecodePackedParams)]),
+    "kvc_quantise": (_S, [_P, C.POINTER(QuantParams)]),
+    "kvc_dequantise": (_S, [_P, C.POINTER(QuantParams)]),
     "kvc_cg_default_bins": (_S, [_Z, _P]),
     "kvc_codec_encode": (_S, [_P, C.POINTER(CodecParams), _P, C.POINTER(_P), C.POINTER(_Z)]),
     "kvc_codec_free": (None, [_P]),
     "kvc_codec_inspect": (_S, [_P, _Z, C.POINTER(CodecInfo)]),
     "kvc_codec_decode": (_S, [_P, _P, _Z, _P, _Z, C.POINTER(CodecInfo)]),
-    "kvc_rope_k_fused": (_S, [_P, _P, C.POINTER(RopeKeys), _P, _P, C.POINTER(RopeTable), C.c_int]),
+    "kvc_rope_k_fused": (_S, [_P, _P, C.POINTER(RopeKeys), _P, _P, C.POINTER(RopeTable), C.POINTER(RopeParams)]),
     "kvc_rope_cache_build": (_S, [_P, _P, C.POINTER(RopeTable), C.c_double]),
-    "kvc_rope_k_delta": (_S, [_P, _P, C.POINTER(RopeKeys), _P, _P, _Z, C.c_double, C.c_int]),
+    "kvc_rope_k_delta": (_S, [_P, _P, C.POINTER(RopeKeys), _P, _P, _Z, C.c_double, C.POINTER(RopeParams)]),
     "kvc_record_completion": (_S, [_P, _P, C.c_char_p, _P, _Z]),
     "kvc_drain_completions": (_S, [_P, C.POINTER(C.POINTER(CompletionRecord)), C.POINTER(_Z)]),
     "kvc_completion_records_free": (None, [C.POINTER(CompletionRecord), _Z]),

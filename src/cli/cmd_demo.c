@@ -9,7 +9,7 @@
 
 #include <kvcore.h>
 
-#include "../core/half.h"
+#include "common/half.h"
 #include "cli.h"
 #include "demo_data.h"
 #include "synth_kv.h"

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../core/half.h"
+#include "common/half.h"
 #include "synth_kv.h"
 
 /* xorshift64*: fast, deterministic. */

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/half.h"
+#include "common/half.h"
 
 uint8_t *cli_read_file(const char *path, size_t *len)
 {

@@ -1,19 +1,21 @@
 /* CacheGen public API: argument validation (pointers, counts, size overflow) once, then the
- * selected backend's op. Checks that read the data are the backend's (see cachegen.h). */
+ * selected backend's op. Checks that read the data are the backend's (see backend.h). */
 #include "config.h"
 
 #include <stdint.h>
 
-#include <kvcore/cachegen.h>
+#include <kvcore/backend.h>
 
+#include "common/checked.h"
 #include "internal.h"
 
-/* a * b * c into *out; 0 on overflow. */
-static int mul3(size_t a, size_t b, size_t c, size_t *out)
+/* No field-mask bit is defined yet (cachegen.h). */
+static kvc_status_t check_mask(const char *op, uint64_t mask)
 {
-    size_t ab;
-    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, out)) return 0;
-    return 1;
+    if (mask)
+        return kvc_error(KVC_ERR_INVALID_ARG, "%s: params.field_mask has unknown bits 0x%llx (built against a newer kvcore?)",
+                         op, (unsigned long long)mask);
+    return KVC_OK;
 }
 
 /* Shape checks shared by every coder op; names the first bad field. */
@@ -27,20 +29,23 @@ static kvc_status_t check_shape(const char *op, size_t layers, size_t tokens, si
     if (num_bins < 1 || num_bins > KVC_CG_MAX_BINS)
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: num_bins %u outside [1, %u]", op, num_bins, KVC_CG_MAX_BINS);
     size_t n;
-    if (!mul3(layers, tokens, channels, &n) || !mul3(layers, channels, (size_t)num_bins + 1, &n))
+    if (!kvc_mul3_ok(layers, tokens, channels, &n) || !kvc_mul3_ok(layers, channels, (size_t)num_bins + 1, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: %zu x %zu x %zu elements overflow size_t", op, layers, tokens,
                          channels);
     return KVC_OK;
 }
 
-KVC_API kvc_status_t kvc_cg_cdf(kvc_context_t *ctx, const kvc_cdf_args_t *a)
+KVC_API kvc_status_t kvc_cg_cdf(kvc_context_t *ctx, const kvc_cg_cdf_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "cg_cdf: ctx and args must not be NULL");
-    kvc_status_t st = check_shape("cg_cdf", a->layers, a->tokens, a->channels, a->num_bins);
+    kvc_status_t st = check_mask("cg_cdf", a->field_mask);
+    if (st == KVC_OK) st = check_shape("cg_cdf", a->layers, a->tokens, a->channels, a->num_bins);
     if (st != KVC_OK) return st;
     if (!a->cdf || (!a->symbols && a->tokens))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_cdf: symbols and cdf must not be NULL");
-    return ctx->ops.cg_cdf(ctx->bctx, a);
+    const struct kvc_cdf_args op = { .symbols = a->symbols, .cdf = a->cdf, .layers = a->layers, .tokens = a->tokens,
+                                     .channels = a->channels, .num_bins = a->num_bins };
+    return ctx->ops.cg_cdf(ctx->bctx, &op);
 }
 
 KVC_API size_t kvc_cg_encode_bound(size_t tokens)
@@ -49,10 +54,11 @@ KVC_API size_t kvc_cg_encode_bound(size_t tokens)
     return 2 * tokens + tokens / 32768 + 4;
 }
 
-KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_encode_args_t *a)
+KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_cg_encode_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "cg_encode: ctx and args must not be NULL");
-    kvc_status_t st = check_shape("cg_encode", a->layers, a->tokens, a->channels, a->num_bins);
+    kvc_status_t st = check_mask("cg_encode", a->field_mask);
+    if (st == KVC_OK) st = check_shape("cg_encode", a->layers, a->tokens, a->channels, a->num_bins);
     if (st != KVC_OK) return st;
     if (!a->cdf || !a->lengths || (!a->symbols && a->tokens))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_encode: cdf, symbols and lengths must not be NULL");
@@ -63,20 +69,23 @@ KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_encode_args_t *
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_encode: streams is NULL with capacity %zu (NULL needs capacity 0)",
                          a->capacity);
     size_t n;
-    if (!mul3(a->layers, a->channels, a->capacity, &n))
+    if (!kvc_mul3_ok(a->layers, a->channels, a->capacity, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_encode: stream buffer of %zu x %zu x %zu bytes overflows size_t",
                          a->layers, a->channels, a->capacity);
     /* Backends always report the longest stream. */
     size_t needed = 0;
-    kvc_encode_args_t args = *a;
-    args.needed = a->needed ? a->needed : &needed;
-    return ctx->ops.cg_encode(ctx->bctx, &args);
+    const struct kvc_encode_args op = { .cdf = a->cdf, .symbols = a->symbols, .streams = a->streams,
+                                        .lengths = a->lengths, .layers = a->layers, .tokens = a->tokens,
+                                        .channels = a->channels, .capacity = a->capacity, .num_bins = a->num_bins,
+                                        .needed = a->needed ? a->needed : &needed };
+    return ctx->ops.cg_encode(ctx->bctx, &op);
 }
 
-KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *a)
+KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_cg_decode_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: ctx and args must not be NULL");
-    kvc_status_t st = check_shape("cg_decode", a->layers, a->tokens, a->channels, a->num_bins);
+    kvc_status_t st = check_mask("cg_decode", a->field_mask);
+    if (st == KVC_OK) st = check_shape("cg_decode", a->layers, a->tokens, a->channels, a->num_bins);
     if (st != KVC_OK) return st;
     if (!a->cdf || !a->lengths || (!a->symbols && a->tokens) || (!a->streams && a->capacity))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: cdf, streams, lengths and symbols must not be NULL");
@@ -84,31 +93,40 @@ KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_decode_args_t *
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: capacity %zu above INT32_MAX (lengths are int32)",
                          a->capacity);
     size_t n;
-    if (!mul3(a->layers, a->channels, a->capacity, &n))
+    if (!kvc_mul3_ok(a->layers, a->channels, a->capacity, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode: stream buffer of %zu x %zu x %zu bytes overflows size_t",
                          a->layers, a->channels, a->capacity);
-    return ctx->ops.cg_decode(ctx->bctx, a);
+    const struct kvc_decode_args op = { .cdf = a->cdf, .streams = a->streams, .lengths = a->lengths,
+                                        .symbols = a->symbols, .layers = a->layers, .tokens = a->tokens,
+                                        .channels = a->channels, .capacity = a->capacity, .num_bins = a->num_bins };
+    return ctx->ops.cg_decode(ctx->bctx, &op);
 }
 
-KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_decode_packed_args_t *a)
+KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_cg_decode_packed_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode_packed: ctx and args must not be NULL");
-    kvc_status_t st = check_shape("cg_decode_packed", a->layers, a->tokens, a->channels, a->num_bins);
+    kvc_status_t st = check_mask("cg_decode_packed", a->field_mask);
+    if (st == KVC_OK) st = check_shape("cg_decode_packed", a->layers, a->tokens, a->channels, a->num_bins);
     if (st != KVC_OK) return st;
     if (!a->cdf || !a->prefsum || (!a->symbols && a->tokens) || (!a->bytes && a->nbytes))
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode_packed: cdf, bytes, prefsum and symbols must not be NULL");
     if (a->nbytes > INT64_MAX)
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_decode_packed: nbytes %zu above INT64_MAX", a->nbytes);
-    return ctx->ops.cg_decode_packed(ctx->bctx, a);
+    const struct kvc_decode_packed_args op = { .cdf = a->cdf, .bytes = a->bytes, .nbytes = a->nbytes,
+                                               .prefsum = a->prefsum, .symbols = a->symbols, .layers = a->layers,
+                                               .tokens = a->tokens, .channels = a->channels, .num_bins = a->num_bins };
+    return ctx->ops.cg_decode_packed(ctx->bctx, &op);
 }
 
-static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
+static kvc_status_t check_quant(const char *op, const kvc_quant_params_t *a)
 {
+    kvc_status_t st = check_mask(op, a->field_mask);
+    if (st != KVC_OK) return st;
     if (a->layers == 0 || a->channels == 0)
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: layers (%zu) and channels (%zu) must be at least 1", op, a->layers,
                          a->channels);
-    if (a->dtype != KVC_CG_F16 && a->dtype != KVC_CG_BF16 && a->dtype != KVC_CG_F32)
-        return kvc_error(KVC_ERR_INVALID_ARG, "%s: dtype %d is not KVC_CG_F16, KVC_CG_BF16 or KVC_CG_F32", op,
+    if (a->dtype != KVC_DTYPE_F16 && a->dtype != KVC_DTYPE_BF16 && a->dtype != KVC_DTYPE_F32)
+        return kvc_error(KVC_ERR_INVALID_ARG, "%s: dtype %d is not KVC_DTYPE_F16, KVC_DTYPE_BF16 or KVC_DTYPE_F32", op,
                          (int)a->dtype);
     if (!a->bins) return kvc_error(KVC_ERR_INVALID_ARG, "%s: bins must not be NULL", op);
     for (size_t l = 0; l < a->layers; l++)
@@ -116,7 +134,7 @@ static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
             return kvc_error(KVC_ERR_INVALID_ARG, "%s: bins[%zu] = %u outside [4, %u]", op, l, a->bins[l],
                              KVC_CG_MAX_BINS);
     size_t n;
-    if (!mul3(a->layers, a->tokens, a->channels, &n) || !mul3(n, 4, 1, &n))
+    if (!kvc_mul3_ok(a->layers, a->tokens, a->channels, &n) || !kvc_mul3_ok(n, 4, 1, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "%s: %zu x %zu x %zu elements overflow size_t", op, a->layers,
                          a->tokens, a->channels);
     if (a->tokens && (!a->values || !a->symbols || !a->scales))
@@ -124,20 +142,30 @@ static kvc_status_t check_quant(const char *op, const kvc_quant_args_t *a)
     return KVC_OK;
 }
 
-KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_args_t *a)
+static struct kvc_quant_args quant_op(const kvc_quant_params_t *a)
+{
+    const struct kvc_quant_args op = { .dtype = a->dtype, .values = a->values, .symbols = a->symbols,
+                                       .scales = a->scales, .bins = a->bins, .layers = a->layers,
+                                       .tokens = a->tokens, .channels = a->channels };
+    return op;
+}
+
+KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "quantise: ctx and args must not be NULL");
     kvc_status_t st = check_quant("quantise", a);
     if (st != KVC_OK) return st;
-    return ctx->ops.quantise(ctx->bctx, a);
+    const struct kvc_quant_args op = quant_op(a);
+    return ctx->ops.quantise(ctx->bctx, &op);
 }
 
-KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_args_t *a)
+KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "dequantise: ctx and args must not be NULL");
     kvc_status_t st = check_quant("dequantise", a);
     if (st != KVC_OK) return st;
-    return ctx->ops.dequantise(ctx->bctx, a);
+    const struct kvc_quant_args op = quant_op(a);
+    return ctx->ops.dequantise(ctx->bctx, &op);
 }
 
 KVC_API kvc_status_t kvc_cg_default_bins(size_t num_layers, uint32_t *bins)

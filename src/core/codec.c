@@ -12,7 +12,9 @@
 
 #include "codec_internal.h"
 #include "container.h"
-#include "half.h"
+#include "common/checked.h"
+#include "common/cdf.h"
+#include "common/half.h"
 #include "internal.h"
 
 #define DEFAULT_WINDOW KVC_CODEC_LMCACHE_WINDOW
@@ -21,34 +23,18 @@ typedef struct {
     size_t planes, layers, tokens, channels; /* layers = planes * NL */
 } dims_t;
 
-/* The quantiser's dtype for an element type (checked to be f16, bf16 or f32 before). */
-static kvc_cg_dtype_t cg_dtype(kvc_dtype_t d)
-{
-    return d == KVC_DTYPE_F16 ? KVC_CG_F16 : d == KVC_DTYPE_BF16 ? KVC_CG_BF16 : KVC_CG_F32;
-}
-
-static uint8_t ct_dtype(kvc_dtype_t d)
-{
-    return d == KVC_DTYPE_F16 ? KVC_CT_DTYPE_F16 : d == KVC_DTYPE_BF16 ? KVC_CT_DTYPE_BF16 : d == KVC_DTYPE_F32 ? KVC_CT_DTYPE_F32 : 0;
-}
-
-static kvc_dtype_t api_dtype(uint8_t d)
-{
-    return d == KVC_CT_DTYPE_F16 ? KVC_DTYPE_F16 : d == KVC_CT_DTYPE_BF16 ? KVC_DTYPE_BF16 : KVC_DTYPE_F32;
-}
-
 static float scale_load(const void *p, size_t i, uint8_t dt)
 {
-    if (dt == KVC_CT_DTYPE_F32) { float f; memcpy(&f, (const uint8_t *)p + 4 * i, 4); return f; }
+    if (dt == KVC_DTYPE_F32) { float f; memcpy(&f, (const uint8_t *)p + 4 * i, 4); return f; }
     uint16_t h;
     memcpy(&h, (const uint8_t *)p + 2 * i, 2);
-    return dt == KVC_CT_DTYPE_F16 ? kvc_f16_to_f32(h) : kvc_bf16_to_f32(h);
+    return dt == KVC_DTYPE_F16 ? kvc_f16_to_f32(h) : kvc_bf16_to_f32(h);
 }
 
 static void scale_store(void *p, size_t i, uint8_t dt, float f)
 {
-    if (dt == KVC_CT_DTYPE_F32) { memcpy((uint8_t *)p + 4 * i, &f, 4); return; }
-    const uint16_t h = dt == KVC_CT_DTYPE_F16 ? kvc_f32_to_f16(f) : kvc_f32_to_bf16(f);
+    if (dt == KVC_DTYPE_F32) { memcpy((uint8_t *)p + 4 * i, &f, 4); return; }
+    const uint16_t h = dt == KVC_DTYPE_F16 ? kvc_f32_to_f16(f) : kvc_f32_to_bf16(f);
     memcpy((uint8_t *)p + 2 * i, &h, 2);
 }
 
@@ -84,7 +70,7 @@ static kvc_status_t check_params(const kvc_codec_params_t *p, dims_t *d, uint32_
     d->tokens = p->num_tokens;
     d->channels = p->num_heads * p->head_size;
     size_t n;
-    if (__builtin_mul_overflow(d->layers * d->tokens, d->channels, &n) || d->layers * d->tokens / d->tokens != d->layers)
+    if (!kvc_mul3_ok(d->layers, d->tokens, d->channels, &n))
         return kvc_error(KVC_ERR_SHAPE, "codec chunk size overflows");
     if (p->field_mask & KVC_CODEC_PARAM_BINS) {
         if (!p->bins) return kvc_error(KVC_ERR_INVALID_ARG, "bins must not be NULL when KVC_CODEC_PARAM_BINS is set");
@@ -138,7 +124,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         goto done;
     }
 
-    kvc_quant_args_t q = { .dtype = cg_dtype(p->dtype), .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
+    kvc_quant_params_t q = { .dtype = p->dtype, .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     if ((st = kvc_quantise(ctx, &q)) != KVC_OK) goto done;
 
@@ -150,13 +136,13 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
             const uint8_t *row = symbols + (l * T + t) * C;
             for (size_t ch = 0; ch < C; ch++) cnt[ch * B + row[ch]]++;
         }
-        for (size_t ch = 0; ch < C; ch++) kvc_cdf_from_counts(cnt + ch * B, B, T, cdf + (l * C + ch) * (B + 1));
+        for (size_t ch = 0; ch < C; ch++) kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, cdf + (l * C + ch) * (B + 1), 1);
     }
 
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (win) window_copy(win, symbols, &d, t0, tw, 1);
-        kvc_encode_args_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
+        kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
                                 .channels = C, .capacity = cap, .num_bins = B };
         if ((st = kvc_cg_encode(ctx, &e)) != KVC_OK) goto done;
         size_t add = 0;
@@ -175,7 +161,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         if ((p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress) p->progress(p->progress_user, w + 1u, nwin);
     }
 
-    const uint8_t dt = ct_dtype(p->dtype);
+    const uint8_t dt = (uint8_t)p->dtype;
     for (size_t i = 0; i < L * T; i++) scale_store(scales_dt, i, dt, scales[i]);
     c->dtype = dt;
     c->layout = p->layout == KVC_CODEC_MLA ? KVC_CT_LAYOUT_MLA : KVC_CT_LAYOUT_KV_2LTD;
@@ -189,7 +175,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     c->num_windows = nwin;
     for (size_t i = 0; i < L; i++) c->bins[i] = (uint8_t)bins[i];
     c->scales = scales_dt;
-    c->scales_bytes = L * T * (dt == KVC_CT_DTYPE_F32 ? 4 : 2);
+    c->scales_bytes = L * T * (dt == KVC_DTYPE_F32 ? 4 : 2);
     c->streams = packed ? packed : (const uint8_t *)"";
     c->streams_bytes = packed_len;
     size_t total;
@@ -218,9 +204,9 @@ KVC_API void kvc_codec_free(void *p) { free(p); }
 static void fill_info(const kvc_container_t *c, size_t len, kvc_codec_info_t *info)
 {
     const size_t planes = c->kvs, L = planes * c->num_layers, C = (size_t)c->num_heads * c->head_size;
-    const size_t dsize = c->dtype == KVC_CT_DTYPE_F32 ? 4 : 2;
+    const size_t dsize = c->dtype == KVC_DTYPE_F32 ? 4 : 2;
     memset(info, 0, sizeof(*info));
-    info->dtype = api_dtype(c->dtype);
+    info->dtype = (kvc_dtype_t)c->dtype;
     info->layout = c->layout == KVC_CT_LAYOUT_MLA ? KVC_CODEC_MLA : KVC_CODEC_KV_2LTD;
     info->planes = planes;
     info->num_layers = c->num_layers;
@@ -275,7 +261,7 @@ static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t *
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF)
         for (size_t i = 0; i < S * (B + 1); i++) cdf[i] = (uint16_t)(c->raw_cdf[2 * i] | (c->raw_cdf[2 * i + 1] << 8));
     else
-        for (size_t s = 0; s < S; s++) kvc_cdf_from_counts(c->counts + s * B, B, c->num_tokens, cdf + s * (B + 1));
+        for (size_t s = 0; s < S; s++) kvc_cdf_from_hist(c->counts + s * B, 1, B, c->num_tokens, NULL, cdf + s * (B + 1), 1);
     *out = cdf;
     return KVC_OK;
 }
@@ -300,7 +286,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         int64_t sum = 0;
         for (size_t s = 0; s < S; s++) prefsum[s] = sum += c->lengths[(size_t)w * S + s];
-        kvc_decode_packed_args_t a = { .cdf = cdf, .bytes = c->streams + off, .nbytes = (size_t)sum, .prefsum = prefsum,
+        kvc_cg_decode_packed_params_t a = { .cdf = cdf, .bytes = c->streams + off, .nbytes = (size_t)sum, .prefsum = prefsum,
                                        .symbols = win ? win : symbols, .layers = L, .tokens = tw, .channels = C,
                                        .num_bins = c->cdf_bins };
         if ((st = kvc_cg_decode_packed(ctx, &a)) != KVC_OK) goto done;
@@ -316,7 +302,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     }
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    kvc_quant_args_t q = { .dtype = cg_dtype(api_dtype(c->dtype)), .values = out, .symbols = symbols, .scales = scales, .bins = bins,
+    kvc_quant_params_t q = { .dtype = (kvc_dtype_t)c->dtype, .values = out, .symbols = symbols, .scales = scales, .bins = bins,
                            .layers = L, .tokens = T, .channels = C };
     st = kvc_dequantise(ctx, &q);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */

@@ -12,7 +12,8 @@
 
 #include "codec_internal.h"
 #include "container.h"
-#include "half.h"
+#include "common/cdf.h"
+#include "common/half.h"
 #include "internal.h"
 
 static size_t dtype_size(kvc_dtype_t d) { return d == KVC_DTYPE_F32 ? 4 : 2; }
@@ -87,7 +88,7 @@ static int counts_from_cdf(const uint16_t *cdf, size_t S, unsigned B, uint64_t T
             prev = cum;
         }
         if (prev != T) return 0;
-        kvc_cdf_from_counts(counts + s * B, B, T, check);
+        kvc_cdf_from_hist(counts + s * B, 1, B, T, NULL, check, 1);
         if (memcmp(check, row, (B + 1) * sizeof(uint16_t))) return 0;
     }
     return 1;
@@ -168,7 +169,7 @@ KVC_API kvc_status_t kvc_codec_import_lmcache(const kvc_lmcache_chunk_t *in, uin
         c->flags = KVC_CONTAINER_FLAG_RAW_CDF;
         c->raw_cdf = raw;
     }
-    c->dtype = (uint8_t)(in->dtype == KVC_DTYPE_F16 ? KVC_CT_DTYPE_F16 : in->dtype == KVC_DTYPE_BF16 ? KVC_CT_DTYPE_BF16 : KVC_CT_DTYPE_F32);
+    c->dtype = (uint8_t)in->dtype;
     c->layout = planes == 2 ? KVC_CT_LAYOUT_KV_2LTD : KVC_CT_LAYOUT_MLA;
     c->kvs = (uint8_t)planes;
     c->cdf_bins = (uint8_t)B;
@@ -237,7 +238,7 @@ KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_l
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF)
         for (size_t i = 0; i < S * (B + 1); i++) cdf[i] = (uint16_t)(c->raw_cdf[2 * i] | (c->raw_cdf[2 * i + 1] << 8));
     else
-        for (size_t s = 0; s < S; s++) kvc_cdf_from_counts(c->counts + s * B, (unsigned)B, T, cdf + s * (B + 1));
+        for (size_t s = 0; s < S; s++) kvc_cdf_from_hist(c->counts + s * B, 1, (unsigned)B, T, NULL, cdf + s * (B + 1), 1);
     memcpy(mem + o_scales, c->scales, c->scales_bytes);
     uint32_t *bins = (uint32_t *)(mem + o_bins);
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
@@ -253,7 +254,7 @@ KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_l
                                          .num_tokens = w + 1 < nwin ? c->window_tokens : T - w * c->window_tokens };
         off += n;
     }
-    const kvc_dtype_t dt = c->dtype == KVC_CT_DTYPE_F16 ? KVC_DTYPE_F16 : c->dtype == KVC_CT_DTYPE_BF16 ? KVC_DTYPE_BF16 : KVC_DTYPE_F32;
+    const kvc_dtype_t dt = (kvc_dtype_t)c->dtype;
     *out = (kvc_lmcache_chunk_t){ .dtype = dt, .layout = planes == 2 ? KVC_CODEC_KV_2LTD : KVC_CODEC_MLA, .num_layers = NL,
                                   .num_tokens = T, .num_heads = c->num_heads, .head_size = c->head_size, .cdf_bins = (uint32_t)B,
                                   .cdf = cdf, .max_key = mem + o_scales,

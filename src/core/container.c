@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include "bitio.h"
+#include "common/checked.h"
 #include "container.h"
 #include "log.h"
 
@@ -21,9 +22,8 @@ static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint6
 
 static uint32_t crc(const uint8_t *p, size_t n) { return (uint32_t)crc32_z(crc32_z(0L, Z_NULL, 0), p, n); }
 
-static int mul_ok(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 
-static size_t dtype_bytes(uint8_t dt) { return dt == KVC_CT_DTYPE_F32 ? 4 : (dt == KVC_CT_DTYPE_F16 || dt == KVC_CT_DTYPE_BF16) ? 2 : 0; }
+static size_t dtype_bytes(uint8_t dt) { return dt == KVC_DTYPE_F32 ? 4 : (dt == KVC_DTYPE_F16 || dt == KVC_DTYPE_BF16) ? 2 : 0; }
 
 static size_t meta_bytes(const kvc_container_t *c) { return 32 + (size_t)c->kvs * c->num_layers; }
 
@@ -134,7 +134,7 @@ static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
     L->scales = c->scales_bytes;
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) {
         uint64_t n;
-        if (!mul_ok(L->nstreams, (uint64_t)(c->cdf_bins + 1) * 2, &n)) return KVC_ERR_NO_MEMORY;
+        if (!kvc_mul_ok_u64(L->nstreams, (uint64_t)(c->cdf_bins + 1) * 2, &n)) return KVC_ERR_NO_MEMORY;
         L->cdf = n;
     } else {
         kvc_bitwriter_t w = { NULL, 0, 0 };
@@ -281,8 +281,8 @@ static kvc_status_t parse_meta(const uint8_t *m, size_t n, kvc_container_t *c)
         return kvc_error(KVC_ERR_CORRUPT, "container window count %u does not match %u tokens / %u", c->num_windows,
                          c->num_tokens, c->window_tokens);
     uint64_t x;
-    if (!mul_ok((uint64_t)c->num_heads, c->head_size, &x) || x > (1u << 24) ||
-        !mul_ok(kvc_container_streams_per_window(c), c->num_windows, &x) || x > (1ull << 40))
+    if (!kvc_mul_ok_u64((uint64_t)c->num_heads, c->head_size, &x) || x > (1u << 24) ||
+        !kvc_mul_ok_u64(kvc_container_streams_per_window(c), c->num_windows, &x) || x > (1ull << 40))
         return kvc_error(KVC_ERR_CORRUPT, "container dimensions are implausibly large");
     if (n != meta_bytes(c)) return kvc_error(KVC_ERR_CORRUPT, "container META section has %zu bytes, expected %zu", n, meta_bytes(c));
     for (unsigned i = 0; i < (unsigned)c->kvs * c->num_layers; i++) {

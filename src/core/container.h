@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include <kvcore/status.h>
+#include <kvcore/types.h>
 
 #define KVC_CONTAINER_MAGIC "\x89KVC\r\n\x1a\n"
 #define KVC_CONTAINER_VERSION_MAJOR 1
@@ -17,7 +18,6 @@
 #define KVC_CONTAINER_FLAG_RAW_CDF 1u /* CDF stored as LMCache's uint16 table (imported streams) */
 
 enum { KVC_SECTION_META = 1, KVC_SECTION_SCALES = 2, KVC_SECTION_CDF = 3, KVC_SECTION_LENGTHS = 4, KVC_SECTION_STREAMS = 5 };
-enum { KVC_CT_DTYPE_F16 = 1, KVC_CT_DTYPE_BF16 = 2, KVC_CT_DTYPE_F32 = 3 };
 enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };
 
 /* Parsed (or to-be-written) container. Pointers refer into the container buffer (parse) or to the
@@ -25,7 +25,7 @@ enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };
 typedef struct kvc_container {
     uint32_t flags;
     uint16_t version_minor; /* parse: the container's minor version */
-    uint8_t dtype;        /* KVC_CT_DTYPE_* */
+    uint8_t dtype;        /* a kvc_dtype_t: f16 (1), bf16 (2) or f32 (3), stored as is */
     uint8_t layout;       /* KVC_CT_LAYOUT_* */
     uint8_t kvs;          /* planes: 2 (K, V) or 1 (MLA) */
     uint8_t cdf_bins;     /* CDF width - 1 (LMCache: max bins over layers, 32) */

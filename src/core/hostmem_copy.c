@@ -13,7 +13,7 @@ static int wraps(const void *p, size_t n) { return (uintptr_t)p > UINTPTR_MAX - 
 static int overlap(uintptr_t a, size_t na, uintptr_t b, size_t nb) { return a < b + nb && b < a + na; }
 
 KVC_API kvc_status_t kvc_memcpy_async(kvc_context_t *ctx, void *dst, const void *src, size_t nbytes,
-                                      kvc_copy_direction_t direction, size_t host_buffer_offset,
+                                      kvc_direction_t direction, size_t host_buffer_offset,
                                       size_t host_buffer_alignment, kvc_stream_t stream)
 {
     if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
@@ -21,8 +21,8 @@ KVC_API kvc_status_t kvc_memcpy_async(kvc_context_t *ctx, void *dst, const void 
     if (host_buffer_alignment == 0 || (host_buffer_alignment & (host_buffer_alignment - 1)))
         return kvc_error(KVC_ERR_INVALID_ARG, "host_buffer_alignment %zu is not a power of two > 0",
                          host_buffer_alignment);
-    if (direction != KVC_COPY_H2D && direction != KVC_COPY_D2H)
-        return kvc_error(KVC_ERR_INVALID_ARG, "direction %d is neither KVC_COPY_H2D nor KVC_COPY_D2H", (int)direction);
+    if (direction != KVC_H2D && direction != KVC_D2H)
+        return kvc_error(KVC_ERR_INVALID_ARG, "direction %d is neither KVC_H2D nor KVC_D2H", (int)direction);
     if (nbytes == 0) return KVC_OK;
     if (!dst || !src) return kvc_error(KVC_ERR_INVALID_ARG, "dst and src must not be NULL (nbytes %zu)", nbytes);
     if (host_buffer_offset > SIZE_MAX - nbytes || host_buffer_offset + nbytes > SIZE_MAX - host_buffer_alignment)

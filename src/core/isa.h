@@ -2,12 +2,7 @@
 #ifndef KVC_CORE_ISA_H
 #define KVC_CORE_ISA_H
 
-typedef enum kvc_isa {
-    KVC_ISA_SCALAR = 0,
-    KVC_ISA_NEON = 1,   /* aarch64 */
-    KVC_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C, OS saves YMM */
-    KVC_ISA_AVX512 = 3, /* AVX-512 F/BW/DQ/VL, OS saves ZMM and opmask */
-} kvc_isa_t;
+#include <kvcore/backend.h> /* kvc_isa_t */
 
 /* Best tier the CPU and OS support (ignores KVCORE_ISA). */
 kvc_isa_t kvc_isa_detect(void);

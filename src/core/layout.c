@@ -59,15 +59,6 @@ KVC_API int64_t kvc_format_ptr_count(int f, int64_t nl)
     return facts(f) & F_KVLIST ? kvc_mul2(2, nl) : nl;
 }
 
-int64_t kvc_mul2(int64_t a, int64_t b)
-{
-    int64_t r;
-    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) return -1;
-    return r;
-}
-
-int64_t kvc_mul3(int64_t a, int64_t b, int64_t c) { return kvc_mul2(kvc_mul2(a, b), c); }
-
 kvc_status_t kvc_layout_build(int format, const kvc_page_shape_t *s, int chunk_layout, kvc_layout_t *out)
 {
     if (!kvc_format_is_valid(format))

@@ -3,7 +3,9 @@
 #ifndef KVC_CORE_LAYOUT_H
 #define KVC_CORE_LAYOUT_H
 
-#include <kvcore/transfer.h>
+#include <kvcore/backend.h>
+
+#include "common/checked.h"
 
 typedef struct kvc_layout {
     kvc_engine_map_t engine; /* ptrs left NULL: the op fills them in */
@@ -21,9 +23,5 @@ kvc_status_t kvc_layout_build(int format, const kvc_page_shape_t *shape, int chu
 /* Runs of one token (heads) and of one block (tokens x heads) between the engine and a chunk. */
 kvc_run_shape_t kvc_layout_token_runs(const kvc_layout_t *l, const kvc_chunk_map_t *c);
 kvc_run_shape_t kvc_layout_block_runs(const kvc_layout_t *l, const kvc_chunk_map_t *c);
-
-/* a*b (and a*b*c) as int64, or -1 on overflow or a negative operand. */
-int64_t kvc_mul2(int64_t a, int64_t b);
-int64_t kvc_mul3(int64_t a, int64_t b, int64_t c);
 
 #endif

@@ -6,30 +6,24 @@
 
 #include <kvcore/rope.h>
 
+#include "common/checked.h"
 #include "internal.h"
 
-KVC_API size_t kvc_rope_dtype_size(kvc_rope_dtype_t dtype)
+/* Bytes of a key or table element: RoPE takes f32, f16 and bf16 only (0 for any other type). */
+static size_t rope_elem_size(kvc_dtype_t d)
 {
-    switch (dtype) {
-    case KVC_ROPE_F32: return 4;
-    case KVC_ROPE_F16:
-    case KVC_ROPE_BF16: return 2;
-    }
-    return 0;
+    return d == KVC_DTYPE_F32 || d == KVC_DTYPE_F16 || d == KVC_DTYPE_BF16 ? kvc_dtype_size(d) : 0;
 }
 
-static const char *dtype_name(kvc_rope_dtype_t d)
+/* The pair style the params ask for (default NEOX), checked. */
+static kvc_status_t resolve_style(const kvc_rope_params_t *p, int *is_neox)
 {
-    switch (d) {
-    case KVC_ROPE_F32: return "f32";
-    case KVC_ROPE_F16: return "f16";
-    case KVC_ROPE_BF16: return "bf16";
-    }
-    return "unknown";
-}
-
-static kvc_status_t check_style(kvc_rope_style_t style)
-{
+    const uint64_t mask = p ? p->field_mask : 0;
+    if (mask & ~(uint64_t)KVC_ROPE_PARAM_STYLE)
+        return kvc_error(KVC_ERR_INVALID_ARG, "params.field_mask has unknown bits 0x%llx (built against a newer kvcore?)",
+                         (unsigned long long)(mask & ~(uint64_t)KVC_ROPE_PARAM_STYLE));
+    const kvc_rope_style_t style = (mask & KVC_ROPE_PARAM_STYLE) ? p->style : KVC_ROPE_NEOX;
+    *is_neox = style == KVC_ROPE_NEOX;
     if (style != KVC_ROPE_NEOX && style != KVC_ROPE_GPTJ)
         return kvc_error(KVC_ERR_INVALID_ARG, "style %d is neither KVC_ROPE_NEOX nor KVC_ROPE_GPTJ", (int)style);
     return KVC_OK;
@@ -55,8 +49,8 @@ static kvc_status_t check_rot_dim(size_t rot_dim, size_t head_size)
 static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out)
 {
     if (!k) return kvc_error(KVC_ERR_INVALID_ARG, "keys must not be NULL");
-    const size_t es = kvc_rope_dtype_size(k->dtype);
-    if (!es) return kvc_error(KVC_ERR_DTYPE, "keys->dtype %d is not a kvc_rope_dtype_t", (int)k->dtype);
+    const size_t es = rope_elem_size(k->dtype);
+    if (!es) return kvc_error(KVC_ERR_DTYPE, "keys->dtype %s is not f32, f16 or bf16", kvc_dtype_name(k->dtype));
     if (k->num_heads == 0 || k->head_size == 0)
         return kvc_error(KVC_ERR_INVALID_ARG, "keys: num_heads (%zu) and head_size (%zu) must be at least 1",
                          k->num_heads, k->head_size);
@@ -66,19 +60,19 @@ static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out)
         return kvc_error(KVC_ERR_SHAPE, "keys: head_stride %zu is smaller than head_size %zu", out->head_stride,
                          k->head_size);
     size_t row; /* elements spanned by one token: (num_heads-1)*head_stride + head_size */
-    if (__builtin_mul_overflow(k->num_heads - 1, out->head_stride, &row) ||
-        __builtin_add_overflow(row, k->head_size, &row))
+    if (!kvc_mul_ok(k->num_heads - 1, out->head_stride, &row) ||
+        !kvc_add_ok(row, k->head_size, &row))
         return kvc_error(KVC_ERR_SHAPE, "keys: num_heads %zu x head_stride %zu overflows", k->num_heads,
                          out->head_stride);
-    if (!out->token_stride && __builtin_mul_overflow(k->num_heads, out->head_stride, &out->token_stride))
+    if (!out->token_stride && !kvc_mul_ok(k->num_heads, out->head_stride, &out->token_stride))
         return kvc_error(KVC_ERR_SHAPE, "keys: num_heads %zu x head_stride %zu overflows", k->num_heads,
                          out->head_stride);
     if (out->token_stride < row)
         return kvc_error(KVC_ERR_SHAPE, "keys: token_stride %zu is smaller than the %zu elements a token's heads span",
                          out->token_stride, row);
     size_t bytes;
-    if (k->num_tokens && (__builtin_mul_overflow(k->num_tokens - 1, out->token_stride, &bytes) ||
-                          __builtin_add_overflow(bytes, row, &bytes) || __builtin_mul_overflow(bytes, es, &bytes)))
+    if (k->num_tokens && (!kvc_mul_ok(k->num_tokens - 1, out->token_stride, &bytes) ||
+                          !kvc_add_ok(bytes, row, &bytes) || !kvc_mul_ok(bytes, es, &bytes)))
         return kvc_error(KVC_ERR_SHAPE, "keys: %zu tokens x token_stride %zu overflows", k->num_tokens,
                          out->token_stride);
     if (k->num_tokens && !k->data) return kvc_error(KVC_ERR_INVALID_ARG, "keys->data must not be NULL");
@@ -102,8 +96,8 @@ static kvc_status_t check_positions(const char *name, const int64_t *pos, size_t
 static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
 {
     if (!t) return kvc_error(KVC_ERR_INVALID_ARG, "table must not be NULL");
-    const size_t es = kvc_rope_dtype_size(t->dtype);
-    if (!es) return kvc_error(KVC_ERR_DTYPE, "table->dtype %d is not a kvc_rope_dtype_t", (int)t->dtype);
+    const size_t es = rope_elem_size(t->dtype);
+    if (!es) return kvc_error(KVC_ERR_DTYPE, "table->dtype %s is not f32, f16 or bf16", kvc_dtype_name(t->dtype));
     if (!t->data) return kvc_error(KVC_ERR_INVALID_ARG, "table->data must not be NULL");
     if (t->max_position == 0) return kvc_error(KVC_ERR_INVALID_ARG, "table->max_position must not be 0");
     if (t->max_position > (size_t)KVC_ROPE_POSITION_LIMIT)
@@ -111,7 +105,7 @@ static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
     kvc_status_t st = check_rot_dim(t->rot_dim, head_size);
     if (st != KVC_OK) return st;
     size_t bytes;
-    if (__builtin_mul_overflow(t->max_position, t->rot_dim, &bytes) || __builtin_mul_overflow(bytes, es, &bytes))
+    if (!kvc_mul_ok(t->max_position, t->rot_dim, &bytes) || !kvc_mul_ok(bytes, es, &bytes))
         return kvc_error(KVC_ERR_SHAPE, "table %zu x %zu overflows", t->max_position, t->rot_dim);
     if ((uintptr_t)t->data % es)
         return kvc_error(KVC_ERR_ALIGNMENT, "table->data %p is not aligned to its %zu-byte elements", t->data, es);
@@ -120,18 +114,17 @@ static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
 
 KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions,
-                                      const kvc_rope_table_t *table, kvc_rope_style_t style)
+                                      const kvc_rope_table_t *table, const kvc_rope_params_t *params)
 {
     if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
-    struct kvc_rope_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions,
-                               .is_neox = style == KVC_ROPE_NEOX };
-    kvc_status_t st = check_style(style);
+    struct kvc_rope_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions };
+    kvc_status_t st = resolve_style(params, &a.is_neox);
     if (st == KVC_OK) st = check_keys(keys, &a.keys);
     if (st == KVC_OK) st = check_table(table, a.keys.head_size);
     if (st != KVC_OK) return st;
-    if (table->dtype != keys->dtype && table->dtype != KVC_ROPE_F32)
-        return kvc_error(KVC_ERR_DTYPE, "table dtype %s must be the key dtype (%s) or f32", dtype_name(table->dtype),
-                         dtype_name(keys->dtype));
+    if (table->dtype != keys->dtype && table->dtype != KVC_DTYPE_F32)
+        return kvc_error(KVC_ERR_DTYPE, "table dtype %s must be the key dtype (%s) or f32", kvc_dtype_name(table->dtype),
+                         kvc_dtype_name(keys->dtype));
     if (a.keys.num_tokens == 0) return KVC_OK;
     const int64_t rows = (int64_t)table->max_position;
     if ((st = check_positions("old_positions", old_positions, a.keys.num_tokens, rows)) != KVC_OK) return st;
@@ -153,12 +146,12 @@ KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t strea
 
 KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions, size_t rot_dim,
-                                      double base, kvc_rope_style_t style)
+                                      double base, const kvc_rope_params_t *params)
 {
     if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
     struct kvc_rope_delta_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions,
-                                     .rot_dim = rot_dim, .base = base, .is_neox = style == KVC_ROPE_NEOX };
-    kvc_status_t st = check_style(style);
+                                     .rot_dim = rot_dim, .base = base };
+    kvc_status_t st = resolve_style(params, &a.is_neox);
     if (st == KVC_OK) st = check_keys(keys, &a.keys);
     if (st == KVC_OK) st = check_rot_dim(rot_dim, a.keys.head_size);
     if (st == KVC_OK) st = check_base(base);

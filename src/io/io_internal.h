@@ -1,5 +1,6 @@
-/* Shared by the file readers and writers in src/io: the element-type table, a bounds-checked byte
- * source (a file or a memory buffer) and a byte sink (a file or a memory buffer). */
+/* Shared by the file readers and writers in src/io: a bounds-checked byte source (a file or a
+ * memory buffer) and a byte sink (a file or a memory buffer). The dtype table is the core's
+ * (src/core/tensor.h). */
 #ifndef KVC_IO_INTERNAL_H
 #define KVC_IO_INTERNAL_H
 
@@ -9,33 +10,12 @@
 #include <kvcore/io.h>
 #include <kvcore/types.h>
 
+#include "common/checked.h"
 #include "log.h"
+#include "tensor.h"
 
 /* The readers copy little-endian data straight into host tensors. */
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "kvcore file I/O assumes a little-endian host");
-
-#define KVC_IO_ALIGN 64
-
-typedef struct kvc_dtype_info {
-    size_t size;
-    const char *name;        /* kvc_dtype_name */
-    const char *npy_descr;   /* what kvc_npy_write writes; NULL: no .npy form */
-    const char *st_name;     /* safetensors dtype string */
-    int st_rank;             /* the reference's enum order (alignment ascending), for write order */
-} kvc_dtype_info_t;
-
-/* NULL for a value that is not a valid type. */
-const kvc_dtype_info_t *kvc_dtype_info(kvc_dtype_t dtype);
-
-/* a * b into *out; returns 0 on overflow (then *out is unspecified). */
-static inline int kvc_mul_ok(size_t a, size_t b, size_t *out) { return !__builtin_mul_overflow(a, b, out); }
-static inline int kvc_add_ok(size_t a, size_t b, size_t *out) { return !__builtin_add_overflow(a, b, out); }
-
-/* 64-byte aligned allocation; NULL for n == 0 (callers treat that as success). */
-kvc_status_t kvc_io_alloc(size_t n, void **out);
-
-/* Validate a tensor given to a writer (argument index `what` names it in messages). */
-kvc_status_t kvc_tensor_check(const kvc_tensor_t *t, const char *what);
 
 /* A byte source: a regular file read with pread, or a memory image. Reads outside [0, size) are
  * refused, so a parser can only see bytes that exist. */

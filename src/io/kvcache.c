@@ -120,7 +120,7 @@ static kvc_status_t alloc_kv(kvc_dtype_t dtype, const kvc_kvcache_dims_t *dims, 
     kvc_status_t st = kvc_tensor_nbytes(dtype, 4, shape, &nbytes);
     if (st != KVC_OK) return st;
     void *data;
-    if ((st = kvc_io_alloc(nbytes, &data)) != KVC_OK) return st;
+    if ((st = kvc_data_alloc(nbytes, &data)) != KVC_OK) return st;
     memset(kv, 0, sizeof(*kv));
     kv->dtype = dtype;
     kv->ndim = 4;

@@ -320,7 +320,7 @@ KVC_API kvc_status_t kvc_npy_read(const char *path, kvc_tensor_t *out)
     if (st != KVC_OK) return st;
     kvc_npy_header_t h;
     void *data = NULL;
-    if ((st = kvc_npy_parse_src(&s, &h)) == KVC_OK && (st = kvc_io_alloc(h.nbytes, &data)) == KVC_OK)
+    if ((st = kvc_npy_parse_src(&s, &h)) == KVC_OK && (st = kvc_data_alloc(h.nbytes, &data)) == KVC_OK)
         st = kvc_src_read(&s, h.data_offset, data, h.nbytes);
     kvc_src_close(&s);
     if (st != KVC_OK) {

@@ -733,7 +733,7 @@ KVC_API kvc_status_t kvc_safetensors_load(const kvc_safetensors_t *st, size_t in
     if (s != KVC_OK) return s;
     if (!out) return kvc_error(KVC_ERR_INVALID_ARG, "kvc_safetensors_load: out is NULL");
     void *data;
-    if ((s = kvc_io_alloc(entry_nbytes(e), &data)) != KVC_OK) return s;
+    if ((s = kvc_data_alloc(entry_nbytes(e), &data)) != KVC_OK) return s;
     if ((s = kvc_src_read(&st->src, st->data_start + e->begin, data, entry_nbytes(e))) != KVC_OK) {
         free(data);
         return s;

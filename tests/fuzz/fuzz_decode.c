@@ -32,7 +32,7 @@ typedef struct {
 static kvc_status_t decode_streams(kvc_context_t *ctx, const dims_t *d, const uint16_t *cdf, const uint8_t *streams,
                                    const int32_t *lengths, size_t capacity, uint8_t *out)
 {
-    const kvc_decode_args_t a = { .cdf = cdf, .streams = streams, .lengths = lengths, .symbols = out, .layers = d->L,
+    const kvc_cg_decode_params_t a = { .cdf = cdf, .streams = streams, .lengths = lengths, .symbols = out, .layers = d->L,
                                   .tokens = d->T, .channels = d->C, .capacity = capacity, .num_bins = d->B };
     return kvc_cg_decode(ctx, &a);
 }
@@ -40,7 +40,7 @@ static kvc_status_t decode_streams(kvc_context_t *ctx, const dims_t *d, const ui
 static kvc_status_t decode_packed(kvc_context_t *ctx, const dims_t *d, const uint16_t *cdf, const uint8_t *bytes,
                                   size_t nbytes, const int64_t *prefsum, uint8_t *out)
 {
-    const kvc_decode_packed_args_t a = { .cdf = cdf, .bytes = bytes, .nbytes = nbytes, .prefsum = prefsum,
+    const kvc_cg_decode_packed_params_t a = { .cdf = cdf, .bytes = bytes, .nbytes = nbytes, .prefsum = prefsum,
                                          .symbols = out, .layers = d->L, .tokens = d->T, .channels = d->C,
                                          .num_bins = d->B };
     return kvc_cg_decode_packed(ctx, &a);
@@ -59,7 +59,7 @@ static void round_trip(const dims_t *d, fuzz_input_t *in)
     uint8_t *sym = malloc(n ? n : 1);
     for (size_t i = 0; i < n; i++) sym[i] = in->n ? (uint8_t)(in->p[i % in->n] % d->B) : 0;
     uint16_t *cdf = malloc(S * (d->B + 1) * sizeof(uint16_t));
-    const kvc_cdf_args_t ca = { .symbols = sym, .cdf = cdf, .layers = d->L, .tokens = d->T, .channels = d->C,
+    const kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = d->L, .tokens = d->T, .channels = d->C,
                                 .num_bins = d->B };
     FUZZ_CHECK(kvc_cg_cdf(ctx_best, &ca) == KVC_OK, "kvc_cg_cdf failed");
     const size_t cap = kvc_cg_encode_bound(d->T);
@@ -67,7 +67,7 @@ static void round_trip(const dims_t *d, fuzz_input_t *in)
     memset(streams, 0xA5, S * cap); /* a decoder reading past a stream's length would see these, not zeros */
     int32_t *lengths = malloc(S * sizeof(int32_t));
     size_t needed = 0;
-    const kvc_encode_args_t ea = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = lengths,
+    const kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = lengths,
                                    .layers = d->L, .tokens = d->T, .channels = d->C, .capacity = cap,
                                    .num_bins = d->B, .needed = &needed };
     FUZZ_CHECK(kvc_cg_encode(ctx_best, &ea) == KVC_OK, "encode within kvc_cg_encode_bound failed");

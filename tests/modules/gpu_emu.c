@@ -12,9 +12,9 @@
 #include <kvcore/cachegen.h>
 #include <kvcore/transfer.h>
 
-#include "../../src/backends/cuda/gpu_coder.h"
-#include "../../src/backends/cuda/gpu_quant.h"
-#include "../../src/backends/cuda/gpu_transfer.h"
+#include "../../src/backends/gpu/gpu_coder.h"
+#include "../../src/backends/gpu/gpu_quant.h"
+#include "../../src/backends/gpu/gpu_transfer.h"
 
 struct kvc_backend_ctx {
     const kvc_backend_services_t *svc;
@@ -128,7 +128,7 @@ static kvc_status_t emu_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
     for (size_t k = 0; k < a->layers * C; k++) {
         uint32_t hist[KVC_CG_MAX_BINS] = { 0 };
         for (size_t t = 0; t < T; t++) hist[a->symbols[(k / C * T + t) * C + k % C]]++;
-        kvc_cg_cdf_from_hist(hist, 1, a->num_bins, T, a->cdf + k * (a->num_bins + 1), 1);
+        kvc_cdf_from_hist(hist, 1, a->num_bins, T, NULL, a->cdf + k * (a->num_bins + 1), 1);
     }
     return KVC_OK;
 }
@@ -184,7 +184,7 @@ static kvc_status_t emu_decode_packed(kvc_backend_ctx_t *b, const struct kvc_dec
     return KVC_OK;
 }
 
-static size_t dtype_size(kvc_cg_dtype_t dt) { return dt == KVC_CG_F32 ? 4 : 2; }
+static size_t dtype_size(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
 static kvc_status_t emu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {

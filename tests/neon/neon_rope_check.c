@@ -29,8 +29,8 @@
 #error "build for AArch64 with NEON (tests/neon/run.sh)"
 #endif
 
-/* Stand-in for the core's kvc_rope_dtype_size (src/core/rope.c), which this harness does not link. */
-size_t kvc_rope_dtype_size(kvc_rope_dtype_t dt) { return dt == KVC_ROPE_F32 ? 4 : 2; }
+/* Stand-in for the core's kvc_dtype_size (src/core/rope.c), which this harness does not link. */
+size_t kvc_dtype_size(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
 static kvc_status_t fake_set_error(kvc_status_t st, const char *fmt, ...)
 {
@@ -56,7 +56,7 @@ static uint64_t rng_next(void)
 static double rng_unit(void) { return (double)(rng_next() >> 11) * 0x1p-53; }
 static double rng_uniform(double a, double b) { return a + (b - a) * rng_unit(); }
 
-static const char *dt_name(kvc_rope_dtype_t d) { return d == KVC_ROPE_F32 ? "f32" : d == KVC_ROPE_F16 ? "f16" : "bf16"; }
+static const char *dt_name(kvc_dtype_t d) { return d == KVC_DTYPE_F32 ? "f32" : d == KVC_DTYPE_F16 ? "f16" : "bf16"; }
 
 static int test_no = 0, failures = 0;
 static void ok(int pass, const char *fmt, ...)
@@ -72,7 +72,7 @@ static void ok(int pass, const char *fmt, ...)
 
 /* A random finite key value, rounded to dt: wide exponents (f16 subnormals and values near its
  * overflow included, so rotation results cross both ends). */
-static float rand_key(kvc_rope_dtype_t dt)
+static float rand_key(kvc_dtype_t dt)
 {
     const int e = (int)(rng_next() % 39) - 24; /* 2^-24 .. 2^15 (exclusive: finite in f16) */
     float v = (float)ldexp(rng_uniform(1.0, 2.0), e);
@@ -80,16 +80,16 @@ static float rand_key(kvc_rope_dtype_t dt)
     if (rng_next() % 16 == 0) v = 0.0f;
     uint16_t h;
     switch (dt) {
-    case KVC_ROPE_F16: h = kvc_rope_f2h(v); return kvc_rope_h2f(h);
-    case KVC_ROPE_BF16: h = kvc_rope_f2bf(v); return kvc_rope_bf2f(h);
+    case KVC_DTYPE_F16: h = kvc_f32_to_f16(v); return kvc_f16_to_f32(h);
+    case KVC_DTYPE_BF16: h = kvc_f32_to_bf16(v); return kvc_bf16_to_f32(h);
     default: return v;
     }
 }
 
 /* Table in dt: rows of several kinds, as test_rope.c's factor test (exact, scaled, random, zero). */
-static void *make_table(kvc_rope_dtype_t dt, size_t max_pos, size_t rot)
+static void *make_table(kvc_dtype_t dt, size_t max_pos, size_t rot)
 {
-    const size_t half = rot / 2, es = kvc_rope_dtype_size(dt);
+    const size_t half = rot / 2, es = kvc_dtype_size(dt);
     void *tab = malloc(max_pos * rot * es);
     for (size_t p = 0; p < max_pos; p++)
         for (size_t i = 0; i < half; i++) {
@@ -111,10 +111,10 @@ static void *make_table(kvc_rope_dtype_t dt, size_t max_pos, size_t rot)
 }
 
 /* The rotation as the SIMD tiers compute it (the AVX tiers' rotate_pair_tail), scalar loads/stores. */
-static void fma_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half, int is_neox,
+static void fma_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half, int is_neox,
                        const float *c, const float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     for (size_t h = 0; h < num_heads; h++) {
         void *head = (char *)key + h * head_stride * es;
         for (size_t i = 0; i < half; i++) {
@@ -126,10 +126,10 @@ static void fma_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t 
     }
 }
 
-static double ulp_of(double v, kvc_rope_dtype_t dt)
+static double ulp_of(double v, kvc_dtype_t dt)
 {
-    const int mant = dt == KVC_ROPE_F32 ? 24 : dt == KVC_ROPE_F16 ? 11 : 8;
-    const int emin = dt == KVC_ROPE_F16 ? -14 : -126;
+    const int mant = dt == KVC_DTYPE_F32 ? 24 : dt == KVC_DTYPE_F16 ? 11 : 8;
+    const int emin = dt == KVC_DTYPE_F16 ? -14 : -126;
     int e;
     frexp(v, &e);
     if (e - 1 < emin) e = emin + 1;
@@ -148,11 +148,11 @@ static size_t first_diff(const void *a, const void *b, size_t bytes, size_t es)
 static void check_factors(void)
 {
     static const size_t halves[] = { 1, 2, 3, 4, 5, 7, 8, 9, 15, 23, 32, 40, 64 };
-    static const kvc_rope_dtype_t dts[] = { KVC_ROPE_F32, KVC_ROPE_F16, KVC_ROPE_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     for (size_t d = 0; d < 3; d++) {
         size_t compared = 0, bad = 0;
         for (size_t hi = 0; hi < sizeof(halves) / sizeof(halves[0]); hi++) {
-            const size_t half = halves[hi], rot = 2 * half, max_pos = 40, es = kvc_rope_dtype_size(dts[d]);
+            const size_t half = halves[hi], rot = 2 * half, max_pos = 40, es = kvc_dtype_size(dts[d]);
             char *tab = make_table(dts[d], max_pos, rot);
             float c0[64], s0[64], c1[64], s1[64];
             for (size_t po = 0; po < max_pos; po++)
@@ -200,10 +200,10 @@ static float special(size_t i)
 
 static void check_store(void)
 {
-    static const kvc_rope_dtype_t dts[] = { KVC_ROPE_F32, KVC_ROPE_F16, KVC_ROPE_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     for (size_t d = 0; d < 3; d++) {
         size_t compared = 0, bad = 0;
-        const size_t es = kvc_rope_dtype_size(dts[d]);
+        const size_t es = kvc_dtype_size(dts[d]);
         for (size_t n = 1; n <= 70; n++)
             for (int rep = 0; rep < 60; rep++) {
                 float src[70];
@@ -230,12 +230,12 @@ static void check_store(void)
 
 static void check_rotate(void)
 {
-    static const kvc_rope_dtype_t dts[] = { KVC_ROPE_F32, KVC_ROPE_F16, KVC_ROPE_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     static const size_t halves[] = { 1, 3, 4, 5, 8, 15, 20, 32, 40, 64 };
     for (size_t d = 0; d < 3; d++)
         for (int neox = 0; neox <= 1; neox++) {
             size_t compared = 0, bad = 0, vs_scalar_diff = 0, vs_scalar_bad = 0;
-            const size_t es = kvc_rope_dtype_size(dts[d]);
+            const size_t es = kvc_dtype_size(dts[d]);
             for (size_t hi = 0; hi < sizeof(halves) / sizeof(halves[0]); hi++)
                 for (int rep = 0; rep < 20; rep++) {
                     const size_t half = halves[hi], hs = 2 * half + (rep % 3) * 2, heads = 1 + rep % 3;
@@ -291,19 +291,19 @@ static void check_rotate(void)
 /* ---------------------------------------------------------------- slots, through the dispatch */
 
 typedef struct keyset {
-    kvc_rope_dtype_t dt;
+    kvc_dtype_t dt;
     size_t tokens, heads, hs, head_stride, token_stride, bytes;
 } keyset_t;
 
 static size_t fused_bad = 0, fused_cases = 0, fused_elems = 0, delta_bad = 0, delta_cases = 0, scalar_bad = 0;
 static size_t identity_bad = 0, identity_cases = 0, neon_ne_scalar = 0;
 
-static void run_case(kvc_rope_dtype_t kd, kvc_rope_dtype_t td, int neox, size_t hs, size_t rot, size_t head_stride,
+static void run_case(kvc_dtype_t kd, kvc_dtype_t td, int neox, size_t hs, size_t rot, size_t head_stride,
                      size_t tokens, size_t heads)
 {
     struct kvc_backend_ctx neon_ctx = { .svc = &svc, .isa = KVC_ISA_NEON, .num_threads = 1 };
     struct kvc_backend_ctx scal_ctx = { .svc = &svc, .isa = KVC_ISA_SCALAR, .num_threads = 1 };
-    const size_t kes = kvc_rope_dtype_size(kd), tes = kvc_rope_dtype_size(td), half = rot / 2, max_pos = 64;
+    const size_t kes = kvc_dtype_size(kd), tes = kvc_dtype_size(td), half = rot / 2, max_pos = 64;
     const size_t token_stride = heads * head_stride + (tokens % 2) * 5;
     const size_t n = tokens * token_stride;
     char *in = malloc(n * kes), *ref = malloc(n * kes), *got = malloc(n * kes), *sref = malloc(n * kes);
@@ -360,7 +360,7 @@ static void run_case(kvc_rope_dtype_t kd, kvc_rope_dtype_t td, int neox, size_t 
     identity_cases++;
 
     /* delta (keys only; the table dtype does not enter): NEON context vs scalar sincos + FMA rotation */
-    if (td == KVC_ROPE_F32) {
+    if (td == KVC_DTYPE_F32) {
         double theta[64];
         for (size_t i = 0; i < half; i++) theta[i] = pow(10000.0, -(double)(2 * i) / (double)rot);
         memcpy(ref, in, n * kes);
@@ -383,7 +383,7 @@ static void run_case(kvc_rope_dtype_t kd, kvc_rope_dtype_t td, int neox, size_t 
 
 static void check_slots(void)
 {
-    static const kvc_rope_dtype_t dts[] = { KVC_ROPE_F32, KVC_ROPE_F16, KVC_ROPE_BF16 };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F32, KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     static const size_t hss[] = { 64, 80, 128 }, token_counts[] = { 1, 3, 17 };
     for (size_t kd = 0; kd < 3; kd++)
         for (size_t td = 0; td < 3; td++) {

@@ -14,7 +14,7 @@ trap 'rm -f "$out"' EXIT INT TERM
 # -ffp-contract=off as in Makefile.am (the kernels write their FMAs explicitly); no OpenMP, so its
 # pragmas are ignored (-Wno-unknown-pragmas). The shim dir stands in for config.h and sleef.h only.
 "$CC" -std=gnu11 $OPT -static -ffp-contract=off -Wall -Wextra -Werror -Wno-unknown-pragmas \
-    -I"$here/shim" -I"$top/src/backends/simd" -I"$top/src/core" -I"$top/include" \
+    -I"$here/shim" -I"$top/src/backends/simd" -I"$top/src" -I"$top/src/core" -I"$top/include" \
     "$here/neon_rope_check.c" "$top/src/backends/simd/cpu_rope.c" "$top/src/backends/simd/cpu_rope_neon.c" \
     -lm -o "$out"
 "$QEMU" "$out"

@@ -9,16 +9,16 @@ typedef struct {
     double max;    /* largest finite value */
 } fmt_t;
 
-static fmt_t fmt_of(kvc_rope_dtype_t dt)
+static fmt_t fmt_of(kvc_dtype_t dt)
 {
     switch (dt) {
-    case KVC_ROPE_F16: return (fmt_t){ 10, -14, 65504.0 };
-    case KVC_ROPE_BF16: return (fmt_t){ 7, -126, ldexp(2.0 - ldexp(1.0, -7), 127) };
+    case KVC_DTYPE_F16: return (fmt_t){ 10, -14, 65504.0 };
+    case KVC_DTYPE_BF16: return (fmt_t){ 7, -126, ldexp(2.0 - ldexp(1.0, -7), 127) };
     default: return (fmt_t){ 23, -126, ldexp(2.0 - ldexp(1.0, -23), 127) };
     }
 }
 
-double rope_ref_ulp(double v, kvc_rope_dtype_t dt)
+double rope_ref_ulp(double v, kvc_dtype_t dt)
 {
     const fmt_t f = fmt_of(dt);
     int e = f.emin + 1;
@@ -27,7 +27,7 @@ double rope_ref_ulp(double v, kvc_rope_dtype_t dt)
     return ldexp(1.0, binade - f.mant_bits);
 }
 
-double rope_ref_round(double v, kvc_rope_dtype_t dt)
+double rope_ref_round(double v, kvc_dtype_t dt)
 {
     if (v == 0 || isnan(v) || isinf(v)) return v;
     const fmt_t f = fmt_of(dt);
@@ -36,11 +36,11 @@ double rope_ref_round(double v, kvc_rope_dtype_t dt)
     return fabs(r) > f.max ? copysign(INFINITY, v) : r;
 }
 
-double rope_ref_get(const void *p, kvc_rope_dtype_t dt, size_t i)
+double rope_ref_get(const void *p, kvc_dtype_t dt, size_t i)
 {
-    if (dt == KVC_ROPE_F32) return ((const float *)p)[i];
+    if (dt == KVC_DTYPE_F32) return ((const float *)p)[i];
     const uint16_t b = ((const uint16_t *)p)[i];
-    if (dt == KVC_ROPE_BF16) {
+    if (dt == KVC_DTYPE_BF16) {
         const uint32_t w = (uint32_t)b << 16;
         float f;
         memcpy(&f, &w, sizeof(f));
@@ -67,12 +67,12 @@ static uint16_t f16_bits(double r) /* r already representable in binary16 */
     return sign | (uint16_t)((e - 1 + 15) << 10) | (uint16_t)(ldexp(a, -(e - 1)) * 1024 - 1024);
 }
 
-void rope_ref_put(void *p, kvc_rope_dtype_t dt, size_t i, double v)
+void rope_ref_put(void *p, kvc_dtype_t dt, size_t i, double v)
 {
     const double r = rope_ref_round(v, dt);
-    if (dt == KVC_ROPE_F32) {
+    if (dt == KVC_DTYPE_F32) {
         ((float *)p)[i] = (float)r;
-    } else if (dt == KVC_ROPE_BF16) {
+    } else if (dt == KVC_DTYPE_BF16) {
         const float f = (float)r;
         uint32_t w;
         memcpy(&w, &f, sizeof(w));

@@ -9,13 +9,13 @@
 #include <kvcore/rope.h>
 
 /* Element i of a buffer of dtype, as a double (exact). */
-double rope_ref_get(const void *p, kvc_rope_dtype_t dt, size_t i);
+double rope_ref_get(const void *p, kvc_dtype_t dt, size_t i);
 /* v rounded once to dtype (nearest, ties to even), returned as a double. */
-double rope_ref_round(double v, kvc_rope_dtype_t dt);
+double rope_ref_round(double v, kvc_dtype_t dt);
 /* Store rope_ref_round(v) at element i. */
-void rope_ref_put(void *p, kvc_rope_dtype_t dt, size_t i, double v);
+void rope_ref_put(void *p, kvc_dtype_t dt, size_t i, double v);
 /* Spacing of dtype values at magnitude |v| (the ulp of the binade holding v; subnormal spacing below). */
-double rope_ref_ulp(double v, kvc_rope_dtype_t dt);
+double rope_ref_ulp(double v, kvc_dtype_t dt);
 
 /* Element index of component x or y of pair i within a head. */
 size_t rope_ref_x(size_t i, size_t rot_dim, int is_neox);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cdf.h"
 #include "cpu_cachegen.h"
-#include "isa.h"
 
 /* Channels per parallel work item: 64 adjacent channels share every 64-byte row segment of the
  * [L, T, C] symbol tensor, so one thread reads (or writes) each cache line once. */
@@ -14,7 +14,6 @@
 
 /* ------------------------------------------------------------------ scalar coder instance */
 
-#define CG_ATTR
 /* Branch-free count of entries <= count in a sorted table of w entries (w a power of two). */
 static inline unsigned cg_search_scalar(const uint16_t *tab, uint32_t count, unsigned w)
 {
@@ -37,8 +36,8 @@ const cg_kernels_t cg_kernels_scalar = {
 
 const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b)
 {
-#ifdef CG_HAVE_AVX2
-    if (b->isa >= KVC_ISA_AVX2 && cg_avx2_usable()) return &cg_kernels_avx2;
+#ifdef KVC_HAVE_X86_SIMD
+    if (b->isa >= KVC_ISA_AVX2) return &cg_kernels_avx2;
 #else
     (void)b;
 #endif
@@ -105,13 +104,13 @@ kvc_status_t cpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
     const unsigned B = a->num_bins;
     kvc_status_t st = check_symbols(b, "cg_cdf", a->symbols, L, T, C, B);
     if (st != KVC_OK) return st;
-    /* norm[cum] = floor((65535 - B) * cum / T): the divisor is the same for every stream, so tabulate
-     * it once for usual token counts; beyond that divide per entry (still cheap next to T symbols). */
+    /* The divisor is the same for every stream, so tabulate kvc_cdf_scaled once for usual token
+     * counts; beyond that divide per entry (still cheap next to T symbols). */
     uint16_t *norm = NULL;
     if (T > 0 && T <= (1u << 16)) {
         norm = malloc((T + 1) * sizeof(*norm));
         if (!norm) return b->svc->set_error(KVC_ERR_NO_MEMORY, "cg_cdf: %zu bytes of scratch", (T + 1) * sizeof(*norm));
-        for (size_t cum = 0; cum <= T; cum++) norm[cum] = (uint16_t)((uint64_t)(65535 - B) * cum / T);
+        for (size_t cum = 0; cum <= T; cum++) norm[cum] = (uint16_t)kvc_cdf_scaled(cum, B, T);
     }
     const size_t nblk = (C + CG_BLOCK - 1) / CG_BLOCK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads) if (L * T * C >= CG_PARALLEL_MIN)
@@ -123,15 +122,7 @@ kvc_status_t cpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
         const uint8_t *row = T ? a->symbols + l * T * C + c0 : NULL;
         for (size_t t = 0; t < T; t++, row += C)
             for (size_t i = 0; i < w; i++) hist[i][row[i]]++;
-        for (size_t i = 0; i < w; i++) {
-            uint16_t *out = a->cdf + (l * C + c0 + i) * (B + 1);
-            uint64_t cum = 0;
-            for (unsigned s = 0; s <= B; s++) {
-                const uint64_t scaled = T == 0 ? 0 : norm ? norm[cum] : (uint64_t)(65535 - B) * cum / T;
-                out[s] = (uint16_t)(scaled + s);
-                if (s < B) cum += hist[i][s];
-            }
-        }
+        for (size_t i = 0; i < w; i++) kvc_cdf_from_hist(hist[i], 1, B, T, norm, a->cdf + (l * C + c0 + i) * (B + 1), 1);
     }
     free(norm);
     return KVC_OK;

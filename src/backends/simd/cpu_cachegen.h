@@ -62,26 +62,23 @@ typedef struct cg_kernels {
     void (*encode)(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
     void (*decode)(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
     /* Largest finite |x| of a row (0 if none). */
-    float (*row_absmax)(kvc_cg_dtype_t dtype, const void *x, size_t n);
-    void (*quantise_row)(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
-    void (*dequantise_row)(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
+    float (*row_absmax)(kvc_dtype_t dtype, const void *x, size_t n);
+    void (*quantise_row)(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
+    void (*dequantise_row)(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
 } cg_kernels_t;
 
 extern const cg_kernels_t cg_kernels_scalar;
-#if defined(__x86_64__) && defined(__GNUC__)
-#define CG_HAVE_AVX2 1
-extern const cg_kernels_t cg_kernels_avx2;
-/* The AVX2 kernels also use LZCNT, BMI1/2 and POPCNT; 1 when the CPU has them all. */
-int cg_avx2_usable(void);
+#ifdef KVC_HAVE_X86_SIMD
+extern const cg_kernels_t cg_kernels_avx2; /* cpu_cachegen_avx2.c, the avx2 tier's flags */
 #endif
 
 /* The kernels for the context's ISA tier. */
 const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b);
 
 /* Scalar row quantiser pieces, shared so every ISA computes the same fp32 operations. */
-float cg_row_absmax_scalar(kvc_cg_dtype_t dtype, const void *x, size_t n);
-void cg_quantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
-void cg_dequantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale);
+float cg_row_absmax_scalar(kvc_dtype_t dtype, const void *x, size_t n);
+void cg_quantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
+void cg_dequantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
 
 /* 1 when some p[i] >= bound (16 bytes at a time with GCC vector extensions: SSE2 / NEON). */
 static inline int cg_any_at_least(const uint8_t *p, size_t n, uint8_t bound)

@@ -1,33 +1,17 @@
-/* AVX2 (+F16C, LZCNT, BMI, POPCNT) CacheGen kernels: the coder with a SIMD compare-and-count
- * symbol search, and the quantiser rows with in-register fp16/bf16 conversion. Used for the
+/* AVX2 CacheGen kernels: the coder with a SIMD compare-and-count symbol search, and the quantiser
+ * rows with in-register fp16/bf16 conversion. Compiled with the avx2 tier's flags (Makefile.am,
+ * KVC_AVX2_FLAGS: AVX2, FMA, F16C, BMI1/2, LZCNT, POPCNT, which the tier requires) and used for the
  * avx2 and avx512 tiers. Every result equals the scalar kernels' bit for bit. */
 #include "config.h"
 
 #include "cpu_cachegen.h"
 
-#ifdef CG_HAVE_AVX2
-#include <cpuid.h>
 #include <immintrin.h>
-
-#define CG_ATTR __attribute__((target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")))
-
-int cg_avx2_usable(void)
-{
-    static int cached = -1; /* -1 unknown, else 0/1; a racing first call computes the same value */
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v >= 0) return v;
-    unsigned a, b, c, d;
-    int ok = __get_cpuid(1, &a, &b, &c, &d) && (c >> 23 & 1);                                        /* POPCNT */
-    ok = ok && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b >> 3 & 1) && (b >> 5 & 1) && (b >> 8 & 1); /* BMI1 AVX2 BMI2 */
-    ok = ok && __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c >> 5 & 1);                              /* LZCNT */
-    __atomic_store_n(&cached, ok, __ATOMIC_RELAXED);
-    return ok;
-}
 
 /* ------------------------------------------------------------------ coder */
 
 /* Entries of tab[0..32) that are <= count: unsigned 16-bit compare as max(x, c) == c. */
-static inline __attribute__((always_inline)) CG_ATTR unsigned cg_search32_avx2(const uint16_t *tab, uint32_t count)
+static inline __attribute__((always_inline)) unsigned cg_search32_avx2(const uint16_t *tab, uint32_t count)
 {
     const __m256i c = _mm256_set1_epi16((short)count);
     const __m256i a = _mm256_load_si256((const __m256i *)tab), b = _mm256_load_si256((const __m256i *)(tab + 16));
@@ -36,7 +20,7 @@ static inline __attribute__((always_inline)) CG_ATTR unsigned cg_search32_avx2(c
     return (unsigned)__builtin_popcount((unsigned)_mm256_movemask_epi8(le));
 }
 
-static inline __attribute__((always_inline)) CG_ATTR unsigned cg_search64_avx2(const uint16_t *tab, uint32_t count)
+static inline __attribute__((always_inline)) unsigned cg_search64_avx2(const uint16_t *tab, uint32_t count)
 {
     return cg_search32_avx2(tab, count) + cg_search32_avx2(tab + 32, count);
 }
@@ -48,13 +32,13 @@ CG_DEFINE_CODER(avx2)
 
 /* ------------------------------------------------------------------ quantiser rows */
 
-#define CG_ROW_INLINE static inline __attribute__((always_inline)) CG_ATTR
+#define CG_ROW_INLINE static inline __attribute__((always_inline))
 
-CG_ROW_INLINE __m256 load8(kvc_cg_dtype_t dt, const void *x, size_t i)
+CG_ROW_INLINE __m256 load8(kvc_dtype_t dt, const void *x, size_t i)
 {
     switch (dt) {
-    case KVC_CG_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)));
-    case KVC_CG_BF16:
+    case KVC_DTYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i)));
+    case KVC_DTYPE_BF16:
         return _mm256_castsi256_ps(
             _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)x + i))), 16));
     default: return _mm256_loadu_ps((const float *)x + i);
@@ -63,13 +47,13 @@ CG_ROW_INLINE __m256 load8(kvc_cg_dtype_t dt, const void *x, size_t i)
 
 /* Round to nearest even into dt. bf16 by integer rounding of the bit pattern (the values come
  * from dequantisation, never NaN). */
-CG_ROW_INLINE void store8(kvc_cg_dtype_t dt, void *x, size_t i, __m256 v)
+CG_ROW_INLINE void store8(kvc_dtype_t dt, void *x, size_t i, __m256 v)
 {
     switch (dt) {
-    case KVC_CG_F16:
+    case KVC_DTYPE_F16:
         _mm_storeu_si128((__m128i *)((uint16_t *)x + i), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
         break;
-    case KVC_CG_BF16: {
+    case KVC_DTYPE_BF16: {
         const __m256i u = _mm256_castps_si256(v);
         const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
         const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7FFF))), 16);
@@ -81,9 +65,9 @@ CG_ROW_INLINE void store8(kvc_cg_dtype_t dt, void *x, size_t i, __m256 v)
     }
 }
 
-static size_t esize(kvc_cg_dtype_t dt) { return dt == KVC_CG_F32 ? 4 : 2; }
+static size_t esize(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
-CG_ROW_INLINE float absmax_t(kvc_cg_dtype_t dt, const void *x, size_t n)
+CG_ROW_INLINE float absmax_t(kvc_dtype_t dt, const void *x, size_t n)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(__builtin_inff());
     __m256 m = _mm256_setzero_ps();
@@ -100,7 +84,7 @@ CG_ROW_INLINE float absmax_t(kvc_cg_dtype_t dt, const void *x, size_t n)
     return head > tail ? head : tail;
 }
 
-CG_ROW_INLINE void quantise_t(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float scale)
+CG_ROW_INLINE void quantise_t(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     const float m = (float)r->m, f = cg_prescale(scale);
     const __m256 vf = _mm256_set1_ps(f), vinv = _mm256_set1_ps(scale > 0.0f ? m / (scale * f) : 0.0f);
@@ -124,7 +108,7 @@ CG_ROW_INLINE void quantise_t(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float 
     }
 }
 
-CG_ROW_INLINE void dequantise_t(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float scale)
+CG_ROW_INLINE void dequantise_t(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     const float f = cg_prescale(scale);
     const __m256 step = _mm256_set1_ps(scale * f / (float)r->m), unscale = _mm256_set1_ps(1.0f / f);
@@ -142,30 +126,30 @@ CG_ROW_INLINE void dequantise_t(kvc_cg_dtype_t dt, const cg_quant_row_t *r, floa
     }
 }
 
-static float CG_ATTR row_absmax_avx2(kvc_cg_dtype_t dt, const void *x, size_t n)
+static float row_absmax_avx2(kvc_dtype_t dt, const void *x, size_t n)
 {
     switch (dt) {
-    case KVC_CG_F16: return absmax_t(KVC_CG_F16, x, n);
-    case KVC_CG_BF16: return absmax_t(KVC_CG_BF16, x, n);
-    default: return absmax_t(KVC_CG_F32, x, n);
+    case KVC_DTYPE_F16: return absmax_t(KVC_DTYPE_F16, x, n);
+    case KVC_DTYPE_BF16: return absmax_t(KVC_DTYPE_BF16, x, n);
+    default: return absmax_t(KVC_DTYPE_F32, x, n);
     }
 }
 
-static void CG_ATTR quantise_row_avx2(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float scale)
+static void quantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     switch (dt) {
-    case KVC_CG_F16: quantise_t(KVC_CG_F16, r, scale); break;
-    case KVC_CG_BF16: quantise_t(KVC_CG_BF16, r, scale); break;
-    default: quantise_t(KVC_CG_F32, r, scale); break;
+    case KVC_DTYPE_F16: quantise_t(KVC_DTYPE_F16, r, scale); break;
+    case KVC_DTYPE_BF16: quantise_t(KVC_DTYPE_BF16, r, scale); break;
+    default: quantise_t(KVC_DTYPE_F32, r, scale); break;
     }
 }
 
-static void CG_ATTR dequantise_row_avx2(kvc_cg_dtype_t dt, const cg_quant_row_t *r, float scale)
+static void dequantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
 {
     switch (dt) {
-    case KVC_CG_F16: dequantise_t(KVC_CG_F16, r, scale); break;
-    case KVC_CG_BF16: dequantise_t(KVC_CG_BF16, r, scale); break;
-    default: dequantise_t(KVC_CG_F32, r, scale); break;
+    case KVC_DTYPE_F16: dequantise_t(KVC_DTYPE_F16, r, scale); break;
+    case KVC_DTYPE_BF16: dequantise_t(KVC_DTYPE_BF16, r, scale); break;
+    default: dequantise_t(KVC_DTYPE_F32, r, scale); break;
     }
 }
 
@@ -176,4 +160,3 @@ const cg_kernels_t cg_kernels_avx2 = {
     .quantise_row = quantise_row_avx2,
     .dequantise_row = dequantise_row_avx2,
 };
-#endif

@@ -1,11 +1,11 @@
-/* The arithmetic coder's per-stream kernels (SPEC §4.3, §4.4), compiled once per ISA. The
- * including file defines:
- *   CG_ATTR                         function attributes (target ISA), may be empty
+/* The arithmetic coder's per-stream kernels (docs/CACHEGEN.md), compiled once per ISA tier: the
+ * including file is built with that tier's flags (docs/ARCHITECTURE.md, "CPU ISA dispatch") and
+ * defines:
  *   CG_SEARCH32(tab, count)         number of entries of tab[0..32) that are <= count
  *   CG_SEARCH64(tab, count)         the same over tab[0..64)
  * and then instantiates cg_encode_streams / cg_decode_streams under its own names.
  *
- * How the fast path differs from the SPEC's bit-at-a-time loops (same bits out):
+ * How the fast path differs from LMCache's bit-at-a-time loops (same bits out):
  * - Renormalisation in bulk. After a symbol, the loop always shifts n1 = clz(low ^ high) common
  *   leading bits (E1/E2), then n3 underflow steps (E3) while low = 01.. and high = 10..; an E3
  *   step never re-enables E1/E2. n3 is the count of leading ones of (low & ~high) below bit 31
@@ -14,9 +14,9 @@
  *   underflow bits (b, then `pending` copies of !b, folded into the same word when it fits).
  * - Decoder: it tracks d = value - low (mod 2^32) instead of value. Both E1/E2 and E3 map d to
  *   2d + nextbit, so renormalisation is d = (d << n) | next n bits, read from a 64-bit window.
- *   count = ((d << 16) | 0xFFFF) / range, as the SPEC's ((value - low + 1) * 65536 - 1) / range
+ *   count = ((d << 16) | 0xFFFF) / range, as LMCache's ((value - low + 1) * 65536 - 1) / range
  *   with LMCache's mod-2^32 difference.
- * - Symbol search: the SPEC's binary search returns the number of entries cdf[1..max_sym] that
+ * - Symbol search: LMCache's binary search returns the number of entries cdf[1..max_sym] that
  *   are <= count (the CDF is strictly increasing), so it is a compare-and-count over a table
  *   padded with 0xFFFF, clamped to max_sym (padding only matches count = 0xFFFF, where every
  *   real entry matches too).
@@ -25,7 +25,7 @@
 
 #include <string.h>
 
-#define CG_INLINE static inline __attribute__((always_inline)) CG_ATTR
+#define CG_INLINE static inline __attribute__((always_inline))
 #define CG_PREFETCH_ROWS 16
 
 /* ------------------------------------------------------------------ encoder */
@@ -65,7 +65,7 @@ CG_INLINE void cg_put(cg_encst_t *e, uint32_t bits, unsigned n)
 }
 
 /* The first decided bit b (top bit of `top`, n1 >= 1 bits), `pending` copies of !b, the rest. */
-static void CG_ATTR cg_emit_long(cg_encst_t *e, uint32_t top, unsigned n1)
+static void cg_emit_long(cg_encst_t *e, uint32_t top, unsigned n1)
 {
     const uint32_t b = top >> (n1 - 1);
     cg_put(e, b, 1);
@@ -228,37 +228,37 @@ CG_INLINE void cg_dec_run(const cg_dec_job_t *j, size_t l, size_t c, const int K
 /* ------------------------------------------------------------------ entry points */
 
 #define CG_DEFINE_CODER(suffix)                                                                            \
-    static void CG_ATTR cg_enc_group_##suffix(const cg_enc_job_t *j, size_t l, size_t c)                  \
+    static void cg_enc_group_##suffix(const cg_enc_job_t *j, size_t l, size_t c)                  \
     {                                                                                                      \
         cg_enc_run(j, l, c, CG_GROUP);                                                                     \
     }                                                                                                      \
-    static void CG_ATTR cg_enc_one_##suffix(const cg_enc_job_t *j, size_t l, size_t c)                    \
+    static void cg_enc_one_##suffix(const cg_enc_job_t *j, size_t l, size_t c)                    \
     {                                                                                                      \
         cg_enc_run(j, l, c, 1);                                                                            \
     }                                                                                                      \
-    static void CG_ATTR cg_encode_streams_##suffix(const cg_enc_job_t *j, size_t l, size_t c0, size_t n)  \
+    static void cg_encode_streams_##suffix(const cg_enc_job_t *j, size_t l, size_t c0, size_t n)  \
     {                                                                                                      \
         size_t c = c0;                                                                                     \
         for (; c + CG_GROUP <= c0 + n; c += CG_GROUP) cg_enc_group_##suffix(j, l, c);                      \
         for (; c < c0 + n; c++) cg_enc_one_##suffix(j, l, c);                                              \
     }                                                                                                      \
-    static void CG_ATTR cg_dec_group32_##suffix(const cg_dec_job_t *j, size_t l, size_t c)                \
+    static void cg_dec_group32_##suffix(const cg_dec_job_t *j, size_t l, size_t c)                \
     {                                                                                                      \
         cg_dec_run(j, l, c, CG_GROUP, 32);                                                                 \
     }                                                                                                      \
-    static void CG_ATTR cg_dec_one32_##suffix(const cg_dec_job_t *j, size_t l, size_t c)                  \
+    static void cg_dec_one32_##suffix(const cg_dec_job_t *j, size_t l, size_t c)                  \
     {                                                                                                      \
         cg_dec_run(j, l, c, 1, 32);                                                                        \
     }                                                                                                      \
-    static void CG_ATTR cg_dec_group64_##suffix(const cg_dec_job_t *j, size_t l, size_t c)                \
+    static void cg_dec_group64_##suffix(const cg_dec_job_t *j, size_t l, size_t c)                \
     {                                                                                                      \
         cg_dec_run(j, l, c, CG_GROUP, 64);                                                                 \
     }                                                                                                      \
-    static void CG_ATTR cg_dec_one64_##suffix(const cg_dec_job_t *j, size_t l, size_t c)                  \
+    static void cg_dec_one64_##suffix(const cg_dec_job_t *j, size_t l, size_t c)                  \
     {                                                                                                      \
         cg_dec_run(j, l, c, 1, 64);                                                                        \
     }                                                                                                      \
-    static void CG_ATTR cg_decode_streams_##suffix(const cg_dec_job_t *j, size_t l, size_t c0, size_t n)  \
+    static void cg_decode_streams_##suffix(const cg_dec_job_t *j, size_t l, size_t c0, size_t n)  \
     {                                                                                                      \
         const int narrow = j->num_bins <= 33; /* cdf[1..num_bins-1] fits 32 entries */                     \
         size_t c = c0;                                                                                     \

@@ -5,84 +5,30 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/half.h"
 #include "cpu_cachegen.h"
-#include "isa.h"
 
-/* ------------------------------------------------------------------ scalar conversions */
-
-static inline float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static inline float f16_to_f32(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7FFFu;
-    if (em >= 0x7C00u) return bits_f32(sign | 0x7F800000u | ((em & 0x3FFu) << 13)); /* inf, NaN */
-    if (em >= 0x0400u) return bits_f32(sign | ((em + ((127u - 15u) << 10)) << 13));  /* normal */
-    return bits_f32(sign | f32_bits((float)em * 0x1p-24f));                          /* subnormal, exact */
-}
-
-/* Round to nearest even (F. Giesen's float_to_half_fast3_rtne); NaN becomes a quiet NaN. */
-static inline uint16_t f32_to_f16(float f)
-{
-    uint32_t u = f32_bits(f);
-    const uint32_t sign = u & 0x80000000u;
-    u ^= sign;
-    uint16_t o;
-    if (u >= (127u + 16u) << 23) {
-        o = u > 0x7F800000u ? 0x7E00u : 0x7C00u;
-    } else if (u < (113u << 23)) {
-        /* subnormal or zero: let the FPU round by adding a magic number (0.5 in f16 subnormal units) */
-        const float magic = bits_f32(((127u - 15u) + (23u - 10u) + 1u) << 23);
-        o = (uint16_t)(f32_bits(bits_f32(u) + magic) - f32_bits(magic));
-    } else {
-        const uint32_t mant_odd = (u >> 13) & 1u;
-        u += ((uint32_t)(15 - 127) << 23) + 0xFFFu + mant_odd;
-        o = (uint16_t)(u >> 13);
-    }
-    return (uint16_t)(o | (sign >> 16));
-}
-
-static inline float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-static inline uint16_t f32_to_bf16(float f)
-{
-    const uint32_t u = f32_bits(f);
-    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-static inline float load_value(kvc_cg_dtype_t dt, const void *x, size_t i)
+static inline float load_value(kvc_dtype_t dt, const void *x, size_t i)
 {
     switch (dt) {
-    case KVC_CG_F16: return f16_to_f32(((const uint16_t *)x)[i]);
-    case KVC_CG_BF16: return bf16_to_f32(((const uint16_t *)x)[i]);
+    case KVC_DTYPE_F16: return kvc_f16_to_f32(((const uint16_t *)x)[i]);
+    case KVC_DTYPE_BF16: return kvc_bf16_to_f32(((const uint16_t *)x)[i]);
     default: return ((const float *)x)[i];
     }
 }
 
-static inline void store_value(kvc_cg_dtype_t dt, void *x, size_t i, float v)
+static inline void store_value(kvc_dtype_t dt, void *x, size_t i, float v)
 {
     switch (dt) {
-    case KVC_CG_F16: ((uint16_t *)x)[i] = f32_to_f16(v); break;
-    case KVC_CG_BF16: ((uint16_t *)x)[i] = f32_to_bf16(v); break;
+    case KVC_DTYPE_F16: ((uint16_t *)x)[i] = kvc_f32_to_f16(v); break;
+    case KVC_DTYPE_BF16: ((uint16_t *)x)[i] = kvc_f32_to_bf16(v); break;
     default: ((float *)x)[i] = v; break;
     }
 }
 
 /* ------------------------------------------------------------------ scalar rows */
 
-float cg_row_absmax_scalar(kvc_cg_dtype_t dtype, const void *x, size_t n)
+float cg_row_absmax_scalar(kvc_dtype_t dtype, const void *x, size_t n)
 {
     float m = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -92,7 +38,7 @@ float cg_row_absmax_scalar(kvc_cg_dtype_t dtype, const void *x, size_t n)
     return m;
 }
 
-void cg_quantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale)
+void cg_quantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale)
 {
     const float m = (float)r->m, f = cg_prescale(scale);
     const float inv = scale > 0.0f ? m / (scale * f) : 0.0f;
@@ -105,7 +51,7 @@ void cg_quantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float
     }
 }
 
-void cg_dequantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, float scale)
+void cg_dequantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale)
 {
     const float f = cg_prescale(scale), step = scale * f / (float)r->m, unscale = 1.0f / f;
     const uint8_t *q = r->in;
@@ -115,7 +61,7 @@ void cg_dequantise_row_scalar(kvc_cg_dtype_t dtype, const cg_quant_row_t *r, flo
 
 /* ------------------------------------------------------------------ drivers */
 
-static size_t dtype_size(kvc_cg_dtype_t dt) { return dt == KVC_CG_F32 ? 4 : 2; }
+static size_t dtype_size(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
 kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {

@@ -11,11 +11,10 @@
 
 #include "cpu_backend.h"
 #include "cpu_rope.h"
-#include "isa.h"
 
 /* ---------------------------------------------------------------- scalar tier */
 
-static void scalar_factors(const void *row_old, const void *row_new, kvc_rope_dtype_t dt, size_t half, float *c,
+static void scalar_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                            float *s)
 {
     for (size_t i = 0; i < half; i++) {
@@ -36,10 +35,10 @@ void kvc_rope_sincos_scalar(double d, const double *theta, size_t half, float *c
     }
 }
 
-static void scalar_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+static void scalar_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
                           int is_neox, const float *c, const float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     for (size_t h = 0; h < num_heads; h++) {
         void *head = (char *)key + h * head_stride * es;
         for (size_t i = 0; i < half; i++) {
@@ -51,7 +50,7 @@ static void scalar_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size
     }
 }
 
-static void scalar_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)
+static void scalar_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) kvc_rope_store1(dst, dt, i, src[i]);
 }
@@ -125,8 +124,8 @@ kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_keys_t *key = &a->keys;
-    const size_t half = a->table.rot_dim / 2, kes = kvc_rope_dtype_size(key->dtype);
-    const size_t row_bytes = a->table.rot_dim * kvc_rope_dtype_size(a->table.dtype);
+    const size_t half = a->table.rot_dim / 2, kes = kvc_dtype_size(key->dtype);
+    const size_t row_bytes = a->table.rot_dim * kvc_dtype_size(a->table.dtype);
     const int threads = threads_for(b, key->num_tokens);
     scratch_t sc;
     kvc_status_t st = scratch_alloc(b, threads, half, &sc);
@@ -160,7 +159,7 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_keys_t *key = &a->keys;
-    const size_t half = a->rot_dim / 2, kes = kvc_rope_dtype_size(key->dtype);
+    const size_t half = a->rot_dim / 2, kes = kvc_dtype_size(key->dtype);
     double *theta = theta_alloc(b, a->rot_dim, a->base);
     if (!theta) return KVC_ERR_NO_MEMORY;
     const int threads = threads_for(b, key->num_tokens);
@@ -198,7 +197,7 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_table_t *tb = &a->table;
-    const size_t half = tb->rot_dim / 2, es = kvc_rope_dtype_size(tb->dtype);
+    const size_t half = tb->rot_dim / 2, es = kvc_dtype_size(tb->dtype);
     double *theta = theta_alloc(b, tb->rot_dim, a->base);
     if (!theta) return KVC_ERR_NO_MEMORY;
     const int threads = threads_for(b, tb->max_position);
@@ -218,7 +217,7 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
 #endif
         for (size_t p = 0; p < tb->max_position; p++) {
             char *row = (char *)tb->data + p * tb->rot_dim * es;
-            if (tb->dtype == KVC_ROPE_F32) {
+            if (tb->dtype == KVC_DTYPE_F32) {
                 k->sincos((double)p, theta, half, (float *)row, (float *)row + half);
             } else {
                 k->sincos((double)p, theta, half, c, s);

@@ -19,19 +19,21 @@
 #include <kvcore/backend.h>
 #include <kvcore/rope.h>
 
+#include "common/half.h"
+
 typedef struct kvc_rope_kernels {
     /* The single rotation that undoes row_old and applies row_new (rows: cos half, sin half), for
      * i < half: see kvc_rope_combine1. Bit-identical on every tier. */
-    void (*factors)(const void *row_old, const void *row_new, kvc_rope_dtype_t dtype, size_t half, float *c,
+    void (*factors)(const void *row_old, const void *row_new, kvc_dtype_t dtype, size_t half, float *c,
                     float *s);
     /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) for i < half (see kvc_rope_reduce). */
     void (*sincos)(double d, const double *theta, size_t half, float *c, float *s);
     /* Rotate the first 2*half elements of num_heads heads starting at key (head stride in elements):
      * x' = x*c - y*s, y' = y*c + x*s, math in fp32, one rounding to the key dtype. */
-    void (*rotate)(void *key, kvc_rope_dtype_t dtype, size_t num_heads, size_t head_stride, size_t half, int is_neox,
+    void (*rotate)(void *key, kvc_dtype_t dtype, size_t num_heads, size_t head_stride, size_t half, int is_neox,
                    const float *c, const float *s);
     /* dst[i] = src[i] converted to dtype (round to nearest even). */
-    void (*store)(void *dst, kvc_rope_dtype_t dtype, const float *src, size_t n);
+    void (*store)(void *dst, kvc_dtype_t dtype, const float *src, size_t n);
 } kvc_rope_kernels_t;
 
 extern const kvc_rope_kernels_t kvc_rope_kernels_scalar;
@@ -77,7 +79,7 @@ static inline double kvc_rope_reduce(double a)
  * Normalising removes the rows' norm error (c^2 + s^2 of rounded table entries is not 1), so for
  * old == new the result is exactly c = 1 (sqrt(cd*cd) == cd in binary floating point, and
  * cd * (1/cd) is within 2^-52 of 1, which rounds to 1 in fp32), s = 0: the keys come back
- * bit-identical. A zero row (h == 0) gives c = s = 0, as the SPEC's two steps would. The SIMD tiers
+ * bit-identical. A zero row (h == 0) gives c = s = 0, as the textbook two steps would. The SIMD tiers
  * do the same operations in the same order (mul, add, sqrt, div, mul; no FMA), so the factors are
  * bit-identical across tiers. */
 static inline void kvc_rope_combine1(float co, float so, float cn, float sn, float *c, float *s)
@@ -90,67 +92,20 @@ static inline void kvc_rope_combine1(float co, float so, float cn, float sn, flo
     *s = (float)(sd * inv);
 }
 
-static inline float kvc_rope_h2f(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    uint32_t bits;
-    if (exp == 0x1f) bits = sign | 0x7f800000u | (man << 13);
-    else if (exp) bits = sign | ((exp + 112) << 23) | (man << 13);
-    else {
-        const float f = (float)man * 0x1p-24f; /* subnormal or zero: exact */
-        return sign ? -f : f;
-    }
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-static inline uint16_t kvc_rope_f2h(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    const uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return sign | 0x7e00u | (uint16_t)((ax >> 13) & 0x3ffu); /* quiet NaN */
-    if (ax >= 0x477ff000u) return sign | 0x7c00u;                                  /* >= 65520: inf */
-    if (ax < 0x38800000u) { /* below 2^-14: a multiple of 2^-24, scaling by 2^24 is exact */
-        float a;
-        memcpy(&a, &ax, sizeof(a));
-        return sign | (uint16_t)nearbyintf(a * 0x1p24f);
-    }
-    return sign | (uint16_t)((ax + 0xfffu + ((ax >> 13) & 1u) - 0x38000000u) >> 13);
-}
-
-static inline float kvc_rope_bf2f(uint16_t b)
-{
-    const uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, sizeof(f));
-    return f;
-}
-
-static inline uint16_t kvc_rope_f2bf(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof(x));
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
-
-static inline float kvc_rope_load1(const void *p, kvc_rope_dtype_t dt, size_t i)
+static inline float kvc_rope_load1(const void *p, kvc_dtype_t dt, size_t i)
 {
     switch (dt) {
-    case KVC_ROPE_F16: return kvc_rope_h2f(((const uint16_t *)p)[i]);
-    case KVC_ROPE_BF16: return kvc_rope_bf2f(((const uint16_t *)p)[i]);
+    case KVC_DTYPE_F16: return kvc_f16_to_f32(((const uint16_t *)p)[i]);
+    case KVC_DTYPE_BF16: return kvc_bf16_to_f32(((const uint16_t *)p)[i]);
     default: return ((const float *)p)[i];
     }
 }
 
-static inline void kvc_rope_store1(void *p, kvc_rope_dtype_t dt, size_t i, float v)
+static inline void kvc_rope_store1(void *p, kvc_dtype_t dt, size_t i, float v)
 {
     switch (dt) {
-    case KVC_ROPE_F16: ((uint16_t *)p)[i] = kvc_rope_f2h(v); break;
-    case KVC_ROPE_BF16: ((uint16_t *)p)[i] = kvc_rope_f2bf(v); break;
+    case KVC_DTYPE_F16: ((uint16_t *)p)[i] = kvc_f32_to_f16(v); break;
+    case KVC_DTYPE_BF16: ((uint16_t *)p)[i] = kvc_f32_to_bf16(v); break;
     default: ((float *)p)[i] = v; break;
     }
 }

@@ -9,11 +9,11 @@
 
 #include "cpu_rope.h"
 
-static inline __m256 load8(const void *p, kvc_rope_dtype_t dt)
+static inline __m256 load8(const void *p, kvc_dtype_t dt)
 {
     switch (dt) {
-    case KVC_ROPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-    case KVC_ROPE_BF16:
+    case KVC_DTYPE_F16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+    case KVC_DTYPE_BF16:
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
     default: return _mm256_loadu_ps((const float *)p);
     }
@@ -30,13 +30,13 @@ static inline __m128i f2bf8(__m256 v)
     return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
 }
 
-static inline void store8(void *p, kvc_rope_dtype_t dt, __m256 v)
+static inline void store8(void *p, kvc_dtype_t dt, __m256 v)
 {
     switch (dt) {
-    case KVC_ROPE_F16:
+    case KVC_DTYPE_F16:
         _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         break;
-    case KVC_ROPE_BF16: _mm_storeu_si128((__m128i *)p, f2bf8(v)); break;
+    case KVC_DTYPE_BF16: _mm_storeu_si128((__m128i *)p, f2bf8(v)); break;
     default: _mm256_storeu_ps((float *)p, v); break;
     }
 }
@@ -56,10 +56,10 @@ static inline void combine4(__m128 co4, __m128 so4, __m128 cn4, __m128 sn4, floa
     _mm_storeu_ps(s, _mm256_cvtpd_ps(_mm256_mul_pd(sd, inv)));
 }
 
-static void avx2_factors(const void *row_old, const void *row_new, kvc_rope_dtype_t dt, size_t half, float *c,
+static void avx2_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                          float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     const char *ro = row_old, *rn = row_new;
     size_t i = 0;
     for (; i + 8 <= half; i += 8) {
@@ -115,17 +115,17 @@ static void avx2_sincos(double d, const double *theta, size_t half, float *c, fl
     }
 }
 
-static inline void rotate_pair_tail(void *head, kvc_rope_dtype_t dt, size_t xi, size_t yi, float c, float s)
+static inline void rotate_pair_tail(void *head, kvc_dtype_t dt, size_t xi, size_t yi, float c, float s)
 {
     const float x = kvc_rope_load1(head, dt, xi), y = kvc_rope_load1(head, dt, yi);
     kvc_rope_store1(head, dt, xi, fmaf(x, c, -(y * s)));
     kvc_rope_store1(head, dt, yi, fmaf(y, c, x * s));
 }
 
-static void avx2_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+static void avx2_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
                         int is_neox, const float *c, const float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
     for (size_t h = 0; h < num_heads; h++) {
         char *head = (char *)key + h * head_stride * es;
@@ -152,9 +152,9 @@ static void avx2_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t
     }
 }
 
-static void avx2_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)
+static void avx2_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) store8((char *)dst + i * es, dt, _mm256_loadu_ps(src + i));
     for (; i < n; i++) kvc_rope_store1(dst, dt, i, src[i]);

@@ -40,11 +40,11 @@ static inline void store_u16(void *p, __m256i v, __mmask16 m)
     else _mm256_mask_storeu_epi16(p, m, v);
 }
 
-static inline __m512 load16(const void *p, kvc_rope_dtype_t dt, __mmask16 m)
+static inline __m512 load16(const void *p, kvc_dtype_t dt, __mmask16 m)
 {
     switch (dt) {
-    case KVC_ROPE_F16: return _mm512_cvtph_ps(load_u16(p, m));
-    case KVC_ROPE_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load_u16(p, m)), 16));
+    case KVC_DTYPE_F16: return _mm512_cvtph_ps(load_u16(p, m));
+    case KVC_DTYPE_BF16: return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(load_u16(p, m)), 16));
     default: return loadf(p, m);
     }
 }
@@ -60,11 +60,11 @@ static inline __m256i f2bf16(__m512 v)
     return _mm512_cvtepi32_epi16(r);
 }
 
-static inline void store16(void *p, kvc_rope_dtype_t dt, __m512 v, __mmask16 m)
+static inline void store16(void *p, kvc_dtype_t dt, __m512 v, __mmask16 m)
 {
     switch (dt) {
-    case KVC_ROPE_F16: store_u16(p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), m); break;
-    case KVC_ROPE_BF16: store_u16(p, f2bf16(v), m); break;
+    case KVC_DTYPE_F16: store_u16(p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), m); break;
+    case KVC_DTYPE_BF16: store_u16(p, f2bf16(v), m); break;
     default: storef(p, v, m); break;
     }
 }
@@ -88,10 +88,10 @@ static inline __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
 static inline __m256 hi8(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
 static inline __m512 join16(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 
-static void avx512_factors(const void *row_old, const void *row_new, kvc_rope_dtype_t dt, size_t half, float *c,
+static void avx512_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                            float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     const char *ro = row_old, *rn = row_new;
     for (size_t i = 0; i < half; i += 16) {
         const __mmask16 m = mask16(half - i);
@@ -135,10 +135,10 @@ static void avx512_sincos(double d, const double *theta, size_t half, float *c, 
     }
 }
 
-static void avx512_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
                           int is_neox, const float *c, const float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
     for (size_t h = 0; h < num_heads; h++) {
         char *head = (char *)key + h * head_stride * es;
@@ -165,9 +165,9 @@ static void avx512_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size
     }
 }
 
-static void avx512_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)
+static void avx512_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     for (size_t i = 0; i < n; i += 16) {
         const __mmask16 m = mask16(n - i);
         store16((char *)dst + i * es, dt, loadf(src + i, m), m);

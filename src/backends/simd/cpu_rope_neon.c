@@ -16,13 +16,13 @@
 
 #include <arm_neon.h>
 
-static inline float32x4_t half2f4(uint16x4_t h, kvc_rope_dtype_t dt)
+static inline float32x4_t half2f4(uint16x4_t h, kvc_dtype_t dt)
 {
-    if (dt == KVC_ROPE_F16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    if (dt == KVC_DTYPE_F16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
     return vreinterpretq_f32_u32(vshll_n_u16(h, 16)); /* bf16 */
 }
 
-/* fp32 -> bf16, round to nearest even; NaNs stay quiet NaNs (as kvc_rope_f2bf). */
+/* fp32 -> bf16, round to nearest even; NaNs stay quiet NaNs (as kvc_f32_to_bf16, src/common/half.h). */
 static inline uint16x4_t f2bf4(float32x4_t v)
 {
     const uint32x4_t x = vreinterpretq_u32_f32(v);
@@ -33,21 +33,21 @@ static inline uint16x4_t f2bf4(float32x4_t v)
     return vmovn_u32(vbslq_u32(ordered, r, quiet));
 }
 
-static inline uint16x4_t f2half4(float32x4_t v, kvc_rope_dtype_t dt)
+static inline uint16x4_t f2half4(float32x4_t v, kvc_dtype_t dt)
 {
-    if (dt == KVC_ROPE_F16) return vreinterpret_u16_f16(vcvt_f16_f32(v));
+    if (dt == KVC_DTYPE_F16) return vreinterpret_u16_f16(vcvt_f16_f32(v));
     return f2bf4(v);
 }
 
-static inline float32x4_t load4(const void *p, kvc_rope_dtype_t dt)
+static inline float32x4_t load4(const void *p, kvc_dtype_t dt)
 {
-    if (dt == KVC_ROPE_F32) return vld1q_f32((const float *)p);
+    if (dt == KVC_DTYPE_F32) return vld1q_f32((const float *)p);
     return half2f4(vld1_u16((const uint16_t *)p), dt);
 }
 
-static inline void store4(void *p, kvc_rope_dtype_t dt, float32x4_t v)
+static inline void store4(void *p, kvc_dtype_t dt, float32x4_t v)
 {
-    if (dt == KVC_ROPE_F32) vst1q_f32((float *)p, v);
+    if (dt == KVC_DTYPE_F32) vst1q_f32((float *)p, v);
     else vst1_u16((uint16_t *)p, f2half4(v, dt));
 }
 
@@ -75,10 +75,10 @@ static inline void combine4(float32x4_t co, float32x4_t so, float32x4_t cn, floa
     vst1q_f32(s, vcombine_f32(s_lo, s_hi));
 }
 
-static void neon_factors(const void *row_old, const void *row_new, kvc_rope_dtype_t dt, size_t half, float *c,
+static void neon_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                          float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     const char *ro = row_old, *rn = row_new;
     size_t i = 0;
     for (; i + 4 <= half; i += 4) {
@@ -104,17 +104,17 @@ static inline float32x4_t rot_y(float32x4_t x, float32x4_t y, float32x4_t c, flo
     return vfmaq_f32(vmulq_f32(x, s), y, c);
 }
 
-static inline void rotate_pair_tail(void *head, kvc_rope_dtype_t dt, size_t xi, size_t yi, float c, float s)
+static inline void rotate_pair_tail(void *head, kvc_dtype_t dt, size_t xi, size_t yi, float c, float s)
 {
     const float x = kvc_rope_load1(head, dt, xi), y = kvc_rope_load1(head, dt, yi);
     kvc_rope_store1(head, dt, xi, fmaf(x, c, -(y * s)));
     kvc_rope_store1(head, dt, yi, fmaf(y, c, x * s));
 }
 
-static void neon_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+static void neon_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
                         int is_neox, const float *c, const float *s)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     for (size_t h = 0; h < num_heads; h++) {
         char *head = (char *)key + h * head_stride * es;
         size_t i = 0;
@@ -130,7 +130,7 @@ static void neon_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t
             /* 4 interleaved pairs: LD2 splits them into x and y lanes, ST2 interleaves them back */
             for (; i + 4 <= half; i += 4) {
                 const float32x4_t cv = vld1q_f32(c + i), sv = vld1q_f32(s + i);
-                if (dt == KVC_ROPE_F32) {
+                if (dt == KVC_DTYPE_F32) {
                     float *p = (float *)head + 2 * i;
                     const float32x4x2_t v = vld2q_f32(p);
                     float32x4x2_t r;
@@ -152,9 +152,9 @@ static void neon_rotate(void *key, kvc_rope_dtype_t dt, size_t num_heads, size_t
     }
 }
 
-static void neon_store(void *dst, kvc_rope_dtype_t dt, const float *src, size_t n)
+static void neon_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
-    const size_t es = kvc_rope_dtype_size(dt);
+    const size_t es = kvc_dtype_size(dt);
     size_t i = 0;
     for (; i + 4 <= n; i += 4) store4((char *)dst + i * es, dt, vld1q_f32(src + i));
     for (; i < n; i++) kvc_rope_store1(dst, dt, i, src[i]);

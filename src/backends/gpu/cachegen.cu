@@ -95,7 +95,7 @@ static __global__ void __launch_bounds__(CG_THREADS)
         kvc_divmod(k, C, &l, &c);
         const uint8_t *row = sym + l * T * C + c;
         for (uint64_t t = 0; t < T; t++) hist[row[t * C] * CG_THREADS + tid]++;
-        kvc_cg_cdf_from_hist(&hist[tid], CG_THREADS, num_bins, T, cdf + k * (num_bins + 1), 1);
+        kvc_cdf_from_hist(&hist[tid], CG_THREADS, num_bins, T, NULL, cdf + k * (num_bins + 1), 1);
     }
 }
 

@@ -1,17 +1,15 @@
-/* Functions shared by the GPU kernels and a plain C compiler: the kernels' per-element and
- * per-stream arithmetic is written once, as KVC_HD functions, so tests/test_gpu.c can run the
- * exact code the kernels run on the CPU (and compare it with the CPU backend) on machines without
- * a GPU. Only C that both nvcc/hipcc and gcc accept goes in these headers. */
-#ifndef KVC_GPU_HD_H
-#define KVC_GPU_HD_H
+/* Host/device helpers of src/common: KVC_HD marks a function that nvcc/hipcc compile for both the
+ * host and the device and that a plain C compiler compiles as static inline. Arithmetic that the CPU
+ * backend, the GPU kernels and the core must compute identically is written once on top of these
+ * (the headers of src/common), so tests/test_gpu.c can run the exact code the kernels run on the CPU. Only C
+ * that nvcc, hipcc and gcc all accept goes in src/common, and nothing here includes a project or
+ * vendor header (docs/ARCHITECTURE.md). */
+#ifndef KVC_COMMON_HD_H
+#define KVC_COMMON_HD_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-#if defined(__HIPCC__)
-#include <hip/hip_runtime.h>
-#endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #define KVC_HD static inline __host__ __device__
@@ -69,6 +67,16 @@ KVC_HD float kvc_fsub(float a, float b)
     return __fsub_rn(a, b);
 #else
     return a - b;
+#endif
+}
+
+/* Round to the nearest integer, ties to even (the default rounding mode). */
+KVC_HD float kvc_rint(float y)
+{
+#ifdef KVC_DEVICE_PASS
+    return rintf(y);
+#else
+    return __builtin_nearbyintf(y);
 #endif
 }
 

@@ -16,7 +16,7 @@
 #define Q_THREADS 256
 #define Q_NONE (~0ull)
 
-static __device__ __forceinline__ size_t dtype_bytes(int dtype) { return dtype == KVC_GQ_F32 ? 4 : 2; }
+static __device__ __forceinline__ size_t dtype_bytes(int dtype) { return dtype == KVC_DTYPE_F32 ? 4 : 2; }
 
 static __global__ void __launch_bounds__(Q_THREADS)
     quantise_kernel(int dtype, const void *values, uint8_t *symbols, float *scales, const uint32_t *m_of_layer,

@@ -7,7 +7,7 @@
 
 #include <kvcore/transfer.h>
 
-#include "gpu_hd.h"
+#include "common/hd.h"
 
 typedef struct kvc_xfer_args {
     int h2d;

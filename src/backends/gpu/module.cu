@@ -1,4 +1,4 @@
-/* GPU backend module (CUDA or HIP, see gpu_port.h): descriptor, probe, device and memory ops,
+/* GPU backend module (CUDA or HIP: the vendor folder supplies gpu_runtime.h and the entry): descriptor, probe, device and memory ops,
  * the staging ring and pointer translation the kernels of the other files use.
  * Probing only counts devices; no GPU context is created before the first op. */
 #include <stdio.h>
@@ -128,28 +128,7 @@ static void stage_release_all(kvc_backend_ctx_t *b)
 
 void *kvc_gpu_device_ptr(kvc_backend_ctx_t *b, const void *p)
 {
-#if defined(KVC_GPU_HIP)
-    hipPointerAttribute_t at;
-    if (hipPointerGetAttributes(&at, p) != hipSuccess) { /* ROCm: unknown (pageable) host memory */
-        (void)hipGetLastError();
-        return b->pageable_access ? (void *)p : NULL;
-    }
-    if (at.isManaged || at.memoryType == hipMemoryTypeDevice) return (void *)p;
-    if (at.memoryType == hipMemoryTypeHost) return at.devicePointer ? at.devicePointer : (void *)p;
-    return b->pageable_access ? (void *)p : NULL;
-#else
-    cudaPointerAttributes at;
-    if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return b->pageable_access ? (void *)p : NULL;
-    }
-    switch (at.type) {
-    case cudaMemoryTypeDevice:
-    case cudaMemoryTypeManaged: return (void *)p;
-    case cudaMemoryTypeHost: return at.devicePointer ? at.devicePointer : (void *)p;
-    default: return b->pageable_access ? (void *)p : NULL;
-    }
-#endif
+    return gpu_host_to_device_ptr(p, b->pageable_access);
 }
 
 kvc_status_t kvc_gpu_require_device_ptr(kvc_backend_ctx_t *b, const void *p, const char *op, const char *what,
@@ -262,39 +241,11 @@ static kvc_status_t gpu_host_unregister(kvc_backend_ctx_t *b, void *p, size_t le
     return KVC_GPU_CALL(b, gpuHostUnregister(p), 1);
 }
 
-#if defined(KVC_GPU_HIP)
-/* ROCm 5.x declares hipLaunchHostFunc but does not export it; hipStreamAddCallback is the portable
- * equivalent (the callback runs on a runtime thread once prior work on the stream is done). */
-typedef struct {
-    kvc_host_fn_t fn;
-    void *arg;
-} host_cb_t;
-
-static void hip_stream_cb(hipStream_t s, hipError_t status, void *user)
-{
-    (void)s;
-    (void)status;
-    host_cb_t *cb = (host_cb_t *)user;
-    cb->fn(cb->arg);
-    free(cb);
-}
-#endif
-
 static kvc_status_t gpu_launch_host_callback(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t fn, void *arg)
 {
     kvc_status_t st = kvc_gpu_activate(b);
     if (st != KVC_OK) return st;
-#if defined(KVC_GPU_HIP)
-    host_cb_t *cb = (host_cb_t *)malloc(sizeof(*cb));
-    if (!cb) return KVC_ERR_NO_MEMORY;
-    cb->fn = fn;
-    cb->arg = arg;
-    st = KVC_GPU_CALL(b, hipStreamAddCallback((hipStream_t)s, hip_stream_cb, cb, 0), 1);
-    if (st != KVC_OK) free(cb);
-    return st;
-#else
-    return KVC_GPU_CALL(b, gpuLaunchHostFunc((gpuStream_t)s, fn, arg), 1);
-#endif
+    return KVC_GPU_CALL(b, gpu_launch_host_fn((gpuStream_t)s, fn, arg), 1);
 }
 
 static kvc_backend_t make_descriptor(void)
@@ -334,5 +285,4 @@ static kvc_backend_t make_descriptor(void)
 
 static const kvc_backend_t descriptor = make_descriptor();
 
-/* The module's only exported symbol. */
-extern "C" KVC_API const kvc_backend_t *kvc_backend_entry(void) { return &descriptor; }
+const kvc_backend_t *kvc_gpu_descriptor(void) { return &descriptor; }

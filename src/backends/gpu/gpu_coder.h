@@ -1,4 +1,4 @@
-/* CacheGen arithmetic coder, one stream per GPU thread (SPEC §4.3, §4.4), written as KVC_HD
+/* CacheGen arithmetic coder, one stream per GPU thread (docs/CACHEGEN.md), written as KVC_HD
  * functions so the same code runs in the kernels (cachegen.cu) and, on the CPU, in the tests.
  * Bit-exact with the CPU backend (src/backends/simd/cpu_cachegen_coder.h): the same bulk
  * renormalisation (n1 common bits + n3 underflow steps per symbol), the same length accounting
@@ -7,27 +7,12 @@
 #ifndef KVC_GPU_CODER_H
 #define KVC_GPU_CODER_H
 
-#include "gpu_hd.h"
+#include "common/cdf.h"
 
 /* Bounds of symbol s: cdf[s], and cdf[s + 1] or 65536 for the last symbol. */
 KVC_HD uint32_t kvc_cg_bound(const uint16_t *cdf, unsigned stride, unsigned num_bins, unsigned s)
 {
     return s < num_bins ? (uint32_t)cdf[s * stride] : 65536u;
-}
-
-/* ------------------------------------------------------------------ cdf */
-
-/* cdf[s] = floor((65535 - B) * count(symbol < s) / tokens) + s for s = 0..B (SPEC §4.2), from the
- * histogram hist[v * hstride]; tokens = 0 gives cdf[s] = s. */
-KVC_HD void kvc_cg_cdf_from_hist(const uint32_t *hist, unsigned hstride, unsigned num_bins, uint64_t tokens,
-                                 uint16_t *cdf, unsigned cstride)
-{
-    uint64_t cum = 0;
-    for (unsigned s = 0; s <= num_bins; s++) {
-        const uint64_t scaled = tokens ? (uint64_t)(65535 - num_bins) * cum / tokens : 0;
-        cdf[s * cstride] = (uint16_t)(scaled + s);
-        if (s < num_bins) cum += hist[s * hstride];
-    }
 }
 
 /* ------------------------------------------------------------------ encoder */

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gpu_hd.h"
-#include "gpu_port.h"
+#include "common/hd.h"
+#include "gpu_runtime.h" /* from src/backends/cuda or src/backends/hip */
 
 /* Staging ring: page-locked host buffer + device buffer pairs. An op copies its host tables
  * (pointer tables, slots, block ids, positions) into a slot, uploads them on its stream and
@@ -105,5 +105,8 @@ kvc_status_t kvc_gpu_batched_memcpy(kvc_backend_ctx_t *b, const struct kvc_batch
 kvc_status_t kvc_gpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a);
 kvc_status_t kvc_gpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rope_cache_args *a);
 kvc_status_t kvc_gpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
+
+/* module.cu: the descriptor the vendor entry (src/backends/<vendor>/entry.cu) hands out. */
+const kvc_backend_t *kvc_gpu_descriptor(void);
 
 #endif

@@ -15,47 +15,21 @@
 
 #include <kvcore/rope.h>
 
+#include "common/half.h"
+
 #define ROPE_THREADS 256
-
-/* Conversions of src/backends/simd/cpu_rope.h (round to nearest even; NaN payload kept). */
-static __device__ __forceinline__ float rope_h2f(uint16_t h)
-{
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-    if (exp == 0x1f) return kvc_u32_as_f32(sign | 0x7f800000u | (man << 13));
-    if (exp) return kvc_u32_as_f32(sign | ((exp + 112) << 23) | (man << 13));
-    const float f = kvc_fmul((float)man, 0x1p-24f);
-    return sign ? -f : f;
-}
-
-static __device__ __forceinline__ uint16_t rope_f2h(float f)
-{
-    const uint32_t x = kvc_f32_as_u32(f);
-    const uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    const uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return sign | 0x7e00u | (uint16_t)((ax >> 13) & 0x3ffu);
-    if (ax >= 0x477ff000u) return sign | 0x7c00u;
-    if (ax < 0x38800000u) return sign | (uint16_t)rintf(kvc_fmul(kvc_u32_as_f32(ax), 0x1p24f));
-    return sign | (uint16_t)((ax + 0xfffu + ((ax >> 13) & 1u) - 0x38000000u) >> 13);
-}
-
-static __device__ __forceinline__ uint16_t rope_f2bf(float f)
-{
-    const uint32_t x = kvc_f32_as_u32(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
-}
 
 static __device__ __forceinline__ float rope_load(const void *p, int dt, uint64_t i)
 {
-    if (dt == KVC_ROPE_F16) return rope_h2f(((const uint16_t *)p)[i]);
-    if (dt == KVC_ROPE_BF16) return kvc_u32_as_f32((uint32_t)((const uint16_t *)p)[i] << 16);
+    if (dt == KVC_DTYPE_F16) return kvc_f16_to_f32(((const uint16_t *)p)[i]);
+    if (dt == KVC_DTYPE_BF16) return kvc_bf16_to_f32(((const uint16_t *)p)[i]);
     return ((const float *)p)[i];
 }
 
 static __device__ __forceinline__ void rope_store(void *p, int dt, uint64_t i, float v)
 {
-    if (dt == KVC_ROPE_F16) ((uint16_t *)p)[i] = rope_f2h(v);
-    else if (dt == KVC_ROPE_BF16) ((uint16_t *)p)[i] = rope_f2bf(v);
+    if (dt == KVC_DTYPE_F16) ((uint16_t *)p)[i] = kvc_f32_to_f16(v);
+    else if (dt == KVC_DTYPE_BF16) ((uint16_t *)p)[i] = kvc_f32_to_bf16(v);
     else ((float *)p)[i] = v;
 }
 
@@ -82,7 +56,7 @@ typedef struct rope_keys {
 static __device__ __forceinline__ void rope_rotate(const rope_keys_t *k, uint64_t t, uint64_t h, uint64_t i,
                                                    uint64_t half, int is_neox, float c, float s)
 {
-    const size_t es = k->dtype == KVC_ROPE_F32 ? 4 : 2;
+    const size_t es = k->dtype == KVC_DTYPE_F32 ? 4 : 2;
     char *head = (char *)k->data + (t * k->token_stride + h * k->head_stride) * es;
     const uint64_t xi = is_neox ? i : 2 * i, yi = is_neox ? i + half : 2 * i + 1;
     const float x = rope_load(head, k->dtype, xi), y = rope_load(head, k->dtype, yi);

@@ -1,0 +1,112 @@
+#!/bin/sh
+# The dependency rules of docs/ARCHITECTURE.md ("Who may include whom"), checked on the #include
+# lines of the source tree. Prints TAP: one test per folder, and one for the installed program's
+# file list. Run by `make check`; `sh tests/check-deps.sh [SRCDIR]` by hand.
+#
+# Each quoted include is resolved as the compiler would find it (the including file's folder, then
+# src/ for "common/...", src/core, src/backends/gpu), and classified by the folder it lands in;
+# angle includes are the public API (<kvcore/...>), a GPU vendor's headers, or the system.
+top=${1:-${KVC_TEST_SRCDIR:-$(dirname "$0")/..}}
+top=$(cd "$top" && pwd) || exit 1 # normalised: the resolved include paths are compared with it
+cd "$top" || exit 1
+
+# classify FILE INCLUDE-LINE -> prints the layer the include belongs to
+classify() {
+    file=$1
+    line=$2
+    dir=$(dirname "$file")
+    case $line in
+    *'#include <'*)
+        name=${line#*<}
+        name=${name%%>*}
+        case $name in
+        kvcore.h | kvcore/*) echo public ;;
+        cuda*.h | cuda/* | hip/* | cub/* | thrust/* | cooperative_groups*) echo vendor ;;
+        *) echo system ;;
+        esac
+        return ;;
+    esac
+    name=${line#*\"}
+    name=${name%%\"*}
+    if [ "$name" = config.h ]; then echo build; return; fi
+    if [ "$name" = gpu_runtime.h ]; then echo vendor-runtime; return; fi
+    for cand in "$dir/$name" "src/$name" "src/core/$name" "src/backends/gpu/$name"; do
+        if [ -f "$cand" ]; then
+            path=$(cd "$(dirname "$cand")" && pwd)/$(basename "$cand")
+            path=${path#"$top"/}
+            case $path in
+            src/common/*) echo common ;;
+            src/core/*) echo core ;;
+            src/io/*) echo io ;;
+            src/cli/*) echo cli ;;
+            src/backends/simd/*) echo simd ;;
+            src/backends/gpu/*) echo gpu ;;
+            src/backends/cuda/*) echo cuda ;;
+            src/backends/hip/*) echo hip ;;
+            bench/*) echo bench ;;
+            tests/*) echo tests ;;
+            include/*) echo public ;;
+            *) echo "other:$path" ;;
+            esac
+            return
+        fi
+    done
+    echo "unresolved:$name"
+}
+
+n=0
+# check FOLDER "ALLOWED LAYERS" DESCRIPTION
+check() {
+    folder=$1
+    allowed=$2
+    what=$3
+    n=$((n + 1))
+    bad=""
+    for f in $(ls "$folder"/*.c "$folder"/*.h "$folder"/*.cu 2>/dev/null); do
+        grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r l; do
+            layer=$(classify "$f" "$l")
+            case " $allowed " in
+            *" $layer "*) ;;
+            *) echo "#   $f:${l%%:*}: ${l#*:} ($layer)" ;;
+            esac
+        done
+    done >"$tmp"
+    if [ -s "$tmp" ]; then
+        echo "not ok $n - $what"
+        cat "$tmp"
+    else
+        echo "ok $n - $what"
+    fi
+}
+
+tmp=$(mktemp)
+trap 'rm -f "$tmp"' EXIT INT TERM
+
+echo "1..11"
+check src/common "common system" "src/common includes only itself and the C library"
+check src/core "core common public system build" "src/core includes no src/io, src/cli, backend or vendor header"
+check src/io "io core common public system build" "src/io builds on src/core and src/common only"
+check src/backends/simd "simd common public system build" "the CPU backend sees the core only through the backend ABI"
+check src/backends/gpu "gpu common public system vendor-runtime" "src/backends/gpu includes no vendor header and no core header"
+check src/backends/cuda "cuda gpu common public system vendor" "src/backends/cuda stands on src/backends/gpu only"
+check src/backends/hip "hip gpu common public system vendor" "src/backends/hip stands on src/backends/gpu only"
+check src/cli "cli bench common public system build" "the CLI uses the public API (and src/common), not the library's insides"
+check bench "bench cli common public system build" "bench/ links no test code and no library insides"
+check include/kvcore "public system" "public headers include only public and system headers"
+
+# The user headers (all but backend.h) never pull in the backend ABI, and the installed program
+# lists no file from tests/.
+n=$((n + 1))
+{
+    grep -ln '#include <kvcore/backend.h>' include/kvcore.h include/kvcore/*.h | grep -v '^include/kvcore/backend.h$' |
+        sed 's/^/#   includes the backend ABI: /'
+    awk '/^kvcore_SOURCES *=/ { on = 1 } on { print; if ($0 !~ /\\$/) on = 0 }' Makefile.am | tr ' \t\\' '\n\n\n' |
+        grep '^tests/' | sed 's/^/#   kvcore_SOURCES lists test code: /'
+} >"$tmp"
+if [ -s "$tmp" ]; then
+    echo "not ok $n - user headers stay off the backend ABI; the kvcore program links no test code"
+    cat "$tmp"
+else
+    echo "ok $n - user headers stay off the backend ABI; the kvcore program links no test code"
+fi
+exit 0
