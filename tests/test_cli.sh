@@ -1,9 +1,12 @@
 #!/bin/sh
 # The kvcore program as a user runs it, TAP on stdout: encode / decode / inspect (text and --json)
-# on the real K/V of tests/data, exit statuses for bad usage and for a corrupt container, and the
-# demo (the README's main job) passing its own verification.
+# on the real K/V of tests/data, exit statuses for bad usage and for a corrupt container, the demo
+# (the README's main job) passing its own verification, and the command-line conventions: --help,
+# --version, -q/-v on every command, outputs never overwritten without -f and never an input,
+# '-' for standard input/output, file types by magic bytes, several inputs to a directory, the head
+# split kept through a round trip, and a failed write leaving an existing output unchanged.
 set -u
-kvcore="${KVC_TEST_BUILDDIR:-.}/kvcore"
+kvcore="$(cd "${KVC_TEST_BUILDDIR:-.}" && pwd)/kvcore"
 data="${KVC_TEST_DATA:-tests/data}/kvdata"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-cli.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -15,7 +18,6 @@ check() { desc=$1; shift; if "$@" >"$tmp/out" 2>"$tmp/err"; then ok "$desc"; els
 status_is() { want=$1; desc=$2; shift 2; "$@" >"$tmp/out" 2>"$tmp/err"; got=$?; if [ "$got" -eq "$want" ]; then ok "$desc"; else echo "# exit $got, want $want" >>"$tmp/err"; not_ok "$desc"; fi; }
 has() { grep -q -- "$1" "$tmp/out"; }
 
-echo "1..14"
 check "encode K V pair" "$kvcore" encode "$data/story_prompt_K.npy" "$data/story_prompt_V.npy" -o "$tmp/a.kvc" -q
 status_is 0 "encode --json" "$kvcore" encode "$data/story_prompt_K.npy" "$data/story_prompt_V.npy" -o "$tmp/b.kvc" --json
 if has '"output_bytes"' && has '"ratio"' && has '"layers": 5' && has '"tokens": 512'; then ok "encode --json fields"; else not_ok "encode --json fields"; fi
@@ -31,4 +33,131 @@ if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: 
 status_is 0 "demo passes its verification" "$kvcore" demo
 status_is 0 "bench --case runs" "$kvcore" bench memory --quick --case split_copy_align_4KiB
 if [ "$(grep -c '^memory ' "$tmp/out")" -eq 1 ] && has '^memory  *split_copy_align_4KiB '; then ok "bench --case reports only the matching case"; else not_ok "bench --case reports only the matching case"; fi
+
+# ---------------------------------------------------------------- conventions
+K="$data/story_prompt_K.npy"
+V="$data/story_prompt_V.npy"
+errs="$tmp/all-errors"
+: >"$errs"
+# Also collects stderr, to check below that no message names a C API.
+status_is_e() { status_is "$@"; cat "$tmp/err" >>"$errs"; }
+err_has() { grep -q -- "$1" "$tmp/err"; }
+same_bytes() { cmp -s "$1" "$2"; }
+
+status_is 0 "kvcore -V" "$kvcore" -V
+if grep -q "^kvcore [0-9]" "$tmp/out"; then ok "-V prints the version"; else not_ok "-V prints the version"; fi
+status_is 0 "kvcore --version" "$kvcore" --version
+for cmd in info demo encode decode inspect bench; do
+    status_is 0 "$cmd -h" "$kvcore" $cmd -h
+    if has "exit status: 0 success, 1 data or I/O error" && has "^usage: kvcore $cmd"; then ok "$cmd -h: usage and exit statuses"; else not_ok "$cmd -h: usage and exit statuses"; fi
+    status_is 0 "$cmd --version" "$kvcore" $cmd --version
+    status_is_e 2 "$cmd: an unknown option is a usage error" "$kvcore" $cmd --no-such-option
+done
+status_is 0 "info -q" "$kvcore" info -q
+if [ "$(wc -l <"$tmp/out")" -eq 1 ]; then ok "info -q: one line"; else not_ok "info -q: one line"; fi
+status_is 0 "demo -q -v" "$kvcore" demo -q -v
+if [ "$(grep -c . "$tmp/out")" -eq 1 ] && has "^verify:"; then ok "demo -q: only the verification line"; else not_ok "demo -q: only the verification line"; fi
+status_is_e 2 "an option's missing value is a usage error" "$kvcore" decode "$tmp/a.kvc" -o
+if err_has "needs a value"; then ok "missing value: says so"; else not_ok "missing value: says so"; fi
+
+# decode reports like encode; -q silences both
+status_is 0 "decode prints a summary" "$kvcore" decode "$tmp/a.kvc" -o "$tmp/s.npy"
+if has "4 heads x 8"; then ok "decode summary names the heads"; else not_ok "decode summary names the heads"; fi
+status_is 0 "decode -q" "$kvcore" decode -q "$tmp/a.kvc" -o "$tmp/q.npy"
+if [ ! -s "$tmp/out" ]; then ok "decode -q prints nothing"; else not_ok "decode -q prints nothing"; fi
+status_is 0 "encode -v" "$kvcore" encode -v "$K" "$V" -o "$tmp/v.kvc"
+
+# an existing output is refused without -f, replaced with it
+cp "$tmp/a.npy" "$tmp/keep.npy"
+printf 'precious' >"$tmp/exists.kvc"
+status_is_e 1 "encode refuses an existing output" "$kvcore" encode "$K" "$V" -o "$tmp/exists.kvc"
+if err_has "already exists (use -f" && [ "$(cat "$tmp/exists.kvc")" = precious ]; then ok "existing output untouched, -f suggested"; else not_ok "existing output untouched, -f suggested"; fi
+status_is 0 "encode -f replaces it" "$kvcore" encode -f "$K" "$V" -o "$tmp/exists.kvc"
+if same_bytes "$tmp/exists.kvc" "$tmp/a.kvc"; then ok "-f: replaced with the container"; else not_ok "-f: replaced with the container"; fi
+printf 'precious' >"$tmp/exists.npy"
+status_is_e 1 "decode refuses an existing output" "$kvcore" decode "$tmp/a.kvc" -o "$tmp/exists.npy"
+status_is 0 "decode --force replaces it" "$kvcore" decode --force "$tmp/a.kvc" -o "$tmp/exists.npy"
+
+# input and output the same file (also through another name), even with -f
+status_is_e 1 "encode X -o X -f is refused" "$kvcore" encode -f "$tmp/keep.npy" -o "$tmp/keep.npy"
+ln -s "$tmp/keep.npy" "$tmp/alias.npy"
+status_is_e 1 "the same file through a link is refused" "$kvcore" encode -f "$tmp/alias.npy" -o "$tmp/keep.npy"
+if err_has "is also an input" && same_bytes "$tmp/keep.npy" "$tmp/a.npy"; then ok "same file: says so, input intact"; else not_ok "same file: says so, input intact"; fi
+cp "$tmp/a.kvc" "$tmp/self.kvc"
+status_is_e 1 "decode X -o X -f is refused" "$kvcore" decode -f --format npy "$tmp/self.kvc" -o "$tmp/self.kvc"
+
+# '-': standard input and output, both ways; no file named '-'
+(cd "$tmp" && "$kvcore" decode - -o - <"$tmp/a.kvc" | "$kvcore" encode - -o - >"$tmp/piped.kvc") 2>"$tmp/err"
+if same_bytes "$tmp/piped.kvc" "$tmp/a.kvc" && [ ! -e "$tmp/-" ]; then ok "stdin/stdout round trip"; else not_ok "stdin/stdout round trip"; fi
+"$kvcore" decode -q "$tmp/a.kvc" -o - --format safetensors 2>"$tmp/err" | "$kvcore" encode -q - -o "$tmp/st.kvc" 2>>"$tmp/err"
+if same_bytes "$tmp/st.kvc" "$tmp/a.kvc"; then ok "safetensors through a pipe"; else not_ok "safetensors through a pipe"; fi
+"$kvcore" inspect - <"$tmp/a.kvc" >"$tmp/out" 2>"$tmp/err"
+if has "kvcore container v1"; then ok "inspect reads standard input"; else not_ok "inspect reads standard input"; fi
+status_is_e 2 "--json with -o - is a usage error" "$kvcore" decode "$tmp/a.kvc" -o - --json
+
+# types by magic bytes, in the user's terms
+printf 'just some text, not a tensor\n' >"$tmp/notes.npy"
+status_is_e 1 "encode of a text file fails" "$kvcore" encode "$tmp/notes.npy" -o "$tmp/notes.kvc"
+if err_has "notes.npy is not an .npy or .safetensors file"; then ok "text file: not an .npy or .safetensors file"; else not_ok "text file: not an .npy or .safetensors file"; fi
+status_is_e 1 "decode of a text file fails" "$kvcore" decode "$tmp/notes.npy" -o "$tmp/notes2.npy"
+if err_has "is not a kvcore container"; then ok "text file: not a kvcore container"; else not_ok "text file: not a kvcore container"; fi
+status_is_e 1 "decode of an .npy says use encode" "$kvcore" decode "$K" -o "$tmp/k2.npy"
+if err_has "use kvcore encode"; then ok "an .npy given to decode: use kvcore encode"; else not_ok "an .npy given to decode: use kvcore encode"; fi
+status_is_e 2 "decode to an unknown extension without --format" "$kvcore" decode "$tmp/a.kvc" -o "$tmp/out.bin"
+status_is_e 2 "--split to .npy is a usage error" "$kvcore" decode "$tmp/a.kvc" -o "$tmp/split.npy" --split
+status_is 0 "--split to .safetensors" "$kvcore" decode -q "$tmp/a.kvc" -o "$tmp/split.safetensors" --split
+status_is 0 "the split file encodes back to the same container" "$kvcore" encode -q "$tmp/split.safetensors" -o "$tmp/split.kvc"
+if same_bytes "$tmp/split.kvc" "$tmp/a.kvc"; then ok "split round trip"; else not_ok "split round trip"; fi
+
+# the head split survives a fused .npy round trip without repeating --heads
+status_is 0 "decode writes [2, NL, T, NH, HS]" "$kvcore" decode -q "$tmp/a.kvc" -o "$tmp/h.npy"
+if head -c 128 "$tmp/h.npy" | grep -q "'shape': (2, 5, 512, 4, 8)"; then ok "the .npy has the head axes"; else not_ok "the .npy has the head axes"; fi
+status_is 0 "re-encode without --heads" "$kvcore" encode -q "$tmp/h.npy" -o "$tmp/h.kvc"
+if same_bytes "$tmp/h.kvc" "$tmp/a.kvc"; then ok "same container: the heads were kept"; else not_ok "same container: the heads were kept"; fi
+status_is 0 "inspect --json of a fused round trip" "$kvcore" inspect --json "$tmp/h.kvc"
+if has '"heads": 4' && has '"heads_known": true'; then ok "4 heads, known"; else not_ok "4 heads, known"; fi
+
+# inspect --original takes what encode takes: a K/V pair too
+status_is 0 "inspect --original K --original V" "$kvcore" inspect "$tmp/a.kvc" --original "$K" --original "$V"
+if has "max|err|"; then ok "error columns against the pair"; else not_ok "error columns against the pair"; fi
+status_is 0 "inspect --original fused file" "$kvcore" inspect "$tmp/a.kvc" --original "$tmp/h.npy"
+
+# options that do not apply, and the environment
+status_is_e 2 "demo --tokens without --synthetic" "$kvcore" demo --tokens 100
+KVCORE_NUM_THREADS=abc "$kvcore" info -q >"$tmp/out" 2>"$tmp/err"
+if [ $? -eq 2 ] && err_has "KVCORE_NUM_THREADS='abc'"; then ok "a bad KVCORE_NUM_THREADS is reported"; else not_ok "a bad KVCORE_NUM_THREADS is reported"; fi
+cat "$tmp/err" >>"$errs"
+
+# several inputs, one directory
+cp "$tmp/h.npy" "$tmp/one.npy"
+cp "$tmp/h.npy" "$tmp/two.npy"
+status_is 0 "encode a b -o DIR/" "$kvcore" encode "$tmp/one.npy" "$tmp/two.npy" -o "$tmp/many/"
+if same_bytes "$tmp/many/one.kvc" "$tmp/a.kvc" && same_bytes "$tmp/many/two.kvc" "$tmp/a.kvc" && has "2 files encoded, 0 failed"; then ok "each input encoded into DIR"; else not_ok "each input encoded into DIR"; fi
+status_is 0 "decode DIR/*.kvc -o DIR2/" "$kvcore" decode "$tmp/many/one.kvc" "$tmp/many/two.kvc" -o "$tmp/many2/"
+if same_bytes "$tmp/many2/one.npy" "$tmp/h.npy" && same_bytes "$tmp/many2/two.npy" "$tmp/h.npy"; then ok "each container decoded into DIR2"; else not_ok "each container decoded into DIR2"; fi
+status_is_e 1 "a second run refuses the existing outputs" "$kvcore" encode "$tmp/one.npy" "$tmp/two.npy" -o "$tmp/many/"
+status_is_e 2 "three inputs to one file is a usage error" "$kvcore" encode "$K" "$V" "$K" -o "$tmp/three.kvc"
+
+# inputs that are not regular files: no hang, a clear message
+mkfifo "$tmp/fifo"
+status_is_e 1 "decode of a FIFO without a writer does not block" timeout 20 "$kvcore" decode "$tmp/fifo" -o "$tmp/f.npy"
+if err_has "FIFO"; then ok "FIFO: says so"; else not_ok "FIFO: says so"; fi
+status_is_e 1 "encode of a FIFO without a writer does not block" timeout 20 "$kvcore" encode "$tmp/fifo" -o "$tmp/f.kvc"
+status_is_e 1 "decode of a directory" "$kvcore" decode "$tmp/many" -o "$tmp/d.npy"
+if err_has "is a directory"; then ok "directory: says so"; else not_ok "directory: says so"; fi
+status_is_e 1 "decode /dev/zero ends" timeout 20 "$kvcore" decode /dev/zero -o "$tmp/z.npy"
+status_is_e 1 "decode - < /dev/zero ends" timeout 20 sh -c '"$1" decode - -o "$2" </dev/zero' sh "$kvcore" "$tmp/z.npy"
+{ head -c 48 "$tmp/a.kvc"; cat /dev/zero; } 2>/dev/null | timeout 20 "$kvcore" decode - -o "$tmp/z.npy" >"$tmp/out" 2>"$tmp/err"
+if [ $? -eq 1 ] && [ ! -e "$tmp/z.npy" ]; then ok "a valid header then zeros: read only what the header declares"; else not_ok "a valid header then zeros: read only what the header declares"; fi
+
+# a write that fails part-way (file size limit, as a full disk) leaves the existing output intact
+cp "$tmp/keep.npy" "$tmp/victim.npy"
+(trap '' XFSZ; ulimit -f 64; exec "$kvcore" decode -f "$tmp/a.kvc" -o "$tmp/victim.npy") >"$tmp/out" 2>"$tmp/err"
+st=$?
+if [ $st -eq 1 ] && same_bytes "$tmp/victim.npy" "$tmp/keep.npy" && [ -z "$(ls "$tmp" | grep 'victim.npy.tmp')" ]; then ok "failed decode: old file intact, no temporary"; else echo "# exit $st" >>"$tmp/err"; not_ok "failed decode: old file intact, no temporary"; fi
+
+# no message names a C function, a parameter struct or a status constant
+if grep -n 'kvc_[a-z]\|params->\|KVC_ERR' "$errs" >"$tmp/err"; then not_ok "messages are in the user's terms"; else ok "messages are in the user's terms"; fi
+
+echo "1..$n"
 exit $fail

@@ -465,3 +465,37 @@ Test(codec, resealed_garbage_stays_in_bounds)
     kvc_codec_free(good);
     kvc_context_destroy(ctx);
 }
+
+/* The container records whether the head split is known: flag bit 1 (NH = 1, HS = C nominal),
+ * identical otherwise; a container without the flag (every one written before) reads as known. */
+Test(codec, head_geometry_recorded)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    static uint16_t kv[2 * 2 * 16 * 32];
+    for (size_t i = 0; i < sizeof(kv) / 2; i++) kv[i] = (uint16_t)(0x3c00 + (i % 97) * 8);
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, 2, 16, 4, 8);
+    uint8_t *known, *unknown;
+    size_t klen, ulen;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &known, &klen), KVC_OK);
+    p.num_heads = 1;
+    p.head_size = 32;
+    p.field_mask = KVC_CODEC_PARAM_HEADS_UNKNOWN;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &unknown, &ulen), KVC_OK);
+    kvc_codec_info_t info;
+    cr_assert_eq(kvc_codec_inspect(known, klen, &info), KVC_OK);
+    cr_assert_eq(info.heads_known, 1);
+    cr_assert_eq(info.num_heads, 4u);
+    cr_assert_eq(known[12], 0, "a known split sets no flag: the bytes stay those of format 1.0");
+    cr_assert_eq(kvc_codec_inspect(unknown, ulen, &info), KVC_OK);
+    cr_assert_eq(info.heads_known, 0);
+    cr_assert_eq(info.num_heads, 1u);
+    cr_assert_eq(unknown[12], 2);
+    kvc_codec_free(unknown);
+    p.num_heads = 4;
+    p.head_size = 8;
+    uint8_t *none = NULL;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &none, &ulen), KVC_ERR_SHAPE, "HEADS_UNKNOWN needs num_heads 1");
+    cr_assert_null(none);
+    kvc_codec_free(known);
+    kvc_context_destroy(ctx);
+}

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -1552,4 +1554,121 @@ Test(io_fuzz, safetensors_mutations)
     size_t len;
     cr_assert_eq(kvc_safetensors_write_mem(items, 2, meta, 1, img, sizeof(img), &len), KVC_OK);
     mutate_and_run(img, len, 4000, 0);
+}
+
+/* ------------------------------------------------------------------ writes never damage a file */
+
+static size_t file_bytes(const char *path, unsigned char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s: %s", path, strerror(errno));
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+/* No PATH.tmp.* beside path. */
+static int temporaries_of(const char *path)
+{
+    char dir[64], pre[80];
+    snprintf(dir, sizeof(dir), "%s", path);
+    *strrchr(dir, '/') = '\0';
+    snprintf(pre, sizeof(pre), "%s.tmp.", strrchr(path, '/') + 1);
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, pre, strlen(pre));
+    closedir(d);
+    return n;
+}
+
+/* A write that fails part-way (here: the file size limit, as a full disk would) leaves the file it
+ * was replacing byte for byte as it was, and no temporary. */
+Test(io_kv, failed_write_keeps_the_existing_file, .timeout = 30)
+{
+    static float data[1 << 16];
+    for (size_t i = 0; i < sizeof(data) / sizeof(data[0]); i++) data[i] = (float)i;
+    size_t shape[5] = { 2, 2, 64, 16, 16 };
+    kvc_tensor_t t;
+    cr_assert_eq(kvc_tensor_wrap(&t, KVC_DTYPE_F32, 5, shape, data), KVC_OK);
+    const char *paths[3] = { tmp_path(".npy"), tmp_path(".safetensors"), tmp_path(".safetensors") };
+    static const char old[] = "previous contents";
+    for (int i = 0; i < 3; i++) {
+        FILE *f = fopen(paths[i], "wb");
+        cr_assert(f);
+        fwrite(old, 1, sizeof(old), f);
+        fclose(f);
+        chmod(paths[i], 0640);
+    }
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = { 64 << 10, 64 << 10 }; /* below the 256 KiB the tensor needs */
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    kvc_named_tensor_t nt = { "kv", &t };
+    const kvc_kvcache_io_params_t io = { .field_mask = KVC_KVCACHE_PARAM_FORM, .form = KVC_KVCACHE_SPLIT };
+    cr_assert_eq(kvc_npy_write(paths[0], &t), KVC_ERR_NO_SPACE, "%s", kvc_last_error());
+    cr_assert_eq(kvc_safetensors_write(paths[1], &nt, 1, NULL, 0), KVC_ERR_NO_SPACE, "%s", kvc_last_error());
+    cr_assert_eq(kvc_kvcache_save(paths[2], &t, &io), KVC_ERR_NO_SPACE, "%s", kvc_last_error());
+    unsigned char buf[64];
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(file_bytes(paths[i], buf, sizeof(buf)), sizeof(old), "%s was changed", paths[i]);
+        cr_assert_eq(memcmp(buf, old, sizeof(old)), 0);
+        cr_assert_eq(temporaries_of(paths[i]), 0, "a temporary of %s remains", paths[i]);
+    }
+    /* Within the limit the write replaces the file and keeps its permissions. */
+    shape[2] = 4;
+    cr_assert_eq(kvc_tensor_wrap(&t, KVC_DTYPE_F32, 5, shape, data), KVC_OK);
+    cr_assert_eq(kvc_npy_write(paths[0], &t), KVC_OK, "%s", kvc_last_error());
+    kvc_tensor_t back;
+    cr_assert_eq(kvc_npy_read(paths[0], &back), KVC_OK);
+    cr_assert_eq(back.nbytes, t.nbytes);
+    cr_assert_eq(memcmp(back.data, data, t.nbytes), 0);
+    kvc_tensor_free(&back);
+    struct stat sb;
+    cr_assert_eq(stat(paths[0], &sb), 0);
+    cr_assert_eq(sb.st_mode & 0777, 0640u);
+    cr_assert_eq(temporaries_of(paths[0]), 0);
+}
+
+/* A symbolic link is followed: the file it points to is replaced, the link stays a link. */
+Test(io_kv, write_through_a_symlink)
+{
+    const char *target = tmp_path(".npy"), *link = tmp_absent(".npy");
+    cr_assert_eq(symlink(target, link), 0);
+    float x[4] = { 1, 2, 3, 4 };
+    size_t shape[1] = { 4 };
+    kvc_tensor_t t, back;
+    cr_assert_eq(kvc_tensor_wrap(&t, KVC_DTYPE_F32, 1, shape, x), KVC_OK);
+    cr_assert_eq(kvc_npy_write(link, &t), KVC_OK, "%s", kvc_last_error());
+    struct stat sb;
+    cr_assert_eq(lstat(link, &sb), 0);
+    cr_assert(S_ISLNK(sb.st_mode));
+    cr_assert_eq(kvc_npy_read(target, &back), KVC_OK);
+    cr_assert_eq(memcmp(back.data, x, sizeof(x)), 0);
+    kvc_tensor_free(&back);
+}
+
+/* Readers refuse what is not a regular file, without blocking on a FIFO that has no writer; a
+ * writer refuses a directory. */
+Test(io_kv, non_regular_inputs, .timeout = 20)
+{
+    const char *fifo = tmp_absent(".npy");
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    kvc_tensor_t t;
+    kvc_safetensors_t *st;
+    cr_assert_eq(kvc_npy_read(fifo, &t), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "FIFO"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_safetensors_open(fifo, &st), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_kvcache_load(fifo, NULL, &t, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_npy_read("/tmp", &t), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "is a directory"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_npy_read("/dev/zero", &t), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "device"), "%s", kvc_last_error());
+    float x[1] = { 1 };
+    size_t shape[1] = { 1 };
+    cr_assert_eq(kvc_tensor_wrap(&t, KVC_DTYPE_F32, 1, shape, x), KVC_OK);
+    cr_assert_eq(kvc_npy_write("/tmp", &t), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "is a directory"), "%s", kvc_last_error());
+    /* A FIFO with no reader: refused at once instead of blocking. */
+    cr_assert_neq(kvc_npy_write(fifo, &t), KVC_OK);
+    cr_assert(strstr(kvc_last_error(), "no process is reading"), "%s", kvc_last_error());
 }

@@ -28,6 +28,9 @@ enum {
     KVC_CODEC_PARAM_BINS = 1u << 0,   /* bins: per (plane, layer); default LMCache's (kvc_cg_default_bins) */
     KVC_CODEC_PARAM_WINDOW = 1u << 1, /* window_tokens; default 256 (LMCache) */
     KVC_CODEC_PARAM_PROGRESS = 1u << 2, /* progress callback */
+    /* The head split of the C channels is unknown (e.g. a [2, NL, T, C] file): pass num_heads = 1,
+     * head_size = C; the container records that NH and HS are nominal (info.heads_known = 0). */
+    KVC_CODEC_PARAM_HEADS_UNKNOWN = 1u << 3,
 };
 
 /* Called after each coded window (done of total), from the calling thread. */
@@ -56,6 +59,7 @@ typedef struct kvc_codec_info {
     size_t original_bytes;     /* the uncompressed chunk in its dtype */
     size_t streams_bytes, cdf_bytes, scales_bytes, lengths_bytes, meta_bytes;
     size_t lmcache_bytes;      /* same streams in LMCache's layout: int16 CDF, int32 lengths, dtype scales */
+    int heads_known;           /* 0: encoded with KVC_CODEC_PARAM_HEADS_UNKNOWN (num_heads 1 is nominal) */
 } kvc_codec_info_t;
 
 /* Per (plane, layer) statistics of a container: coded bits per symbol and the empirical entropy of

@@ -13,13 +13,21 @@
  *   KVC_ERR_NOT_FOUND / KVC_ERR_PERMISSION / KVC_ERR_IO   from the operating system
  * kvc_last_error() says what was wrong and where. Outputs are set only on success.
  *
- * Writers validate every argument before creating the file, so a rejected call leaves nothing on
- * disk; a failed write removes the file it created.
+ * Writers validate every argument before creating a file, so a rejected call leaves nothing on
+ * disk. A writer never damages an existing file: it writes PATH.tmp.PID.N in the same directory,
+ * flushes it (fsync) and renames it over PATH only when complete; a failed write removes the
+ * temporary and leaves PATH as it was. An existing PATH keeps its permissions; a symbolic link is
+ * followed (the file it points to is replaced); a device or FIFO is written directly; a directory
+ * is KVC_ERR_INVALID_ARG. A process killed during a write (SIGKILL, or a signal whose handler does
+ * not call kvc_io_remove_temporaries) leaves PATH.tmp.PID.N behind, PATH untouched.
+ * Readers refuse directories, FIFOs and devices (KVC_ERR_INVALID_ARG) without blocking on them.
  *
- * Thread safety: readers and writers share no state, so calls on different files, buffers and
- * archives may run concurrently. One kvc_safetensors_t may be read (count, info, find, load, read,
- * view, metadata) from any number of threads at once (file reads use pread: no shared cursor);
- * kvc_safetensors_close must not overlap them. Writing one path from two threads is a race. */
+ * Thread safety: readers and writers share no state (writers only an atomic list of their
+ * temporaries), so calls on different files, buffers and archives may run concurrently. One
+ * kvc_safetensors_t may be read (count, info, find, load, read, view, metadata) from any number of
+ * threads at once (file reads use pread: no shared cursor); kvc_safetensors_close must not overlap
+ * them. Two writes of one path at once corrupt nothing: each
+ * writes its own temporary, and the last rename wins. */
 #ifndef KVCORE_IO_H
 #define KVCORE_IO_H
 
@@ -32,6 +40,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Remove the temporary files of the writes this process has in progress. Async-signal-safe: meant
+ * for a SIGINT/SIGTERM handler that then ends the process (a write that continues afterwards fails
+ * when it renames its vanished temporary). At most 32 concurrent writes are tracked. */
+KVC_API void kvc_io_remove_temporaries(void);
 
 /* ------------------------------------------------------------------ NumPy .npy */
 

@@ -1,4 +1,5 @@
 /* kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--case TEXT] [--list] */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #include "../../bench/suites.h"
 #include "cli.h"
+#include "util.h"
 
 static void list(void)
 {
@@ -14,27 +16,64 @@ static void list(void)
         if (bench_suites[i].name) printf("  %-10s %s\n", bench_suites[i].name, bench_suites[i].summary);
 }
 
+static void bench_help(void)
+{
+    printf("usage: kvcore bench [OPTIONS] [SUITE...|all]\n"
+           "Throughput of each op next to a baseline measured in the same run. The backend is the one kvcore\n"
+           "selects (KVCORE_BACKEND forces one).\n"
+           "  --json       one JSON object per measurement on stdout\n"
+           "  --threads N  CPU threads (default: the library's)\n"
+           "  --quick      shorter runs\n"
+           "  --case TEXT  report only the cases whose name contains TEXT (the memory suite also skips the\n"
+           "               others' work)\n"
+           "  --list       list the suites and exit\n"
+           "suites:\n");
+    list();
+}
+
 int kvc_cmd_bench(int argc, char **argv)
 {
+    static const struct option longopts[] = {
+        CLI_COMMON_LONG,
+        { "json", no_argument, NULL, 'J' },
+        { "quick", no_argument, NULL, 'Q' },
+        { "threads", required_argument, NULL, 'T' },
+        { "list", no_argument, NULL, 'L' },
+        { "case", required_argument, NULL, 'C' },
+        { NULL, 0, NULL, 0 },
+    };
     bench_opts_t o = { 0 };
     const char *want[16];
-    int nwant = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) o.json = 1;
-        else if (!strcmp(argv[i], "--quick")) o.quick = 1;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) o.threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--case") && i + 1 < argc) o.only = argv[++i];
-        else if (!strcmp(argv[i], "--list")) { list(); return 0; }
-        else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--case TEXT] [--list]\n"
-                   "--case TEXT reports only the cases whose name contains TEXT (the memory suite also skips the\n"
-                   "others' work). The backend is the one kvcore selects (KVCORE_BACKEND forces one). Suites:\n");
-            list();
-            return 0;
-        } else if (argv[i][0] == '-') {
-            fprintf(stderr, "kvcore bench: unknown option '%s'\n", argv[i]);
+    int nwant = 0, c;
+    cli_common_t com = { 0 };
+    size_t threads;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+        switch (c) {
+        case 'J': o.json = 1; break;
+        case 'Q': o.quick = 1; break;
+        case 'L': list(); return 0;
+        case 'C': o.only = optarg; break;
+        case 'T':
+            if (!cli_parse_size("bench", "--threads", optarg, &threads) || threads > 4096) {
+                if (threads > 4096) fprintf(stderr, "kvcore bench: --threads %s is more than 4096\n", optarg);
+                return 2;
+            }
+            o.threads = (int)threads;
+            break;
+        default: {
+            int r = cli_common_option("bench", c, argv, &com, bench_help);
+            if (r >= 0) return r;
+        }
+        }
+    }
+    for (; optind < argc; optind++) {
+        if (nwant == 16) {
+            fprintf(stderr, "kvcore bench: at most 16 suites\n");
             return 2;
-        } else if (nwant < 16) want[nwant++] = argv[i];
+        }
+        want[nwant++] = argv[optind];
     }
     kvc_context_params_t p = { 0 };
     if (o.threads > 0) {
@@ -47,7 +86,7 @@ int kvc_cmd_bench(int argc, char **argv)
         return 1;
     }
     if (o.threads <= 0) o.threads = kvc_context_num_threads(o.ctx);
-    if (!o.json)
+    if (!o.json && !com.quiet)
         printf("# kvcore bench on backend %s, isa %s, up to %d threads\n", kvc_context_backend_name(o.ctx),
                kvc_context_isa(o.ctx), o.threads);
     int rc = 0, ran = 0;

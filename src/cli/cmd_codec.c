@@ -1,11 +1,15 @@
 /* kvcore encode / decode / inspect: CacheGen-compress KV caches stored as .npy / .safetensors. */
+#include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <kvcore.h>
 
 #include "cli.h"
+#include "files.h"
 #include "json.h"
 #include "util.h"
 
@@ -20,235 +24,647 @@ static kvc_context_t *open_context(const char *cmd)
     return ctx;
 }
 
+static const char *layout_name(const kvc_codec_info_t *info) { return info->layout == KVC_CODEC_MLA ? "MLA" : "KV_2LTD"; }
+
 /* The chunk a container holds, as JSON fields (decode and inspect). */
 static void json_chunk_shape(json_writer_t *w, const kvc_codec_info_t *info)
 {
     json_string(w, "dtype", kvc_dtype_name(info->dtype));
-    json_string(w, "layout", info->layout == KVC_CODEC_MLA ? "MLA" : "KV_2LTD");
+    json_string(w, "layout", layout_name(info));
     json_int(w, "layers", (long long)info->num_layers);
     json_int(w, "tokens", (long long)info->num_tokens);
     json_int(w, "heads", (long long)info->num_heads);
     json_int(w, "head_size", (long long)info->head_size);
+    json_bool(w, "heads_known", info->heads_known);
 }
 
-int kvc_cmd_encode(int argc, char **argv)
+/* Where the summary goes: standard output, unless the data does. */
+static FILE *summary_stream(const char *out) { return strcmp(out, "-") ? stdout : stderr; }
+
+static int count_stdin(const char *const *in, int n)
 {
-    const char *in[2] = { NULL, NULL }, *out = NULL;
-    int nin = 0, quiet = 0, as_json = 0;
-    kvc_kvcache_io_params_t io = { 0 };
-    kvc_codec_params_t p = { 0 };
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--heads") && i + 1 < argc) {
-            if (!cli_parse_size("encode", "--heads", argv[++i], &io.num_heads)) return 2;
-            io.field_mask |= KVC_KVCACHE_PARAM_NUM_HEADS;
-        } else if (!strcmp(argv[i], "--head-size") && i + 1 < argc) {
-            if (!cli_parse_size("encode", "--head-size", argv[++i], &io.head_size)) return 2;
-            io.field_mask |= KVC_KVCACHE_PARAM_HEAD_SIZE;
-        } else if (!strcmp(argv[i], "--window") && i + 1 < argc) {
-            size_t w;
-            if (!cli_parse_size("encode", "--window", argv[++i], &w) || w > UINT32_MAX) return 2;
-            p.window_tokens = (uint32_t)w;
-            p.field_mask |= KVC_CODEC_PARAM_WINDOW;
-        } else if (!strcmp(argv[i], "-q")) quiet = 1;
-        else if (!strcmp(argv[i], "--json")) as_json = 1;
-        else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore encode KV_FILE|K_FILE V_FILE -o OUT.kvc [--heads N] [--head-size N] [--window T] [-q] [--json]\n"
-                   "  KV_FILE: .npy or .safetensors with [2, NL, T, NH*HS] (or \"k\"/\"v\" tensors [NL, T, NH, HS]);\n"
-                   "  K_FILE V_FILE: two files of [NL, T, NH, HS]. f16, bf16 or f32.\n"
-                   "  --json: one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary line\n");
-            return 0;
-        } else if (argv[i][0] == '-' || nin == 2) {
-            fprintf(stderr, "kvcore encode: unexpected argument '%s' (see --help)\n", argv[i]);
-            return 2;
-        } else in[nin++] = argv[i];
+    int k = 0;
+    for (int i = 0; i < n; i++) k += !strcmp(in[i], "-");
+    return k;
+}
+
+/* Several inputs to one directory (created when named with a final '/' and absent): each gets
+ * DIR/STEM.ext; two inputs with one output is an error. */
+static int plan_outputs(const char *cmd, const char *dir, const char *const *in, int n, const char *ext, char **outs)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0) {
+        fprintf(stderr, "kvcore %s: cannot create the directory %s: %s\n", cmd, dir, strerror(errno));
+        return CLI_EXIT_ERROR;
     }
-    if (!nin || !out) {
-        fprintf(stderr, "kvcore encode: need an input file and -o OUT.kvc (see --help)\n");
-        return 2;
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(in[i], "-")) {
+            fprintf(stderr, "kvcore %s: standard input has no name to derive an output name in %s from; give -o FILE\n", cmd, dir);
+            return CLI_EXIT_USAGE;
+        }
+        if (!(outs[i] = cli_output_in_dir(dir, in[i], ext))) {
+            fprintf(stderr, "kvcore %s: out of memory\n", cmd);
+            return CLI_EXIT_ERROR;
+        }
+        for (int j = 0; j < i; j++)
+            if (!strcmp(outs[i], outs[j])) {
+                fprintf(stderr, "kvcore %s: %s and %s would both be written to %s\n", cmd, in[j], in[i], outs[i]);
+                return CLI_EXIT_USAGE;
+            }
     }
+    return 0;
+}
+
+static size_t positive(const char *cmd, const char *opt, const char *v, int *bad)
+{
+    size_t n = 0;
+    if (!cli_parse_size(cmd, opt, v, &n)) *bad = 1;
+    return n;
+}
+
+/* ------------------------------------------------------------------ encode */
+
+typedef struct {
+    cli_common_t c;
+    int force, as_json, nfiles, file_index;
+    kvc_kvcache_io_params_t io;
+    kvc_codec_params_t p;
+    char label[32];
+    size_t in_bytes, out_bytes;
+    double seconds;
+} encode_opts_t;
+
+static void encode_help(void)
+{
+    printf("usage: kvcore encode [OPTIONS] KV_FILE -o OUT.kvc\n"
+           "       kvcore encode [OPTIONS] K_FILE V_FILE -o OUT.kvc\n"
+           "       kvcore encode [OPTIONS] KV_FILE... -o DIR/\n"
+           "CacheGen-compress a KV cache into a kvcore container.\n"
+           "  KV_FILE: .npy or .safetensors (the type is read from the file's first bytes) holding\n"
+           "           [2, NL, T, NH*HS] or [2, NL, T, NH, HS] (or \"k\"/\"v\" tensors [NL, T, NH, HS]);\n"
+           "  K_FILE V_FILE: two files of [NL, T, NH, HS]. f16, bf16 or f32. '-' reads standard input.\n"
+           "  -o, --output OUT  the container ('-': standard output), or a directory (an existing one, or a\n"
+           "                    name ending in '/') where each input KV_FILE becomes DIR/NAME.kvc\n"
+           "  -f, --force       replace an existing output (never one of the inputs)\n"
+           "  --heads N, --head-size N  the head split of a [2, NL, T, C] input (recorded in the container;\n"
+           "                    without them the container says the split is unknown)\n"
+           "  --window T        tokens per coded window (default 256, as LMCache)\n"
+           "  --json            one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary\n");
+}
+
+static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *in, int nin, const char *out)
+{
+    cli_input_t src[2];
+    int rc = 0;
+    for (int i = 0; i < nin; i++)
+        if ((rc = cli_input_open("encode", in[i], 0, &src[i])) != 0) {
+            if (i) cli_input_close(&src[0]);
+            return rc;
+        }
+    kvc_kvcache_io_params_t io = o->io;
+    io.field_mask |= KVC_KVCACHE_PARAM_FORMAT;
+    io.format = src[0].fmt == CLI_FMT_NPY ? KVC_FILE_NPY : KVC_FILE_SAFETENSORS;
     kvc_tensor_t kv;
     kvc_kvcache_dims_t dims;
-    kvc_status_t st = nin == 2 ? kvc_kvcache_load_pair(in[0], in[1], &io, &kv, &dims) : kvc_kvcache_load(in[0], &io, &kv, &dims);
+    kvc_status_t st;
+    if (nin == 2) {
+        io.field_mask &= ~(uint64_t)KVC_KVCACHE_PARAM_FORMAT; /* K and V may be of different types */
+        st = kvc_kvcache_load_pair(in[0], in[1], &io, &kv, &dims);
+    } else if (src[0].stream) st = kvc_kvcache_load_mem(src[0].data, src[0].len, &io, &kv, &dims);
+    else st = kvc_kvcache_load(in[0], &io, &kv, &dims);
+    for (int i = 0; i < nin; i++) cli_input_close(&src[i]);
     if (st != KVC_OK) return cli_fail("encode", st);
-    kvc_context_t *ctx = open_context("encode");
-    if (!ctx) {
-        kvc_tensor_free(&kv);
-        return 1;
-    }
+    kvc_codec_params_t p = o->p;
     p.dtype = kv.dtype;
     p.layout = KVC_CODEC_KV_2LTD;
     p.num_layers = dims.num_layers;
     p.num_tokens = dims.num_tokens;
-    /* Without NH/HS the channels are still exact: the codec only needs NH*HS. */
-    p.num_heads = dims.num_heads ? dims.num_heads : 1;
-    p.head_size = dims.num_heads ? dims.head_size : dims.hidden;
-    p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
-    p.progress = cli_progress;
-    p.progress_user = (void *)"encode";
-    if (as_json) p.field_mask &= ~(uint64_t)KVC_CODEC_PARAM_PROGRESS;
+    if (dims.num_heads) {
+        p.num_heads = dims.num_heads;
+        p.head_size = dims.head_size;
+    } else { /* the channels are exact without the split: the codec only needs C */
+        p.num_heads = 1;
+        p.head_size = dims.hidden;
+        p.field_mask |= KVC_CODEC_PARAM_HEADS_UNKNOWN;
+    }
+    if (!o->c.quiet && !o->as_json) {
+        p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
+        p.progress = cli_progress;
+        if (o->nfiles > 1) snprintf(o->label, sizeof(o->label), "encode %d/%d", o->file_index + 1, o->nfiles);
+        else snprintf(o->label, sizeof(o->label), "encode");
+        p.progress_user = o->label;
+    }
     uint8_t *buf = NULL;
     size_t len = 0;
     const double t0 = cli_now();
     st = kvc_codec_encode(ctx, &p, kv.data, &buf, &len);
     const double dt = cli_now() - t0;
-    int rc = 0;
+    if (o->nfiles == 1) cli_progress_end();
     if (st != KVC_OK) rc = cli_fail("encode", st);
-    else if ((rc = cli_write_file(out, buf, len)) == 0 && as_json) {
+    else if ((rc = cli_write_file("encode", out, buf, len)) == 0) {
+        o->in_bytes += kv.nbytes;
+        o->out_bytes += len;
+        o->seconds += dt;
+        if (o->as_json) {
+            json_writer_t w;
+            json_init(&w, stdout, 1);
+            json_begin_object(&w, NULL);
+            json_string(&w, "output", out);
+            json_string(&w, "dtype", kvc_dtype_name(kv.dtype));
+            json_int(&w, "layers", (long long)p.num_layers);
+            json_int(&w, "tokens", (long long)p.num_tokens);
+            json_int(&w, "channels", (long long)(p.num_heads * p.head_size));
+            if (dims.num_heads) {
+                json_int(&w, "heads", (long long)p.num_heads);
+                json_int(&w, "head_size", (long long)p.head_size);
+            }
+            json_int(&w, "input_bytes", (long long)kv.nbytes);
+            json_int(&w, "output_bytes", (long long)len);
+            json_double(&w, "ratio", (double)kv.nbytes / (double)len);
+            json_double(&w, "seconds", dt);
+            json_double(&w, "gb_per_s", (double)kv.nbytes / dt / 1e9);
+            json_end_object(&w);
+            json_finish(&w);
+        } else if (!o->c.quiet && (o->nfiles == 1 || o->c.verbose)) {
+            char heads[64] = "head split unknown";
+            if (dims.num_heads) snprintf(heads, sizeof(heads), "%zu heads x %zu", p.num_heads, p.head_size);
+            if (o->nfiles > 1) cli_progress_end();
+            fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s, %s), %zu -> %zu bytes (%.2fx) in %.3f s (%.2f GB/s)\n",
+                    strcmp(out, "-") ? out : "standard output", p.num_layers, p.num_tokens, p.num_heads * p.head_size, heads,
+                    kvc_dtype_name(kv.dtype), kv.nbytes, len, (double)kv.nbytes / (double)len, dt, (double)kv.nbytes / dt / 1e9);
+        }
+    }
+    kvc_codec_free(buf);
+    kvc_tensor_free(&kv);
+    return rc;
+}
+
+int kvc_cmd_encode(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        CLI_COMMON_LONG,
+        { "output", required_argument, NULL, 'o' },
+        { "force", no_argument, NULL, 'f' },
+        { "heads", required_argument, NULL, 'H' },
+        { "head-size", required_argument, NULL, 'S' },
+        { "window", required_argument, NULL, 'W' },
+        { "json", no_argument, NULL, 'J' },
+        { NULL, 0, NULL, 0 },
+    };
+    encode_opts_t o;
+    memset(&o, 0, sizeof(o));
+    const char *out = NULL;
+    int c, bad = 0;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:f", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'f': o.force = 1; break;
+        case 'J': o.as_json = 1; break;
+        case 'H':
+            o.io.num_heads = positive("encode", "--heads", optarg, &bad);
+            o.io.field_mask |= KVC_KVCACHE_PARAM_NUM_HEADS;
+            break;
+        case 'S':
+            o.io.head_size = positive("encode", "--head-size", optarg, &bad);
+            o.io.field_mask |= KVC_KVCACHE_PARAM_HEAD_SIZE;
+            break;
+        case 'W': {
+            size_t w = positive("encode", "--window", optarg, &bad);
+            if (!bad && w > UINT32_MAX) {
+                fprintf(stderr, "kvcore encode: --window %s is too large\n", optarg);
+                bad = 1;
+            }
+            o.p.window_tokens = (uint32_t)w;
+            o.p.field_mask |= KVC_CODEC_PARAM_WINDOW;
+            break;
+        }
+        default: {
+            int r = cli_common_option("encode", c, argv, &o.c, encode_help);
+            if (r >= 0) return r;
+        }
+        }
+        if (bad) return CLI_EXIT_USAGE;
+    }
+    const char *const *in = (const char *const *)argv + optind;
+    const int nin = argc - optind;
+    if (!nin || !out) {
+        fprintf(stderr, "kvcore encode: need an input file and -o OUT.kvc (see kvcore encode --help)\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (count_stdin(in, nin) > 1) {
+        fprintf(stderr, "kvcore encode: standard input (-) can be given once\n");
+        return CLI_EXIT_USAGE;
+    }
+    const int to_dir = strcmp(out, "-") && cli_is_dir(out);
+    if (!to_dir && nin > 2) {
+        fprintf(stderr, "kvcore encode: %d inputs: one output file takes a KV file or a K and a V file; for several, "
+                        "give -o DIR/\n", nin);
+        return CLI_EXIT_USAGE;
+    }
+    if (!to_dir && nin == 2 && count_stdin(in, nin)) {
+        fprintf(stderr, "kvcore encode: standard input can hold a KV file, not one of a K/V pair\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (o.as_json && (to_dir || !strcmp(out, "-"))) {
+        fprintf(stderr, "kvcore encode: --json describes one output file: not with %s\n",
+                to_dir ? "-o DIR/" : "-o - (standard output carries the container)");
+        return CLI_EXIT_USAGE;
+    }
+    o.nfiles = to_dir ? nin : 1;
+    char **outs = calloc((size_t)nin, sizeof(char *));
+    int rc = outs ? 0 : CLI_EXIT_ERROR;
+    if (!rc && to_dir) rc = plan_outputs("encode", out, in, nin, ".kvc", outs);
+    for (int i = 0; !rc && i < o.nfiles; i++)
+        rc = cli_check_output("encode", to_dir ? outs[i] : out, o.force, in, nin);
+    kvc_context_t *ctx = rc ? NULL : open_context("encode");
+    if (!rc && !ctx) rc = CLI_EXIT_ERROR;
+    if (!rc) cli_install_signal_handlers();
+    int failed = 0;
+    for (int i = 0; !rc && i < o.nfiles; i++) {
+        o.file_index = i;
+        failed += to_dir ? encode_one(ctx, &o, in + i, 1, outs[i]) != 0 : encode_one(ctx, &o, in, nin, out) != 0;
+    }
+    if (!rc && o.nfiles > 1) {
+        cli_progress_end();
+        if (!o.c.quiet)
+            printf("%s: %d files encoded, %d failed, %zu -> %zu bytes (%.2fx) in %.3f s\n", out, o.nfiles - failed, failed,
+                   o.in_bytes, o.out_bytes, o.out_bytes ? (double)o.in_bytes / (double)o.out_bytes : 0.0, o.seconds);
+    }
+    if (!rc && failed) rc = CLI_EXIT_ERROR;
+    for (int i = 0; outs && i < nin; i++) free(outs[i]);
+    free(outs);
+    kvc_context_destroy(ctx);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ decode */
+
+typedef struct {
+    cli_common_t c;
+    int force, as_json, split, nfiles;
+    cli_format_t fmt; /* CLI_FMT_UNKNOWN: from each output's name */
+} decode_opts_t;
+
+static void decode_help(void)
+{
+    printf("usage: kvcore decode [OPTIONS] IN.kvc -o OUT.{npy,safetensors}\n"
+           "       kvcore decode [OPTIONS] IN.kvc... -o DIR/\n"
+           "Restore a kvcore container. '-' reads the container from standard input / writes to standard output.\n"
+           "  .npy: [2, NL, T, NH, HS] when the container records the head split, else [2, NL, T, C];\n"
+           "  .safetensors: \"kv\" [2, NL, T, C] with metadata kvcore.num_heads / kvcore.head_size;\n"
+           "  MLA containers: [NL, T, HS].\n"
+           "  -o, --output OUT  the output ('-': standard output), or a directory (an existing one, or a name\n"
+           "                    ending in '/') where each IN.kvc becomes DIR/IN.npy (or .safetensors)\n"
+           "  -f, --force       replace an existing output (never the input)\n"
+           "  --format F        npy or safetensors (default: from the output's name; npy for '-' and DIR/)\n"
+           "  --split           safetensors only: \"k\" and \"v\" tensors [NL, T, NH, HS]\n"
+           "  --json            one JSON object on stdout (shape, sizes, seconds) instead of the summary\n");
+}
+
+static int format_of_name(const char *path, cli_format_t *f)
+{
+    const size_t n = strlen(path);
+    if (n > 4 && !strcmp(path + n - 4, ".npy")) *f = CLI_FMT_NPY;
+    else if (n > 12 && !strcmp(path + n - 12, ".safetensors")) *f = CLI_FMT_SAFETENSORS;
+    else return 0;
+    return 1;
+}
+
+/* The decoded tensors, written as a file or to standard output; prints the error, returns 0/1. */
+static int write_tensors(const char *out, cli_format_t fmt, const kvc_named_tensor_t *nt, size_t n,
+                         const kvc_metadata_entry_t *meta, size_t nmeta, size_t *written)
+{
+    kvc_status_t st;
+    if (strcmp(out, "-")) {
+        st = fmt == CLI_FMT_NPY ? kvc_npy_write(out, nt[0].tensor) : kvc_safetensors_write(out, nt, n, meta, nmeta);
+        struct stat sb;
+        *written = st == KVC_OK && stat(out, &sb) == 0 ? (size_t)sb.st_size : 0;
+        return st == KVC_OK ? 0 : cli_fail("decode", st);
+    }
+    /* Standard output: the file image in memory first (its size from the first call). */
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) len += nt[i].tensor->nbytes;
+    len += 1 << 16; /* headers: the .npy header is < 4 KiB, ours in safetensors < 1 KiB */
+    uint8_t *buf = malloc(len);
+    if (!buf) {
+        fprintf(stderr, "kvcore decode: no memory for %zu bytes of output\n", len);
+        return CLI_EXIT_ERROR;
+    }
+    st = fmt == CLI_FMT_NPY ? kvc_npy_write_mem(nt[0].tensor, buf, len, &len)
+                            : kvc_safetensors_write_mem(nt, n, meta, nmeta, buf, len, &len);
+    *written = len;
+    int rc = st == KVC_OK ? cli_write_stdout("decode", buf, len) : cli_fail("decode", st);
+    free(buf);
+    return rc;
+}
+
+static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, const char *out)
+{
+    cli_format_t fmt = o->fmt;
+    if (fmt == CLI_FMT_UNKNOWN && !format_of_name(out, &fmt)) fmt = CLI_FMT_NPY; /* '-' (checked before) */
+    cli_input_t in;
+    int rc = cli_input_open("decode", in_path, 1, &in);
+    if (rc || (rc = cli_input_load("decode", &in)) != 0) {
+        cli_input_close(&in);
+        return rc;
+    }
+    kvc_codec_info_t info;
+    kvc_tensor_t kv;
+    const double t0 = cli_now();
+    kvc_status_t st = kvc_codec_inspect(in.data, in.len, &info);
+    if (st == KVC_OK) st = kvc_codec_decode_alloc(ctx, in.data, in.len, &kv);
+    const double dt = cli_now() - t0;
+    if (st != KVC_OK) {
+        cli_input_close(&in);
+        return cli_fail("decode", st);
+    }
+    const size_t NL = info.num_layers, T = info.num_tokens, NH = info.num_heads, HS = info.head_size;
+    kvc_tensor_t t[2];
+    kvc_named_tensor_t nt[2];
+    size_t n = 1, nmeta = 0, written = 0;
+    char nh[24], hs[24];
+    snprintf(nh, sizeof(nh), "%zu", NH);
+    snprintf(hs, sizeof(hs), "%zu", HS);
+    const kvc_metadata_entry_t meta[2] = { { "kvcore.head_size", hs }, { "kvcore.num_heads", nh } };
+    if (o->split && (info.layout == KVC_CODEC_MLA || !info.heads_known)) {
+        fprintf(stderr, "kvcore decode: --split needs K and V heads; %s %s\n", in.label,
+                info.layout == KVC_CODEC_MLA ? "holds an MLA latent cache (one plane)"
+                                             : "does not record the head split (it was encoded from a [2, NL, T, C] "
+                                               "file without --heads)");
+        rc = CLI_EXIT_ERROR;
+        goto done;
+    }
+    if (info.layout == KVC_CODEC_MLA) {
+        const size_t shape[3] = { NL, T, HS };
+        st = kvc_tensor_wrap(&t[0], kv.dtype, 3, shape, kv.data);
+        nt[0] = (kvc_named_tensor_t){ "latent", &t[0] };
+    } else if (o->split) {
+        const size_t shape[4] = { NL, T, NH, HS };
+        if ((st = kvc_tensor_wrap(&t[0], kv.dtype, 4, shape, kv.data)) == KVC_OK)
+            st = kvc_tensor_wrap(&t[1], kv.dtype, 4, shape, (uint8_t *)kv.data + kv.nbytes / 2);
+        nt[0] = (kvc_named_tensor_t){ "k", &t[0] };
+        nt[1] = (kvc_named_tensor_t){ "v", &t[1] };
+        n = 2;
+    } else if (fmt == CLI_FMT_NPY && info.heads_known) {
+        const size_t shape[5] = { 2, NL, T, NH, HS };
+        st = kvc_tensor_wrap(&t[0], kv.dtype, 5, shape, kv.data);
+        nt[0] = (kvc_named_tensor_t){ "kv", &t[0] };
+    } else {
+        const size_t shape[4] = { 2, NL, T, NH * HS };
+        st = kvc_tensor_wrap(&t[0], kv.dtype, 4, shape, kv.data);
+        nt[0] = (kvc_named_tensor_t){ "kv", &t[0] };
+        nmeta = info.heads_known ? 2 : 0;
+    }
+    if (st != KVC_OK) rc = cli_fail("decode", st);
+    else rc = write_tensors(out, fmt, nt, n, meta, nmeta, &written);
+    if (rc) goto done;
+    if (o->as_json) {
         json_writer_t w;
         json_init(&w, stdout, 1);
         json_begin_object(&w, NULL);
+        json_string(&w, "input", in_path);
         json_string(&w, "output", out);
-        json_string(&w, "dtype", kvc_dtype_name(kv.dtype));
-        json_int(&w, "layers", (long long)p.num_layers);
-        json_int(&w, "tokens", (long long)p.num_tokens);
-        json_int(&w, "channels", (long long)(p.num_heads * p.head_size));
-        json_int(&w, "input_bytes", (long long)kv.nbytes);
-        json_int(&w, "output_bytes", (long long)len);
-        json_double(&w, "ratio", (double)kv.nbytes / (double)len);
-        json_double(&w, "seconds", dt);
+        json_chunk_shape(&w, &info);
+        json_int(&w, "input_bytes", (long long)in.len);
+        json_int(&w, "output_bytes", (long long)kv.nbytes);
+        json_int(&w, "file_bytes", (long long)written);
+        json_double(&w, "decode_seconds", dt);
         json_double(&w, "gb_per_s", (double)kv.nbytes / dt / 1e9);
         json_end_object(&w);
         json_finish(&w);
-    } else if (rc == 0 && !quiet)
-        printf("%s: %zu layers x %zu tokens x %zu channels (%s), %zu -> %zu bytes (%.2fx) in %.3f s (%.2f GB/s)\n", out,
-               p.num_layers, p.num_tokens, p.num_heads * p.head_size, kvc_dtype_name(kv.dtype), kv.nbytes, len,
-               (double)kv.nbytes / (double)len, dt, (double)kv.nbytes / dt / 1e9);
-    kvc_codec_free(buf);
+    } else if (!o->c.quiet && (o->nfiles == 1 || o->c.verbose)) {
+        char heads[64] = "head split unknown";
+        if (info.heads_known) snprintf(heads, sizeof(heads), "%zu heads x %zu", NH, HS);
+        fprintf(summary_stream(out), "%s: %s %zu layers x %zu tokens x %zu channels (%s, %s), %zu -> %zu bytes in %.3f s (%.2f GB/s)\n",
+                strcmp(out, "-") ? out : "standard output", layout_name(&info), NL, T, NH * HS, heads,
+                kvc_dtype_name(kv.dtype), in.len, written, dt, (double)kv.nbytes / dt / 1e9);
+    }
+done:
     kvc_tensor_free(&kv);
-    kvc_context_destroy(ctx);
+    cli_input_close(&in);
     return rc;
 }
 
 int kvc_cmd_decode(int argc, char **argv)
 {
-    const char *in = NULL, *out = NULL;
-    int split = 0, as_json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--split")) split = 1;
-        else if (!strcmp(argv[i], "--json")) as_json = 1;
-        else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore decode IN.kvc -o OUT.{npy,safetensors} [--split] [--json]\n"
-                   "  writes [2, NL, T, NH*HS]; --split writes \"k\" and \"v\" [NL, T, NH, HS] (safetensors)\n"
-                   "  --json: one JSON object on stdout (shape, sizes, seconds)\n");
-            return 0;
-        } else if (argv[i][0] == '-' || in) {
-            fprintf(stderr, "kvcore decode: unexpected argument '%s' (see --help)\n", argv[i]);
-            return 2;
-        } else in = argv[i];
-    }
-    if (!in || !out) {
-        fprintf(stderr, "kvcore decode: need IN.kvc and -o OUT (see --help)\n");
-        return 2;
-    }
-    size_t len;
-    uint8_t *buf = cli_read_file(in, &len);
-    if (!buf) return 1;
-    kvc_context_t *ctx = open_context("decode");
-    if (!ctx) {
-        free(buf);
-        return 1;
-    }
-    kvc_tensor_t kv;
-    kvc_codec_info_t info;
-    int rc = 0;
-    const double t0 = cli_now();
-    kvc_status_t st = kvc_codec_inspect(buf, len, &info);
-    if (st == KVC_OK) st = kvc_codec_decode_alloc(ctx, buf, len, &kv);
-    const double dt = cli_now() - t0;
-    if (st != KVC_OK) rc = cli_fail("decode", st);
-    else {
-        kvc_kvcache_io_params_t io = { .field_mask = KVC_KVCACHE_PARAM_NUM_HEADS | KVC_KVCACHE_PARAM_HEAD_SIZE |
-                                                     KVC_KVCACHE_PARAM_FORM,
-                                       .num_heads = info.num_heads,
-                                       .head_size = info.head_size,
-                                       .form = split ? KVC_KVCACHE_SPLIT : KVC_KVCACHE_FUSED };
-        if (info.layout == KVC_CODEC_MLA) {
-            st = kvc_npy_write(out, &kv); /* [NL, T, HS] */
-        } else {
-            st = kvc_kvcache_save(out, &kv, &io);
+    static const struct option longopts[] = {
+        CLI_COMMON_LONG,
+        { "output", required_argument, NULL, 'o' },
+        { "force", no_argument, NULL, 'f' },
+        { "format", required_argument, NULL, 'F' },
+        { "split", no_argument, NULL, 'P' },
+        { "json", no_argument, NULL, 'J' },
+        { NULL, 0, NULL, 0 },
+    };
+    decode_opts_t o;
+    memset(&o, 0, sizeof(o));
+    const char *out = NULL;
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:f", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'f': o.force = 1; break;
+        case 'P': o.split = 1; break;
+        case 'J': o.as_json = 1; break;
+        case 'F':
+            if (!strcmp(optarg, "npy")) o.fmt = CLI_FMT_NPY;
+            else if (!strcmp(optarg, "safetensors")) o.fmt = CLI_FMT_SAFETENSORS;
+            else {
+                fprintf(stderr, "kvcore decode: --format is npy or safetensors, not '%s'\n", optarg);
+                return CLI_EXIT_USAGE;
+            }
+            break;
+        default: {
+            int r = cli_common_option("decode", c, argv, &o.c, decode_help);
+            if (r >= 0) return r;
         }
-        if (st != KVC_OK) rc = cli_fail("decode", st);
-        else if (as_json) {
-            json_writer_t w;
-            json_init(&w, stdout, 1);
-            json_begin_object(&w, NULL);
-            json_string(&w, "input", in);
-            json_string(&w, "output", out);
-            json_chunk_shape(&w, &info);
-            json_int(&w, "input_bytes", (long long)len);
-            json_int(&w, "output_bytes", (long long)kv.nbytes);
-            json_double(&w, "decode_seconds", dt);
-            json_double(&w, "gb_per_s", (double)kv.nbytes / dt / 1e9);
-            json_end_object(&w);
-            json_finish(&w);
         }
-        kvc_tensor_free(&kv);
     }
+    const char *const *in = (const char *const *)argv + optind;
+    const int nin = argc - optind;
+    if (!nin || !out) {
+        fprintf(stderr, "kvcore decode: need IN.kvc and -o OUT (see kvcore decode --help)\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (count_stdin(in, nin) > 1) {
+        fprintf(stderr, "kvcore decode: standard input (-) can be given once\n");
+        return CLI_EXIT_USAGE;
+    }
+    const int to_dir = strcmp(out, "-") && cli_is_dir(out);
+    if (!to_dir && nin > 1) {
+        fprintf(stderr, "kvcore decode: %d inputs need -o DIR/ (one output file holds one container)\n", nin);
+        return CLI_EXIT_USAGE;
+    }
+    cli_format_t named;
+    if (!to_dir && strcmp(out, "-")) {
+        if (!format_of_name(out, &named)) {
+            if (o.fmt == CLI_FMT_UNKNOWN) {
+                fprintf(stderr, "kvcore decode: cannot tell the output type from '%s': name it .npy or .safetensors, "
+                                "or give --format\n", out);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (o.fmt != CLI_FMT_UNKNOWN && o.fmt != named) {
+            fprintf(stderr, "kvcore decode: --format %s contradicts the output name %s\n",
+                    o.fmt == CLI_FMT_NPY ? "npy" : "safetensors", out);
+            return CLI_EXIT_USAGE;
+        } else o.fmt = named;
+    }
+    if (o.fmt == CLI_FMT_UNKNOWN) o.fmt = o.split ? CLI_FMT_SAFETENSORS : CLI_FMT_NPY;
+    if (o.split && o.fmt != CLI_FMT_SAFETENSORS) {
+        fprintf(stderr, "kvcore decode: --split writes \"k\" and \"v\" into one .safetensors file; an .npy holds one array\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (o.as_json && (to_dir || !strcmp(out, "-"))) {
+        fprintf(stderr, "kvcore decode: --json describes one output file: not with %s\n",
+                to_dir ? "-o DIR/" : "-o - (standard output carries the data)");
+        return CLI_EXIT_USAGE;
+    }
+    o.nfiles = to_dir ? nin : 1;
+    char **outs = calloc((size_t)nin, sizeof(char *));
+    int rc = outs ? 0 : CLI_EXIT_ERROR;
+    if (!rc && to_dir) rc = plan_outputs("decode", out, in, nin, o.fmt == CLI_FMT_NPY ? ".npy" : ".safetensors", outs);
+    for (int i = 0; !rc && i < o.nfiles; i++) rc = cli_check_output("decode", to_dir ? outs[i] : out, o.force, in, nin);
+    kvc_context_t *ctx = rc ? NULL : open_context("decode");
+    if (!rc && !ctx) rc = CLI_EXIT_ERROR;
+    if (!rc) cli_install_signal_handlers();
+    int failed = 0;
+    char label[32];
+    for (int i = 0; !rc && i < o.nfiles; i++) {
+        if (o.nfiles > 1 && !o.c.quiet) {
+            snprintf(label, sizeof(label), "decode");
+            cli_progress(label, (size_t)i, (size_t)o.nfiles);
+        }
+        failed += decode_one(ctx, &o, in[i], to_dir ? outs[i] : out) != 0;
+    }
+    if (!rc && o.nfiles > 1) {
+        if (!o.c.quiet) cli_progress(label, (size_t)o.nfiles, (size_t)o.nfiles);
+        cli_progress_end();
+        if (!o.c.quiet) printf("%s: %d files decoded, %d failed\n", out, o.nfiles - failed, failed);
+    }
+    if (!rc && failed) rc = CLI_EXIT_ERROR;
+    for (int i = 0; outs && i < nin; i++) free(outs[i]);
+    free(outs);
     kvc_context_destroy(ctx);
-    free(buf);
     return rc;
+}
+
+/* ------------------------------------------------------------------ inspect */
+
+static void inspect_help(void)
+{
+    printf("usage: kvcore inspect [OPTIONS] IN.kvc\n"
+           "Header, sizes and ratios, coded bits/symbol vs entropy per layer. '-' reads standard input.\n"
+           "  --original KV_FILE      also the reconstruction error per layer against the original: the\n"
+           "  --original K --original V   inputs encode takes (a KV file, or a K file and a V file)\n"
+           "  --json                  one JSON object on stdout\n");
+}
+
+/* The original as encode would read it, checked against the container. */
+static int load_original(const char *const *orig, int norig, const kvc_codec_info_t *info, kvc_tensor_t *kv)
+{
+    cli_input_t src[2];
+    int rc = 0;
+    for (int i = 0; i < norig; i++)
+        if ((rc = cli_input_open("inspect", orig[i], 0, &src[i])) != 0) {
+            if (i) cli_input_close(&src[0]);
+            return rc;
+        }
+    kvc_kvcache_io_params_t io = { 0 };
+    if (info->heads_known) {
+        io.field_mask = KVC_KVCACHE_PARAM_NUM_HEADS;
+        io.num_heads = info->num_heads;
+    }
+    kvc_status_t st;
+    if (norig == 2) st = kvc_kvcache_load_pair(orig[0], orig[1], &io, kv, NULL);
+    else if (src[0].stream) st = kvc_kvcache_load_mem(src[0].data, src[0].len, &io, kv, NULL);
+    else st = kvc_kvcache_load(orig[0], &io, kv, NULL);
+    for (int i = 0; i < norig; i++) cli_input_close(&src[i]);
+    if (st != KVC_OK) return cli_fail("inspect", st);
+    if (kv->nbytes != info->original_bytes || kv->dtype != info->dtype) {
+        fprintf(stderr, "kvcore inspect: the original (%s, %zu bytes) does not match the container (%s, %zu bytes)\n",
+                kvc_dtype_name(kv->dtype), kv->nbytes, kvc_dtype_name(info->dtype), info->original_bytes);
+        kvc_tensor_free(kv);
+        return CLI_EXIT_ERROR;
+    }
+    return 0;
 }
 
 int kvc_cmd_inspect(int argc, char **argv)
 {
-    const char *in = NULL, *orig = NULL;
-    int as_json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--original") && i + 1 < argc) orig = argv[++i];
-        else if (!strcmp(argv[i], "--json")) as_json = 1;
-        else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore inspect IN.kvc [--original KV_FILE] [--json]\n"
-                   "  header, sizes and ratios, coded bits/symbol vs entropy per layer; with --original also the\n"
-                   "  reconstruction error per layer\n");
-            return 0;
-        } else if (argv[i][0] == '-' || in) {
-            fprintf(stderr, "kvcore inspect: unexpected argument '%s' (see --help)\n", argv[i]);
-            return 2;
-        } else in = argv[i];
+    static const struct option longopts[] = {
+        CLI_COMMON_LONG,
+        { "original", required_argument, NULL, 'O' },
+        { "json", no_argument, NULL, 'J' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *orig[2] = { NULL, NULL };
+    int norig = 0, as_json = 0, c;
+    cli_common_t com = { 0 };
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+        switch (c) {
+        case 'J': as_json = 1; break;
+        case 'O':
+            if (norig == 2) {
+                fprintf(stderr, "kvcore inspect: --original is a KV file or a K file and a V file (at most twice)\n");
+                return CLI_EXIT_USAGE;
+            }
+            orig[norig++] = optarg;
+            break;
+        default: {
+            int r = cli_common_option("inspect", c, argv, &com, inspect_help);
+            if (r >= 0) return r;
+        }
+        }
     }
-    if (!in) {
-        fprintf(stderr, "kvcore inspect: need IN.kvc (see --help)\n");
-        return 2;
+    if (argc - optind != 1) {
+        fprintf(stderr, "kvcore inspect: need one IN.kvc (see kvcore inspect --help)\n");
+        return CLI_EXIT_USAGE;
     }
-    size_t len;
-    uint8_t *buf = cli_read_file(in, &len);
-    if (!buf) return 1;
+    const char *in_path = argv[optind];
+    if ((norig == 2 && count_stdin(orig, 2)) || (norig && !strcmp(in_path, "-") && count_stdin(orig, norig))) {
+        fprintf(stderr, "kvcore inspect: standard input (-) can be read once, and holds a KV file, not one of a K/V pair\n");
+        return CLI_EXIT_USAGE;
+    }
+    cli_input_t in;
+    int rc = cli_input_open("inspect", in_path, 1, &in);
+    if (rc || (rc = cli_input_load("inspect", &in)) != 0) {
+        cli_input_close(&in);
+        return rc;
+    }
+    const uint8_t *buf = in.data;
+    const size_t len = in.len;
     kvc_codec_info_t info;
     kvc_status_t st = kvc_codec_inspect(buf, len, &info);
     if (st != KVC_OK) {
-        free(buf);
+        cli_input_close(&in);
         return cli_fail("inspect", st);
     }
     const size_t L = info.planes * info.num_layers, per_layer = info.num_tokens * info.num_heads * info.head_size;
     kvc_codec_layer_stats_t *ls = calloc(L, sizeof(*ls));
     cli_err_t *err = calloc(L, sizeof(*err));
-    int rc = 0, have_err = 0;
+    int have_err = 0;
     if (!ls || !err || (st = kvc_codec_layer_stats(buf, len, ls, L)) != KVC_OK) {
         rc = cli_fail("inspect", ls && err ? st : KVC_ERR_NO_MEMORY);
         goto done;
     }
-    if (orig) {
+    if (norig) {
         kvc_tensor_t kv, dec;
-        kvc_kvcache_io_params_t io = { .field_mask = KVC_KVCACHE_PARAM_NUM_HEADS, .num_heads = info.num_heads };
+        if ((rc = load_original(orig, norig, &info, &kv)) != 0) goto done;
         kvc_context_t *ctx = open_context("inspect");
-        if (!ctx) { rc = 1; goto done; }
-        st = kvc_kvcache_load(orig, &io, &kv, NULL);
-        if (st == KVC_OK) {
-            if (kv.nbytes != info.original_bytes || kv.dtype != info.dtype) {
-                fprintf(stderr, "kvcore inspect: %s does not match the container (%s, %zu bytes vs %s, %zu bytes)\n", orig,
-                        kvc_dtype_name(kv.dtype), kv.nbytes, kvc_dtype_name(info.dtype), info.original_bytes);
-                rc = 1;
-            } else if ((st = kvc_codec_decode_alloc(ctx, buf, len, &dec)) == KVC_OK) {
-                cli_error_stats(kv.data, dec.data, info.dtype, L, per_layer, err);
-                have_err = 1;
-                kvc_tensor_free(&dec);
-            }
-            kvc_tensor_free(&kv);
-        }
+        if (!ctx) rc = CLI_EXIT_ERROR;
+        else if ((st = kvc_codec_decode_alloc(ctx, buf, len, &dec)) == KVC_OK) {
+            cli_error_stats(kv.data, dec.data, info.dtype, L, per_layer, err);
+            have_err = 1;
+            kvc_tensor_free(&dec);
+        } else rc = cli_fail("inspect", st);
+        kvc_tensor_free(&kv);
         kvc_context_destroy(ctx);
-        if (st != KVC_OK) { rc = cli_fail("inspect", st); goto done; }
         if (rc) goto done;
     }
     const double fp16_bytes = (double)info.original_bytes / (double)kvc_dtype_size(info.dtype) * 2.0;
@@ -257,7 +673,7 @@ int kvc_cmd_inspect(int argc, char **argv)
         json_writer_t w;
         json_init(&w, stdout, 1);
         json_begin_object(&w, NULL);
-        json_string(&w, "file", in);
+        json_string(&w, "file", in_path);
         json_int(&w, "format_version_major", info.version_major);
         json_int(&w, "format_version_minor", info.version_minor);
         json_chunk_shape(&w, &info);
@@ -293,10 +709,13 @@ int kvc_cmd_inspect(int argc, char **argv)
         json_end_object(&w);
         json_finish(&w);
     } else {
-        printf("%s: kvcore container v%u.%u, %s %s, %zu layers x %zu tokens x %zu heads x %zu, window %u, CDF %u bins%s\n", in,
-               info.version_major, info.version_minor, info.layout == KVC_CODEC_MLA ? "MLA" : "KV_2LTD",
-               kvc_dtype_name(info.dtype), info.num_layers, info.num_tokens, info.num_heads, info.head_size,
+        char heads[64] = "channels (head split unknown)";
+        if (info.heads_known) snprintf(heads, sizeof(heads), "heads x %zu", info.head_size);
+        printf("%s: kvcore container v%u.%u, %s %s, %zu layers x %zu tokens x %zu %s, window %u, CDF %u bins%s\n", in.label,
+               info.version_major, info.version_minor, layout_name(&info), kvc_dtype_name(info.dtype), info.num_layers,
+               info.num_tokens, info.heads_known ? info.num_heads : info.num_heads * info.head_size, heads,
                info.window_tokens, info.cdf_bins, info.raw_cdf ? " (raw LMCache table)" : "");
+        if (com.quiet) goto done;
         printf("size: %zu bytes = streams %zu + CDF %zu + scales %zu + lengths %zu + header %zu\n", info.container_bytes,
                info.streams_bytes, info.cdf_bytes, info.scales_bytes, info.lengths_bytes,
                info.container_bytes - info.streams_bytes - info.cdf_bytes - info.scales_bytes - info.lengths_bytes);
@@ -316,6 +735,6 @@ int kvc_cmd_inspect(int argc, char **argv)
 done:
     free(ls);
     free(err);
-    free(buf);
+    cli_input_close(&in);
     return rc;
 }

@@ -2,6 +2,7 @@
  * into a vLLM-layout paged cache, offloaded to 256-token chunks with the block transfer, CacheGen-
  * encoded, decoded, loaded back into a fresh paged cache, and verified against the original.
  * --synthetic runs the same pipeline at 7B-class size on generated data with realistic structure. */
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,31 +146,62 @@ static kvc_status_t blocks_xfer(kvc_context_t *ctx, const demo_shape_t *s, paged
     return kvc_transfer_blocks(ctx, &a);
 }
 
+/* -q: only the verification line. */
+static int demo_quiet;
+#define say(...) (demo_quiet ? 0 : printf(__VA_ARGS__))
+
 static void report_stage(const stage_t *st)
 {
-    printf("  %-34s %9.2f ms  %8.2f GB/s\n", st->name, 1e3 * st->seconds, (double)st->bytes / st->seconds / 1e9);
+    say("  %-34s %9.2f ms  %8.2f GB/s\n", st->name, 1e3 * st->seconds, (double)st->bytes / st->seconds / 1e9);
+}
+
+static void demo_help(void)
+{
+    printf("usage: kvcore demo [OPTIONS]\n"
+           "Without options: real K/V caches of stories260K (embedded) through paged cache -> chunks ->\n"
+           "CacheGen encode -> decode -> fresh paged cache, verified.\n"
+           "  --synthetic     generated 7B-class data instead, sized by:\n"
+           "    --layers N    (default 32)   --heads N (default 8)\n"
+           "    --head-size N (default 128)  --tokens N (default 4096)\n"
+           "  -q              only the verification line\n");
 }
 
 int kvc_cmd_demo(int argc, char **argv)
 {
-    int synthetic = 0;
+    static const struct option longopts[] = {
+        CLI_COMMON_LONG,
+        { "synthetic", no_argument, NULL, 'Y' },
+        { "layers", required_argument, NULL, 'l' },
+        { "heads", required_argument, NULL, 'n' },
+        { "head-size", required_argument, NULL, 's' },
+        { "tokens", required_argument, NULL, 't' },
+        { NULL, 0, NULL, 0 },
+    };
+    int synthetic = 0, c;
+    const char *sized = NULL; /* a size option, which applies only to --synthetic */
+    cli_common_t com = { 0 };
     demo_shape_t s = { 32, 4096, 8, 128, NULL };
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--synthetic")) synthetic = 1;
-        else if (!strcmp(argv[i], "--layers") && i + 1 < argc) { if (!cli_parse_size("demo", "--layers", argv[++i], &s.nl)) return 2; }
-        else if (!strcmp(argv[i], "--heads") && i + 1 < argc) { if (!cli_parse_size("demo", "--heads", argv[++i], &s.nh)) return 2; }
-        else if (!strcmp(argv[i], "--head-size") && i + 1 < argc) { if (!cli_parse_size("demo", "--head-size", argv[++i], &s.hs)) return 2; }
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) { if (!cli_parse_size("demo", "--tokens", argv[++i], &s.t)) return 2; }
-        else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore demo [--synthetic [--layers N] [--heads N] [--head-size N] [--tokens N]]\n"
-                   "  Without options: real K/V caches of stories260K (embedded) through paged cache -> chunks ->\n"
-                   "  CacheGen encode -> decode -> fresh paged cache, verified. --synthetic: generated 7B-class data\n"
-                   "  (default 32 layers, 8 heads x 128, 4096 tokens).\n");
-            return 0;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+        size_t *dst = c == 'l' ? &s.nl : c == 'n' ? &s.nh : c == 's' ? &s.hs : c == 't' ? &s.t : NULL;
+        if (c == 'Y') synthetic = 1;
+        else if (dst) {
+            sized = c == 'l' ? "--layers" : c == 'n' ? "--heads" : c == 's' ? "--head-size" : "--tokens";
+            if (!cli_parse_size("demo", sized, optarg, dst)) return 2;
         } else {
-            fprintf(stderr, "kvcore demo: unexpected argument '%s' (see --help)\n", argv[i]);
-            return 2;
+            int r = cli_common_option("demo", c, argv, &com, demo_help);
+            if (r >= 0) return r;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kvcore demo: unexpected argument '%s' (see kvcore demo --help)\n", argv[optind]);
+        return 2;
+    }
+    demo_quiet = com.quiet;
+    if (sized && !synthetic) {
+        fprintf(stderr, "kvcore demo: %s sizes the --synthetic data; the embedded real data has its own size\n", sized);
+        return 2;
     }
     uint16_t *orig = synthetic ? make_synthetic(&s) : load_embedded(&s);
     if (!orig) return 1;
@@ -181,10 +213,10 @@ int kvc_cmd_demo(int argc, char **argv)
     }
     const size_t C = s.nh * s.hs, nchunks = (s.t + CHUNK_TOKENS - 1) / CHUNK_TOKENS;
     const size_t chunk_bytes = 2 * s.nl * CHUNK_TOKENS * C * sizeof(uint16_t), total_bytes = 2 * s.nl * s.t * C * 2;
-    printf("kvcore demo: %s\n", s.source);
-    printf("  %zu layers x %zu tokens x %zu KV heads x %zu head size, fp16: %.2f MB of K+V; backend %s, %d threads\n", s.nl,
+    say("kvcore demo: %s\n", s.source);
+    say("  %zu layers x %zu tokens x %zu KV heads x %zu head size, fp16: %.2f MB of K+V; backend %s, %d threads\n", s.nl,
            s.t, s.nh, s.hs, (double)total_bytes / 1e6, kvc_context_backend_name(ctx), kvc_context_num_threads(ctx));
-    printf("  vLLM paged cache (format 1, block size %d, shuffled blocks) -> %zu chunk(s) of %d tokens\n\n", BLOCK_SIZE,
+    say("  vLLM paged cache (format 1, block size %d, shuffled blocks) -> %zu chunk(s) of %d tokens\n\n", BLOCK_SIZE,
            nchunks, CHUNK_TOKENS);
 
     paged_t src = { 0 }, dst = { 0 };
@@ -259,17 +291,17 @@ int kvc_cmd_demo(int argc, char **argv)
     if (!err) goto done;
     cli_error_stats(orig, check, KVC_DTYPE_F16, 2 * s.nl, s.t * C, err);
     const double q8 = (double)total_bytes / 2 + 2.0 * 2 * s.nl * s.t; /* int8 symbols + fp16 scale per row */
-    printf("stages:\n");
+    say("stages:\n");
     for (int i = 0; i < nst; i++) report_stage(&stages[i]);
-    printf("\nsize:\n  fp16 K+V            %12zu bytes\n  8-bit quantisation  %12.0f bytes\n  CacheGen (.kvc)     %12zu bytes"
+    say("\nsize:\n  fp16 K+V            %12zu bytes\n  8-bit quantisation  %12.0f bytes\n  CacheGen (.kvc)     %12zu bytes"
            "  -> %.2fx vs fp16, %.2fx vs 8-bit\n",
            total_bytes, q8, coded, (double)total_bytes / (double)coded, q8 / (double)coded);
-    printf("  coded %.3f bits/symbol vs %.3f bits empirical entropy (coder overhead %.2f%%)\n", bits / (double)(nls * 2 * s.nl),
+    say("  coded %.3f bits/symbol vs %.3f bits empirical entropy (coder overhead %.2f%%)\n", bits / (double)(nls * 2 * s.nl),
            ent / (double)(nls * 2 * s.nl), 100.0 * (bits / ent - 1.0));
-    printf("\nreconstruction error per layer (max |x - x^|, relative RMS):\n");
+    say("\nreconstruction error per layer (max |x - x^|, relative RMS):\n");
     double worst = 0;
     for (size_t l = 0; l < s.nl; l++) {
-        printf("  layer %3zu   K %9.4g %7.4f   V %9.4g %7.4f\n", l, err[l].max_abs, err[l].rel_rms, err[s.nl + l].max_abs,
+        say("  layer %3zu   K %9.4g %7.4f   V %9.4g %7.4f\n", l, err[l].max_abs, err[l].rel_rms, err[s.nl + l].max_abs,
                err[s.nl + l].rel_rms);
         worst = fmax(worst, fmax(err[l].rel_rms, err[s.nl + l].rel_rms));
     }
@@ -302,7 +334,7 @@ int kvc_cmd_demo(int argc, char **argv)
         }
     }
     free(bins);
-    printf("\nverify: transfers byte-exact %s; elements outside the quantisation bound: %zu %s (worst relative RMS %.4f)\n",
+    printf("%sverify: transfers byte-exact %s; elements outside the quantisation bound: %zu %s (worst relative RMS %.4f)\n", demo_quiet ? "" : "\n",
            exact ? "yes" : "NO", outside, outside ? "(FAIL)" : "(ok)", worst);
     rc = exact && !outside ? 0 : 1;
 done:

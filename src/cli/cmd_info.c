@@ -1,4 +1,5 @@
 /* kvcore info [--json] [--all]: what this build and this machine offer. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -6,6 +7,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "util.h"
 
 /* Hugepage pools, THP and cgroup limits: always the running kernel's, even with an XML topology. */
 static void print_memory_text(void)
@@ -189,20 +191,48 @@ static void print_json(kvc_context_t *ctx)
     json_finish(&w);
 }
 
+static void info_help(void)
+{
+    printf("usage: kvcore info [OPTIONS]\n"
+           "What this build and this machine offer: version, build options, backends, devices, CPU ISA, NUMA\n"
+           "nodes, hugepages, cgroup limits, environment knobs.\n"
+           "  --json  one JSON object on stdout\n"
+           "  --all   also open every built GPU module, even without a matching device, to show that it loads\n"
+           "          and what its probe says\n"
+           "  -q      only the version line\n");
+}
+
 int kvc_cmd_info(int argc, char **argv)
 {
-    int as_json = 0, all = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) as_json = 1;
-        else if (!strcmp(argv[i], "--all")) all = 1;
-        else if (!strcmp(argv[i], "--help")) {
-            printf("usage: kvcore info [--json] [--all]\n  --all  also open every built GPU module, even without a "
-                   "matching device, to show that it loads and what its probe says\n");
-            return 0;
-        } else {
-            fprintf(stderr, "kvcore info: unknown option '%s'\n", argv[i]);
-            return 2;
+    static const struct option longopts[] = {
+        CLI_COMMON_LONG,
+        { "json", no_argument, NULL, 'J' },
+        { "all", no_argument, NULL, 'A' },
+        { NULL, 0, NULL, 0 },
+    };
+    int as_json = 0, all = 0, c;
+    cli_common_t com = { 0 };
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+        if (c == 'J') as_json = 1;
+        else if (c == 'A') all = 1;
+        else {
+            int r = cli_common_option("info", c, argv, &com, info_help);
+            if (r >= 0) return r;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kvcore info: unexpected argument '%s' (see kvcore info --help)\n", argv[optind]);
+        return 2;
+    }
+    if (com.quiet && as_json) {
+        fprintf(stderr, "kvcore info: -q and --json together: choose one\n");
+        return 2;
+    }
+    if (com.quiet) {
+        printf("kvcore %s (library %s)\n", KVC_VERSION_STRING, kvc_version_string());
+        return 0;
     }
     kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_LOAD_ALL, .load_all_modules = all };
     kvc_context_t *ctx;

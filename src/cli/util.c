@@ -2,6 +2,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,61 +11,6 @@
 #include <unistd.h>
 
 #include "common/half.h"
-
-uint8_t *cli_read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "kvcore: cannot open %s: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    uint8_t *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            uint8_t *nb = realloc(buf, cap);
-            if (!nb) {
-                fprintf(stderr, "kvcore: out of memory reading %s\n", path);
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        fprintf(stderr, "kvcore: read error on %s\n", path);
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
-int cli_write_file(const char *path, const void *buf, size_t len)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "kvcore: cannot create %s: %s\n", tmp, strerror(errno));
-        return 1;
-    }
-    int bad = fwrite(buf, 1, len, f) != len;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        fprintf(stderr, "kvcore: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        return 1;
-    }
-    return 0;
-}
 
 double cli_now(void)
 {
@@ -77,10 +23,14 @@ void cli_progress(void *label, size_t done, size_t total)
 {
     if (!isatty(STDERR_FILENO) || total == 0) return;
     const int width = 40, fill = (int)((double)width * (double)done / (double)total);
-    fprintf(stderr, "\r%-10s [%.*s%*s] %zu/%zu", (const char *)label, fill, "========================================",
+    fprintf(stderr, "\r%-16s [%.*s%*s] %zu/%zu", (const char *)label, fill, "========================================",
             width - fill, "", done, total);
-    if (done == total) fputc('\n', stderr);
     fflush(stderr);
+}
+
+void cli_progress_end(void)
+{
+    if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
 }
 
 int cli_fail(const char *cmd, kvc_status_t st)
@@ -123,5 +73,42 @@ void cli_error_stats(const void *orig, const void *dec, kvc_dtype_t dt, size_t p
         }
         out[l].max_abs = max_abs;
         out[l].rel_rms = ss > 0 ? sqrt(se / ss) : sqrt(se);
+    }
+}
+
+void cli_usage_footer(FILE *f)
+{
+    fprintf(f, "\ncommon options:\n"
+               "  -h, --help     this help and exit\n"
+               "  -V, --version  print kvcore's version and exit\n"
+               "  -q, --quiet    print nothing but errors\n"
+               "  -v, --verbose  more detail (and the library's log at level info unless KVCORE_LOG_LEVEL is set)\n"
+               "exit status: 0 success, 1 data or I/O error (an existing output is left as it was), 2 usage error\n");
+}
+
+int cli_common_option(const char *cmd, int c, char **argv, cli_common_t *o, void (*help)(void))
+{
+    switch (c) {
+    case 'h':
+        help();
+        cli_usage_footer(stdout);
+        return 0;
+    case 'V':
+        printf("kvcore %s\n", kvc_version_string());
+        return 0;
+    case 'q':
+        o->quiet = 1;
+        return -1;
+    case 'v':
+        o->verbose++;
+        if (!getenv("KVCORE_LOG_LEVEL")) setenv("KVCORE_LOG_LEVEL", "info", 1);
+        return -1;
+    case ':':
+        fprintf(stderr, "kvcore %s: %s needs a value (see kvcore %s --help)\n", cmd, argv[optind - 1], cmd);
+        return 2;
+    default:
+        if (optopt) fprintf(stderr, "kvcore %s: unknown option '-%c' (see kvcore %s --help)\n", cmd, optopt, cmd);
+        else fprintf(stderr, "kvcore %s: unknown option '%s' (see kvcore %s --help)\n", cmd, argv[optind - 1], cmd);
+        return 2;
     }
 }

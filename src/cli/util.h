@@ -3,18 +3,17 @@
 #define KVC_CLI_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <kvcore.h>
 
-/* Read a whole file (malloc'ed); prints an error and returns NULL on failure. */
-uint8_t *cli_read_file(const char *path, size_t *len);
-/* Write a whole file atomically (temp file + rename); 0 on success, prints an error otherwise. */
-int cli_write_file(const char *path, const void *buf, size_t len);
 /* Monotonic seconds. */
 double cli_now(void);
-/* A one-line progress bar on stderr, drawn only when stderr is a terminal. */
+/* A one-line progress bar on stderr, drawn only when stderr is a terminal, redrawn in place (also
+ * across several files); cli_progress_end clears the line. */
 void cli_progress(void *label, size_t done, size_t total);
+void cli_progress_end(void);
 /* Print "kvcore CMD: <status text>: <detail>" for a failed call and return 1. */
 int cli_fail(const char *cmd, kvc_status_t st);
 /* Parse a positive size_t option value; prints an error and returns 0 when malformed. */
@@ -29,5 +28,19 @@ typedef struct {
 } cli_err_t;
 void cli_error_stats(const void *orig, const void *dec, kvc_dtype_t dt, size_t planes_layers, size_t per_layer,
                      cli_err_t *out);
+
+/* Options every command takes: -h/--help, -V/--version, -q/--quiet, -v/--verbose. */
+typedef struct {
+    int quiet, verbose;
+} cli_common_t;
+#define CLI_COMMON_SHORT ":hVqv"
+#define CLI_COMMON_LONG                                                                                     \
+    { "help", no_argument, NULL, 'h' }, { "version", no_argument, NULL, 'V' },                              \
+        { "quiet", no_argument, NULL, 'q' }, { "verbose", no_argument, NULL, 'v' }
+/* Handle a getopt_long result that is not the command's own: -1 to go on parsing, else the exit
+ * status (0 after --help / --version, 2 for an unknown option or a missing value). */
+int cli_common_option(const char *cmd, int c, char **argv, cli_common_t *o, void (*help)(void));
+/* Common options and exit statuses, for --help. */
+void cli_usage_footer(FILE *f);
 
 #endif

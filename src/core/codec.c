@@ -63,6 +63,8 @@ static kvc_status_t check_params(const kvc_codec_params_t *p, dims_t *d, uint32_
                          p->num_layers, p->num_tokens, p->num_heads, p->head_size);
     if (p->layout == KVC_CODEC_MLA && p->num_heads != 1)
         return kvc_error(KVC_ERR_SHAPE, "MLA chunks have one latent head, not %zu", p->num_heads);
+    if ((p->field_mask & KVC_CODEC_PARAM_HEADS_UNKNOWN) && p->num_heads != 1)
+        return kvc_error(KVC_ERR_SHAPE, "with an unknown head split num_heads must be 1, not %zu", p->num_heads);
     if (p->num_layers > 4096 || p->num_tokens > UINT32_MAX || p->num_heads * p->head_size > (1u << 24))
         return kvc_error(KVC_ERR_SHAPE, "codec dimensions too large (layers <= 4096, channels <= 2^24)");
     d->planes = p->layout == KVC_CODEC_KV_2LTD ? 2 : 1;
@@ -171,6 +173,7 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     c->num_tokens = (uint32_t)T;
     c->num_heads = (uint32_t)p->num_heads;
     c->head_size = (uint32_t)p->head_size;
+    if (p->field_mask & KVC_CODEC_PARAM_HEADS_UNKNOWN) c->flags |= KVC_CONTAINER_FLAG_NO_HEADS;
     c->window_tokens = W;
     c->num_windows = nwin;
     for (size_t i = 0; i < L; i++) c->bins[i] = (uint8_t)bins[i];
@@ -219,6 +222,7 @@ static void fill_info(const kvc_container_t *c, size_t len, kvc_codec_info_t *in
     info->version_major = KVC_CONTAINER_VERSION_MAJOR;
     info->version_minor = c->version_minor;
     info->raw_cdf = !!(c->flags & KVC_CONTAINER_FLAG_RAW_CDF);
+    info->heads_known = !(c->flags & KVC_CONTAINER_FLAG_NO_HEADS);
     info->container_bytes = len;
     info->original_bytes = L * c->num_tokens * C * dsize;
     info->scales_bytes = L * c->num_tokens * dsize;

@@ -235,7 +235,7 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
         return kvc_error(KVC_ERR_CORRUPT, "container says %llu bytes, %zu given (truncated or padded)", (unsigned long long)total, len);
     c->flags = get_u32(buf + 12);
     c->version_minor = get_u16(buf + 10);
-    if (c->flags & ~KVC_CONTAINER_FLAG_RAW_CDF) return kvc_error(KVC_ERR_CORRUPT, "container has unknown flags 0x%x", c->flags);
+    if (c->flags & ~(KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAG_NO_HEADS)) return kvc_error(KVC_ERR_CORRUPT, "container has unknown flags 0x%x", c->flags);
     return KVC_OK;
 }
 

@@ -16,6 +16,7 @@
 #define KVC_CONTAINER_SECTION_BYTES 16
 #define KVC_CONTAINER_MAX_BINS 64
 #define KVC_CONTAINER_FLAG_RAW_CDF 1u /* CDF stored as LMCache's uint16 table (imported streams) */
+#define KVC_CONTAINER_FLAG_NO_HEADS 2u /* head split unknown: NH = 1, HS = C are nominal */
 
 enum { KVC_SECTION_META = 1, KVC_SECTION_SCALES = 2, KVC_SECTION_CDF = 3, KVC_SECTION_LENGTHS = 4, KVC_SECTION_STREAMS = 5 };
 enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };

@@ -21,7 +21,7 @@ static const status_entry_t status_table[] = {
     S(KVC_ERR_UNSUPPORTED, "operation not supported by this backend"),
     S(KVC_ERR_NO_DEVICE, "no usable device"),
     S(KVC_ERR_OUT_OF_RANGE, "index out of range"),
-    S(KVC_ERR_NO_SPACE, "output buffer too small"),
+    S(KVC_ERR_NO_SPACE, "not enough space (output buffer or disk)"),
     S(KVC_ERR_CORRUPT, "corrupt or truncated data"),
     S(KVC_ERR_VERSION, "unsupported version"),
     S(KVC_ERR_EXISTS, "object already exists"),

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,23 @@
 
 /* ------------------------------------------------------------------ byte source */
 
+/* What a path that is not a regular file is, for messages. */
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO (named pipe)" : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m) || S_ISBLK(m) ? "a device" : "not a regular file";
+}
+
 kvc_status_t kvc_src_open_file(kvc_src_t *s, const char *path)
 {
     memset(s, 0, sizeof(*s));
     s->fd = -1;
     if (!path) return kvc_error(KVC_ERR_INVALID_ARG, "path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO without a writer would otherwise block open() until one appears. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
+        if (e == EISDIR) return kvc_error(KVC_ERR_INVALID_ARG, "%s is a directory", path);
         return kvc_error(kvc_status_from_errno(e), "cannot open %s: %s", path, strerror(e));
     }
     struct stat sb;
@@ -32,7 +42,7 @@ kvc_status_t kvc_src_open_file(kvc_src_t *s, const char *path)
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return kvc_error(KVC_ERR_INVALID_ARG, "%s is not a regular file", path);
+        return kvc_error(KVC_ERR_INVALID_ARG, "%s is %s, not a regular file", path, file_kind(sb.st_mode));
     }
     s->fd = fd;
     s->size = (size_t)sb.st_size;
@@ -84,20 +94,91 @@ kvc_status_t kvc_src_read(const kvc_src_t *s, size_t off, void *dst, size_t n)
 
 /* ------------------------------------------------------------------ byte sink */
 
+/* Temporaries of writes in progress, for kvc_io_remove_temporaries (a signal handler): fixed
+ * slots so that the handler reads no memory that a writer may free. */
+#define TMP_SLOTS 32
+enum { SLOT_FREE, SLOT_CLAIMED, SLOT_ARMED };
+static struct {
+    _Atomic int state;
+    char path[PATH_MAX];
+} tmp_slots[TMP_SLOTS];
+static _Atomic unsigned long tmp_seq;
+
+static int slot_claim(void)
+{
+    for (int i = 0; i < TMP_SLOTS; i++) {
+        int want = SLOT_FREE;
+        if (atomic_compare_exchange_strong(&tmp_slots[i].state, &want, SLOT_CLAIMED)) return i;
+    }
+    return -1; /* all busy: that write's temporary is not removed by a signal handler */
+}
+
+KVC_API void kvc_io_remove_temporaries(void)
+{
+    for (int i = 0; i < TMP_SLOTS; i++)
+        if (atomic_load(&tmp_slots[i].state) == SLOT_ARMED) unlink(tmp_slots[i].path);
+}
+
+static kvc_status_t sink_open_direct(kvc_sink_t *k, const char *path, const struct stat *sb)
+{
+    if (S_ISDIR(sb->st_mode)) return kvc_error(KVC_ERR_INVALID_ARG, "%s is a directory", path);
+    /* A device or a FIFO cannot be replaced by a rename: write into it (O_NONBLOCK: a FIFO with no
+     * reader fails with ENXIO instead of blocking). */
+    k->fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (k->fd < 0) {
+        int e = errno;
+        return kvc_error(kvc_status_from_errno(e), "cannot open %s for writing: %s", path,
+                         e == ENXIO ? "no process is reading it" : strerror(e));
+    }
+    fcntl(k->fd, F_SETFL, fcntl(k->fd, F_GETFL) & ~O_NONBLOCK);
+    return KVC_OK;
+}
+
 kvc_status_t kvc_sink_open_file(kvc_sink_t *k, const char *path)
 {
     memset(k, 0, sizeof(*k));
+    k->fd = -1;
+    k->slot = -1;
     k->path = path;
-    /* Only a file this call creates may be removed on failure (never an existing device or file). */
-    k->fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (k->fd >= 0) {
-        k->created = 1;
-        return KVC_OK;
+    struct stat sb;
+    const int exists = stat(path, &sb) == 0;
+    if (exists && !S_ISREG(sb.st_mode)) return sink_open_direct(k, path, &sb);
+    /* A regular file is written to PATH.tmp.PID.N in the same directory and renamed over PATH only
+     * when complete and flushed, so a failed or interrupted write never damages an existing file. */
+    char real[PATH_MAX];
+    const char *target = path;
+    struct stat lsb;
+    if (exists && lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode)) {
+        if (!realpath(path, real)) {
+            int e = errno;
+            return kvc_error(kvc_status_from_errno(e), "cannot resolve %s: %s", path, strerror(e));
+        }
+        target = real; /* replace the file the link points to, not the link */
     }
-    if (errno == EEXIST) k->fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    const size_t tn = strlen(target) + 48;
+    if (!(k->target = malloc(strlen(target) + 1)) || !(k->tmp = malloc(tn))) {
+        free(k->target);
+        k->target = NULL;
+        return kvc_error(KVC_ERR_NO_MEMORY, "cannot allocate a path");
+    }
+    strcpy(k->target, target);
+    for (int tries = 0; k->fd < 0 && tries < 100; tries++) { /* a name left by a killed process is skipped */
+        snprintf(k->tmp, tn, "%s.tmp.%ld.%lu", target, (long)getpid(), atomic_fetch_add(&tmp_seq, 1));
+        k->fd = open(k->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (k->fd < 0 && errno != EEXIST) break;
+    }
     if (k->fd < 0) {
         int e = errno;
-        return kvc_error(kvc_status_from_errno(e), "cannot create %s: %s", path, strerror(e));
+        kvc_status_t st = kvc_error(kvc_status_from_errno(e), "cannot create %s: %s", path, strerror(e));
+        free(k->tmp);
+        free(k->target);
+        k->tmp = k->target = NULL;
+        return st;
+    }
+    if (exists) fchmod(k->fd, sb.st_mode & 07777); /* the replacement keeps the file's permissions */
+    if (strlen(k->tmp) < PATH_MAX && (k->slot = slot_claim()) >= 0) {
+        strcpy(tmp_slots[k->slot].path, k->tmp);
+        atomic_store(&tmp_slots[k->slot].state, SLOT_ARMED);
     }
     return KVC_OK;
 }
@@ -137,12 +218,35 @@ kvc_status_t kvc_sink_write(kvc_sink_t *k, const void *p, size_t n)
 kvc_status_t kvc_sink_finish(kvc_sink_t *k, kvc_status_t st)
 {
     if (k->mem || k->fd < 0) return st;
+    if (st == KVC_OK && k->tmp && fsync(k->fd) != 0) {
+        int e = errno;
+        st = kvc_error(kvc_status_from_errno(e), "%s: write failed: %s", k->path, strerror(e));
+    }
     if (close(k->fd) != 0 && st == KVC_OK) {
         int e = errno;
-        st = kvc_error(kvc_status_from_errno(e), "%s: close failed: %s", k->path, strerror(e));
+        st = kvc_error(kvc_status_from_errno(e), "%s: write failed: %s", k->path, strerror(e));
     }
     k->fd = -1;
-    if (st != KVC_OK && k->created) unlink(k->path);
+    if (!k->tmp) return st;
+    if (st == KVC_OK && rename(k->tmp, k->target) != 0) {
+        int e = errno;
+        st = kvc_error(kvc_status_from_errno(e), "cannot replace %s: %s", k->path, strerror(e));
+    }
+    if (st != KVC_OK) unlink(k->tmp);
+    else {
+        /* Make the rename itself durable. */
+        char *slash = strrchr(k->target, '/');
+        if (slash) *slash = '\0';
+        int dfd = open(slash ? (slash == k->target ? "/" : k->target) : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    if (k->slot >= 0) atomic_store(&tmp_slots[k->slot].state, SLOT_FREE);
+    free(k->tmp);
+    free(k->target);
+    k->tmp = k->target = NULL;
     return st;
 }
 

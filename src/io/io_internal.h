@@ -32,21 +32,24 @@ void kvc_src_close(kvc_src_t *s);
 /* Copy n bytes at off; KVC_ERR_CORRUPT when they are not all there (a parser bug otherwise). */
 kvc_status_t kvc_src_read(const kvc_src_t *s, size_t off, void *dst, size_t n);
 
-/* A byte sink: a file (created or truncated; removed again on failure when this call created it)
- * or a memory buffer whose capacity the caller already checked. */
+/* A byte sink: a file or a memory buffer whose capacity the caller already checked. A regular file
+ * (new or existing) is written to a temporary PATH.tmp.PID.N beside it, flushed and renamed over
+ * PATH by kvc_sink_finish; a device or FIFO is written directly; a directory is refused. */
 typedef struct kvc_sink {
     unsigned char *mem;
     size_t cap, pos;
     int fd;
-    int created;
+    int slot;     /* kvc_io_remove_temporaries slot, or -1 */
+    char *tmp;    /* temporary path; NULL when writing directly */
+    char *target; /* what tmp is renamed to (PATH, or the file a symbolic link PATH points to) */
     const char *path;
 } kvc_sink_t;
 
 kvc_status_t kvc_sink_open_file(kvc_sink_t *k, const char *path);
 void kvc_sink_open_mem(kvc_sink_t *k, void *buf, size_t cap);
 kvc_status_t kvc_sink_write(kvc_sink_t *k, const void *p, size_t n);
-/* Close; when st is an error (or closing fails) a file this sink created is removed. Returns the
- * first error. */
+/* Close; on success rename the temporary into place, on error (st, or a failed flush, close or
+ * rename) remove it. Returns the first error. */
 kvc_status_t kvc_sink_finish(kvc_sink_t *k, kvc_status_t st);
 
 /* Grow-on-demand text buffer for headers. */
