@@ -549,7 +549,8 @@ class Context:
             if len(k.shape) == 5:
                 num_heads, head_size = num_heads or k.shape[3], head_size or k.shape[4]
             elif num_heads is None and head_size is None:
-                num_heads = 1
+                num_heads = 1  # [2, NL, T, C] without a hint: one nominal head, recorded as such
+                p.field_mask |= _abi.CODEC_PARAM_HEADS_UNKNOWN
             p.num_heads = num_heads or d // head_size
             p.head_size = head_size or d // p.num_heads
             if p.num_heads * p.head_size != d:

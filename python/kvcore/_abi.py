@@ -133,7 +133,7 @@ class QuantParams(C.Structure):
 
 # ---------------------------------------------------------------- codec.h
 CODEC_KV_2LTD, CODEC_MLA = 0, 1
-CODEC_PARAM_BINS, CODEC_PARAM_WINDOW, CODEC_PARAM_PROGRESS = 1, 2, 4
+CODEC_PARAM_BINS, CODEC_PARAM_WINDOW, CODEC_PARAM_PROGRESS, CODEC_PARAM_HEADS_UNKNOWN = 1, 2, 4, 8
 PROGRESS_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_size_t, C.c_size_t)
 
 
@@ -151,7 +151,8 @@ class CodecInfo(C.Structure):
                 ("version_major", C.c_uint), ("version_minor", C.c_uint), ("raw_cdf", C.c_int),
                 ("container_bytes", C.c_size_t), ("original_bytes", C.c_size_t), ("streams_bytes", C.c_size_t),
                 ("cdf_bytes", C.c_size_t), ("scales_bytes", C.c_size_t), ("lengths_bytes", C.c_size_t),
-                ("meta_bytes", C.c_size_t), ("lmcache_bytes", C.c_size_t)]
+                ("meta_bytes", C.c_size_t), ("lmcache_bytes", C.c_size_t),
+                ("heads_known", C.c_int)]
 
 
 # ---------------------------------------------------------------- rope.h
@@ -257,6 +258,7 @@ CONSTANTS = dict(
     KVC_CG_MAX_BINS=CG_MAX_BINS,
     KVC_CODEC_KV_2LTD=CODEC_KV_2LTD, KVC_CODEC_MLA=CODEC_MLA, KVC_CODEC_PARAM_BINS=CODEC_PARAM_BINS,
     KVC_CODEC_PARAM_WINDOW=CODEC_PARAM_WINDOW, KVC_CODEC_PARAM_PROGRESS=CODEC_PARAM_PROGRESS,
+    KVC_CODEC_PARAM_HEADS_UNKNOWN=CODEC_PARAM_HEADS_UNKNOWN,
     KVC_ROPE_NEOX=ROPE_NEOX, KVC_ROPE_GPTJ=ROPE_GPTJ, KVC_ROPE_PARAM_STYLE=ROPE_PARAM_STYLE,
     KVC_MEM_PLAIN=MEM_PLAIN, KVC_MEM_PINNED=MEM_PINNED, KVC_MEM_NUMA=MEM_NUMA, KVC_MEM_SHARED=MEM_SHARED,
     KVC_MEM_HUGEPAGE=MEM_HUGEPAGE, KVC_MEM_TARGET_LOCAL=MEM_TARGET_LOCAL, KVC_MEM_TARGET_NODE=MEM_TARGET_NODE,

@@ -29,6 +29,13 @@ def test_codec_round_trip(ctx, xp, tmp_path):
     np.testing.assert_array_equal(ctx.codec_decode_file(tmp_path / "a.kvc"), out)
 
 
+def test_codec_heads_known(ctx):
+    kv = rng.standard_normal((2, 2, 16, 32)).astype(np.float32)
+    assert kvcore.inspect(ctx.codec_encode(kv))["heads_known"] == 0  # [2, NL, T, C] without a hint
+    info = kvcore.inspect(ctx.codec_encode(kv, num_heads=4))
+    assert info["heads_known"] == 1 and (info["num_heads"], info["head_size"]) == (4, 8)
+
+
 def test_codec_bf16_torch():
     torch = needs_torch()
     ctx = kvcore.Context(backend="cpu")
