@@ -3,7 +3,9 @@
  * on a [32 layers, 256 tokens, 1024 channels] chunk with 32 bins, next to the CPU backend running
  * the same op on the same data in the same run. Values are synthetic KV-like rows (log-normal
  * per-channel scales), quantised by the backend itself; the suite checks that decoding gives the
- * symbols back. (`kvcore bench coder` is the CPU coder's own suite with its scalar reference.) */
+ * symbols back. Each op is also reported in GB/s (bytes read + written) next to a device-to-device
+ * copy (kvc_memcpy between two buffers of the active backend) of the fp32 input, in the same run.
+ * (`kvcore bench coder` is the CPU coder's own suite with its scalar reference.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,19 @@ typedef struct coder_dev {
 
 enum { OP_QUANT, OP_CDF, OP_ENCODE, OP_DECODE, OP_PACKED, OP_COUNT };
 static const char *const op_names[OP_COUNT] = { "quantise", "cdf", "encode", "decode", "decode_packed" };
+
+typedef struct d2d {
+    kvc_context_t *ctx;
+    void *dst;
+    const void *src;
+    size_t bytes;
+} d2d_t;
+
+static void run_d2d(void *arg)
+{
+    const d2d_t *d = arg;
+    (void)kvc_memcpy(d->ctx, d->dst, d->src, d->bytes);
+}
 
 static void run_op(void *arg)
 {
@@ -190,6 +205,19 @@ int bench_coder_dev_run(const bench_opts_t *o)
             }
         }
     }
+    d2d_t copy = { .ctx = o->ctx, .dst = NULL, .src = sides[0].x, .bytes = 4 * n };
+    double t_d2d = 0;
+    if (!rc && kvc_device_alloc(o->ctx, copy.bytes, &copy.dst) == KVC_OK) {
+        t_d2d = bench_time(run_d2d, &copy, reps);
+        kvc_device_free(o->ctx, copy.dst);
+    }
+    const size_t ns = b.L * b.C;
+    const double moved[OP_COUNT] = { /* bytes read + written by each op */
+                                     [OP_QUANT] = 5.0 * n + 4.0 * b.L * b.T,
+                                     [OP_CDF] = n + 2.0 * ns * (b.B + 1),
+                                     [OP_ENCODE] = n + 2.0 * ns * (b.B + 1) + b.nbytes + 4.0 * ns,
+                                     [OP_DECODE] = b.nbytes + 2.0 * ns * (b.B + 1) + 4.0 * ns + n,
+                                     [OP_PACKED] = b.nbytes + 2.0 * ns * (b.B + 1) + 8.0 * ns + n };
     for (int op = 0; op < OP_COUNT && !rc; op++) {
         char params[256];
         snprintf(params, sizeof(params),
@@ -200,6 +228,15 @@ int bench_coder_dev_run(const bench_opts_t *o)
                                    .baseline_value = (double)n / t[1][op] / 1e6,
                                    .threads = kvc_context_num_threads(cpu), .params = params };
         bench_report(o, &r);
+        if (t_d2d > 0) {
+            char name[32];
+            snprintf(name, sizeof(name), "%s_bw", op_names[op]);
+            const bench_result_t w = { .suite = "coder_dev", .name = name, .value = moved[op] / t[0][op] / 1e9,
+                                       .unit = "GB/s", .baseline_name = "d2d_copy",
+                                       .baseline_value = (double)copy.bytes / t_d2d / 1e9,
+                                       .threads = kvc_context_num_threads(o->ctx), .params = params };
+            bench_report(o, &w);
+        }
     }
     for (int si = 0; si < 2; si++) {
         side_t *s = &sides[si];

@@ -29,7 +29,7 @@ AC_DEFUN([KVC_CHECK_CUDA], [
   KVC_GPU_WITH([cuda], [nvcc], [/usr/local/cuda /opt/cuda],
                [pass --with-cuda=DIR (the CUDA Toolkit root, holding bin/nvcc) or --without-cuda])
   AC_ARG_WITH([cuda-arch],
-    [AS_HELP_STRING([--with-cuda-arch=LIST], [CUDA SM list, e.g. "80 90" (default: 75 80 86 89 90 + PTX of the newest)])],
+    [AS_HELP_STRING([--with-cuda-arch=LIST], [CUDA SM list, e.g. "80 90" (default: 75 80 86 89 90 and the newest SM nvcc knows, PTX of 90 and of the newest)])],
     [], [with_cuda_arch=default])
   kvc_build_cuda=no
   AS_IF([test -n "$kvc_cuda_cc"], [
@@ -41,8 +41,16 @@ AC_DEFUN([KVC_CHECK_CUDA], [
   ])
   AS_IF([test -n "$kvc_cuda_cc"], [
     kvc_nvcc_archs=`"$kvc_cuda_cc" --list-gpu-arch 2>/dev/null | sed -n 's/^compute_//p' | tr '\n' ' '`
+    # The newest SM this nvcc knows (CUDA 13.0: 121), so a current GPU runs native code.
+    kvc_nvcc_newest=`echo $kvc_nvcc_archs | tr ' ' '\n' | sort -n | tail -1`
+    kvc_ptx_extra=
     AS_IF([test "$with_cuda_arch" = default || test "$with_cuda_arch" = yes],
-          [kvc_want="75 80 86 89 90"], [kvc_want=`echo "$with_cuda_arch" | tr ',;' '  '`])
+          [kvc_want="75 80 86 89 90"
+           AS_IF([test -n "$kvc_nvcc_newest" && test "$kvc_nvcc_newest" -gt 90],
+                 [kvc_want="$kvc_want $kvc_nvcc_newest"
+                  # PTX of sm_90 too: the GPUs between 90 and the newest (sm_100, sm_103, sm_120, ...) JIT it.
+                  kvc_ptx_extra=90])],
+          [kvc_want=`echo "$with_cuda_arch" | tr ',;' '  '`])
     CUDA_GENCODE=
     kvc_last=
     for kvc_a in $kvc_want; do
@@ -53,6 +61,8 @@ AC_DEFUN([KVC_CHECK_CUDA], [
     done
     AS_IF([test -z "$kvc_last"], [AC_MSG_ERROR([no usable CUDA architecture (nvcc knows: $kvc_nvcc_archs)])])
     # PTX of the newest architecture for forward compatibility.
+    AS_IF([test -n "$kvc_ptx_extra"],
+          [CUDA_GENCODE="$CUDA_GENCODE -gencode arch=compute_$kvc_ptx_extra,code=compute_$kvc_ptx_extra"])
     CUDA_GENCODE="$CUDA_GENCODE -gencode arch=compute_$kvc_last,code=compute_$kvc_last"
     NVCC="$kvc_cuda_cc"
     CUDA_CPPFLAGS="-I$kvc_cuda_dir/include"
@@ -75,14 +85,28 @@ AC_DEFUN([KVC_CHECK_HIP], [
   KVC_GPU_WITH([hip], [hipcc], [/opt/rocm],
                [pass --with-hip=DIR (the ROCm root, holding bin/hipcc) or --without-hip; Debian: apt-get install hipcc])
   AC_ARG_WITH([amdgpu-target],
-    [AS_HELP_STRING([--with-amdgpu-target=LIST], [AMD GPU targets (default: gfx90a gfx1030)])],
+    [AS_HELP_STRING([--with-amdgpu-target=LIST], [AMD GPU targets (default: gfx90a gfx942 gfx1030, those the compiler knows)])],
     [], [with_amdgpu_target=default])
   kvc_build_hip=no
   AS_IF([test -n "$kvc_hip_cc"], [
     AS_IF([test "$with_amdgpu_target" = default || test "$with_amdgpu_target" = yes],
-          [kvc_targets="gfx90a gfx1030"], [kvc_targets=`echo "$with_amdgpu_target" | tr ',;' '  '`])
+          [kvc_targets="gfx90a gfx942 gfx1030"], [kvc_targets=`echo "$with_amdgpu_target" | tr ',;' '  '`])
+    # Each target is tried on a one-line kernel: a default target this hipcc does not know (gfx942,
+    # MI300, needs a newer ROCm than Debian's 5.2) is left out and said so; a requested one is an error.
     HIP_OFFLOAD=
-    for kvc_t in $kvc_targets; do HIP_OFFLOAD="$HIP_OFFLOAD --offload-arch=$kvc_t"; done
+    kvc_hip_dropped=
+    printf '#include <hip/hip_runtime.h>\n__global__ void k(int *p) { p@<:@threadIdx.x@:>@ = 1; }\n' >conftest.hip
+    for kvc_t in $kvc_targets; do
+      AC_MSG_CHECKING([whether $kvc_hip_cc compiles for $kvc_t])
+      AS_IF(["$kvc_hip_cc" -x hip --offload-arch=$kvc_t -c conftest.hip -o conftest.$OBJEXT >/dev/null 2>&1],
+        [AC_MSG_RESULT([yes]); HIP_OFFLOAD="$HIP_OFFLOAD --offload-arch=$kvc_t"],
+        [AC_MSG_RESULT([no])
+         AS_IF([test "$with_amdgpu_target" != default && test "$with_amdgpu_target" != yes],
+               [AC_MSG_ERROR([$kvc_hip_cc cannot compile for the requested AMD target $kvc_t])])
+         kvc_hip_dropped="$kvc_hip_dropped $kvc_t"])
+    done
+    rm -f conftest.hip conftest.$OBJEXT
+    AS_IF([test -z "$HIP_OFFLOAD"], [AC_MSG_ERROR([$kvc_hip_cc compiles for none of: $kvc_targets])])
     # The module links the HIP runtime by SONAME; search the ROCm root first, then the system.
     kvc_save_LDFLAGS="$LDFLAGS"
     HIP_LDFLAGS=
@@ -100,6 +124,6 @@ AC_DEFUN([KVC_CHECK_HIP], [
   AC_SUBST([HIP_LIBS])
   AM_CONDITIONAL([KVC_BUILD_HIP], [test "$kvc_build_hip" = yes])
   AS_IF([test "$kvc_build_hip" = yes],
-        [KVC_SUMMARY_ADD([HIP module], [yes ($HIPCC;$HIP_OFFLOAD)])],
+        [KVC_SUMMARY_ADD([HIP module], [yes ($HIPCC;$HIP_OFFLOAD${kvc_hip_dropped:+; left out, unknown to this hipcc:$kvc_hip_dropped})])],
         [KVC_SUMMARY_ADD([HIP module], [no])])
 ])

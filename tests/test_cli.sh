@@ -159,5 +159,20 @@ if [ $st -eq 1 ] && same_bytes "$tmp/victim.npy" "$tmp/keep.npy" && [ -z "$(ls "
 # no message names a C function, a parameter struct or a status constant
 if grep -n 'kvc_[a-z]\|params->\|KVC_ERR' "$errs" >"$tmp/err"; then not_ok "messages are in the user's terms"; else ok "messages are in the user's terms"; fi
 
+# Quality options (encode --level / --bins-k / --bins-v / --key-scaling).
+check "encode --level 2" "$kvcore" encode "$K" "$V" -o "$tmp/l2.kvc" -q --level 2
+"$kvcore" inspect "$tmp/l2.kvc" --json >"$tmp/out" 2>"$tmp/err"
+if has '"cdf_bins": 46' && has '"lmcache_readable": true' && [ ! -s "$tmp/err" ] &&
+   [ "$(wc -c <"$tmp/l2.kvc")" -lt "$(wc -c <"$tmp/a.kvc")" ]; then ok "level 2: 46 bins, LMCache-readable, smaller than the default"; else not_ok "level 2: 46 bins, LMCache-readable, smaller than the default"; fi
+check "encode --key-scaling channel" "$kvcore" encode "$K" "$V" -o "$tmp/pc.kvc" -q --key-scaling channel
+if grep -q "warning: .* not readable by LMCache (.*per channel" "$tmp/err"; then ok "per-channel keys: warning on encode"; else not_ok "per-channel keys: warning on encode"; fi
+"$kvcore" inspect "$tmp/pc.kvc" --json >"$tmp/out" 2>"$tmp/err"
+if has '"format_version_minor": 1' && has '"key_scaling": "channel"' && has '"lmcache_readable": false'; then ok "per-channel keys: format 1.1, not LMCache-readable"; else not_ok "per-channel keys: format 1.1, not LMCache-readable"; fi
+check "encode per-layer --bins-k list" "$kvcore" encode "$K" "$V" -o "$tmp/pl.kvc" -q --bins-k 40,32,16,16,16 --bins-v 8
+"$kvcore" inspect "$tmp/pl.kvc" --json | tr -d ' \n' >"$tmp/out"
+if has '"plane":"K","layer":0,"bins":40' && has '"plane":"K","layer":1,"bins":32' && has '"plane":"K","layer":4,"bins":16' &&
+   has '"plane":"V","layer":2,"bins":8'; then ok "per-layer bins reach the container"; else not_ok "per-layer bins reach the container"; fi
+status_is 2 "a bins list of the wrong length is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bins-k 32,32
+status_is 2 "an unknown level is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --level 9
 echo "1..$n"
 exit $fail

@@ -1,6 +1,8 @@
 /* CacheGen codec and .kvc container: round trips on real KV data with the quantiser's error bound,
  * LMCache-compatible streams, byte-exact re-encode, and every corruption rejected with its status. */
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -10,6 +12,7 @@
 
 #include "common/half.h"
 #include "npy_load.h"
+#include "ref/cachegen_ref.h"
 #include "test_util.h"
 
 /* Real K/V of stories260K: [5 layers, 512 tokens, 4 heads, 8] fp16 each, stacked to KV_2LTD. */
@@ -280,6 +283,10 @@ Test(codec, bad_parameters)
     p.field_mask = KVC_CODEC_PARAM_WINDOW;
     p.window_tokens = 0;
     cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    p = params_for(KVC_DTYPE_F16, 1, 4, 2, 4);
+    p.field_mask = KVC_CODEC_PARAM_KEY_SCALING;
+    p.key_scaling = (kvc_codec_scaling_t)2;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_ERR_INVALID_ARG);
     cr_assert_eq(buf, (uint8_t *)0x1, "out must be untouched on failure");
     cr_assert_eq(len, 7u);
     kvc_context_destroy(ctx);
@@ -490,6 +497,7 @@ Test(codec, head_geometry_recorded)
     cr_assert_eq(info.heads_known, 0);
     cr_assert_eq(info.num_heads, 1u);
     cr_assert_eq(unknown[12], 2);
+    cr_assert_eq(unknown[10], 1, "an unknown split is a format 1.1 feature");
     kvc_codec_free(unknown);
     p.num_heads = 4;
     p.head_size = 8;
@@ -498,4 +506,469 @@ Test(codec, head_geometry_recorded)
     cr_assert_null(none);
     kvc_codec_free(known);
     kvc_context_destroy(ctx);
+}
+
+/* ---- quality levels, per-channel keys, LMCache readability ---- */
+
+static uint8_t *encode_ok(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, size_t *len)
+{
+    uint8_t *buf;
+    cr_assert_eq(kvc_codec_encode(ctx, p, kv, &buf, len), KVC_OK, "%s", kvc_last_error());
+    return buf;
+}
+
+static kvc_status_t try_export(const uint8_t *buf, size_t len)
+{
+    kvc_lmcache_chunk_t o;
+    void *storage = NULL;
+    const kvc_status_t st = kvc_codec_export_lmcache(buf, len, &o, &storage);
+    kvc_codec_free(storage);
+    return st;
+}
+
+Test(codec, levels_set_bins_and_key_scaling)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    uint32_t bins[10], defaults[10];
+    kvc_cg_default_bins(nl, defaults);
+    const uint32_t want_k[] = { 0, 62, 46, 36 }, want_v[] = { 0, 12, 6, 6 };
+    size_t sizes[KVC_CODEC_LEVEL_MAX + 1];
+    for (int level = 0; level <= KVC_CODEC_LEVEL_MAX; level++) {
+        kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+        cr_assert_eq(kvc_codec_level_params(level, &p, bins), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(p.bins, bins);
+        cr_assert_eq(p.field_mask, (uint64_t)(KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_KEY_SCALING));
+        cr_assert_eq(p.key_scaling, KVC_CODEC_SCALE_TOKEN);
+        for (size_t l = 0; l < nl; l++) {
+            cr_assert_eq(bins[l], level ? want_k[level] : defaults[l], "level %d key bins[%zu]", level, l);
+            cr_assert_eq(bins[nl + l], level ? want_v[level] : defaults[nl + l], "level %d value bins[%zu]", level, l);
+        }
+        size_t len;
+        uint8_t *buf = encode_ok(ctx, &p, kv, &len);
+        kvc_codec_info_t info;
+        cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK);
+        cr_assert(info.lmcache_readable, "level %d must stay LMCache-readable", level);
+        cr_assert_eq(try_export(buf, len), KVC_OK, "level %d: %s", level, kvc_last_error());
+        uint16_t *dec = malloc(info.original_bytes);
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, info.original_bytes, NULL), KVC_OK);
+        assert_error_bound(kv, dec, KVC_DTYPE_F16, 2 * nl, t, nh * hs, bins);
+        free(dec);
+        if (level == 0) { /* level 0 is exactly the default encoding */
+            kvc_codec_params_t d = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+            size_t dlen;
+            uint8_t *dbuf = encode_ok(ctx, &d, kv, &dlen);
+            cr_assert(dlen == len && memcmp(dbuf, buf, len) == 0, "level 0 differs from the default encoding");
+            kvc_codec_free(dbuf);
+        }
+        sizes[level] = len;
+        kvc_codec_free(buf);
+    }
+    /* Each level is smaller than the one before; level 2 is the >= 25 % one (bench/quality). */
+    for (int level = 1; level <= KVC_CODEC_LEVEL_MAX; level++) cr_assert_lt(sizes[level], sizes[level - 1], "level %d", level);
+    cr_assert_lt((double)sizes[2], 0.78 * (double)sizes[0], "level 2: %zu bytes vs level 0's %zu", sizes[2], sizes[0]);
+
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    cr_assert_eq(kvc_codec_level_params(-1, &p, bins), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_codec_level_params(KVC_CODEC_LEVEL_MAX + 1, &p, bins), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_codec_level_params(1, NULL, bins), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_codec_level_params(1, &p, NULL), KVC_ERR_INVALID_ARG);
+    p.num_layers = 0;
+    cr_assert_eq(kvc_codec_level_params(1, &p, bins), KVC_ERR_INVALID_ARG);
+    p.num_layers = 4097;
+    cr_assert_eq(kvc_codec_level_params(1, &p, bins), KVC_ERR_INVALID_ARG);
+    free(kv);
+    kvc_context_destroy(ctx);
+}
+
+/* Per-channel keys against the scalar oracle: every (layer, channel) column of plane 0 quantised by
+ * ref_quantise_row over the chunk's tokens, dequantised as (q - M) * scale / M. The decoded value
+ * equals the oracle's up to the output dtype's rounding (one step apart only at an exact rounding
+ * tie of the quotient), and |x - x^| <= scale / (2M). Values keep the per-token bound. */
+static void assert_channel_keys(const void *orig, const void *dec, kvc_dtype_t dt, size_t NL, size_t T, size_t C,
+                                const uint32_t *bins)
+{
+    const double rel_round = dt == KVC_DTYPE_F32 ? 1e-6 : dt == KVC_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+    float *col = malloc(T * sizeof(float));
+    double *y = malloc(T * sizeof(double));
+    uint8_t *q = malloc(T);
+    for (size_t l = 0; l < NL; l++) {
+        const unsigned M = bins[l] / 2 - 1;
+        for (size_t c = 0; c < C; c++) {
+            for (size_t t = 0; t < T; t++) col[t] = (float)elem(orig, (l * T + t) * C + c, dt);
+            const double scale = ref_quantise_row(col, T, M, y, q), step = scale / M;
+            for (size_t t = 0; t < T; t++) {
+                const size_t i = (l * T + t) * C + c;
+                const double x = elem(orig, i, dt), got = elem(dec, i, dt), want = ((int)q[t] - (int)M) * step;
+                const double frac = fabs(y[t]) - floor(fabs(y[t]));
+                const double slack = fabs(want) * rel_round + 1e-6 * scale + (fabs(frac - 0.5) < 1e-5 ? step : 0);
+                cr_assert_leq(fabs(got - want), slack, "layer %zu channel %zu token %zu: x %g decoded %g, oracle %g (scale %g, M %u)",
+                              l, c, t, x, got, want, scale, M);
+                cr_assert_leq(fabs(x - got), scale / (2 * M) * (1 + 1e-5) + fabs(x) * rel_round + 1e-30,
+                              "layer %zu channel %zu token %zu: %g decoded as %g (scale %g)", l, c, t, x, got, scale);
+            }
+        }
+    }
+    free(col);
+    free(y);
+    free(q);
+}
+
+Test(codec, per_channel_keys_match_the_oracle)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32 };
+    for (int di = 0; di < 3; di++)
+        for (int mla = 0; mla < 2; mla++)
+            for (int tc = 0; tc < 2; tc++) {
+                const size_t nl = 3, t = tc ? 300 : 256, nh = mla ? 1 : 2, hs = mla ? 40 : 12, planes = mla ? 1 : 2, C = nh * hs;
+                const size_t n = planes * nl * t * C, es = kvc_dtype_size(dts[di]);
+                void *kv = malloc(n * es), *dec = malloc(n * es);
+                synth(kv, dts[di], n, 11u + (unsigned)(di * 4 + mla * 2 + tc));
+                const uint32_t bins[6] = { 16, 24, 8, 64, 4, 12 };
+                kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_WINDOW | KVC_CODEC_PARAM_KEY_SCALING,
+                                         .dtype = dts[di], .layout = mla ? KVC_CODEC_MLA : KVC_CODEC_KV_2LTD, .num_layers = nl,
+                                         .num_tokens = t, .num_heads = nh, .head_size = hs, .bins = bins,
+                                         .window_tokens = tc ? 64 : 256, .key_scaling = KVC_CODEC_SCALE_CHANNEL };
+                size_t len;
+                uint8_t *buf = encode_ok(ctx, &p, kv, &len);
+                kvc_codec_info_t info;
+                cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, n * es, &info), KVC_OK, "%s", kvc_last_error());
+                cr_assert_eq(info.version_minor, 1u);
+                cr_assert_eq(info.key_scaling, KVC_CODEC_SCALE_CHANNEL);
+                cr_assert_eq(info.scales_bytes, nl * (C + (planes - 1) * t) * es);
+                cr_assert_not(info.lmcache_readable);
+                assert_channel_keys(kv, dec, dts[di], nl, t, C, bins);
+                if (!mla)
+                    assert_error_bound((const uint8_t *)kv + nl * t * C * es, (const uint8_t *)dec + nl * t * C * es, dts[di], nl, t,
+                                       C, bins + nl);
+                /* Re-encoding the decoded chunk reproduces the container byte for byte in the 16-bit
+                 * dtypes (in f32, (2M - M) * scale / M can miss the scale by an ulp). */
+                if (es == 2) {
+                    size_t len2;
+                    uint8_t *buf2 = encode_ok(ctx, &p, dec, &len2);
+                    cr_assert(len2 == len && memcmp(buf, buf2, len) == 0, "dtype %d mla %d T %zu: re-encode differs", dts[di], mla, t);
+                    kvc_codec_free(buf2);
+                }
+                kvc_codec_free(buf);
+                free(kv);
+                free(dec);
+            }
+    kvc_context_destroy(ctx);
+}
+
+Test(codec, per_channel_keys_same_bytes_on_every_isa_tier)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    p.field_mask = KVC_CODEC_PARAM_KEY_SCALING;
+    p.key_scaling = KVC_CODEC_SCALE_CHANNEL;
+    const size_t n = 2 * nl * t * nh * hs;
+    uint8_t *first = NULL;
+    uint16_t *dec0 = malloc(2 * n), *dec = malloc(2 * n);
+    size_t first_len = 0;
+    int tiers = 0;
+    static const char *names[] = { "scalar", "avx2", "avx512" };
+    for (int i = 0; i < 3; i++) {
+        setenv("KVCORE_ISA", names[i], 1);
+        kvc_context_t *ctx = kvc_test_cpu_context();
+        unsetenv("KVCORE_ISA");
+        if (strcmp(kvc_context_isa(ctx), names[i])) { /* capped: this machine lacks the tier */
+            kvc_context_destroy(ctx);
+            continue;
+        }
+        size_t len;
+        uint8_t *buf = encode_ok(ctx, &p, kv, &len);
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, first ? dec : dec0, 2 * n, NULL), KVC_OK);
+        if (!first) {
+            first = buf;
+            first_len = len;
+        } else {
+            cr_assert(len == first_len && memcmp(buf, first, len) == 0, "%s container differs from scalar", names[i]);
+            cr_assert(memcmp(dec, dec0, 2 * n) == 0, "%s decode differs from scalar", names[i]);
+            kvc_codec_free(buf);
+        }
+        kvc_context_destroy(ctx);
+        tiers++;
+    }
+    cr_assert_geq(tiers, 1);
+    if (tiers == 1) cr_log_warn("only the scalar tier is available here: nothing to compare it with");
+    kvc_codec_free(first);
+    free(dec0);
+    free(dec);
+    free(kv);
+}
+
+/* Format 1.0 containers keep minor 0; per-channel ones are 1.1. Unknown flags are VERSION in a newer
+ * minor (a feature this reader predates) and CORRUPT in a minor this reader knows. */
+Test(codec, format_minor_versions)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len;
+    uint8_t *buf = small_container(ctx, &len);
+    cr_assert_eq(buf[10] | buf[11] << 8, 0, "format 1.0 containers must stay 1.0");
+    kvc_codec_free(buf);
+
+    uint16_t kv[2 * 2 * 40 * 6];
+    synth(kv, KVC_DTYPE_F16, sizeof(kv) / 2, 3);
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, 2, 40, 2, 3);
+    p.field_mask = KVC_CODEC_PARAM_KEY_SCALING;
+    p.key_scaling = KVC_CODEC_SCALE_CHANNEL;
+    buf = encode_ok(ctx, &p, kv, &len);
+    cr_assert_eq(buf[10], 1);
+    cr_assert_eq(rd32(buf + 12), 4u); /* flag bit 2: per-channel keys */
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_OK);
+    buf[10] = 0; /* per-channel keys in a 1.0 container */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    buf[10] = 1;
+    wr32(buf + 12, 4u | 8u); /* a flag no 1.1 container can have */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    buf[10] = 2; /* ... the same flag from a newer minor: this reader is too old */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_VERSION);
+    kvc_codec_info_t info;
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_ERR_VERSION);
+    cr_assert_eq(try_export(buf, len), KVC_ERR_VERSION);
+    /* A per-channel SCALES section of the per-token size is rejected. */
+    wr32(buf + 12, 0);
+    buf[10] = 1;
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    kvc_codec_free(buf);
+    kvc_context_destroy(ctx);
+}
+
+/* kvc_codec_export_lmcache refuses every container LMCache's GPU decoder cannot read, and
+ * info.lmcache_readable says the same. */
+Test(codec, lmcache_export_refuses_what_lmcache_cannot_read)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len;
+    kvc_codec_info_t info;
+    {   /* per-channel keys */
+        uint16_t kv[2 * 2 * 40 * 6];
+        synth(kv, KVC_DTYPE_F16, sizeof(kv) / 2, 3);
+        kvc_codec_params_t p = params_for(KVC_DTYPE_F16, 2, 40, 2, 3);
+        p.field_mask = KVC_CODEC_PARAM_KEY_SCALING;
+        p.key_scaling = KVC_CODEC_SCALE_CHANNEL;
+        uint8_t *buf = encode_ok(ctx, &p, kv, &len);
+        cr_assert_eq(try_export(buf, len), KVC_ERR_UNSUPPORTED);
+        cr_assert(strstr(kvc_last_error(), "per channel"), "%s", kvc_last_error());
+        p.key_scaling = KVC_CODEC_SCALE_TOKEN; /* the same chunk per token is readable */
+        kvc_codec_free(buf);
+        buf = encode_ok(ctx, &p, kv, &len);
+        cr_assert_eq(try_export(buf, len), KVC_OK);
+        kvc_codec_free(buf);
+        /* 64 bins: a CDF of 65 entries */
+        const uint32_t bins[4] = { 64, 64, 16, 16 };
+        p.field_mask = KVC_CODEC_PARAM_BINS;
+        p.bins = bins;
+        buf = encode_ok(ctx, &p, kv, &len);
+        cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK);
+        cr_assert_not(info.lmcache_readable);
+        cr_assert_eq(try_export(buf, len), KVC_ERR_UNSUPPORTED);
+        cr_assert(strstr(kvc_last_error(), "65 entries"), "%s", kvc_last_error());
+        kvc_codec_free(buf);
+    }
+    {   /* A window of symbols that are rare in the rest of a long chunk: its stream outgrows the
+         * decoder's 256-byte row. Channel 1 sets every token's scale; channel 0 is 0 for 7 windows
+         * and spread over all 61 levels in the 8th. */
+        const size_t T = 2048, C = 2;
+        float *kv = calloc(2 * T * C, sizeof(float));
+        for (size_t t = 0; t < T; t++) {
+            kv[t * C + 1] = kv[(T + t) * C + 1] = 1.0f;
+            if (t >= 7 * 256) kv[t * C] = (float)((int)((t * 37) % 61) - 30) / 30.0f;
+        }
+        const uint32_t bins[2] = { 62, 4 };
+        kvc_codec_params_t p = params_for(KVC_DTYPE_F32, 1, T, 1, C);
+        p.field_mask = KVC_CODEC_PARAM_BINS;
+        p.bins = bins;
+        uint8_t *buf = encode_ok(ctx, &p, kv, &len);
+        cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK);
+        cr_assert_not(info.lmcache_readable);
+        cr_assert_eq(try_export(buf, len), KVC_ERR_UNSUPPORTED);
+        cr_assert(strstr(kvc_last_error(), "256 bytes"), "%s", kvc_last_error());
+        kvc_codec_free(buf);
+        free(kv);
+    }
+    kvc_context_destroy(ctx);
+}
+
+/* The context keeps the codec's scratch across calls: calls of different sizes and modes on one
+ * context give exactly what fresh contexts give, and so do calls from several threads at once on
+ * one context (all but one of them then work on scratch of their own). */
+typedef struct {
+    kvc_context_t *ctx;
+    const kvc_codec_params_t *p;
+    const void *kv;
+    const uint8_t *want;
+    size_t want_len;
+    int ok;
+} scratch_job_t;
+
+static void *scratch_worker(void *arg)
+{
+    scratch_job_t *j = arg;
+    j->ok = 1;
+    for (int r = 0; r < 4; r++) {
+        uint8_t *buf;
+        size_t len;
+        if (kvc_codec_encode(j->ctx, j->p, j->kv, &buf, &len) != KVC_OK) { j->ok = 0; return NULL; }
+        if (len != j->want_len || memcmp(buf, j->want, len)) j->ok = 0;
+        kvc_codec_free(buf);
+    }
+    return NULL;
+}
+
+Test(codec, scratch_reused_across_calls_and_threads)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    uint16_t small[2 * 2 * 40 * 6];
+    synth(small, KVC_DTYPE_F16, sizeof(small) / 2, 5);
+    kvc_codec_params_t big = params_for(KVC_DTYPE_F16, nl, t, nh, hs), pc = big, sm = params_for(KVC_DTYPE_F16, 2, 40, 2, 3);
+    pc.field_mask = KVC_CODEC_PARAM_KEY_SCALING;
+    pc.key_scaling = KVC_CODEC_SCALE_CHANNEL;
+    const kvc_codec_params_t *ps[3] = { &big, &sm, &pc };
+    const void *data[3] = { kv, small, kv };
+    uint8_t *want[3];
+    size_t want_len[3];
+    for (int i = 0; i < 3; i++) { /* fresh context each */
+        kvc_context_t *c = kvc_test_cpu_context();
+        want[i] = encode_ok(c, ps[i], data[i], &want_len[i]);
+        kvc_context_destroy(c);
+    }
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    const int order[7] = { 0, 1, 0, 2, 1, 2, 0 };
+    for (int k = 0; k < 7; k++) {
+        const int i = order[k];
+        size_t len;
+        uint8_t *buf = encode_ok(ctx, ps[i], data[i], &len);
+        cr_assert(len == want_len[i] && memcmp(buf, want[i], len) == 0, "call %d (case %d) differs from a fresh context", k, i);
+        /* decode on the same context, after an encode of another size */
+        const size_t n = i == 1 ? sizeof(small) : 2 * nl * t * nh * hs * 2;
+        void *dec = malloc(n), *ref = malloc(n);
+        kvc_context_t *fresh = kvc_test_cpu_context();
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, n, NULL), KVC_OK);
+        cr_assert_eq(kvc_codec_decode(fresh, buf, len, ref, n, NULL), KVC_OK);
+        cr_assert(memcmp(dec, ref, n) == 0, "decode after call %d differs from a fresh context", k);
+        kvc_context_destroy(fresh);
+        free(dec);
+        free(ref);
+        kvc_codec_free(buf);
+    }
+    scratch_job_t jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (scratch_job_t){ .ctx = ctx, .p = ps[i % 3], .kv = data[i % 3], .want = want[i % 3], .want_len = want_len[i % 3] };
+        cr_assert_eq(pthread_create(&th[i], NULL, scratch_worker, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert(jobs[i].ok, "thread %d: a concurrent encode on a shared context differs", i);
+    }
+    for (int i = 0; i < 3; i++) kvc_codec_free(want[i]);
+    kvc_context_destroy(ctx);
+    free(kv);
+}
+
+/* Containers of format 1.0 modes are byte-identical to those of the kvcore that predates format
+ * 1.1 and the codec's speed work (tests/data/golden_kvc/README.md). */
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(*len);
+    cr_assert_eq(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+Test(codec, golden_containers_unchanged)
+{
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs); /* [2][5][512][32] */
+    const size_t C = nh * hs;
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    for (int cs = 0; cs < 3; cs++) {
+        const size_t T = cs == 2 ? 100 : 128;
+        uint32_t bins[10] = { 46, 46, 46, 46, 46, 6, 6, 6, 6, 6 };
+        const uint32_t mla_bins[5] = { 64, 32, 16, 8, 4 };
+        kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, T, nh, hs);
+        void *in;
+        if (cs < 2) {
+            uint16_t *x = malloc(2 * nl * T * C * 2);
+            for (size_t pl = 0; pl < 2; pl++)
+                for (size_t l = 0; l < nl; l++) memcpy(x + (pl * nl + l) * T * C, kv + ((pl * nl + l) * t) * C, T * C * 2);
+            in = x;
+            if (cs == 1) {
+                p.field_mask = KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_WINDOW;
+                p.bins = bins;
+                p.window_tokens = 32;
+            }
+        } else {
+            float *x = malloc(nl * T * C * 4);
+            for (size_t l = 0; l < nl; l++)
+                for (size_t i = 0; i < T * C; i++) x[l * T * C + i] = kvc_f16_to_f32(kv[l * t * C + i]);
+            in = x;
+            p = (kvc_codec_params_t){ .field_mask = KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_WINDOW, .dtype = KVC_DTYPE_F32,
+                                      .layout = KVC_CODEC_MLA, .num_layers = nl, .num_tokens = T, .num_heads = 1, .head_size = C,
+                                      .bins = mla_bins, .window_tokens = 40 };
+        }
+        char name[64];
+        snprintf(name, sizeof(name), "golden_kvc/case%d.kvc", cs);
+        size_t glen, len;
+        uint8_t *golden = read_all(kvc_test_data(name), &glen), *buf = encode_ok(ctx, &p, in, &len);
+        cr_assert(len == glen && memcmp(buf, golden, len) == 0, "case %d: %zu bytes, golden %zu: the container changed", cs, len, glen);
+        kvc_codec_free(buf);
+        free(golden);
+        free(in);
+    }
+    free(kv);
+    kvc_context_destroy(ctx);
+}
+
+/* Thread count does not change a container: the coded CDF in parts, the window's streams packed
+ * per layer and the STREAMS CRC computed in pieces (> 1 MiB of streams) give the bytes of one thread. */
+Test(codec, same_bytes_with_any_thread_count)
+{
+#ifdef __SANITIZE_THREAD__
+    cr_skip_test("libgomp is not built with TSan: OpenMP regions of several threads report false races (docs/HARDENING.md)");
+#endif
+    const size_t nl = 4, t = 1200, nh = 4, hs = 128, n = 2 * nl * t * nh * hs;
+    uint16_t *kv = malloc(n * 2), *dec = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 9);
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    uint8_t *first = NULL;
+    size_t first_len = 0;
+    const int threads[3] = { 1, 2, 5 };
+    for (int i = 0; i < 3; i++) {
+        kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                    .num_threads = threads[i] };
+        kvc_context_t *ctx;
+        cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK);
+        size_t len;
+        uint8_t *buf = encode_ok(ctx, &p, kv, &len);
+        kvc_codec_info_t info;
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, n * 2, &info), KVC_OK, "%s", kvc_last_error());
+        cr_assert_gt(info.streams_bytes, (size_t)1 << 20, "the case must exercise the pieced CRC");
+        if (!first) {
+            first = buf;
+            first_len = len;
+        } else {
+            cr_assert(len == first_len && memcmp(buf, first, len) == 0, "%d threads: container differs from 1 thread", threads[i]);
+            kvc_codec_free(buf);
+        }
+        kvc_context_destroy(ctx);
+    }
+    kvc_codec_free(first);
+    free(kv);
+    free(dec);
 }

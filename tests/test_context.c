@@ -118,6 +118,25 @@ Test(context, forced_module_without_device)
     cr_assert(strstr(kvc_last_error(), "KVCORE_BACKEND"), "error must give a remedy: %s", kvc_last_error());
 }
 
+/* A module without the pointer_kind slot (built before dispatch by residence) gets every call, as
+ * before: host data is not moved to the CPU ops behind its back. */
+Test(context, module_without_pointer_kind_gets_every_call)
+{
+    setenv("KVCORE_MODULE_PATH", kvc_test_module_dir(FAKE_GOOD, "kvcore_cuda.so"), 1);
+    setenv("KVC_FAKE_NDEV", "1", 1);
+    kvc_context_t *ctx;
+    cr_assert_eq(create_forced("cuda", &ctx), KVC_OK, "%s", kvc_last_error());
+    float x[8] = { 0 };
+    uint8_t sym[8];
+    float scale[1];
+    uint32_t bins[1] = { 32 };
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = sym, .scales = scale, .bins = bins,
+                           .layers = 1, .tokens = 1, .channels = 8 };
+    cr_assert_eq(kvc_quantise(ctx, &q), KVC_ERR_UNSUPPORTED, "%s", kvc_last_error());
+    cr_assert(strstr(kvc_last_error(), "quantise"), "%s", kvc_last_error());
+    kvc_context_destroy(ctx);
+}
+
 Test(context, nvidia_topology_selects_gpu_module)
 {
     use_topology(TOPO_NV_AMD);

@@ -1046,3 +1046,321 @@ Test(gpu, split_and_batched_copies)
     free(expect);
     kvc_context_destroy(dev);
 }
+
+/* ------------------------------------------------------------------ a GPU context and host data
+ * (dispatch by residence, docs/ARCHITECTURE.md), on the emulated device: its device memory is a
+ * separate arena the host cannot dereference, and its ops refuse pageable host memory like the
+ * real module. */
+
+Test(emu, split_and_batched_copies_any_memory)
+{
+    kvc_context_t *dev = open_target(TARGET_EMU);
+    const size_t n = 1 << 16;
+    uint8_t *src = malloc(n), *back = calloc(1, n);
+    fill_random(src, n, 7);
+    uint8_t *d = dev_alloc(dev, n);
+    cr_assert_eq(kvc_memcpy_async(dev, d, src, n, KVC_H2D, 100, 4096, NULL), KVC_OK, "%s", kvc_last_error());
+    void *dsts[1] = { back };
+    const void *srcs[1] = { d };
+    size_t sizes[1] = { n };
+    cr_assert_eq(kvc_batched_memcpy(dev, dsts, srcs, sizes, 1, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    cr_assert_arr_eq(back, src, n);
+    free(src);
+    free(back);
+    kvc_context_destroy(dev);
+}
+
+/* A small token transfer: engine pool ptr (1 layer, 2 blocks of 4) <-> a 2-token chunk. */
+static kvc_token_transfer_t small_transfer(void **ptrs, void *chunk, int64_t *slots, int direction)
+{
+    return (kvc_token_transfer_t){ .format = KVC_FMT_NL_X_TWO_NB_BS_NH_HS, .direction = direction,
+                                   .shape = { .kv_size = 2, .element_size = 2, .nl = 1, .nb = 2, .bs = 4, .nh = 2,
+                                              .hs = 8 },
+                                   .engine_ptrs = ptrs, .num_engine_ptrs = 1, .chunk = chunk, .num_tokens = 2,
+                                   .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = 2 };
+}
+
+/* Pageable host memory next to device memory fails as on the real module (not a fault); registered
+ * host memory works through the device path. */
+static void pageable_chunk_refused_registered_chunk_works(target_t target)
+{
+    kvc_context_t *dev = open_target(target);
+    const size_t n = 2 * 2 * 2 * 8 * 2, pool = 2 * 2 * 4 * 2 * 8 * 2;
+    uint8_t *host_pool = malloc(pool);
+    fill_random(host_pool, pool, 3);
+    void *eng = dev_copy_of(dev, host_pool, pool), *ptrs[1] = { eng };
+    int64_t slots[2] = { 5, 2 };
+    uint8_t *chunk = calloc(1, n);
+    kvc_token_transfer_t a = small_transfer(ptrs, chunk, slots, KVC_D2H);
+    const kvc_status_t st = kvc_transfer_tokens(dev, &a);
+    if (!(target == TARGET_GPU && st == KVC_OK)) { /* OK: a GPU reading pageable memory (HMM/ATS) */
+        cr_assert_eq(st, KVC_ERR_INVALID_ARG);
+        cr_assert(strstr(kvc_last_error(), "chunk = ") &&
+                      strstr(kvc_last_error(), "is pageable host memory and engine_ptrs[0] = "),
+                  "%s", kvc_last_error());
+    }
+    /* the same bytes from a registered (pinned) chunk, against the CPU backend on host memory */
+    void *pinned = NULL;
+    const kvc_mem_params_t mp = { .field_mask = KVC_MEM_PARAM_KIND, .kind = KVC_MEM_PINNED };
+    cr_assert_eq(kvc_mem_alloc(dev, n, &mp, &pinned, NULL), KVC_OK, "%s", kvc_last_error());
+    a.chunk = pinned;
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "%s", kvc_last_error());
+    kvc_context_t *cpu = kvc_test_cpu_context();
+    void *hptrs[1] = { host_pool };
+    kvc_token_transfer_t c = small_transfer(hptrs, chunk, slots, KVC_D2H);
+    cr_assert_eq(kvc_transfer_tokens(cpu, &c), KVC_OK, "%s", kvc_last_error());
+    cr_assert_arr_eq(pinned, chunk, n);
+    kvc_mem_free(dev, pinned);
+    kvc_context_destroy(cpu);
+    free(chunk);
+    free(host_pool);
+    kvc_context_destroy(dev);
+}
+Test(gpu, pageable_chunk_refused_registered_chunk_works) { pageable_chunk_refused_registered_chunk_works(TARGET_GPU); }
+Test(emu, pageable_chunk_refused_registered_chunk_works) { pageable_chunk_refused_registered_chunk_works(TARGET_EMU); }
+
+/* Every op on host memory runs on the CPU table of a GPU context, byte for byte as a CPU context. */
+static void host_data_runs_on_the_cpu_ops(target_t target)
+{
+    kvc_context_t *dev = open_target(target), *cpu = kvc_test_cpu_context();
+    kvc_context_t *both[2] = { cpu, dev };
+    /* quantiser, cdf, encoder, decoder on malloc'ed buffers */
+    const size_t L = 2, T = 40, C = 24, cap = kvc_cg_encode_bound(T);
+    float *x = malloc(L * T * C * 4);
+    uint64_t seed = 11;
+    for (size_t i = 0; i < L * T * C; i++) x[i] = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 8 - 4);
+    uint32_t bins[2] = { 32, 16 };
+    uint8_t *sym[2], *streams[2], *back[2];
+    float *scales[2];
+    uint16_t *cdf[2];
+    int32_t *len[2];
+    for (int i = 0; i < 2; i++) {
+        sym[i] = malloc(L * T * C);
+        back[i] = malloc(L * T * C);
+        scales[i] = malloc(L * T * 4);
+        cdf[i] = malloc(L * C * 33 * 2);
+        streams[i] = malloc(L * C * cap);
+        len[i] = malloc(L * C * 4);
+        kvc_quant_params_t q = { .dtype = KVC_DTYPE_F32, .values = x, .symbols = sym[i], .scales = scales[i],
+                               .bins = bins, .layers = L, .tokens = T, .channels = C };
+        cr_assert_eq(kvc_quantise(both[i], &q), KVC_OK, "quantise on %s: %s", kvc_context_backend_name(both[i]),
+                     kvc_last_error());
+        kvc_cg_cdf_params_t ca = { .symbols = sym[i], .cdf = cdf[i], .layers = L, .tokens = T, .channels = C,
+                              .num_bins = 32 };
+        cr_assert_eq(kvc_cg_cdf(both[i], &ca), KVC_OK, "cdf: %s", kvc_last_error());
+        kvc_cg_encode_params_t e = { .cdf = cdf[i], .symbols = sym[i], .streams = streams[i], .capacity = cap,
+                                .lengths = len[i], .layers = L, .tokens = T, .channels = C, .num_bins = 32 };
+        cr_assert_eq(kvc_cg_encode(both[i], &e), KVC_OK, "encode: %s", kvc_last_error());
+        kvc_cg_decode_params_t d = { .cdf = cdf[i], .streams = streams[i], .capacity = cap, .lengths = len[i],
+                                .symbols = back[i], .layers = L, .tokens = T, .channels = C, .num_bins = 32 };
+        cr_assert_eq(kvc_cg_decode(both[i], &d), KVC_OK, "decode: %s", kvc_last_error());
+    }
+    cr_assert_arr_eq(sym[0], sym[1], L * T * C);
+    cr_assert_arr_eq(scales[0], scales[1], L * T * 4);
+    cr_assert_arr_eq(cdf[0], cdf[1], L * C * 33 * 2);
+    cr_assert_arr_eq(len[0], len[1], L * C * 4);
+    cr_assert_arr_eq(back[0], sym[0], L * T * C);
+    cr_assert_arr_eq(back[1], sym[1], L * T * C);
+    for (int i = 0; i < 2; i++) {
+        free(sym[i]);
+        free(back[i]);
+        free(scales[i]);
+        free(cdf[i]);
+        free(streams[i]);
+        free(len[i]);
+    }
+    free(x);
+    /* RoPE: table build, fused and delta rotation on host keys */
+    const size_t N = 9, NH = 2, HS = 16, MAXP = 64;
+    float *tab[2], *key[2];
+    int64_t oldp[9], newp[9];
+    for (size_t i = 0; i < N; i++) {
+        oldp[i] = (int64_t)(rng_next(&seed) % MAXP);
+        newp[i] = (int64_t)(rng_next(&seed) % MAXP);
+    }
+    for (int i = 0; i < 2; i++) {
+        tab[i] = malloc(MAXP * HS * 4);
+        key[i] = malloc(N * NH * HS * 4);
+        uint64_t s2 = 99;
+        for (size_t j = 0; j < N * NH * HS; j++) key[i][j] = (float)((double)(rng_next(&s2) >> 11) * 0x1p-53 - 0.5);
+        kvc_rope_table_t t = { .data = tab[i], .dtype = KVC_DTYPE_F32, .max_position = MAXP, .rot_dim = HS };
+        cr_assert_eq(kvc_rope_cache_build(both[i], NULL, &t, 10000.0), KVC_OK, "rope table: %s", kvc_last_error());
+        kvc_rope_keys_t k = { .data = key[i], .dtype = KVC_DTYPE_F32, .num_tokens = N, .num_heads = NH,
+                              .head_size = HS };
+        cr_assert_eq(kvc_rope_k_fused(both[i], NULL, &k, oldp, newp, &t, NULL), KVC_OK, "rope: %s", kvc_last_error());
+        cr_assert_eq(kvc_rope_k_delta(both[i], NULL, &k, newp, oldp, HS, 10000.0, NULL), KVC_OK, "rope delta: %s",
+                     kvc_last_error());
+    }
+    cr_assert_arr_eq(tab[0], tab[1], MAXP * HS * 4);
+    cr_assert_arr_eq(key[0], key[1], N * NH * HS * 4);
+    /* a transfer between host pools and a host chunk */
+    const size_t pool = 2 * 2 * 4 * 2 * 8 * 2, n = 2 * 2 * 2 * 8 * 2;
+    uint8_t *host_pool = malloc(pool), *chunk[2];
+    fill_random(host_pool, pool, 4);
+    void *ptrs[1] = { host_pool };
+    int64_t slots[2] = { 7, 0 };
+    for (int i = 0; i < 2; i++) {
+        chunk[i] = calloc(1, n);
+        kvc_token_transfer_t a = small_transfer(ptrs, chunk[i], slots, KVC_D2H);
+        cr_assert_eq(kvc_transfer_tokens(both[i], &a), KVC_OK, "transfer: %s", kvc_last_error());
+    }
+    cr_assert_arr_eq(chunk[0], chunk[1], n);
+    for (int i = 0; i < 2; i++) {
+        free(tab[i]);
+        free(key[i]);
+        free(chunk[i]);
+    }
+    free(host_pool);
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+Test(gpu, host_data_runs_on_the_cpu_ops) { host_data_runs_on_the_cpu_ops(TARGET_GPU); }
+Test(emu, host_data_runs_on_the_cpu_ops) { host_data_runs_on_the_cpu_ops(TARGET_EMU); }
+
+/* One call, two sides: a clear error naming both pointers, nothing written. */
+static void mixed_call_names_both_pointers(target_t target)
+{
+    kvc_context_t *dev = open_target(target);
+    const size_t L = 1, T = 4, C = 8;
+    float x[32] = { 0 };
+    void *xd = dev_copy_of(dev, x, sizeof(x));
+    uint8_t sym[32];
+    memset(sym, 0xAB, sizeof(sym));
+    float *scales = dev_alloc(dev, T * 4);
+    uint32_t bins[1] = { 32 };
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F32, .values = xd, .symbols = sym, .scales = scales, .bins = bins,
+                           .layers = L, .tokens = T, .channels = C };
+    const kvc_status_t st = kvc_quantise(dev, &q);
+    if (target == TARGET_GPU && st == KVC_OK) { /* a GPU reading pageable memory (HMM/ATS) */
+        kvc_context_destroy(dev);
+        return;
+    }
+    cr_assert_eq(st, KVC_ERR_INVALID_ARG);
+    char want[64];
+    snprintf(want, sizeof(want), "is %s device memory", kvc_context_backend_name(dev));
+    cr_assert(strstr(kvc_last_error(), "quantise: symbols = ") &&
+                  strstr(kvc_last_error(), "is pageable host memory and values = ") && strstr(kvc_last_error(), want),
+              "%s", kvc_last_error());
+    for (size_t i = 0; i < sizeof(sym); i++) cr_assert_eq(sym[i], 0xAB, "symbols untouched");
+    kvc_context_destroy(dev);
+}
+Test(gpu, mixed_call_names_both_pointers) { mixed_call_names_both_pointers(TARGET_GPU); }
+Test(emu, mixed_call_names_both_pointers) { mixed_call_names_both_pointers(TARGET_EMU); }
+
+/* The codec on a GPU context: host tensors in, the same container bytes and values out as on the
+ * CPU backend; a device-resident tensor is refused with the mixed-call message. */
+static void codec_round_trip_on_gpu_context(target_t target)
+{
+    kvc_context_t *dev = open_target(target), *cpu = kvc_test_cpu_context();
+    const size_t NL = 3, T = 300, NH = 2, HS = 16, nel = 2 * NL * T * NH * HS;
+    float *kv = malloc(nel * 4);
+    uint64_t seed = 21;
+    for (size_t i = 0; i < nel; i++) kv[i] = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 2 - 1);
+    kvc_codec_params_t p = { .dtype = KVC_DTYPE_F32, .layout = KVC_CODEC_KV_2LTD, .num_layers = NL, .num_tokens = T,
+                             .num_heads = NH, .head_size = HS };
+    uint8_t *out[2] = { NULL, NULL };
+    size_t out_len[2] = { 0, 0 };
+    float *dec[2];
+    kvc_context_t *both[2] = { cpu, dev };
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(kvc_codec_encode(both[i], &p, kv, &out[i], &out_len[i]), KVC_OK, "encode on %s: %s",
+                     kvc_context_backend_name(both[i]), kvc_last_error());
+        dec[i] = malloc(nel * 4);
+        cr_assert_eq(kvc_codec_decode(both[i], out[i], out_len[i], dec[i], nel * 4, NULL), KVC_OK, "decode on %s: %s",
+                     kvc_context_backend_name(both[i]), kvc_last_error());
+    }
+    cr_assert_eq(out_len[0], out_len[1]);
+    cr_assert_arr_eq(out[0], out[1], out_len[0]);
+    cr_assert_arr_eq(dec[0], dec[1], nel * 4);
+    void *kvd = dev_copy_of(dev, kv, nel * 4);
+    uint8_t *none = NULL;
+    size_t none_len = 0;
+    const kvc_status_t st = kvc_codec_encode(dev, &p, kvd, &none, &none_len);
+    if (!(target == TARGET_GPU && st == KVC_OK)) { /* OK: a GPU reading pageable memory (HMM/ATS) */
+        cr_assert_eq(st, KVC_ERR_INVALID_ARG);
+        cr_assert(strstr(kvc_last_error(), "is pageable host memory and values = "), "%s", kvc_last_error());
+        cr_assert_null(none);
+    }
+    kvc_codec_free(none);
+    for (int i = 0; i < 2; i++) {
+        kvc_codec_free(out[i]);
+        free(dec[i]);
+    }
+    free(kv);
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+Test(gpu, codec_round_trip_on_gpu_context) { codec_round_trip_on_gpu_context(TARGET_GPU); }
+Test(emu, codec_round_trip_on_gpu_context) { codec_round_trip_on_gpu_context(TARGET_EMU); }
+
+/* Slot lists and block ids in device memory (vLLM keeps slot_mapping and block tables on the GPU):
+ * the same bytes as the CPU backend with host tables; a bad entry is caught on the device before
+ * any write, with the CPU backend's status and message. */
+static void device_resident_index_tables(target_t target)
+{
+    kvc_context_t *dev = open_target(target), *cpu = kvc_test_cpu_context();
+    const size_t pool = 2 * 2 * 4 * 2 * 8 * 2, n = 2 * 2 * 2 * 8 * 2;
+    uint8_t *host_pool = malloc(pool), *want = calloc(1, n), *got = malloc(n);
+    fill_random(host_pool, pool, 8);
+    void *eng = dev_copy_of(dev, host_pool, pool), *dptrs[1] = { eng }, *hptrs[1] = { host_pool };
+    void *chunk = dev_copy_of(dev, want, n);
+    int64_t slots[2] = { 6, -1 };
+    int64_t *slots_d = dev_copy_of(dev, slots, sizeof(slots));
+    kvc_token_transfer_t c = small_transfer(hptrs, want, slots, KVC_D2H);
+    cr_assert_eq(kvc_transfer_tokens(cpu, &c), KVC_OK, "%s", kvc_last_error());
+    kvc_token_transfer_t a = small_transfer(dptrs, chunk, slots_d, KVC_D2H);
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "device slots: %s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    assert_same(dev, chunk, want, n, "device-resident slots");
+    /* a bad slot: the CPU backend's status and message, nothing written */
+    int64_t bad[2] = { 1, 8 };
+    int64_t *bad_d = dev_copy_of(dev, bad, sizeof(bad));
+    c.slots = bad;
+    cr_assert_eq(kvc_transfer_tokens(cpu, &c), KVC_ERR_OUT_OF_RANGE);
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", kvc_last_error());
+    a.slots = bad_d;
+    a.direction = KVC_H2D; /* would write the pool */
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_str_eq(kvc_last_error(), msg);
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "the context is still usable");
+    assert_same(dev, eng, host_pool, pool, "pool untouched after a bad slot");
+    /* block ids: 2 blocks of 4 tokens into one 8-token object */
+    int64_t ids[2] = { 1, 0 };
+    int64_t *ids_d = dev_copy_of(dev, ids, sizeof(ids));
+    const size_t obj = 2 * 8 * 2 * 8 * 2;
+    uint8_t *want_obj = calloc(1, obj);
+    void *obj_d = dev_copy_of(dev, want_obj, obj), *hobj[1] = { want_obj }, *dobj[1] = { obj_d };
+    kvc_block_transfer_t bc = { .format = KVC_FMT_NL_X_TWO_NB_BS_NH_HS, .direction = KVC_D2H,
+                                .shape = { .kv_size = 2, .element_size = 2, .nl = 1, .nb = 2, .bs = 4, .nh = 2,
+                                           .hs = 8 },
+                                .engine_ptrs = hptrs, .num_engine_ptrs = 1, .objects = hobj, .num_objects = 1,
+                                .chunk_tokens = 8, .block_ids = ids, .block_id_type = KVC_INDEX_INT64,
+                                .num_block_ids = 2 };
+    cr_assert_eq(kvc_transfer_blocks(cpu, &bc), KVC_OK, "%s", kvc_last_error());
+    kvc_block_transfer_t bd = bc;
+    bd.engine_ptrs = dptrs;
+    bd.objects = dobj;
+    bd.block_ids = ids_d;
+    cr_assert_eq(kvc_transfer_blocks(dev, &bd), KVC_OK, "device block ids: %s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    assert_same(dev, obj_d, want_obj, obj, "device-resident block ids");
+    int64_t bad_ids[2] = { 0, -3 };
+    int64_t *bad_ids_d = dev_copy_of(dev, bad_ids, sizeof(bad_ids));
+    bc.block_ids = bad_ids;
+    cr_assert_eq(kvc_transfer_blocks(cpu, &bc), KVC_ERR_OUT_OF_RANGE);
+    snprintf(msg, sizeof(msg), "%s", kvc_last_error());
+    bd.block_ids = bad_ids_d;
+    cr_assert_eq(kvc_transfer_blocks(dev, &bd), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_str_eq(kvc_last_error(), msg);
+    free(host_pool);
+    free(want);
+    free(got);
+    free(want_obj);
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, device_resident_index_tables) { device_resident_index_tables(TARGET_GPU); }
+Test(emu, device_resident_index_tables) { device_resident_index_tables(TARGET_EMU); }

@@ -35,7 +35,10 @@ const char *kvc_test_module_dir(const char *module_so, const char *as)
 
 kvc_context_t *kvc_test_cpu_context(void)
 {
-    kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND, .backend = "cpu" };
+    /* KVC_TEST_BACKEND reruns a suite on another backend's context (tests/gpu/run.sh: the codec
+     * suite on cuda, where host data runs on the context's CPU ops). */
+    const char *be = getenv("KVC_TEST_BACKEND");
+    kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND, .backend = be && *be ? be : "cpu" };
     kvc_context_t *ctx = NULL;
     kvc_status_t st = kvc_context_create(&p, &ctx);
     cr_assert_eq(st, KVC_OK, "cpu context: %s (%s)", kvc_status_string(st), kvc_last_error());

@@ -14,7 +14,7 @@ const char *kvc_test_data(const char *rel);
 const char *kvc_test_build(const char *rel);
 /* A fresh directory under /tmp holding `file` copied (or linked) as `as`; returns the directory. */
 const char *kvc_test_module_dir(const char *module_so, const char *as);
-/* Context on the CPU backend; aborts the test on failure. */
+/* A context on the CPU backend (or on $KVC_TEST_BACKEND when set); fails the test if none. */
 kvc_context_t *kvc_test_cpu_context(void);
 
 #endif

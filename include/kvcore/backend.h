@@ -131,6 +131,12 @@ struct kvc_token_plan {
     kvc_run_shape_t runs;          /* runs of one token */
     int64_t bytes;                 /* upper bound of bytes moved (work sizing) */
     kvc_stream_t stream;
+    /* Nonzero: slots is device memory (pointer_kind said so), which the core did not read; the
+     * backend checks slots[first_token, end_token) against [0, index_limit) (negative: skip) on the
+     * device before any write and fails as the core would ("slots[i] = v outside [0, L) (nb*bs
+     * slots)", KVC_ERR_OUT_OF_RANGE). Only modules with a pointer_kind slot ever see it set. */
+    int32_t index_on_device;
+    int64_t index_limit;
 };
 
 struct kvc_block_plan {
@@ -145,6 +151,10 @@ struct kvc_block_plan {
     kvc_run_shape_t runs;           /* runs of one block (bs tokens) */
     int64_t bytes;
     kvc_stream_t stream;
+    /* As in kvc_token_plan, for block_ids[first_block, end_block) in [0, index_limit) (no skips;
+     * "block_ids[i] = v outside [0, L) (nb blocks)"). */
+    int32_t index_on_device;
+    int64_t index_limit;
 };
 
 /* ---------------------------------------------------------------- CacheGen (cachegen.h) */
@@ -238,6 +248,16 @@ struct kvc_rope_delta_args {
 
 typedef void (*kvc_host_fn_t)(void *arg);
 
+/* Where a pointer lives, as a GPU runtime's pointer attributes say (pointer_kind slot). The core
+ * routes each codec / coder / quantiser / RoPE / transfer call by it (docs/ARCHITECTURE.md,
+ * "Dispatch by residence"). */
+typedef enum kvc_residence_kind {
+    KVC_RES_PAGEABLE = 0,   /* host memory the runtime does not know (malloc, stack, mmap) */
+    KVC_RES_REGISTERED = 1, /* page-locked / registered host memory: the device reaches it too */
+    KVC_RES_DEVICE = 2,     /* device memory: the host cannot dereference it */
+    KVC_RES_MANAGED = 3,    /* managed memory, or pageable memory on a device with coherent access (HMM/ATS) */
+} kvc_residence_kind_t;
+
 /* Services the core offers to modules (so modules log and report errors the same way). */
 typedef struct kvc_backend_services {
     uint32_t abi_version;
@@ -288,6 +308,9 @@ typedef struct kvc_backend_ops {
     kvc_status_t (*rope_k_delta)(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
     /* --- recorders: run fn(arg) on the host once prior work on the stream is done --- */
     kvc_status_t (*launch_host_callback)(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t fn, void *arg);
+    /* --- residence: *kind = the kvc_residence_kind_t of ptr. A module without this slot gets every call
+     * (its old behaviour); the CPU backend does not need it (all its memory is host memory). --- */
+    kvc_status_t (*pointer_kind)(kvc_backend_ctx_t *b, const void *ptr, int *kind);
 } kvc_backend_ops_t;
 
 typedef struct kvc_backend {

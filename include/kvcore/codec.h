@@ -31,7 +31,17 @@ enum {
     /* The head split of the C channels is unknown (e.g. a [2, NL, T, C] file): pass num_heads = 1,
      * head_size = C; the container records that NH and HS are nominal (info.heads_known = 0). */
     KVC_CODEC_PARAM_HEADS_UNKNOWN = 1u << 3,
+    KVC_CODEC_PARAM_KEY_SCALING = 1u << 4, /* key_scaling; default KVC_CODEC_SCALE_TOKEN */
 };
+
+/* How plane 0 (keys; MLA's latent) is scaled before quantisation. Per token is LMCache's scheme:
+ * one max-abs per (layer, token) over all channels, so a few outlier key channels leave the others
+ * few levels. Per channel takes one max-abs per (layer, channel) over the chunk's tokens (container
+ * format 1.1; LMCache cannot read it). Values (plane 1) are always scaled per token. */
+typedef enum kvc_codec_scaling {
+    KVC_CODEC_SCALE_TOKEN = 0,
+    KVC_CODEC_SCALE_CHANNEL = 1,
+} kvc_codec_scaling_t;
 
 /* Called after each coded window (done of total), from the calling thread. */
 typedef void (*kvc_codec_progress_fn)(void *user, size_t done, size_t total);
@@ -45,7 +55,22 @@ typedef struct kvc_codec_params {
     uint32_t window_tokens;
     kvc_codec_progress_fn progress;
     void *progress_user;
+    kvc_codec_scaling_t key_scaling;
 } kvc_codec_params_t;
+
+/* Named quality levels, chosen with bench/quality (docs/CACHEGEN.md has the measured size and
+ * quality of each); a higher level is smaller. All scale keys per token and stay readable by
+ * LMCache's decoder (per-channel keys did not pay off in that measurement):
+ *   0  LMCache's default profile (kvc_cg_default_bins), the reference;
+ *   1  keys 62 bins, values 12: ~7 % smaller than level 0, several times lower KL;
+ *   2  keys 46 bins, values 6: ~26 % smaller than level 0 at lower CE loss and KL (46 bins also fit
+ *      LMCache's GPU encoder);
+ *   3  keys 36 bins, values 6: ~30 % smaller, about level 0's quality.
+ * Sets p->bins = bins (caller storage of 2 * num_layers entries; p->layout and p->num_layers must
+ * be set), p->key_scaling and the matching field_mask bits. KVC_ERR_INVALID_ARG for NULL, an
+ * unknown level or a zero / oversized num_layers. */
+#define KVC_CODEC_LEVEL_MAX 3
+KVC_API kvc_status_t kvc_codec_level_params(int level, kvc_codec_params_t *p, uint32_t *bins);
 
 /* Container header and size breakdown (kvc_codec_inspect). */
 typedef struct kvc_codec_info {
@@ -60,6 +85,8 @@ typedef struct kvc_codec_info {
     size_t streams_bytes, cdf_bytes, scales_bytes, lengths_bytes, meta_bytes;
     size_t lmcache_bytes;      /* same streams in LMCache's layout: int16 CDF, int32 lengths, dtype scales */
     int heads_known;           /* 0: encoded with KVC_CODEC_PARAM_HEADS_UNKNOWN (num_heads 1 is nominal) */
+    kvc_codec_scaling_t key_scaling;
+    int lmcache_readable;      /* LMCache's GPU decoder can take it (kvc_codec_export_lmcache succeeds) */
 } kvc_codec_info_t;
 
 /* Per (plane, layer) statistics of a container: coded bits per symbol and the empirical entropy of

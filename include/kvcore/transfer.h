@@ -105,7 +105,8 @@ typedef struct kvc_token_transfer {
     void *chunk;                     /* [planes, NL, num_tokens, row]; may be NULL when T == 0 */
     kvc_chunk_layout_t chunk_layout; /* KVC_CHUNK_DEFAULT unless a fused format is split */
     int64_t num_tokens;              /* T: token rows of the chunk */
-    const void *slots;               /* T entries; may be NULL when T == 0 */
+    const void *slots;               /* T entries; may be NULL when T == 0. Host or, on a GPU
+                                        context, device memory (checked on the device) */
     kvc_index_type_t slot_type;      /* must be KVC_INDEX_INT64 */
     int64_t num_slots;               /* must equal num_tokens */
     int64_t skip_prefix_tokens;      /* in [0, T] */
@@ -128,7 +129,7 @@ typedef struct kvc_block_transfer {
     int64_t num_objects;
     kvc_chunk_layout_t chunk_layout;
     int64_t chunk_tokens; /* C (LMCache lmcache_chunk_size): > 0 and a multiple of bs */
-    const void *block_ids;
+    const void *block_ids;          /* host or, on a GPU context, device memory (checked on the device) */
     kvc_index_type_t block_id_type; /* must be KVC_INDEX_INT64 */
     int64_t num_block_ids;
     int64_t skip_prefix_blocks; /* in [0, num_block_ids] */

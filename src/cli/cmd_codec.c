@@ -84,11 +84,94 @@ static size_t positive(const char *cmd, const char *opt, const char *v, int *bad
 
 /* ------------------------------------------------------------------ encode */
 
+/* ---- encode's quality options (--level, --bins-k, --bins-v, --key-scaling) ---------------------
+ * Parsed after the main options; applied once the file's layer count is known. */
+typedef struct {
+    int level;                  /* -1: none */
+    const char *bins[2];        /* K, V: "N" or a per-layer list "N,N,..." */
+    int key_scaling;            /* -1: default */
+} quality_opts_t;
+
+enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING };
+
+/* One quality option from getopt_long: 0 ok, -1 bad value (message printed). */
+static int quality_option(int code, const char *v, quality_opts_t *q)
+{
+    if (code == OPT_LEVEL) {
+        char *end;
+        const long n = strtol(v, &end, 10);
+        if (!*v || *end || n < 0 || n > KVC_CODEC_LEVEL_MAX) {
+            fprintf(stderr, "kvcore encode: --level %s: expected 0 .. %d\n", v, KVC_CODEC_LEVEL_MAX);
+            return -1;
+        }
+        q->level = (int)n;
+    } else if (code == OPT_BINS_K || code == OPT_BINS_V) q->bins[code == OPT_BINS_V] = v;
+    else {
+        if (strcmp(v, "token") && strcmp(v, "channel")) {
+            fprintf(stderr, "kvcore encode: --key-scaling %s: expected token or channel\n", v);
+            return -1;
+        }
+        q->key_scaling = !strcmp(v, "channel");
+    }
+    return 0;
+}
+
+/* "N" (every layer) or NL comma-separated values into bins[0, NL). */
+static int parse_bins(const char *opt, const char *v, size_t NL, uint32_t *bins)
+{
+    size_t n = 0;
+    for (const char *s = v; n <= NL;) {
+        char *end;
+        const unsigned long b = strtoul(s, &end, 10);
+        if (end == s || b > 255 || (*end && *end != ',')) break;
+        if (n < NL) bins[n] = (uint32_t)b;
+        n++;
+        if (!*end) {
+            if (n == 1) for (size_t l = 1; l < NL; l++) bins[l] = bins[0];
+            if (n == 1 || n == NL) return 0;
+            break;
+        }
+        s = end + 1;
+    }
+    fprintf(stderr, "kvcore encode: %s %s: expected one bin count or %zu comma-separated ones (one per layer)\n", opt, v, NL);
+    return -1;
+}
+
+/* Fills p's bins / key scaling from the options (bins storage: 2 * NL). */
+static int quality_apply(const quality_opts_t *q, kvc_codec_params_t *p, uint32_t *bins)
+{
+    const size_t NL = p->num_layers;
+    if (q->level >= 0 && kvc_codec_level_params(q->level, p, bins) != KVC_OK) return cli_fail("encode", KVC_ERR_INVALID_ARG);
+    if ((q->bins[0] || q->bins[1]) && q->level < 0) {
+        kvc_cg_default_bins(NL, bins);
+        p->bins = bins;
+        p->field_mask |= KVC_CODEC_PARAM_BINS;
+    }
+    for (int pl = 0; pl < 2; pl++)
+        if (q->bins[pl] && parse_bins(pl ? "--bins-v" : "--bins-k", q->bins[pl], NL, bins + pl * NL)) return 2;
+    if (q->key_scaling >= 0) {
+        p->key_scaling = q->key_scaling ? KVC_CODEC_SCALE_CHANNEL : KVC_CODEC_SCALE_TOKEN;
+        p->field_mask |= KVC_CODEC_PARAM_KEY_SCALING;
+    }
+    return 0;
+}
+
+/* A container LMCache cannot read still is a valid .kvc: say so on stderr, with the reason. */
+static void warn_if_lmcache_unreadable(const char *out, const uint8_t *buf, size_t len)
+{
+    kvc_lmcache_chunk_t o;
+    void *storage = NULL;
+    if (kvc_codec_export_lmcache(buf, len, &o, &storage) == KVC_ERR_UNSUPPORTED)
+        fprintf(stderr, "kvcore encode: warning: %s is not readable by LMCache (%s)\n", out, kvc_last_error());
+    kvc_codec_free(storage);
+}
+
 typedef struct {
     cli_common_t c;
     int force, as_json, nfiles, file_index;
     kvc_kvcache_io_params_t io;
     kvc_codec_params_t p;
+    quality_opts_t q;
     char label[32];
     size_t in_bytes, out_bytes;
     double seconds;
@@ -109,7 +192,15 @@ static void encode_help(void)
            "  --heads N, --head-size N  the head split of a [2, NL, T, C] input (recorded in the container;\n"
            "                    without them the container says the split is unknown)\n"
            "  --window T        tokens per coded window (default 256, as LMCache)\n"
-           "  --json            one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary\n");
+           "  --json            one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary\n"
+           "Quality (docs/CACHEGEN.md):\n"
+           "  --level N         a named profile, 0-%d (0 = LMCache's default; higher = smaller; every level stays\n"
+           "                    LMCache-readable)\n"
+           "  --bins-k B|B,B,.. --bins-v B|B,B,..  quantisation bins for keys / values: one even count in\n"
+           "                    [4, 64] for every layer, or one per layer (override the level's)\n"
+           "  --key-scaling token|channel  channel: per-channel key scales (format 1.1, not LMCache-readable)\n"
+           "A container LMCache cannot read is written with a warning.\n",
+           KVC_CODEC_LEVEL_MAX);
 }
 
 static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *in, int nin, const char *out)
@@ -147,6 +238,16 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
         p.head_size = dims.hidden;
         p.field_mask |= KVC_CODEC_PARAM_HEADS_UNKNOWN;
     }
+    uint32_t *qbins = malloc(2 * p.num_layers * sizeof(uint32_t));
+    if (!qbins) {
+        kvc_tensor_free(&kv);
+        return cli_fail("encode", KVC_ERR_NO_MEMORY);
+    }
+    if ((rc = quality_apply(&o->q, &p, qbins)) != 0) {
+        free(qbins);
+        kvc_tensor_free(&kv);
+        return rc;
+    }
     if (!o->c.quiet && !o->as_json) {
         p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
         p.progress = cli_progress;
@@ -160,6 +261,8 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
     st = kvc_codec_encode(ctx, &p, kv.data, &buf, &len);
     const double dt = cli_now() - t0;
     if (o->nfiles == 1) cli_progress_end();
+    free(qbins);
+    if (st == KVC_OK) warn_if_lmcache_unreadable(out, buf, len);
     if (st != KVC_OK) rc = cli_fail("encode", st);
     else if ((rc = cli_write_file("encode", out, buf, len)) == 0) {
         o->in_bytes += kv.nbytes;
@@ -209,10 +312,15 @@ int kvc_cmd_encode(int argc, char **argv)
         { "head-size", required_argument, NULL, 'S' },
         { "window", required_argument, NULL, 'W' },
         { "json", no_argument, NULL, 'J' },
+        { "level", required_argument, NULL, OPT_LEVEL },
+        { "bins-k", required_argument, NULL, OPT_BINS_K },
+        { "bins-v", required_argument, NULL, OPT_BINS_V },
+        { "key-scaling", required_argument, NULL, OPT_KEY_SCALING },
         { NULL, 0, NULL, 0 },
     };
     encode_opts_t o;
     memset(&o, 0, sizeof(o));
+    o.q.level = o.q.key_scaling = -1;
     const char *out = NULL;
     int c, bad = 0;
     opterr = 0;
@@ -222,6 +330,10 @@ int kvc_cmd_encode(int argc, char **argv)
         case 'o': out = optarg; break;
         case 'f': o.force = 1; break;
         case 'J': o.as_json = 1; break;
+        case OPT_LEVEL:
+        case OPT_BINS_K:
+        case OPT_BINS_V:
+        case OPT_KEY_SCALING: bad = quality_option(c, optarg, &o.q) != 0; break;
         case 'H':
             o.io.num_heads = positive("encode", "--heads", optarg, &bad);
             o.io.field_mask |= KVC_KVCACHE_PARAM_NUM_HEADS;
@@ -281,10 +393,11 @@ int kvc_cmd_encode(int argc, char **argv)
     kvc_context_t *ctx = rc ? NULL : open_context("encode");
     if (!rc && !ctx) rc = CLI_EXIT_ERROR;
     if (!rc) cli_install_signal_handlers();
-    int failed = 0;
+    int failed = 0, last = 0;
     for (int i = 0; !rc && i < o.nfiles; i++) {
         o.file_index = i;
-        failed += to_dir ? encode_one(ctx, &o, in + i, 1, outs[i]) != 0 : encode_one(ctx, &o, in, nin, out) != 0;
+        last = to_dir ? encode_one(ctx, &o, in + i, 1, outs[i]) : encode_one(ctx, &o, in, nin, out);
+        failed += last != 0;
     }
     if (!rc && o.nfiles > 1) {
         cli_progress_end();
@@ -292,7 +405,8 @@ int kvc_cmd_encode(int argc, char **argv)
             printf("%s: %d files encoded, %d failed, %zu -> %zu bytes (%.2fx) in %.3f s\n", out, o.nfiles - failed, failed,
                    o.in_bytes, o.out_bytes, o.out_bytes ? (double)o.in_bytes / (double)o.out_bytes : 0.0, o.seconds);
     }
-    if (!rc && failed) rc = CLI_EXIT_ERROR;
+    /* One file: its own exit status (a bad --bins-k list is a usage error once NL is known). */
+    if (!rc && failed) rc = o.nfiles == 1 ? last : CLI_EXIT_ERROR;
     for (int i = 0; outs && i < nin; i++) free(outs[i]);
     free(outs);
     kvc_context_destroy(ctx);
@@ -680,6 +794,8 @@ int kvc_cmd_inspect(int argc, char **argv)
         json_int(&w, "window_tokens", info.window_tokens);
         json_int(&w, "cdf_bins", info.cdf_bins);
         json_bool(&w, "raw_cdf", info.raw_cdf);
+        json_string(&w, "key_scaling", info.key_scaling == KVC_CODEC_SCALE_CHANNEL ? "channel" : "token");
+        json_bool(&w, "lmcache_readable", info.lmcache_readable);
         json_begin_object(&w, "bytes");
         json_int(&w, "container", (long long)info.container_bytes);
         json_int(&w, "original", (long long)info.original_bytes);

@@ -81,7 +81,7 @@ void cli_usage_footer(FILE *f)
     fprintf(f, "\ncommon options:\n"
                "  -h, --help     this help and exit\n"
                "  -V, --version  print kvcore's version and exit\n"
-               "  -q, --quiet    print nothing but errors\n"
+               "  -q, --quiet    print nothing but errors and warnings\n"
                "  -v, --verbose  more detail (and the library's log at level info unless KVCORE_LOG_LEVEL is set)\n"
                "exit status: 0 success, 1 data or I/O error (an existing output is left as it was), 2 usage error\n");
 }

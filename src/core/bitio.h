@@ -18,27 +18,36 @@ typedef struct {
     int overrun;  /* set when a read went past the end (reads return zeros) */
 } kvc_bitreader_t;
 
+/* n <= 64 bits of v, most significant first; a byte at a time (the table of a 7B-class chunk has
+ * ~2 M fields). Bits past cap are counted, not written. */
 static inline void kvc_bw_put(kvc_bitwriter_t *w, uint64_t v, unsigned n)
 {
-    for (unsigned i = n; i-- > 0;) {
-        if (w->buf && (w->bits >> 3) < w->cap) {
-            uint8_t *b = &w->buf[w->bits >> 3];
-            const unsigned sh = 7u - (unsigned)(w->bits & 7);
-            *b = (uint8_t)((*b & ~(1u << sh)) | (((v >> i) & 1u) << sh));
-        }
-        w->bits++;
+    if (!w->buf) {
+        w->bits += n;
+        return;
+    }
+    while (n) {
+        const size_t byte = w->bits >> 3;
+        const unsigned room = 8u - (unsigned)(w->bits & 7), take = n < room ? n : room, sh = room - take;
+        const unsigned mask = ((1u << take) - 1u) << sh, chunk = (unsigned)(v >> (n - take)) << sh & mask;
+        if (byte < w->cap) w->buf[byte] = (uint8_t)((w->buf[byte] & ~mask) | chunk);
+        w->bits += take;
+        n -= take;
     }
 }
 
 static inline uint64_t kvc_br_get(kvc_bitreader_t *r, unsigned n)
 {
     uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++) {
-        unsigned bit = 0;
-        if ((r->pos >> 3) < r->len) bit = (r->buf[r->pos >> 3] >> (7u - (unsigned)(r->pos & 7))) & 1u;
+    while (n) {
+        const size_t byte = r->pos >> 3;
+        const unsigned room = 8u - (unsigned)(r->pos & 7), take = n < room ? n : room;
+        unsigned chunk = 0;
+        if (byte < r->len) chunk = (unsigned)(r->buf[byte] >> (room - take)) & ((1u << take) - 1u);
         else r->overrun = 1;
-        r->pos++;
-        v = (v << 1) | bit;
+        v = (v << take) | chunk;
+        r->pos += take;
+        n -= take;
     }
     return v;
 }

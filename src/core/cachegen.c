@@ -1,5 +1,6 @@
-/* CacheGen public API: argument validation (pointers, counts, size overflow) once, then the
- * selected backend's op. Checks that read the data are the backend's (see backend.h). */
+/* CacheGen public API: argument validation (pointers, counts, size overflow) once, then the op of
+ * the table where the data lives (residence.c). Checks that read the data are the backend's (see
+ * backend.h). */
 #include "config.h"
 
 #include <stdint.h>
@@ -45,7 +46,13 @@ KVC_API kvc_status_t kvc_cg_cdf(kvc_context_t *ctx, const kvc_cg_cdf_params_t *a
         return kvc_error(KVC_ERR_INVALID_ARG, "cg_cdf: symbols and cdf must not be NULL");
     const struct kvc_cdf_args op = { .symbols = a->symbols, .cdf = a->cdf, .layers = a->layers, .tokens = a->tokens,
                                      .channels = a->channels, .num_bins = a->num_bins };
-    return ctx->ops.cg_cdf(ctx->bctx, &op);
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "cg_cdf");
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_res_add(&r, "cdf", -1, a->cdf);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->cg_cdf(to.b, &op);
 }
 
 KVC_API size_t kvc_cg_encode_bound(size_t tokens)
@@ -78,7 +85,15 @@ KVC_API kvc_status_t kvc_cg_encode(kvc_context_t *ctx, const kvc_cg_encode_param
                                         .lengths = a->lengths, .layers = a->layers, .tokens = a->tokens,
                                         .channels = a->channels, .capacity = a->capacity, .num_bins = a->num_bins,
                                         .needed = a->needed ? a->needed : &needed };
-    return ctx->ops.cg_encode(ctx->bctx, &op);
+    kvc_residence_t r; /* needed is host memory on every backend */
+    kvc_res_init(&r, ctx, "cg_encode");
+    kvc_res_add(&r, "cdf", -1, a->cdf);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_res_add(&r, "streams", -1, a->streams);
+    kvc_res_add(&r, "lengths", -1, a->lengths);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->cg_encode(to.b, &op);
 }
 
 KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_cg_decode_params_t *a)
@@ -99,7 +114,15 @@ KVC_API kvc_status_t kvc_cg_decode(kvc_context_t *ctx, const kvc_cg_decode_param
     const struct kvc_decode_args op = { .cdf = a->cdf, .streams = a->streams, .lengths = a->lengths,
                                         .symbols = a->symbols, .layers = a->layers, .tokens = a->tokens,
                                         .channels = a->channels, .capacity = a->capacity, .num_bins = a->num_bins };
-    return ctx->ops.cg_decode(ctx->bctx, &op);
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "cg_decode");
+    kvc_res_add(&r, "cdf", -1, a->cdf);
+    kvc_res_add(&r, "streams", -1, a->streams);
+    kvc_res_add(&r, "lengths", -1, a->lengths);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->cg_decode(to.b, &op);
 }
 
 KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_cg_decode_packed_params_t *a)
@@ -115,7 +138,15 @@ KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_cg_decod
     const struct kvc_decode_packed_args op = { .cdf = a->cdf, .bytes = a->bytes, .nbytes = a->nbytes,
                                                .prefsum = a->prefsum, .symbols = a->symbols, .layers = a->layers,
                                                .tokens = a->tokens, .channels = a->channels, .num_bins = a->num_bins };
-    return ctx->ops.cg_decode_packed(ctx->bctx, &op);
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "cg_decode_packed");
+    kvc_res_add(&r, "cdf", -1, a->cdf);
+    kvc_res_add(&r, "bytes", -1, a->bytes);
+    kvc_res_add(&r, "prefsum", -1, a->prefsum);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->cg_decode_packed(to.b, &op);
 }
 
 static kvc_status_t check_quant(const char *op, const kvc_quant_params_t *a)
@@ -150,13 +181,26 @@ static struct kvc_quant_args quant_op(const kvc_quant_params_t *a)
     return op;
 }
 
+/* bins is host memory on every backend: it does not take part. */
+static kvc_status_t route_quant(kvc_context_t *ctx, const char *op, const kvc_quant_params_t *a, kvc_route_t *to)
+{
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, op);
+    kvc_res_add(&r, "values", -1, a->values);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_res_add(&r, "scales", -1, a->scales);
+    return kvc_res_route(&r, to);
+}
+
 KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "quantise: ctx and args must not be NULL");
     kvc_status_t st = check_quant("quantise", a);
     if (st != KVC_OK) return st;
     const struct kvc_quant_args op = quant_op(a);
-    return ctx->ops.quantise(ctx->bctx, &op);
+    kvc_route_t to;
+    if ((st = route_quant(ctx, "quantise", a, &to)) != KVC_OK) return st;
+    return to.ops->quantise(to.b, &op);
 }
 
 KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a)
@@ -165,7 +209,9 @@ KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t
     kvc_status_t st = check_quant("dequantise", a);
     if (st != KVC_OK) return st;
     const struct kvc_quant_args op = quant_op(a);
-    return ctx->ops.dequantise(ctx->bctx, &op);
+    kvc_route_t to;
+    if ((st = route_quant(ctx, "dequantise", a, &to)) != KVC_OK) return st;
+    return to.ops->dequantise(to.b, &op);
 }
 
 KVC_API kvc_status_t kvc_cg_default_bins(size_t num_layers, uint32_t *bins)

@@ -16,12 +16,74 @@
 #include "common/cdf.h"
 #include "common/half.h"
 #include "internal.h"
+#include "log.h"
 
 #define DEFAULT_WINDOW KVC_CODEC_LMCACHE_WINDOW
 
 typedef struct {
     size_t planes, layers, tokens, channels; /* layers = planes * NL */
 } dims_t;
+
+/* ---- scratch kept across calls ----------------------------------------------------------------
+ * A 7B-class chunk needs ~55 MB of working buffers; allocating them per call made the kernel zero
+ * and fault in every page each time (a fifth of an encode). The context keeps them, grown to the
+ * largest call so far, until it is destroyed. One call at a time uses the context's set; a call
+ * that finds it busy (another thread on the same context) works on a set of its own. */
+enum { SC_SYMBOLS, SC_WINDOW, SC_STREAMS, SC_SCALES, SC_SCALES_DT, SC_CDF, SC_LENS, SC_COUNTS, SC_LENGTHS, SC_PACKED,
+       SC_PREFSUM, SC_TVALUES, SC_TSYMBOLS, SC_LAYER_OFFSETS, SC_COUNT };
+
+struct kvc_codec_scratch {
+    int busy;       /* the context's set: taken by a call (atomic) */
+    int own;        /* a call's private set (never shared, freed at release) */
+    void *buf[SC_COUNT];
+    size_t cap[SC_COUNT];
+};
+typedef struct kvc_codec_scratch scratch_t;
+
+void kvc_codec_scratch_free(scratch_t *s)
+{
+    if (!s) return;
+    for (int i = 0; i < SC_COUNT; i++) free(s->buf[i]);
+    free(s);
+}
+
+/* The context's set when free (created on first use), else a private one. */
+static scratch_t *scratch_acquire(kvc_context_t *ctx)
+{
+    scratch_t *s = __atomic_load_n(&ctx->codec_scratch, __ATOMIC_ACQUIRE);
+    if (!s) {
+        scratch_t *fresh = calloc(1, sizeof(*fresh)), *expected = NULL;
+        if (!fresh) return NULL;
+        if (__atomic_compare_exchange_n(&ctx->codec_scratch, &expected, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) s = fresh;
+        else {
+            free(fresh);
+            s = expected;
+        }
+    }
+    if (!__atomic_exchange_n(&s->busy, 1, __ATOMIC_ACQUIRE)) return s;
+    s = calloc(1, sizeof(*s));
+    if (s) s->own = 1;
+    return s;
+}
+
+static void scratch_release(scratch_t *s)
+{
+    if (!s) return;
+    if (s->own) kvc_codec_scratch_free(s);
+    else __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Buffer i of at least n bytes (contents undefined), or NULL when out of memory. */
+static void *scratch_get(scratch_t *s, int i, size_t n)
+{
+    if (!n) n = 1;
+    if (s->cap[i] < n) {
+        free(s->buf[i]);
+        s->buf[i] = malloc(n);
+        s->cap[i] = s->buf[i] ? n : 0;
+    }
+    return s->buf[i];
+}
 
 static float scale_load(const void *p, size_t i, uint8_t dt)
 {
@@ -40,10 +102,10 @@ static void scale_store(void *p, size_t i, uint8_t dt, float f)
 
 /* Symbols of window [t0, t0+tw) of every layer, gathered into a contiguous [layers, tw, C] block
  * (the coder's tensor shape), or scattered back. */
-static void window_copy(uint8_t *win, uint8_t *all, const dims_t *d, size_t t0, size_t tw, int gather)
+static void window_copy(uint8_t *win, uint8_t *all, const dims_t *d, size_t t0, size_t tw, int gather, int threads)
 {
     const size_t row = tw * d->channels;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t l = 0; l < d->layers; l++) {
         uint8_t *a = all + (l * d->tokens + t0) * d->channels, *w = win + l * row;
         if (gather) memcpy(w, a, row);
@@ -52,7 +114,7 @@ static void window_copy(uint8_t *win, uint8_t *all, const dims_t *d, size_t t0, 
 }
 
 static kvc_status_t check_params(const kvc_codec_params_t *p, dims_t *d, uint32_t *bins, unsigned *cdf_bins,
-                                 uint32_t *window)
+                                 uint32_t *window, int *channel_keys)
 {
     if (p->dtype != KVC_DTYPE_F16 && p->dtype != KVC_DTYPE_BF16 && p->dtype != KVC_DTYPE_F32)
         return kvc_error(KVC_ERR_DTYPE, "codec dtype %s: only f16, bf16 and f32 chunks are coded", kvc_dtype_name(p->dtype));
@@ -90,6 +152,125 @@ static kvc_status_t check_params(const kvc_codec_params_t *p, dims_t *d, uint32_
     }
     *window = (p->field_mask & KVC_CODEC_PARAM_WINDOW) ? p->window_tokens : DEFAULT_WINDOW;
     if (*window == 0) return kvc_error(KVC_ERR_INVALID_ARG, "window_tokens must be > 0");
+    *channel_keys = 0;
+    if (p->field_mask & KVC_CODEC_PARAM_KEY_SCALING) {
+        if (p->key_scaling != KVC_CODEC_SCALE_TOKEN && p->key_scaling != KVC_CODEC_SCALE_CHANNEL)
+            return kvc_error(KVC_ERR_INVALID_ARG, "key_scaling %d is unknown (KVC_CODEC_SCALE_TOKEN or _CHANNEL)", (int)p->key_scaling);
+        *channel_keys = p->key_scaling == KVC_CODEC_SCALE_CHANNEL;
+    }
+    return KVC_OK;
+}
+
+/* [n][rows][cols] -> [n][cols][rows] for elements of es bytes (1, 2 or 4). */
+static void transpose(const void *src, void *dst, size_t n, size_t rows, size_t cols, size_t es, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t b = 0; b < n; b++) {
+        const uint8_t *s = (const uint8_t *)src + b * rows * cols * es;
+        uint8_t *o = (uint8_t *)dst + b * rows * cols * es;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < cols; c++) memcpy(o + (c * rows + r) * es, s + (r * cols + c) * es, es);
+    }
+}
+
+/* Quantise (or dequantise) plane 0 with per-(layer, channel) scales: the per-token quantiser run on
+ * the transposed plane [NL, C, T], so every ISA tier and backend that matches the per-token
+ * quantiser matches this mode too. symbols [NL, T, C]; scales [NL, C]. */
+static kvc_status_t channel_plane(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t dt, void *values, uint8_t *symbols, float *scales,
+                                  const uint32_t *bins, size_t NL, size_t T, size_t C, int decode)
+{
+    const size_t es = dt == KVC_DTYPE_F32 ? 4 : 2;
+    void *tv = scratch_get(sc, SC_TVALUES, NL * T * C * es);
+    uint8_t *ts = scratch_get(sc, SC_TSYMBOLS, NL * T * C);
+    if (!tv || !ts) return kvc_error(KVC_ERR_NO_MEMORY, "codec: no memory to transpose a %zu x %zu x %zu key plane", NL, T, C);
+    kvc_quant_params_t q = { .dtype = dt, .values = tv, .symbols = ts, .scales = scales, .bins = (uint32_t *)bins,
+                           .layers = NL, .tokens = C, .channels = T };
+    kvc_status_t st;
+    if (decode) {
+        transpose(symbols, ts, NL, T, C, 1, ctx->num_threads);
+        if ((st = kvc_dequantise(ctx, &q)) == KVC_OK) transpose(tv, values, NL, C, T, es, ctx->num_threads);
+    } else {
+        transpose(values, tv, NL, T, C, es, ctx->num_threads);
+        if ((st = kvc_quantise(ctx, &q)) == KVC_OK) transpose(ts, symbols, NL, C, T, 1, ctx->num_threads);
+    }
+    return st;
+}
+
+/* Quantise or dequantise a whole chunk: planes per token, or plane 0 per channel. */
+static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t dt, void *values, uint8_t *symbols, float *scales,
+                                const uint32_t *bins, const dims_t *d, int channel_keys, int decode)
+{
+    kvc_quant_params_t q = { .dtype = dt, .values = values, .symbols = symbols, .scales = scales, .bins = (uint32_t *)bins,
+                           .layers = d->layers, .tokens = d->tokens, .channels = d->channels };
+    if (!channel_keys) return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
+    const size_t NL = d->layers / d->planes, T = d->tokens, C = d->channels, es = dt == KVC_DTYPE_F32 ? 4 : 2;
+    kvc_status_t st = channel_plane(ctx, sc, dt, values, symbols, scales, bins, NL, T, C, decode);
+    if (st != KVC_OK || d->planes == 1) return st;
+    q.values = (uint8_t *)values + NL * T * C * es;
+    q.symbols = symbols + NL * T * C;
+    q.scales = scales + NL * C;
+    q.bins = (uint32_t *)bins + NL;
+    q.layers = NL;
+    return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
+}
+
+/* Counts over the whole chunk (stored in the container), then LMCache's CDF from them. Tasks are
+ * (layer, block of 64 channels), counted in 16-bit counters of a fixed 64-symbol stride (8 KiB, in
+ * L1; index = channel << 6 | symbol, no multiply), flushed to the 32-bit counts every 65535 tokens. */
+#define COUNT_BLOCK 64
+static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, uint32_t *counts, uint16_t *cdf, int threads)
+{
+    const size_t L = d->layers, T = d->tokens, C = d->channels, nb = (C + COUNT_BLOCK - 1) / COUNT_BLOCK;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+    for (size_t task = 0; task < L * nb; task++) {
+        const size_t l = task / nb, c0 = task % nb * COUNT_BLOCK, n = C - c0 < COUNT_BLOCK ? C - c0 : COUNT_BLOCK;
+        uint16_t local[COUNT_BLOCK * 64];
+        uint32_t *cnt = counts + (l * C + c0) * B;
+        memset(cnt, 0, n * B * sizeof(uint32_t));
+        const uint8_t *row = symbols + l * T * C + c0;
+        for (size_t t0 = 0; t0 < T; t0 += 65535) {
+            const size_t tn = T - t0 < 65535 ? T - t0 : 65535;
+            memset(local, 0, sizeof(local));
+            if (n == COUNT_BLOCK) /* unrolled: two instructions per symbol (load, add to a fixed offset) */
+                for (size_t t = 0; t < tn; t++, row += C) {
+#pragma GCC unroll 64
+                    for (size_t ch = 0; ch < COUNT_BLOCK; ch++) local[ch << 6 | (row[ch] & 63u)]++;
+                }
+            else
+                for (size_t t = 0; t < tn; t++, row += C)
+                    for (size_t ch = 0; ch < n; ch++) local[ch << 6 | (row[ch] & 63u)]++;
+            for (size_t ch = 0; ch < n; ch++)
+                for (unsigned b = 0; b < B; b++) cnt[ch * B + b] += local[ch << 6 | b];
+        }
+        for (size_t ch = 0; ch < n; ch++) kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, cdf + (l * C + c0 + ch) * (B + 1), 1);
+    }
+}
+
+KVC_API kvc_status_t kvc_codec_level_params(int level, kvc_codec_params_t *p, uint32_t *bins)
+{
+    if (!p || !bins) return kvc_error(KVC_ERR_INVALID_ARG, "codec level: params and bins must not be NULL");
+    if (level < 0 || level > KVC_CODEC_LEVEL_MAX)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec level %d is unknown (0 .. %d)", level, KVC_CODEC_LEVEL_MAX);
+    if (!p->num_layers || p->num_layers > 4096)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec level: num_layers %zu outside [1, 4096]", p->num_layers);
+    /* Chosen from bench/quality (docs/CACHEGEN.md): bins for keys, values, and the key scaling. */
+    static const struct { uint32_t k, v; kvc_codec_scaling_t scaling; } levels[KVC_CODEC_LEVEL_MAX + 1] = {
+        { 0, 0, KVC_CODEC_SCALE_TOKEN }, /* LMCache's defaults */
+        { 62, 12, KVC_CODEC_SCALE_TOKEN },
+        { 46, 6, KVC_CODEC_SCALE_TOKEN },
+        { 36, 6, KVC_CODEC_SCALE_TOKEN },
+    };
+    const size_t NL = p->num_layers;
+    if (level == 0) kvc_cg_default_bins(NL, bins);
+    else
+        for (size_t l = 0; l < NL; l++) {
+            bins[l] = levels[level].k;
+            bins[NL + l] = levels[level].v;
+        }
+    /* MLA has one plane, the key pattern (bins[0, NL)). */
+    p->bins = bins;
+    p->key_scaling = levels[level].scaling;
+    p->field_mask |= KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_KEY_SCALING;
     return KVC_OK;
 }
 
@@ -100,71 +281,89 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
         return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: ctx, params, kv, out and out_len must not be NULL");
     dims_t d;
     uint32_t bins[2 * 4096];
-    unsigned B;
-    uint32_t W;
-    kvc_status_t st = check_params(p, &d, bins, &B, &W);
+    unsigned B = 0;
+    uint32_t W = 0;
+    int chan = 0;
+    kvc_status_t st = check_params(p, &d, bins, &B, &W, &chan);
     if (st != KVC_OK) return st;
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C;
+    const size_t nscales = chan ? d.layers / d.planes * (C + (d.planes - 1) * T) : L * T;
     const uint32_t nwin = (uint32_t)((T + W - 1) / W);
     const size_t tw_max = T < W ? T : W, cap = kvc_cg_encode_bound(tw_max);
 
     kvc_container_t *c = calloc(1, sizeof(*c));
-    /* One window (the common 256-token chunk): the coder reads the symbols in place. */
-    uint8_t *symbols = malloc(L * T * C), *win = nwin > 1 ? malloc(L * tw_max * C) : NULL, *streams = malloc(S * cap);
-    float *scales = malloc(L * T * sizeof(float));
-    void *scales_dt = malloc(L * T * 4);
-    uint16_t *cdf = malloc(S * (B + 1) * sizeof(uint16_t));
-    int32_t *lens = malloc(S * sizeof(int32_t));
-    uint8_t *packed = NULL, *buf = NULL;
-    size_t packed_len = 0, packed_cap = 0;
-    if (c) {
-        c->counts = calloc(S * B, sizeof(uint32_t));
-        c->lengths = malloc((size_t)nwin * S * sizeof(uint32_t));
+    scratch_t *sc = scratch_acquire(ctx);
+    uint8_t *symbols = NULL, *win = NULL, *streams = NULL, *packed = NULL, *buf = NULL;
+    float *scales = NULL;
+    void *scales_dt = NULL;
+    uint16_t *cdf = NULL;
+    int32_t *lens = NULL;
+    size_t packed_len = 0;
+    if (c && sc) {
+        symbols = scratch_get(sc, SC_SYMBOLS, L * T * C);
+        /* One window (the common 256-token chunk): the coder reads the symbols in place. */
+        win = nwin > 1 ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
+        streams = scratch_get(sc, SC_STREAMS, S * cap);
+        scales = scratch_get(sc, SC_SCALES, nscales * sizeof(float));
+        scales_dt = scratch_get(sc, SC_SCALES_DT, nscales * 4);
+        cdf = scratch_get(sc, SC_CDF, S * (B + 1) * sizeof(uint16_t));
+        lens = scratch_get(sc, SC_LENS, S * sizeof(int32_t));
+        c->counts = scratch_get(sc, SC_COUNTS, S * B * sizeof(uint32_t));
+        c->lengths = scratch_get(sc, SC_LENGTHS, (size_t)nwin * S * sizeof(uint32_t));
     }
-    if (!c || !symbols || (nwin > 1 && !win) || !streams || !scales || !scales_dt || !cdf || !lens || !c->counts || !c->lengths) {
+    if (!c || !sc || !symbols || (nwin > 1 && !win) || !streams || !scales || !scales_dt || !cdf || !lens || !c->counts ||
+        !c->lengths) {
         st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for a %zu x %zu x %zu chunk", L, T, C);
         goto done;
     }
 
-    kvc_quant_params_t q = { .dtype = p->dtype, .values = (void *)kv, .symbols = symbols, .scales = scales, .bins = bins,
-                           .layers = L, .tokens = T, .channels = C };
-    if ((st = kvc_quantise(ctx, &q)) != KVC_OK) goto done;
+    if ((st = quant_chunk(ctx, sc, p->dtype, (void *)kv, symbols, scales, bins, &d, chan, 0)) != KVC_OK) goto done;
 
-    /* Counts over the whole chunk (stored in the container), then LMCache's CDF from them. */
-#pragma omp parallel for schedule(static)
-    for (size_t l = 0; l < L; l++) {
-        uint32_t *cnt = c->counts + l * C * B;
-        for (size_t t = 0; t < T; t++) {
-            const uint8_t *row = symbols + (l * T + t) * C;
-            for (size_t ch = 0; ch < C; ch++) cnt[ch * B + row[ch]]++;
-        }
-        for (size_t ch = 0; ch < C; ch++) kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, cdf + (l * C + ch) * (B + 1), 1);
-    }
+    count_and_cdf(symbols, &d, B, c->counts, cdf, ctx->num_threads);
 
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
-        if (win) window_copy(win, symbols, &d, t0, tw, 1);
+        if (win) window_copy(win, symbols, &d, t0, tw, 1, ctx->num_threads);
         kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
                                 .channels = C, .capacity = cap, .num_bins = B };
         if ((st = kvc_cg_encode(ctx, &e)) != KVC_OK) goto done;
         size_t add = 0;
         for (size_t s = 0; s < S; s++) add += (size_t)lens[s];
-        if (packed_len + add > packed_cap) {
-            packed_cap = (packed_len + add) * 2 + 4096;
-            uint8_t *np = realloc(packed, packed_cap);
+        if (packed_len + add > sc->cap[SC_PACKED]) { /* grows by window; kept for the next call */
+            const size_t ncap = (packed_len + add) * 2 + 4096;
+            uint8_t *np = realloc(sc->buf[SC_PACKED], ncap);
             if (!np) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for coded streams"); goto done; }
-            packed = np;
+            sc->buf[SC_PACKED] = np;
+            sc->cap[SC_PACKED] = ncap;
         }
-        for (size_t s = 0; s < S; s++) {
-            memcpy(packed + packed_len, streams + s * cap, (size_t)lens[s]);
-            packed_len += (size_t)lens[s];
-            c->lengths[(size_t)w * S + s] = (uint32_t)lens[s];
+        packed = sc->buf[SC_PACKED];
+        /* Window offsets of each layer's streams, then the copies in parallel over layers. */
+        uint32_t *wl = c->lengths + (size_t)w * S;
+        for (size_t s = 0; s < S; s++) wl[s] = (uint32_t)lens[s];
+        size_t *loff = scratch_get(sc, SC_LAYER_OFFSETS, (L + 1) * sizeof(size_t));
+        if (!loff) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for stream offsets"); goto done; }
+        loff[0] = packed_len;
+        for (size_t l = 0; l < L; l++) {
+            size_t n = 0;
+            for (size_t ch = 0; ch < C; ch++) n += wl[l * C + ch];
+            loff[l + 1] = loff[l] + n;
         }
+#pragma omp parallel for schedule(static) num_threads(ctx->num_threads)
+        for (size_t l = 0; l < L; l++) {
+            size_t o = loff[l];
+            for (size_t ch = 0; ch < C; ch++) {
+                memcpy(packed + o, streams + (l * C + ch) * cap, wl[l * C + ch]);
+                o += wl[l * C + ch];
+            }
+        }
+        packed_len = loff[L];
         if ((p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress) p->progress(p->progress_user, w + 1u, nwin);
     }
 
     const uint8_t dt = (uint8_t)p->dtype;
-    for (size_t i = 0; i < L * T; i++) scale_store(scales_dt, i, dt, scales[i]);
+    for (size_t i = 0; i < nscales; i++) scale_store(scales_dt, i, dt, scales[i]);
+    c->flags = chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0;
+    c->threads = ctx->num_threads;
     c->dtype = dt;
     c->layout = p->layout == KVC_CODEC_MLA ? KVC_CT_LAYOUT_MLA : KVC_CT_LAYOUT_KV_2LTD;
     c->kvs = (uint8_t)d.planes;
@@ -178,26 +377,17 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
     c->num_windows = nwin;
     for (size_t i = 0; i < L; i++) c->bins[i] = (uint8_t)bins[i];
     c->scales = scales_dt;
-    c->scales_bytes = L * T * (dt == KVC_DTYPE_F32 ? 4 : 2);
+    c->scales_bytes = nscales * (dt == KVC_DTYPE_F32 ? 4 : 2);
     c->streams = packed ? packed : (const uint8_t *)"";
     c->streams_bytes = packed_len;
-    size_t total;
-    if ((st = kvc_container_size(c, &total)) != KVC_OK) goto done;
-    if (!(buf = malloc(total))) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for %zu bytes", total); goto done; }
-    if ((st = kvc_container_write(c, buf, total, out_len)) != KVC_OK) goto done;
+    if ((st = kvc_container_write_alloc(c, &buf, out_len)) != KVC_OK) goto done;
+    char why[160];
+    if (kvc_codec_lmcache_unreadable(c, why, sizeof(why))) KVC_WARN("codec encode: LMCache cannot read this container: %s", why);
     *out = buf;
     buf = NULL;
 done:
-    if (c) kvc_container_release(c);
+    scratch_release(sc); /* counts and lengths are scratch: not kvc_container_release */
     free(c);
-    free(symbols);
-    free(win);
-    free(streams);
-    free(scales);
-    free(scales_dt);
-    free(cdf);
-    free(lens);
-    free(packed);
     free(buf);
     return st;
 }
@@ -225,7 +415,10 @@ static void fill_info(const kvc_container_t *c, size_t len, kvc_codec_info_t *in
     info->heads_known = !(c->flags & KVC_CONTAINER_FLAG_NO_HEADS);
     info->container_bytes = len;
     info->original_bytes = L * c->num_tokens * C * dsize;
-    info->scales_bytes = L * c->num_tokens * dsize;
+    info->scales_bytes = kvc_container_num_scales(c) * dsize;
+    info->key_scaling = c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS ? KVC_CODEC_SCALE_CHANNEL : KVC_CODEC_SCALE_TOKEN;
+    char why[160];
+    info->lmcache_readable = !kvc_codec_lmcache_unreadable(c, why, sizeof(why));
     info->meta_bytes = 32 + L;
     info->streams_bytes = c->streams_bytes;
     info->cdf_bytes = 0; /* set by callers that parsed the CDF section */
@@ -256,16 +449,21 @@ KVC_API kvc_status_t kvc_codec_inspect(const void *buf, size_t len, kvc_codec_in
     return st;
 }
 
-/* CDF table of a parsed container: from the counts (or LMCache's raw table). */
-static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t **out)
+/* CDF table of a parsed container (S * (cdf_bins + 1) entries): from the counts (or LMCache's raw table). */
+static void container_cdf_into(const kvc_container_t *c, size_t S, uint16_t *cdf)
 {
     const unsigned B = c->cdf_bins;
-    uint16_t *cdf = malloc(S * (B + 1) * sizeof(uint16_t));
-    if (!cdf) return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for the CDF table");
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF)
         for (size_t i = 0; i < S * (B + 1); i++) cdf[i] = (uint16_t)(c->raw_cdf[2 * i] | (c->raw_cdf[2 * i + 1] << 8));
     else
         for (size_t s = 0; s < S; s++) kvc_cdf_from_hist(c->counts + s * B, 1, B, c->num_tokens, NULL, cdf + s * (B + 1), 1);
+}
+
+static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t **out)
+{
+    uint16_t *cdf = malloc(S * (c->cdf_bins + 1u) * sizeof(uint16_t));
+    if (!cdf) return kvc_error(KVC_ERR_NO_MEMORY, "codec: no memory for the CDF table");
+    container_cdf_into(c, S, cdf);
     *out = cdf;
     return KVC_OK;
 }
@@ -274,17 +472,26 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
 {
     const dims_t d = { c->kvs, (size_t)c->kvs * c->num_layers, c->num_tokens, (size_t)c->num_heads * c->head_size };
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C, W = c->window_tokens;
-    const size_t tw_max = T < W ? T : W;
+    const size_t tw_max = T < W ? T : W, nscales = kvc_container_num_scales(c);
+    const int chan = !!(c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS);
+    scratch_t *sc = scratch_acquire(ctx);
+    uint8_t *symbols = NULL, *win = NULL;
+    int64_t *prefsum = NULL;
+    float *scales = NULL;
     uint16_t *cdf = NULL;
-    uint8_t *symbols = malloc(L * T * C), *win = c->num_windows > 1 ? malloc(L * tw_max * C) : NULL;
-    int64_t *prefsum = malloc(S * sizeof(int64_t));
-    float *scales = malloc(L * T * sizeof(float));
+    if (sc) {
+        symbols = scratch_get(sc, SC_SYMBOLS, L * T * C);
+        win = c->num_windows > 1 ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
+        prefsum = scratch_get(sc, SC_PREFSUM, S * sizeof(int64_t));
+        scales = scratch_get(sc, SC_SCALES, nscales * sizeof(float));
+        cdf = scratch_get(sc, SC_CDF, S * (c->cdf_bins + 1u) * sizeof(uint16_t));
+    }
     kvc_status_t st = KVC_OK;
-    if (!symbols || (c->num_windows > 1 && !win) || !prefsum || !scales) {
+    if (!sc || !symbols || (c->num_windows > 1 && !win) || !prefsum || !scales || !cdf) {
         st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
         goto done;
     }
-    if ((st = container_cdf(c, S, &cdf)) != KVC_OK) goto done;
+    container_cdf_into(c, S, cdf);
     size_t off = 0;
     for (uint32_t w = 0; w < c->num_windows; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
@@ -294,10 +501,10 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
                                        .symbols = win ? win : symbols, .layers = L, .tokens = tw, .channels = C,
                                        .num_bins = c->cdf_bins };
         if ((st = kvc_cg_decode_packed(ctx, &a)) != KVC_OK) goto done;
-        if (win) window_copy(win, symbols, &d, t0, tw, 0);
+        if (win) window_copy(win, symbols, &d, t0, tw, 0, ctx->num_threads);
         off += (size_t)sum;
     }
-    for (size_t i = 0; i < L * T; i++) {
+    for (size_t i = 0; i < nscales; i++) {
         scales[i] = scale_load(c->scales, i, c->dtype);
         if (!(scales[i] >= 0.0f) || isinf(scales[i])) {
             st = kvc_error(KVC_ERR_CORRUPT, "container scale %zu is %g (must be finite and >= 0)", i, (double)scales[i]);
@@ -306,17 +513,11 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     }
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    kvc_quant_params_t q = { .dtype = (kvc_dtype_t)c->dtype, .values = out, .symbols = symbols, .scales = scales, .bins = bins,
-                           .layers = L, .tokens = T, .channels = C };
-    st = kvc_dequantise(ctx, &q);
+    st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, 1);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */
         st = kvc_error(KVC_ERR_CORRUPT, "container streams decode to symbols outside the quantiser's range");
 done:
-    free(cdf);
-    free(symbols);
-    free(win);
-    free(prefsum);
-    free(scales);
+    scratch_release(sc);
     return st;
 }
 

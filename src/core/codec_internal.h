@@ -2,8 +2,18 @@
 #ifndef KVC_CORE_CODEC_INTERNAL_H
 #define KVC_CORE_CODEC_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "container.h"
+
 #define KVC_CODEC_LMCACHE_WINDOW 256u /* LMCache's CACHEGEN_GPU_MAX_TOKENS_PER_CHUNK */
+#define KVC_CODEC_LMCACHE_MAX_CDF 64u /* LMCache's GPU decoder: CDF entries per stream (its encoder: 48) */
+#define KVC_CODEC_LMCACHE_STREAM_BYTES 256u /* its decoder copies at most 256 bytes of each stream */
+
+/* Non-zero when LMCache's GPU decoder cannot take container c (per-channel key scales, windows over
+ * 256 tokens, a CDF of more than 64 entries, a window's stream over the decoder's 256-byte row);
+ * why receives the reason. */
+int kvc_codec_lmcache_unreadable(const kvc_container_t *c, char *why, size_t n);
 
 #endif

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,6 +206,30 @@ done:
     return st;
 }
 
+int kvc_codec_lmcache_unreadable(const kvc_container_t *c, char *why, size_t n)
+{
+    if (c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS) {
+        snprintf(why, n, "keys are scaled per channel; LMCache scales every token");
+        return 1;
+    }
+    if (c->window_tokens > KVC_CODEC_LMCACHE_WINDOW) {
+        snprintf(why, n, "windows of %u tokens; LMCache's decoder takes at most %u", c->window_tokens, KVC_CODEC_LMCACHE_WINDOW);
+        return 1;
+    }
+    if (c->cdf_bins + 1u > KVC_CODEC_LMCACHE_MAX_CDF) {
+        snprintf(why, n, "a CDF of %u entries; LMCache's decoder takes at most %u", c->cdf_bins + 1u, KVC_CODEC_LMCACHE_MAX_CDF);
+        return 1;
+    }
+    const uint64_t nl = (uint64_t)c->num_windows * kvc_container_streams_per_window(c);
+    for (uint64_t i = 0; i < nl; i++)
+        if (c->lengths[i] > KVC_CODEC_LMCACHE_STREAM_BYTES) {
+            snprintf(why, n, "a coded stream of %u bytes in window %llu; LMCache's decoder reads at most %u bytes per stream",
+                     c->lengths[i], (unsigned long long)(i / kvc_container_streams_per_window(c)), KVC_CODEC_LMCACHE_STREAM_BYTES);
+            return 1;
+        }
+    return 0;
+}
+
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
 KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_lmcache_chunk_t *out, void **storage)
@@ -214,18 +239,13 @@ KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_l
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "lmcache export: no memory");
     kvc_status_t st = kvc_container_parse(buf, len, c);
     if (st != KVC_OK) goto done;
-    if (c->window_tokens > KVC_CODEC_LMCACHE_WINDOW) {
-        st = kvc_error(KVC_ERR_UNSUPPORTED, "lmcache export: windows of %u tokens; LMCache's decoder takes at most %u",
-                       c->window_tokens, KVC_CODEC_LMCACHE_WINDOW);
+    char why[160];
+    if (kvc_codec_lmcache_unreadable(c, why, sizeof(why))) {
+        st = kvc_error(KVC_ERR_UNSUPPORTED, "lmcache export: LMCache cannot read this container: %s", why);
         goto done;
     }
     const size_t planes = c->kvs, NL = c->num_layers, T = c->num_tokens, C = (size_t)c->num_heads * c->head_size;
     const size_t L = planes * NL, S = L * C, B = c->cdf_bins, nwin = c->num_windows;
-    for (size_t i = 0; i < nwin * S; i++)
-        if (c->lengths[i] > INT32_MAX) {
-            st = kvc_error(KVC_ERR_UNSUPPORTED, "lmcache export: stream length %u does not fit LMCache's int32", c->lengths[i]);
-            goto done;
-        }
     const size_t o_cdf = 0, o_scales = align8(o_cdf + S * (B + 1) * 2), o_bins = align8(o_scales + c->scales_bytes),
                  o_win = align8(o_bins + L * sizeof(uint32_t)), o_len = align8(o_win + nwin * sizeof(kvc_lmcache_window_t)),
                  o_streams = align8(o_len + nwin * S * sizeof(int32_t)), total = o_streams + c->streams_bytes + 1;

@@ -38,8 +38,8 @@ static void rice_put(kvc_bitwriter_t *w, uint32_t v, unsigned k)
         kvc_bw_put(w, v, 32);
         return;
     }
-    kvc_bw_put(w, ((1ull << (q + 1)) - 2), q + 1); /* q ones, then a zero */
-    if (k) kvc_bw_put(w, v & ((1u << k) - 1), k);
+    /* q ones, a zero, then k low bits: one put of at most 24 + 31 bits */
+    kvc_bw_put(w, ((1ull << (q + 1)) - 2) << k | (v & ((1ull << k) - 1)), q + 1 + k);
 }
 
 static uint32_t rice_get(kvc_bitreader_t *r, unsigned k)
@@ -63,19 +63,75 @@ static unsigned rice_param(const uint32_t *cnt, unsigned lo, unsigned hi)
     return k;
 }
 
-static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t nstreams)
+/* Streams [s0, s1) of the coded counts; with w->buf NULL only counts the bits. */
+static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t s0, uint64_t s1)
 {
-    for (uint64_t st = 0; st < nstreams; st++) {
+    for (uint64_t st = s0; st < s1; st++) {
         const uint32_t *cnt = c->counts + st * c->cdf_bins;
         unsigned lo = 0, hi = c->cdf_bins - 1u;
         while (lo < hi && cnt[lo] == 0) lo++;
         while (hi > lo && cnt[hi] == 0) hi--;
         const unsigned k = rice_param(cnt, lo, hi);
-        kvc_bw_put(w, lo, 6);
-        kvc_bw_put(w, hi, 6);
-        kvc_bw_put(w, k, 5);
+        kvc_bw_put(w, (uint64_t)lo << 11 | hi << 5 | k, 17);
         for (unsigned s = lo; s < hi; s++) rice_put(w, cnt[s], k);
     }
+}
+
+/* The coded counts in parts of streams, one per thread (a 7B-class chunk has 64 K streams): each
+ * part is sized, then written into its own buffer at the bit phase of its final position, so the
+ * parts are joined by OR-ing one boundary byte and copying the rest. out: NULL to size only. */
+#define COUNT_PARTS 16
+typedef struct {
+    uint64_t nstreams;    /* streams per window */
+    size_t meta, scales, cdf, lengths, streams, total;
+    size_t cdf_part_bits[COUNT_PARTS + 1]; /* coded counts: bit offset of each part (counts_section) */
+} layout_t;
+
+/* Sizing: bits[0 .. parts] receives each part's bit offset. */
+static void counts_size(const kvc_container_t *c, uint64_t nstreams, size_t *bits)
+{
+    const int threads = c->threads > 1 ? c->threads : 1;
+    const uint64_t parts = nstreams < COUNT_PARTS ? 1 : COUNT_PARTS;
+    bits[0] = 0;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parts > 1)
+    for (uint64_t i = 0; i < parts; i++) {
+        kvc_bitwriter_t w = { NULL, 0, 0 };
+        put_counts(&w, c, nstreams * i / parts, nstreams * (i + 1) / parts);
+        bits[i + 1] = w.bits;
+    }
+    for (uint64_t i = 0; i < parts; i++) bits[i + 1] += bits[i];
+}
+
+/* Writing, at the offsets counts_size computed. */
+static kvc_status_t counts_section(const kvc_container_t *c, uint64_t nstreams, uint8_t *out, const size_t *bits)
+{
+    const int threads = c->threads > 1 ? c->threads : 1;
+    const uint64_t parts = nstreams < COUNT_PARTS ? 1 : COUNT_PARTS;
+    memset(out, 0, (bits[parts] + 7) / 8);
+    if (parts == 1) {
+        kvc_bitwriter_t w = { out, (bits[parts] + 7) / 8, 0 };
+        put_counts(&w, c, 0, nstreams);
+        return KVC_OK;
+    }
+    uint8_t *tmp[COUNT_PARTS] = { NULL };
+    int failed = 0;
+    for (uint64_t i = 0; i < parts; i++) failed |= !(tmp[i] = calloc((bits[i] % 8 + bits[i + 1] - bits[i] + 7) / 8 + 1, 1));
+    if (!failed) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (uint64_t i = 0; i < parts; i++) {
+            const size_t phase = bits[i] % 8, n = (phase + bits[i + 1] - bits[i] + 7) / 8;
+            kvc_bitwriter_t w = { tmp[i], n, phase };
+            put_counts(&w, c, nstreams * i / parts, nstreams * (i + 1) / parts);
+        }
+        for (uint64_t i = 0; i < parts; i++) {
+            const size_t b0 = bits[i] / 8, n = (bits[i] % 8 + bits[i + 1] - bits[i] + 7) / 8;
+            if (!n) continue;
+            out[b0] |= tmp[i][0];
+            memcpy(out + b0 + 1, tmp[i] + 1, n - 1);
+        }
+    }
+    for (uint64_t i = 0; i < parts; i++) free(tmp[i]);
+    return failed ? kvc_error(KVC_ERR_NO_MEMORY, "container: no memory for the coded CDF") : KVC_OK;
 }
 
 static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c, uint64_t nstreams)
@@ -121,10 +177,6 @@ static size_t put_varint(uint8_t *out, uint32_t v)
 
 /* ---- sizes ---- */
 
-typedef struct {
-    uint64_t nstreams;    /* streams per window */
-    size_t meta, scales, cdf, lengths, streams, total;
-} layout_t;
 
 static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
 {
@@ -137,9 +189,8 @@ static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
         if (!kvc_mul_ok_u64(L->nstreams, (uint64_t)(c->cdf_bins + 1) * 2, &n)) return KVC_ERR_NO_MEMORY;
         L->cdf = n;
     } else {
-        kvc_bitwriter_t w = { NULL, 0, 0 };
-        put_counts(&w, c, L->nstreams);
-        L->cdf = (w.bits + 7) / 8;
+        counts_size(c, L->nstreams, L->cdf_part_bits);
+        L->cdf = (L->cdf_part_bits[L->nstreams < COUNT_PARTS ? 1 : COUNT_PARTS] + 7) / 8;
     }
     for (uint64_t i = 0; i < L->nstreams * c->num_windows; i++) L->lengths += put_varint(NULL, c->lengths[i]);
     L->streams = c->streams_bytes;
@@ -156,24 +207,72 @@ kvc_status_t kvc_container_size(const kvc_container_t *c, size_t *bytes)
     return st;
 }
 
-static uint8_t *section(uint8_t *p, uint32_t type, const uint8_t *payload, size_t n)
+static uint8_t *section_with_crc(uint8_t *p, uint32_t type, size_t n, uint32_t sum)
 {
     put_u32(p, type);
-    put_u32(p + 4, crc(payload, n));
+    put_u32(p + 4, sum);
     put_u64(p + 8, n);
     return p + KVC_CONTAINER_SECTION_BYTES + n;
 }
+
+static uint8_t *section(uint8_t *p, uint32_t type, const uint8_t *payload, size_t n)
+{
+    return section_with_crc(p, type, n, crc(payload, n));
+}
+
+/* memcpy + CRC-32 of the copy, in one piece per thread above 1 MiB (the streams of a 7B-class
+ * chunk are ~8 MB), the pieces' CRCs joined with crc32_combine. */
+static uint32_t copy_crc(uint8_t *dst, const uint8_t *src, size_t n, int threads)
+{
+    const int parts = threads > 1 && n > (1u << 20) ? (threads < 16 ? threads : 16) : 1;
+    uint32_t sums[16];
+#pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
+    for (int i = 0; i < parts; i++) {
+        const size_t a = n * (size_t)i / (size_t)parts, b = n * (size_t)(i + 1) / (size_t)parts;
+        memcpy(dst + a, src + a, b - a);
+        sums[i] = crc(dst + a, b - a);
+    }
+    uint32_t sum = sums[0];
+    for (int i = 1; i < parts; i++)
+        sum = (uint32_t)crc32_combine(sum, sums[i], (z_off_t)(n * (size_t)(i + 1) / (size_t)parts - n * (size_t)i / (size_t)parts));
+    return sum;
+}
+
+static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, uint8_t *out, size_t cap, size_t *written);
 
 kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t cap, size_t *written)
 {
     layout_t L;
     kvc_status_t st = plan(c, &L);
+    return st != KVC_OK ? st : write_planned(c, &L, out, cap, written);
+}
+
+kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, size_t *written)
+{
+    layout_t L;
+    kvc_status_t st = plan(c, &L);
     if (st != KVC_OK) return st;
+    uint8_t *buf = malloc(L.total);
+    if (!buf) return kvc_error(KVC_ERR_NO_MEMORY, "container: no memory for %zu bytes", L.total);
+    if ((st = write_planned(c, &L, buf, L.total, written)) != KVC_OK) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    return KVC_OK;
+}
+
+static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, uint8_t *out, size_t cap, size_t *written)
+{
+    const layout_t L = *Lp;
     if (cap < L.total) return kvc_error(KVC_ERR_NO_SPACE, "container needs %zu bytes, buffer has %zu", L.total, cap);
-    memset(out, 0, L.total);
+    /* Zero only what is not overwritten whole (header, META's reserved bytes, the CDF's padding):
+     * the streams of a 7B-class chunk are ~8 MB. */
+    memset(out, 0, KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + L.meta);
     memcpy(out, KVC_CONTAINER_MAGIC, 8);
     put_u16(out + 8, KVC_CONTAINER_VERSION_MAJOR);
-    put_u16(out + 10, KVC_CONTAINER_VERSION_MINOR);
+    /* The oldest minor that has every feature used: format 1.0 containers stay byte-identical. */
+    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_MINOR1 ? 1 : 0);
     put_u32(out + 12, c->flags);
     put_u32(out + 16, KVC_CONTAINER_HEADER_BYTES);
     put_u32(out + 20, 5);
@@ -201,8 +300,8 @@ kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t 
     uint8_t *q = p + KVC_CONTAINER_SECTION_BYTES;
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) memcpy(q, c->raw_cdf, L.cdf);
     else {
-        kvc_bitwriter_t w = { q, L.cdf, 0 };
-        put_counts(&w, c, L.nstreams);
+        const kvc_status_t st = counts_section(c, L.nstreams, q, L.cdf_part_bits);
+        if (st != KVC_OK) return st;
     }
     p = section(p, KVC_SECTION_CDF, q, L.cdf);
 
@@ -211,8 +310,8 @@ kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t 
     for (uint64_t i = 0; i < L.nstreams * c->num_windows; i++) off += put_varint(q + off, c->lengths[i]);
     p = section(p, KVC_SECTION_LENGTHS, q, L.lengths);
 
-    memcpy(p + KVC_CONTAINER_SECTION_BYTES, c->streams, L.streams);
-    p = section(p, KVC_SECTION_STREAMS, p + KVC_CONTAINER_SECTION_BYTES, L.streams);
+    const uint32_t streams_crc = copy_crc(p + KVC_CONTAINER_SECTION_BYTES, c->streams, L.streams, c->threads);
+    p = section_with_crc(p, KVC_SECTION_STREAMS, L.streams, streams_crc);
     *written = L.total;
     return KVC_OK;
 }
@@ -235,7 +334,16 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
         return kvc_error(KVC_ERR_CORRUPT, "container says %llu bytes, %zu given (truncated or padded)", (unsigned long long)total, len);
     c->flags = get_u32(buf + 12);
     c->version_minor = get_u16(buf + 10);
-    if (c->flags & ~(KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAG_NO_HEADS)) return kvc_error(KVC_ERR_CORRUPT, "container has unknown flags 0x%x", c->flags);
+    if (c->flags & ~KVC_CONTAINER_FLAGS_KNOWN) {
+        /* A newer minor may add flags: say so instead of calling the file corrupt. */
+        if (c->version_minor > KVC_CONTAINER_VERSION_MINOR)
+            return kvc_error(KVC_ERR_VERSION, "container format 1.%u uses features (flags 0x%x) this kvcore (format 1.%u) cannot read",
+                             c->version_minor, c->flags, KVC_CONTAINER_VERSION_MINOR);
+        return kvc_error(KVC_ERR_CORRUPT, "container has unknown flags 0x%x", c->flags);
+    }
+    if ((c->flags & KVC_CONTAINER_FLAGS_MINOR1) && c->version_minor < 1)
+        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.1 features)", c->version_minor,
+                         c->flags);
     return KVC_OK;
 }
 
@@ -314,9 +422,9 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
     const uint64_t nstreams = kvc_container_streams_per_window(c), nlen = nstreams * c->num_windows;
 
     if ((st = next_section(buf, len, &pos, KVC_SECTION_SCALES, &p, &n)) != KVC_OK) return st;
-    if (n != (uint64_t)c->kvs * c->num_layers * c->num_tokens * dtype_bytes(c->dtype))
-        return kvc_error(KVC_ERR_CORRUPT, "container SCALES section has %zu bytes for %u x %u x %u scales", n, c->kvs,
-                         c->num_layers, c->num_tokens);
+    if (n != kvc_container_num_scales(c) * dtype_bytes(c->dtype))
+        return kvc_error(KVC_ERR_CORRUPT, "container SCALES section has %zu bytes for %llu scales", n,
+                         (unsigned long long)kvc_container_num_scales(c));
     c->scales = p;
     c->scales_bytes = n;
 

@@ -11,12 +11,16 @@
 
 #define KVC_CONTAINER_MAGIC "\x89KVC\r\n\x1a\n"
 #define KVC_CONTAINER_VERSION_MAJOR 1
-#define KVC_CONTAINER_VERSION_MINOR 0
+#define KVC_CONTAINER_VERSION_MINOR 1 /* the newest minor this kvcore reads and writes */
 #define KVC_CONTAINER_HEADER_BYTES 48
 #define KVC_CONTAINER_SECTION_BYTES 16
 #define KVC_CONTAINER_MAX_BINS 64
 #define KVC_CONTAINER_FLAG_RAW_CDF 1u /* CDF stored as LMCache's uint16 table (imported streams) */
 #define KVC_CONTAINER_FLAG_NO_HEADS 2u /* head split unknown: NH = 1, HS = C are nominal */
+#define KVC_CONTAINER_FLAG_CHANNEL_KEYS 4u /* plane 0 scaled per (layer, channel): format 1.1 */
+/* Flags that need format 1.1: a 1.0 file cannot carry them. */
+#define KVC_CONTAINER_FLAGS_MINOR1 (KVC_CONTAINER_FLAG_NO_HEADS | KVC_CONTAINER_FLAG_CHANNEL_KEYS)
+#define KVC_CONTAINER_FLAGS_KNOWN (KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAGS_MINOR1)
 
 enum { KVC_SECTION_META = 1, KVC_SECTION_SCALES = 2, KVC_SECTION_CDF = 3, KVC_SECTION_LENGTHS = 4, KVC_SECTION_STREAMS = 5 };
 enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };
@@ -34,7 +38,7 @@ typedef struct kvc_container {
     uint32_t window_tokens, num_windows;
     uint8_t bins[2 * 4096]; /* quantiser bins per (plane, layer) */
 
-    const void *scales;   /* [kvs, NL, T] in dtype */
+    const void *scales;   /* [kvs, NL, T] in dtype; CHANNEL_KEYS: plane 0 is [NL, C] */
     size_t scales_bytes;
     /* CDF: exactly one of these, by flags. counts: uint32 [kvs*NL*C][cdf_bins] (owned after parse) */
     uint32_t *counts;
@@ -43,6 +47,7 @@ typedef struct kvc_container {
     uint32_t *lengths;
     const uint8_t *streams;
     size_t streams_bytes;
+    int threads;          /* write: threads for coding the CDF section (0 or 1: the calling thread) */
 } kvc_container_t;
 
 static inline uint64_t kvc_container_streams_per_window(const kvc_container_t *c)
@@ -50,10 +55,19 @@ static inline uint64_t kvc_container_streams_per_window(const kvc_container_t *c
     return (uint64_t)c->kvs * c->num_layers * c->num_heads * c->head_size;
 }
 
+/* Scales the SCALES section holds: per (plane, layer) T, or C for plane 0 with CHANNEL_KEYS. */
+static inline uint64_t kvc_container_num_scales(const kvc_container_t *c)
+{
+    const uint64_t per0 = c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS ? (uint64_t)c->num_heads * c->head_size : c->num_tokens;
+    return (uint64_t)c->num_layers * (per0 + (uint64_t)(c->kvs - 1) * c->num_tokens);
+}
+
 /* Bytes kvc_container_write will produce. */
 kvc_status_t kvc_container_size(const kvc_container_t *c, size_t *bytes);
 /* Serialise into out (cap bytes, at least kvc_container_size). */
 kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t cap, size_t *written);
+/* kvc_container_size + kvc_container_write in one pass into a new buffer (free()). */
+kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, size_t *written);
 /* Validate every field and checksum and fill c (counts/lengths are allocated; free with
  * kvc_container_release). KVC_ERR_CORRUPT for anything malformed or truncated, KVC_ERR_VERSION for
  * another major version. Never reads outside buf[0, len). */

@@ -155,8 +155,17 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
         goto fail;
     }
     kvc_ops_resolve(&ctx->ops, ctx->backend);
+    if (ctx->backend != &kvc_cpu_backend) { /* host-resident work runs on the CPU table */
+        st = kvc_cpu_backend.init(&ctx->svc, 0, &ctx->cpu_bctx);
+        if (st != KVC_OK) {
+            ctx->backend->fini(ctx->bctx);
+            goto fail;
+        }
+        kvc_ops_resolve(&ctx->cpu_ops, &kvc_cpu_backend);
+    }
     st = kvc_hostmem_init(ctx);
     if (st != KVC_OK) {
+        if (ctx->cpu_bctx) kvc_cpu_backend.fini(ctx->cpu_bctx);
         ctx->backend->fini(ctx->bctx);
         goto fail;
     }
@@ -176,10 +185,12 @@ KVC_API void kvc_context_destroy(kvc_context_t *ctx)
     if (!ctx) return;
     kvc_hostmem_teardown(ctx); /* before fini: unpinning needs the backend */
     kvc_device_teardown(ctx); /* before fini: freeing needs the backend */
+    if (ctx->cpu_bctx) kvc_cpu_backend.fini(ctx->cpu_bctx);
     if (ctx->backend && ctx->bctx) ctx->backend->fini(ctx->bctx);
     kvc_backends_unload(ctx);
     kvc_topology_unload(ctx);
     kvc_recorder_destroy(ctx->recorder);
+    kvc_codec_scratch_free(ctx->codec_scratch);
     free(ctx);
 }
 

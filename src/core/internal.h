@@ -38,6 +38,10 @@ struct kvc_context {
     const kvc_backend_t *backend; /* selected */
     kvc_backend_ctx_t *bctx;
     kvc_backend_ops_t ops; /* resolved: no NULL slot */
+    /* The CPU backend's table, kept by a context whose selected backend is a GPU (residence.c);
+     * cpu_bctx is NULL on a CPU context. */
+    kvc_backend_ops_t cpu_ops;
+    kvc_backend_ctx_t *cpu_bctx;
     kvc_backend_services_t svc;
 
     kvc_isa_t isa;
@@ -47,7 +51,11 @@ struct kvc_context {
 
     struct kvc_mem_registry *mem; /* live host allocations (hostmem.c) */
     struct kvc_device_registry *devmem; /* live kvc_device_alloc allocations (device.c) */
+    struct kvc_codec_scratch *codec_scratch; /* codec buffers kept across calls (codec.c) */
 };
+
+/* codec.c: frees the context's codec scratch (kvc_context_destroy). */
+void kvc_codec_scratch_free(struct kvc_codec_scratch *s);
 
 /* The built-in CPU backend descriptor (src/backends/simd). */
 extern const kvc_backend_t kvc_cpu_backend;
@@ -57,6 +65,32 @@ kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const
 void kvc_backends_unload(kvc_context_t *ctx);
 /* Copy ops, replacing missing or NULL slots with stubs returning KVC_ERR_UNSUPPORTED. */
 void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc);
+
+/* residence.c: pick the op table of one call from where its data lives (docs/ARCHITECTURE.md). */
+typedef struct kvc_res_ptr {
+    const char *name;
+    long long index; /* < 0: not an array element */
+    const void *ptr;
+} kvc_res_ptr_t;
+typedef struct kvc_residence {
+    kvc_context_t *ctx;
+    const char *op;
+    int by_kind;                    /* a GPU context whose module answers pointer_kind */
+    kvc_res_ptr_t device, pageable; /* the first pointer of each kind seen */
+    int registered;
+} kvc_residence_t;
+typedef struct kvc_route {
+    const kvc_backend_ops_t *ops;
+    kvc_backend_ctx_t *b;
+    int on_gpu; /* the GPU module runs the call */
+} kvc_route_t;
+void kvc_res_init(kvc_residence_t *r, kvc_context_t *ctx, const char *op);
+/* Adds one data pointer of the call (NULL is ignored); index >= 0 names an array element. */
+void kvc_res_add(kvc_residence_t *r, const char *name, long long index, const void *p);
+kvc_status_t kvc_res_route(const kvc_residence_t *r, kvc_route_t *out);
+/* 1 when p is device memory on a GPU context whose module answers pointer_kind (index tables the
+ * core then leaves to the module to validate). */
+int kvc_res_on_device(kvc_context_t *ctx, const void *p);
 
 /* recorder.c: the context's recorders (destroy frees records not drained; NULL is a no-op) */
 kvc_status_t kvc_recorder_create(kvc_recorder_t **out);

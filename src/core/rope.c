@@ -112,6 +112,17 @@ static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
     return KVC_OK;
 }
 
+/* The keys and the table decide; positions are host tables read by the core. */
+static kvc_status_t route_rope(kvc_context_t *ctx, const char *op, const void *keys, const void *table,
+                               kvc_route_t *to)
+{
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, op);
+    kvc_res_add(&r, "keys->data", -1, keys);
+    kvc_res_add(&r, "table->data", -1, table);
+    return kvc_res_route(&r, to);
+}
+
 KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions,
                                       const kvc_rope_table_t *table, const kvc_rope_params_t *params)
@@ -130,7 +141,9 @@ KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, c
     if ((st = check_positions("old_positions", old_positions, a.keys.num_tokens, rows)) != KVC_OK) return st;
     if ((st = check_positions("new_positions", new_positions, a.keys.num_tokens, rows)) != KVC_OK) return st;
     a.table = *table;
-    return ctx->ops.rope_k_fused(ctx->bctx, &a);
+    kvc_route_t to;
+    if ((st = route_rope(ctx, "rope_k_fused", keys->data, table->data, &to)) != KVC_OK) return st;
+    return to.ops->rope_k_fused(to.b, &a);
 }
 
 KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_table_t *table,
@@ -141,7 +154,9 @@ KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t strea
     if (st == KVC_OK) st = check_base(base);
     if (st != KVC_OK) return st;
     const struct kvc_rope_cache_args a = { .stream = stream, .table = *table, .base = base };
-    return ctx->ops.rope_cache_build(ctx->bctx, &a);
+    kvc_route_t to;
+    if ((st = route_rope(ctx, "rope_cache_build", NULL, table->data, &to)) != KVC_OK) return st;
+    return to.ops->rope_cache_build(to.b, &a);
 }
 
 KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
@@ -161,5 +176,7 @@ KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, c
         return st;
     if ((st = check_positions("new_positions", new_positions, a.keys.num_tokens, KVC_ROPE_POSITION_LIMIT)) != KVC_OK)
         return st;
-    return ctx->ops.rope_k_delta(ctx->bctx, &a);
+    kvc_route_t to;
+    if ((st = route_rope(ctx, "rope_k_delta", keys->data, NULL, &to)) != KVC_OK) return st;
+    return to.ops->rope_k_delta(to.b, &a);
 }

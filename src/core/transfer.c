@@ -29,15 +29,16 @@ static kvc_status_t check_ptr_table(const char *what, void *const *ptrs, int64_t
 
 /* An int64 index list: declared type, non-NULL when non-empty, entries [first, n) < limit (and
  * >= 0 unless negatives mean "skip"). */
+/* on_device: a device-resident table (kvc_res_on_device) is checked by the GPU module instead. */
 static kvc_status_t check_indices(const char *what, const void *p, int type, int64_t n, int64_t first, int64_t limit,
-                                  int negative_skips, const char *limit_name)
+                                  int negative_skips, const char *limit_name, int on_device)
 {
     if (type != KVC_INDEX_INT64)
         return kvc_error(KVC_ERR_DTYPE, "%s: index type %d%s; only KVC_INDEX_INT64 (%d) is accepted", what, type,
                          type == KVC_INDEX_INT32 ? " (int32)" : "", KVC_INDEX_INT64);
     if (n > 0 && !p) return kvc_error(KVC_ERR_INVALID_ARG, "%s is NULL with %lld entries", what, (long long)n);
     const int64_t *v = p;
-    for (int64_t i = first; i < n; i++) {
+    for (int64_t i = first; i < n && !on_device; i++) {
         if (v[i] >= limit || (v[i] < 0 && !negative_skips))
             return kvc_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", what, (long long)i,
                              (long long)v[i], (long long)limit, limit_name);
@@ -54,7 +55,8 @@ static kvc_status_t check_skip(const char *what, int64_t skip, int64_t n)
 
 /* Shared by the per-token ops: token count, slot list and chunk size. */
 static kvc_status_t check_tokens(const kvc_layout_t *l, const kvc_page_shape_t *s, int64_t planes_times_layers,
-                                 int64_t num_tokens, const void *slots, int slot_type, int64_t num_slots, int64_t skip)
+                                 int64_t num_tokens, const void *slots, int slot_type, int64_t num_slots, int64_t skip,
+                                 int on_device)
 {
     if (num_tokens < 0) return kvc_error(KVC_ERR_SHAPE, "num_tokens = %lld is negative", (long long)num_tokens);
     if (num_slots != num_tokens)
@@ -64,12 +66,29 @@ static kvc_status_t check_tokens(const kvc_layout_t *l, const kvc_page_shape_t *
         return kvc_error(KVC_ERR_SHAPE, "chunk of %lld tokens overflows 64-bit byte offsets", (long long)num_tokens);
     kvc_status_t st = check_skip("skip_prefix_tokens", skip, num_tokens);
     if (st != KVC_OK) return st;
-    return check_indices("slots", slots, slot_type, num_slots, skip, s->nb * s->bs, 1, "nb*bs slots");
+    return check_indices("slots", slots, slot_type, num_slots, skip, s->nb * s->bs, 1, "nb*bs slots", on_device);
+}
+
+/* Engine tensors, chunk and objects decide the side (residence.c), and a device-resident index
+ * table (host tables are read by the core and go with any side). A GPU module checks each pointer
+ * again and refuses pageable host memory. */
+static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, const kvc_engine_map_t *e, int64_t layers,
+                               int64_t planes, void *chunk, void *const *objects, int64_t num_objects,
+                               const char *table_name, const void *device_table, kvc_route_t *to)
+{
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, op);
+    kvc_res_add(&r, table_name, -1, device_table);
+    const int64_t nptrs = (layers - 1) * e->ptr_layer_step + (planes - 1) * e->ptr_plane_step + 1;
+    for (int64_t i = 0; i < nptrs; i++) kvc_res_add(&r, "engine_ptrs", i, e->ptrs[i]);
+    kvc_res_add(&r, "chunk", -1, chunk);
+    for (int64_t i = 0; i < num_objects; i++) kvc_res_add(&r, "objects", i, objects[i]);
+    return kvc_res_route(&r, to);
 }
 
 static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
                                void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
-                               int64_t num_tokens, kvc_stream_t stream)
+                               int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
 {
     if (skip == num_tokens) return KVC_OK;
     struct kvc_token_plan p = { .direction = direction,
@@ -83,9 +102,15 @@ static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int di
                                 .end_token = num_tokens,
                                 .runs = kvc_layout_token_runs(l, &cmap),
                                 .bytes = kvc_mul3(layers * l->planes, num_tokens - skip, l->row_bytes),
-                                .stream = stream };
+                                .stream = stream,
+                                .index_on_device = device_slot_limit > 0,
+                                .index_limit = device_slot_limit };
     p.engine.ptrs = ptrs;
-    return ctx->ops.transfer_tokens(ctx->bctx, &p);
+    kvc_route_t to;
+    const kvc_status_t st = route_xfer(ctx, "transfer", &p.engine, layers, l->planes, chunk, NULL, 0, "slots",
+                                       device_slot_limit > 0 ? slots : NULL, &to);
+    if (st != KVC_OK) return st;
+    return to.ops->transfer_tokens(to.b, &p);
 }
 
 KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
@@ -100,15 +125,16 @@ KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_tra
         return st;
     const int64_t T = a->num_tokens;
     if (!a->chunk && T > 0) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
+    const int dev = kvc_res_on_device(ctx, a->slots);
     if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
-                           a->skip_prefix_tokens)) != KVC_OK)
+                           a->skip_prefix_tokens, dev)) != KVC_OK)
         return st;
     const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * T * l.row_bytes,
                                 .layer_stride = T * l.row_bytes,
                                 .token_stride = l.row_bytes,
                                 .head_stride = l.head_bytes };
     return run_tokens(ctx, &l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots,
-                      a->skip_prefix_tokens, T, a->stream);
+                      a->skip_prefix_tokens, T, dev ? a->shape.nb * a->shape.bs : 0, a->stream);
 }
 
 KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_transfer_t *a)
@@ -128,11 +154,14 @@ KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_tran
         return st;
     const int64_t T = a->num_tokens;
     if (!a->chunk && T > 0) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
-    if ((st = check_tokens(&l, &a->shape, l.planes, T, a->slots, a->slot_type, a->num_slots, 0)) != KVC_OK) return st;
+    const int dev = kvc_res_on_device(ctx, a->slots);
+    if ((st = check_tokens(&l, &a->shape, l.planes, T, a->slots, a->slot_type, a->num_slots, 0, dev)) != KVC_OK)
+        return st;
     const kvc_chunk_map_t c = { .plane_stride = a->token_major ? l.row_bytes : T * l.row_bytes,
                                 .token_stride = a->token_major ? l.planes * l.row_bytes : l.row_bytes,
                                 .head_stride = l.head_bytes };
-    return run_tokens(ctx, &l, a->direction, 1, a->engine_ptrs, a->chunk, c, a->slots, 0, T, a->stream);
+    return run_tokens(ctx, &l, a->direction, 1, a->engine_ptrs, a->chunk, c, a->slots, 0, T, dev ? a->shape.nb * a->shape.bs : 0,
+                      a->stream);
 }
 
 static kvc_status_t flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a, int direction)
@@ -150,7 +179,9 @@ static kvc_status_t flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a, int
         return kvc_error(KVC_ERR_INVALID_ARG, "%s is NULL",
                          !a->key_value ? "key_value" : !a->key_cache ? "key_cache" : "value_cache");
     const int64_t T = a->num_tokens;
-    if ((st = check_tokens(&l, &one, 2 * a->shape.nl, T, a->slots, a->slot_type, a->num_slots, 0)) != KVC_OK) return st;
+    const int dev = kvc_res_on_device(ctx, a->slots);
+    if ((st = check_tokens(&l, &one, 2 * a->shape.nl, T, a->slots, a->slot_type, a->num_slots, 0, dev)) != KVC_OK)
+        return st;
     if (a->layer_idx < 0 || a->layer_idx >= a->shape.nl)
         return kvc_error(KVC_ERR_OUT_OF_RANGE, "layer_idx = %lld outside [0, %lld)", (long long)a->layer_idx,
                          (long long)a->shape.nl);
@@ -159,7 +190,7 @@ static kvc_status_t flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a, int
                                 .token_stride = l.row_bytes,
                                 .head_stride = l.head_bytes };
     char *chunk = (char *)a->key_value + a->layer_idx * T * l.row_bytes;
-    return run_tokens(ctx, &l, direction, 1, ptrs, chunk, c, a->slots, 0, T, a->stream);
+    return run_tokens(ctx, &l, direction, 1, ptrs, chunk, c, a->slots, 0, T, dev ? one.nb * one.bs : 0, a->stream);
 }
 
 KVC_API kvc_status_t kvc_load_and_reshape_flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a)
@@ -194,8 +225,9 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
     snprintf(why, sizeof(why), "%lld block ids at %lld blocks per object", (long long)n, (long long)bpo);
     if ((st = check_ptr_table("objects", a->objects, a->num_objects, want_objects, why)) != KVC_OK) return st;
     if ((st = check_skip("skip_prefix_blocks", a->skip_prefix_blocks, n)) != KVC_OK) return st;
+    const int dev = kvc_res_on_device(ctx, a->block_ids);
     if ((st = check_indices("block_ids", a->block_ids, a->block_id_type, n, a->skip_prefix_blocks, a->shape.nb, 0,
-                            "nb blocks")) != KVC_OK)
+                            "nb blocks", dev)) != KVC_OK)
         return st;
     if (a->skip_prefix_blocks == n) return KVC_OK;
     const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * C * l.row_bytes,
@@ -214,7 +246,13 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
                                 .end_block = n,
                                 .runs = kvc_layout_block_runs(&l, &c),
                                 .bytes = kvc_mul3(a->shape.nl * l.planes, (n - a->skip_prefix_blocks) * bs, l.row_bytes),
-                                .stream = a->stream };
+                                .stream = a->stream,
+                                .index_on_device = dev,
+                                .index_limit = a->shape.nb };
     p.engine.ptrs = a->engine_ptrs;
-    return ctx->ops.transfer_blocks(ctx->bctx, &p);
+    kvc_route_t to;
+    if ((st = route_xfer(ctx, "transfer_blocks", &p.engine, a->shape.nl, l.planes, NULL, a->objects,
+                         (n - 1) / bpo + 1, "block_ids", dev ? a->block_ids : NULL, &to)) != KVC_OK)
+        return st;
+    return to.ops->transfer_blocks(to.b, &p);
 }

@@ -1,12 +1,28 @@
-/* A backend module that runs the GPU kernels' arithmetic on the CPU: the transfer addressing
- * (gpu_transfer.h), the per-stream coder (gpu_coder.h) and the quantiser's per-element code
- * (gpu_quant.h) are the very functions the CUDA/HIP kernels call, compiled here by gcc and driven
- * by plain loops in place of the grid. tests/test_gpu.c loads it as the "cuda" module and runs the
- * GPU comparison suite against it, so CPU-only CI checks that code byte for byte against the CPU
- * backend. What it cannot check: launch shapes, shared-memory staging, atomics, the device-side
- * data checks and the runtime calls (those run only on a real GPU). "Device" memory is host memory. */
+/* A backend module that runs the GPU kernels' arithmetic on the CPU and models a GPU's memory
+ * spaces. The transfer addressing (gpu_transfer.h), the per-stream coder (gpu_coder.h) and the
+ * quantiser's per-element code (gpu_quant.h) are the very functions the CUDA/HIP kernels call,
+ * compiled here by gcc and driven by plain loops in place of the grid. tests/test_gpu.c and
+ * tests/test_cli_emu.sh load it as the "cuda" module.
+ *
+ * Memory spaces, as the real runtimes present them:
+ *   - device memory comes from a separate arena: a memfd mapped twice, once PROT_NONE (the
+ *     addresses handed out: the host faults on them, as on a GPU without HMM) and once read-write
+ *     (the view the emulated kernels and copies use);
+ *   - registered host memory is what host_register recorded;
+ *   - anything else is pageable host memory. pointer_kind answers like cudaPointerGetAttributes,
+ *     and every op refuses pageable host memory with the real module's message
+ *     (kvc_gpu_require_device_ptr), while copies accept any memory (cudaMemcpy with UVA).
+ * What it cannot check: launch shapes, shared-memory staging, atomics, the device-side data checks
+ * and the runtime calls (those run only on a real GPU); RoPE kernels (their math is not in a
+ * shared header: device-resident RoPE is unsupported here). Streams are synchronous. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <kvcore/backend.h>
 #include <kvcore/cachegen.h>
@@ -16,8 +32,27 @@
 #include "../../src/backends/gpu/gpu_quant.h"
 #include "../../src/backends/gpu/gpu_transfer.h"
 
+#define ARENA_BYTES ((size_t)2 << 30) /* sparse: only touched pages cost memory */
+#define ARENA_ALIGN 256
+#define MAX_REGISTERED 256
+
+typedef struct span {
+    size_t off, len;
+} span_t;
+
 struct kvc_backend_ctx {
     const kvc_backend_services_t *svc;
+    pthread_mutex_t lock;
+    int fd;
+    char *dev;    /* PROT_NONE view: device addresses */
+    char *shadow; /* read-write view of the same pages */
+    span_t *allocs; /* live device allocations, sorted by offset */
+    size_t nallocs, cap;
+    struct {
+        const char *p;
+        size_t len;
+    } reg[MAX_REGISTERED];
+    int nreg;
 };
 
 static kvc_status_t emu_probe(const kvc_backend_services_t *svc, int *n, char *why, size_t len)
@@ -29,35 +64,172 @@ static kvc_status_t emu_probe(const kvc_backend_services_t *svc, int *n, char *w
     return KVC_OK;
 }
 
+static void emu_fini(kvc_backend_ctx_t *b)
+{
+    if (b->dev && b->dev != MAP_FAILED) munmap(b->dev, ARENA_BYTES);
+    if (b->shadow && b->shadow != MAP_FAILED) munmap(b->shadow, ARENA_BYTES);
+    if (b->fd >= 0) close(b->fd);
+    free(b->allocs);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+}
+
 static kvc_status_t emu_init(const kvc_backend_services_t *svc, int device, kvc_backend_ctx_t **out)
 {
     (void)device;
     kvc_backend_ctx_t *b = calloc(1, sizeof(*b));
     if (!b) return KVC_ERR_NO_MEMORY;
     b->svc = svc;
+    pthread_mutex_init(&b->lock, NULL);
+    b->fd = memfd_create("kvc-emu-device", MFD_CLOEXEC);
+    if (b->fd < 0 || ftruncate(b->fd, (off_t)ARENA_BYTES) != 0) goto fail;
+    b->dev = mmap(NULL, ARENA_BYTES, PROT_NONE, MAP_SHARED, b->fd, 0);
+    b->shadow = mmap(NULL, ARENA_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd, 0);
+    if (b->dev == MAP_FAILED || b->shadow == MAP_FAILED) goto fail;
     *out = b;
+    return KVC_OK;
+fail:
+    emu_fini(b);
+    return svc->set_error(KVC_ERR_NO_MEMORY, "emu: cannot map the %zu-byte device arena", ARENA_BYTES);
+}
+
+static int in_arena(const kvc_backend_ctx_t *b, const void *p)
+{
+    return (const char *)p >= b->dev && (const char *)p < b->dev + ARENA_BYTES;
+}
+
+static int is_registered(kvc_backend_ctx_t *b, const void *p)
+{
+    int hit = 0;
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < b->nreg && !hit; i++)
+        hit = (const char *)p >= b->reg[i].p && (const char *)p < b->reg[i].p + b->reg[i].len;
+    pthread_mutex_unlock(&b->lock);
+    return hit;
+}
+
+static kvc_status_t emu_kind(kvc_backend_ctx_t *b, const void *p, int *kind)
+{
+    *kind = in_arena(b, p) ? KVC_RES_DEVICE : is_registered(b, p) ? KVC_RES_REGISTERED : KVC_RES_PAGEABLE;
     return KVC_OK;
 }
 
-static void emu_fini(kvc_backend_ctx_t *b) { free(b); }
+/* Where the host-side emulation touches p: the read-write view for device memory. */
+static void *view(const kvc_backend_ctx_t *b, const void *p)
+{
+    return in_arena(b, p) ? b->shadow + ((const char *)p - b->dev) : (void *)p;
+}
+
+/* What a kernel may dereference: device or registered memory (kvc_gpu_require_device_ptr). */
+static kvc_status_t reach(kvc_backend_ctx_t *b, const void *p, const char *op, const char *what, long long index,
+                          void *out)
+{
+    void *r = NULL;
+    if (p) {
+        int kind;
+        emu_kind(b, p, &kind);
+        if (kind == KVC_RES_PAGEABLE) {
+            char idx[32] = "";
+            if (index >= 0) snprintf(idx, sizeof(idx), "[%lld]", index);
+            return b->svc->set_error(KVC_ERR_INVALID_ARG,
+                                     "%s: %s%s = %p is pageable host memory the CUDA device cannot access: use "
+                                     "device memory, or register / pin the host memory",
+                                     op, what, idx, p);
+        }
+        r = view(b, p);
+    }
+    memcpy(out, &r, sizeof(r)); /* out: any pointer type */
+    return KVC_OK;
+}
 
 static kvc_status_t emu_alloc(kvc_backend_ctx_t *b, size_t len, void **out)
 {
-    (void)b;
-    return posix_memalign(out, 256, len) == 0 ? KVC_OK : KVC_ERR_NO_MEMORY;
+    len = (len + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+    kvc_status_t st = KVC_ERR_NO_MEMORY;
+    pthread_mutex_lock(&b->lock);
+    size_t at = 0, i = 0; /* first fit */
+    for (; i < b->nallocs && b->allocs[i].off - at < len; i++) at = b->allocs[i].off + b->allocs[i].len;
+    if (ARENA_BYTES - at >= len) {
+        if (b->nallocs == b->cap) {
+            const size_t cap = b->cap ? 2 * b->cap : 64;
+            span_t *a = realloc(b->allocs, cap * sizeof(*a));
+            if (a) {
+                b->allocs = a;
+                b->cap = cap;
+            }
+        }
+        if (b->nallocs < b->cap) {
+            memmove(b->allocs + i + 1, b->allocs + i, (b->nallocs - i) * sizeof(*b->allocs));
+            b->allocs[i] = (span_t){ at, len };
+            b->nallocs++;
+            *out = b->dev + at;
+            st = KVC_OK;
+        }
+    }
+    pthread_mutex_unlock(&b->lock);
+    return st == KVC_OK ? st : b->svc->set_error(st, "emu: device arena full (%zu bytes asked)", len);
 }
 
 static kvc_status_t emu_free(kvc_backend_ctx_t *b, void *p)
 {
-    (void)b;
-    free(p);
+    kvc_status_t st = KVC_ERR_INVALID_ARG;
+    pthread_mutex_lock(&b->lock);
+    for (size_t i = 0; i < b->nallocs; i++)
+        if (b->dev + b->allocs[i].off == (char *)p) {
+            /* the pages go back, and a later allocation reads zeros, not old data */
+            (void)fallocate(b->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)b->allocs[i].off,
+                            (off_t)b->allocs[i].len);
+            memmove(b->allocs + i, b->allocs + i + 1, (b->nallocs - i - 1) * sizeof(*b->allocs));
+            b->nallocs--;
+            st = KVC_OK;
+            break;
+        }
+    pthread_mutex_unlock(&b->lock);
+    return st == KVC_OK ? st : b->svc->set_error(st, "emu: %p is not a device allocation", p);
+}
+
+static kvc_status_t emu_register(kvc_backend_ctx_t *b, void *p, size_t len)
+{
+    kvc_status_t st = KVC_ERR_NO_MEMORY;
+    pthread_mutex_lock(&b->lock);
+    if (b->nreg < MAX_REGISTERED) {
+        b->reg[b->nreg].p = p;
+        b->reg[b->nreg++].len = len;
+        st = KVC_OK;
+    }
+    pthread_mutex_unlock(&b->lock);
+    return st == KVC_OK ? st : b->svc->set_error(st, "emu: more than %d registered ranges", MAX_REGISTERED);
+}
+
+static kvc_status_t emu_unregister(kvc_backend_ctx_t *b, void *p, size_t len)
+{
+    (void)len;
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < b->nreg; i++)
+        if (b->reg[i].p == p) {
+            b->reg[i] = b->reg[--b->nreg];
+            break;
+        }
+    pthread_mutex_unlock(&b->lock);
     return KVC_OK;
 }
 
+/* Copies take any memory, as cudaMemcpy* do with unified addressing. */
 static kvc_status_t emu_memcpy(kvc_backend_ctx_t *b, void *dst, const void *src, size_t n)
 {
-    (void)b;
-    memmove(dst, src, n);
+    memmove(view(b, dst), view(b, src), n);
+    return KVC_OK;
+}
+
+static kvc_status_t emu_split(kvc_backend_ctx_t *b, const struct kvc_copy_split *a)
+{
+    return emu_memcpy(b, a->dst, a->src, a->nbytes);
+}
+
+static kvc_status_t emu_batched(kvc_backend_ctx_t *b, const struct kvc_batched_copy *a)
+{
+    for (size_t i = 0; i < a->count; i++)
+        if (a->sizes[i]) emu_memcpy(b, a->dsts[i], a->srcs[i], a->sizes[i]);
     return KVC_OK;
 }
 
@@ -66,6 +238,14 @@ static kvc_status_t emu_sync(kvc_backend_ctx_t *b, kvc_stream_t s)
     (void)b;
     (void)s;
     return KVC_OK; /* every op is done when it returns */
+}
+
+static kvc_status_t emu_host_fn(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t fn, void *arg)
+{
+    (void)b;
+    (void)s;
+    fn(arg); /* the stream's earlier work is done already */
+    return KVC_OK;
 }
 
 /* The kernel's loops (layer, plane, pair) with the kernel's word size. */
@@ -89,41 +269,109 @@ static void run_plan(kvc_xfer_args_t *a, void *const *objects, int64_t run_bytes
             }
 }
 
+/* The engine pointer table (and the objects) with each entry checked and translated, as the real
+ * module does before its kernels run; *out is freed by the caller. */
+static kvc_status_t reach_table(kvc_backend_ctx_t *b, void *const *in, int64_t n, const char *op, const char *what,
+                                char ***out)
+{
+    char **t = calloc((size_t)n, sizeof(*t));
+    if (!t) return b->svc->set_error(KVC_ERR_NO_MEMORY, "emu: no memory for a pointer table");
+    for (int64_t i = 0; i < n; i++) {
+        const kvc_status_t st = reach(b, in[i], op, what, i, &t[i]);
+        if (st != KVC_OK) {
+            free(t);
+            return st;
+        }
+    }
+    *out = t;
+    return KVC_OK;
+}
+
+/* A device-resident index table (plan.index_on_device): checked "on the device" (through the
+ * read-write view) before any write, with the core's status and message; *out is its view. */
+static kvc_status_t device_index(kvc_backend_ctx_t *b, const int64_t *table, int64_t first, int64_t end,
+                                 int64_t limit, int negative_skips, const char *what, const char *limit_name,
+                                 const int64_t **out)
+{
+    const int64_t *v = NULL;
+    kvc_status_t st = reach(b, table, "transfer", what, -1, &v);
+    if (st != KVC_OK) return st;
+    for (int64_t i = first; i < end; i++)
+        if (v[i] >= limit || (v[i] < 0 && !negative_skips))
+            return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", what,
+                                     (long long)i, (long long)v[i], (long long)limit, limit_name);
+    *out = v;
+    return KVC_OK;
+}
+
 static kvc_status_t emu_tokens(kvc_backend_ctx_t *b, const struct kvc_token_plan *p)
 {
-    (void)b;
     if (p->end_token <= p->first_token) return KVC_OK;
     kvc_xfer_args_t a = kvc_xfer_from_plan(p->direction, p->num_layers, p->num_planes, &p->engine, &p->chunk_map,
                                            &p->runs);
-    a.ptrs = (char *const *)p->engine.ptrs;
-    a.chunk = (char *)p->chunk;
-    a.index = p->slots + p->first_token;
-    a.first = p->first_token;
-    a.count = p->end_token - p->first_token;
-    run_plan(&a, NULL, p->runs.run_bytes);
-    return KVC_OK;
+    char **ptrs = NULL;
+    const int64_t *slots = p->slots;
+    kvc_status_t st = KVC_OK;
+    if (p->index_on_device)
+        st = device_index(b, p->slots, p->first_token, p->end_token, p->index_limit, 1, "slots", "nb*bs slots",
+                          &slots);
+    if (st == KVC_OK)
+        st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer", "engine_ptrs", &ptrs);
+    if (st == KVC_OK) st = reach(b, p->chunk, "transfer", "chunk", -1, &a.chunk);
+    if (st == KVC_OK) {
+        a.ptrs = ptrs;
+        a.index = slots + p->first_token;
+        a.first = p->first_token;
+        a.count = p->end_token - p->first_token;
+        run_plan(&a, NULL, p->runs.run_bytes);
+    }
+    free(ptrs);
+    return st;
 }
 
 static kvc_status_t emu_blocks(kvc_backend_ctx_t *b, const struct kvc_block_plan *p)
 {
-    (void)b;
     if (p->end_block <= p->first_block) return KVC_OK;
     kvc_xfer_args_t a = kvc_xfer_from_plan(p->direction, p->num_layers, p->num_planes, &p->engine, &p->chunk_map,
                                            &p->runs);
-    a.blocks = 1;
-    a.ptrs = (char *const *)p->engine.ptrs;
-    a.objects = (char *const *)p->objects;
-    a.bpo = p->blocks_per_object;
-    a.index = p->block_ids + p->first_block;
-    a.first = p->first_block;
-    a.count = p->end_block - p->first_block;
-    run_plan(&a, p->objects, p->runs.run_bytes);
-    return KVC_OK;
+    char **ptrs = NULL, **objects = NULL;
+    const int64_t *ids = p->block_ids;
+    kvc_status_t st = KVC_OK;
+    if (p->index_on_device)
+        st = device_index(b, p->block_ids, p->first_block, p->end_block, p->index_limit, 0, "block_ids", "nb blocks",
+                          &ids);
+    if (st == KVC_OK)
+        st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer_blocks", "engine_ptrs", &ptrs);
+    if (st == KVC_OK)
+        st = reach_table(b, p->objects, (p->end_block - 1) / p->blocks_per_object + 1, "transfer_blocks", "objects",
+                         &objects);
+    if (st == KVC_OK) {
+        a.blocks = 1;
+        a.ptrs = ptrs;
+        a.objects = objects;
+        a.bpo = p->blocks_per_object;
+        a.index = ids + p->first_block;
+        a.first = p->first_block;
+        a.count = p->end_block - p->first_block;
+        run_plan(&a, (void *const *)objects, p->runs.run_bytes);
+    }
+    free(ptrs);
+    free(objects);
+    return st;
 }
 
-static kvc_status_t emu_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
+/* Each coder and quantiser pointer checked and translated like a kernel argument. */
+#define REACH(op, field)                                                                                              \
+    do {                                                                                                              \
+        const kvc_status_t st_ = reach(b, a->field, op, #field, -1, &t.field);                                        \
+        if (st_ != KVC_OK) return st_;                                                                                \
+    } while (0)
+
+static kvc_status_t emu_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a_in)
 {
-    (void)b;
+    struct kvc_cdf_args t = *a_in, *a = &t;
+    REACH("cg_cdf", symbols);
+    REACH("cg_cdf", cdf);
     const size_t T = a->tokens, C = a->channels;
     for (size_t k = 0; k < a->layers * C; k++) {
         uint32_t hist[KVC_CG_MAX_BINS] = { 0 };
@@ -133,8 +381,13 @@ static kvc_status_t emu_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
     return KVC_OK;
 }
 
-static kvc_status_t emu_encode(kvc_backend_ctx_t *b, const struct kvc_encode_args *a)
+static kvc_status_t emu_encode(kvc_backend_ctx_t *b, const struct kvc_encode_args *a_in)
 {
+    struct kvc_encode_args t = *a_in, *a = &t;
+    REACH("cg_encode", cdf);
+    REACH("cg_encode", symbols);
+    REACH("cg_encode", streams);
+    REACH("cg_encode", lengths);
     const size_t T = a->tokens, C = a->channels;
     size_t longest = 0, first_over = a->layers * C;
     for (size_t k = 0; k < a->layers * C; k++) {
@@ -169,26 +422,37 @@ static void decode_all(const uint16_t *cdf, unsigned B, const uint8_t *base, siz
     }
 }
 
-static kvc_status_t emu_decode(kvc_backend_ctx_t *b, const struct kvc_decode_args *a)
+static kvc_status_t emu_decode(kvc_backend_ctx_t *b, const struct kvc_decode_args *a_in)
 {
-    (void)b;
+    struct kvc_decode_args t = *a_in, *a = &t;
+    REACH("cg_decode", cdf);
+    REACH("cg_decode", streams);
+    REACH("cg_decode", lengths);
+    REACH("cg_decode", symbols);
     decode_all(a->cdf, a->num_bins, a->streams, a->capacity, a->lengths, NULL, a->symbols, a->layers, a->tokens,
                a->channels);
     return KVC_OK;
 }
 
-static kvc_status_t emu_decode_packed(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a)
+static kvc_status_t emu_decode_packed(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a_in)
 {
-    (void)b;
+    struct kvc_decode_packed_args t = *a_in, *a = &t;
+    REACH("cg_decode_packed", cdf);
+    REACH("cg_decode_packed", bytes);
+    REACH("cg_decode_packed", prefsum);
+    REACH("cg_decode_packed", symbols);
     decode_all(a->cdf, a->num_bins, a->bytes, 0, NULL, a->prefsum, a->symbols, a->layers, a->tokens, a->channels);
     return KVC_OK;
 }
 
 static size_t dtype_size(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
-static kvc_status_t emu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
+static kvc_status_t emu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a_in)
 {
-    (void)b;
+    struct kvc_quant_args t = *a_in, *a = &t; /* bins is host memory */
+    REACH("quantise", values);
+    REACH("quantise", symbols);
+    REACH("quantise", scales);
     const size_t T = a->tokens, C = a->channels, es = dtype_size(a->dtype);
     for (size_t row = 0; row < a->layers * T; row++) {
         const char *x = (const char *)a->values + row * C * es;
@@ -206,9 +470,12 @@ static kvc_status_t emu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_ar
     return KVC_OK;
 }
 
-static kvc_status_t emu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
+static kvc_status_t emu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a_in)
 {
-    (void)b;
+    struct kvc_quant_args t = *a_in, *a = &t; /* bins is host memory */
+    REACH("dequantise", values);
+    REACH("dequantise", symbols);
+    REACH("dequantise", scales);
     const size_t T = a->tokens, C = a->channels, es = dtype_size(a->dtype);
     for (size_t row = 0; row < a->layers * T; row++) {
         const unsigned m = a->bins[row / T] / 2 - 1;
@@ -228,9 +495,13 @@ static const kvc_backend_t emu = {
     .probe = emu_probe,
     .init = emu_init,
     .fini = emu_fini,
-    .ops = { .device_alloc = emu_alloc,
+    .ops = { .host_register = emu_register,
+             .host_unregister = emu_unregister,
+             .device_alloc = emu_alloc,
              .device_free = emu_free,
              .memcpy_sync = emu_memcpy,
+             .memcpy_split = emu_split,
+             .batched_memcpy = emu_batched,
              .stream_synchronize = emu_sync,
              .transfer_tokens = emu_tokens,
              .transfer_blocks = emu_blocks,
@@ -239,7 +510,9 @@ static const kvc_backend_t emu = {
              .cg_decode = emu_decode,
              .cg_decode_packed = emu_decode_packed,
              .quantise = emu_quantise,
-             .dequantise = emu_dequantise },
+             .dequantise = emu_dequantise,
+             .launch_host_callback = emu_host_fn,
+             .pointer_kind = emu_kind },
 };
 
 KVC_API const kvc_backend_t *kvc_backend_entry(void) { return &emu; }

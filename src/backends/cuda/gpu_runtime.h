@@ -77,6 +77,23 @@ static inline void *gpu_host_to_device_ptr(const void *p, int pageable)
     }
 }
 
+/* kvc_residence_kind_t of p, from the pointer attributes (pageable: the device reads pageable
+ * memory coherently, so pageable memory is reachable from both sides, like managed memory). */
+static inline int gpu_pointer_kind(const void *p, int pageable)
+{
+    cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        at.type = cudaMemoryTypeUnregistered;
+    }
+    switch (at.type) {
+    case cudaMemoryTypeDevice: return KVC_RES_DEVICE;
+    case cudaMemoryTypeManaged: return KVC_RES_MANAGED;
+    case cudaMemoryTypeHost: return KVC_RES_REGISTERED;
+    default: return pageable ? KVC_RES_MANAGED : KVC_RES_PAGEABLE;
+    }
+}
+
 /* Run fn(arg) on a host thread once the work queued before it on s is done. */
 static inline gpuError_t gpu_launch_host_fn(gpuStream_t s, kvc_host_fn_t fn, void *arg)
 {

@@ -223,7 +223,7 @@ static kvc_status_t run_checks(kvc_backend_ctx_t *b, gpu_stage_t *s, cg_result_t
     return st;
 }
 
-kvc_status_t kvc_gpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
+static kvc_status_t cg_cdf_on_device(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
 {
     const uint64_t L = a->layers, T = a->tokens, C = a->channels;
     gpu_stage_t s;
@@ -242,7 +242,7 @@ kvc_status_t kvc_gpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
     return kvc_gpu_stage_end(b, &s, 0, st);
 }
 
-kvc_status_t kvc_gpu_cg_encode(kvc_backend_ctx_t *b, const struct kvc_encode_args *a)
+static kvc_status_t cg_encode_on_device(kvc_backend_ctx_t *b, const struct kvc_encode_args *a)
 {
     const uint64_t L = a->layers, T = a->tokens, C = a->channels, n = L * C;
     gpu_stage_t s;
@@ -277,7 +277,7 @@ kvc_status_t kvc_gpu_cg_encode(kvc_backend_ctx_t *b, const struct kvc_encode_arg
     return kvc_gpu_stage_end(b, &s, 0, st);
 }
 
-kvc_status_t kvc_gpu_cg_decode(kvc_backend_ctx_t *b, const struct kvc_decode_args *a)
+static kvc_status_t cg_decode_on_device(kvc_backend_ctx_t *b, const struct kvc_decode_args *a)
 {
     const uint64_t L = a->layers, C = a->channels, n = L * C;
     gpu_stage_t s;
@@ -308,7 +308,7 @@ kvc_status_t kvc_gpu_cg_decode(kvc_backend_ctx_t *b, const struct kvc_decode_arg
     return kvc_gpu_stage_end(b, &s, 0, st);
 }
 
-kvc_status_t kvc_gpu_cg_decode_packed(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a)
+static kvc_status_t cg_decode_packed_on_device(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a)
 {
     const uint64_t L = a->layers, C = a->channels, n = L * C;
     gpu_stage_t s;
@@ -339,4 +339,48 @@ kvc_status_t kvc_gpu_cg_decode_packed(kvc_backend_ctx_t *b, const struct kvc_dec
         if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuStreamSynchronize(0), 1);
     }
     return kvc_gpu_stage_end(b, &s, 0, st);
+}
+
+/* The public slots: every data pointer checked and translated as transfer.cu does (device and
+ * managed memory as is, registered host memory through its device address, pageable host memory
+ * refused with KVC_ERR_INVALID_ARG naming it). The core never sends pageable host memory here (it
+ * routes host-only calls to its CPU ops and refuses device + pageable mixes); the check keeps the
+ * module safe on its own, as transfer.cu is. */
+
+kvc_status_t kvc_gpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a_in)
+{
+    struct kvc_cdf_args a = *a_in;
+    KVC_GPU_REACH(b, "cg_cdf", a, symbols);
+    KVC_GPU_REACH(b, "cg_cdf", a, cdf);
+    return cg_cdf_on_device(b, &a);
+}
+
+kvc_status_t kvc_gpu_cg_encode(kvc_backend_ctx_t *b, const struct kvc_encode_args *a_in)
+{
+    struct kvc_encode_args a = *a_in;
+    KVC_GPU_REACH(b, "cg_encode", a, cdf);
+    KVC_GPU_REACH(b, "cg_encode", a, symbols);
+    KVC_GPU_REACH(b, "cg_encode", a, streams);
+    KVC_GPU_REACH(b, "cg_encode", a, lengths);
+    return cg_encode_on_device(b, &a);
+}
+
+kvc_status_t kvc_gpu_cg_decode(kvc_backend_ctx_t *b, const struct kvc_decode_args *a_in)
+{
+    struct kvc_decode_args a = *a_in;
+    KVC_GPU_REACH(b, "cg_decode", a, cdf);
+    KVC_GPU_REACH(b, "cg_decode", a, streams);
+    KVC_GPU_REACH(b, "cg_decode", a, lengths);
+    KVC_GPU_REACH(b, "cg_decode", a, symbols);
+    return cg_decode_on_device(b, &a);
+}
+
+kvc_status_t kvc_gpu_cg_decode_packed(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a_in)
+{
+    struct kvc_decode_packed_args a = *a_in;
+    KVC_GPU_REACH(b, "cg_decode_packed", a, cdf);
+    KVC_GPU_REACH(b, "cg_decode_packed", a, bytes);
+    KVC_GPU_REACH(b, "cg_decode_packed", a, prefsum);
+    KVC_GPU_REACH(b, "cg_decode_packed", a, symbols);
+    return cg_decode_packed_on_device(b, &a);
 }

@@ -71,6 +71,18 @@ void *kvc_gpu_device_ptr(kvc_backend_ctx_t *b, const void *p);
 kvc_status_t kvc_gpu_require_device_ptr(kvc_backend_ctx_t *b, const void *p, const char *op, const char *what,
                                         long long index, void **out);
 
+/* Replace args.field (a data pointer, NULL allowed) by its device address, or return the
+ * pageable-memory error from the enclosing op. */
+#define KVC_GPU_REACH(b, op, args, field)                                                                     \
+    do {                                                                                                      \
+        if ((args).field) {                                                                                   \
+            void *d_ = NULL;                                                                                  \
+            const kvc_status_t st_ = kvc_gpu_require_device_ptr((b), (args).field, (op), #field, -1, &d_);    \
+            if (st_ != KVC_OK) return st_;                                                                    \
+            memcpy((void *)&(args).field, (const void *)&d_, sizeof(d_));                                     \
+        }                                                                                                     \
+    } while (0)
+
 /* Status of the last kernel launch (launch configuration errors). */
 kvc_status_t kvc_gpu_launch_status(kvc_backend_ctx_t *b, const char *kernel);
 

@@ -248,6 +248,15 @@ static kvc_status_t gpu_launch_host_callback(kvc_backend_ctx_t *b, kvc_stream_t 
     return KVC_GPU_CALL(b, gpu_launch_host_fn((gpuStream_t)s, fn, arg), 1);
 }
 
+/* Residence of a call's pointers: the core routes host data to its CPU ops (docs/ARCHITECTURE.md). */
+static kvc_status_t gpu_pointer_kind_op(kvc_backend_ctx_t *b, const void *p, int *kind)
+{
+    kvc_status_t st = kvc_gpu_activate(b); /* pageable_access is known once the device is active */
+    if (st != KVC_OK) return st;
+    *kind = gpu_pointer_kind(p, b->pageable_access);
+    return KVC_OK;
+}
+
 static kvc_backend_t make_descriptor(void)
 {
     kvc_backend_t d;
@@ -280,6 +289,7 @@ static kvc_backend_t make_descriptor(void)
     d.ops.rope_k_fused = kvc_gpu_rope_k_fused;
     d.ops.rope_cache_build = kvc_gpu_rope_cache_build;
     d.ops.rope_k_delta = kvc_gpu_rope_k_delta;
+    d.ops.pointer_kind = gpu_pointer_kind_op;
     return d;
 }
 

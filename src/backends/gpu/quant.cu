@@ -96,7 +96,7 @@ static kvc_status_t stage_m(kvc_backend_ctx_t *b, const struct kvc_quant_args *a
     return st == KVC_OK ? st : kvc_gpu_stage_end(b, s, 0, st);
 }
 
-kvc_status_t kvc_gpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
+static kvc_status_t quantise_on_device(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {
     const uint64_t rows = (uint64_t)a->layers * a->tokens;
     if (rows == 0) return KVC_OK;
@@ -110,7 +110,7 @@ kvc_status_t kvc_gpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args 
     return kvc_gpu_stage_end(b, &s, 0, st);
 }
 
-kvc_status_t kvc_gpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
+static kvc_status_t dequantise_on_device(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {
     const uint64_t rows = (uint64_t)a->layers * a->tokens, T = a->tokens, C = a->channels;
     if (rows == 0) return KVC_OK;
@@ -149,4 +149,28 @@ kvc_status_t kvc_gpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_arg
         st = kvc_gpu_launch_status(b, "dequantise");
     }
     return kvc_gpu_stage_end(b, &s, 0, st);
+}
+
+/* The public slots: every data pointer (bins is host memory) checked and translated as transfer.cu does (device and
+ * managed memory as is, registered host memory through its device address, pageable host memory
+ * refused with KVC_ERR_INVALID_ARG naming it). The core never sends pageable host memory here (it
+ * routes host-only calls to its CPU ops and refuses device + pageable mixes); the check keeps the
+ * module safe on its own, as transfer.cu is. */
+
+kvc_status_t kvc_gpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a_in)
+{
+    struct kvc_quant_args a = *a_in;
+    KVC_GPU_REACH(b, "quantise", a, values);
+    KVC_GPU_REACH(b, "quantise", a, symbols);
+    KVC_GPU_REACH(b, "quantise", a, scales);
+    return quantise_on_device(b, &a);
+}
+
+kvc_status_t kvc_gpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a_in)
+{
+    struct kvc_quant_args a = *a_in;
+    KVC_GPU_REACH(b, "dequantise", a, values);
+    KVC_GPU_REACH(b, "dequantise", a, symbols);
+    KVC_GPU_REACH(b, "dequantise", a, scales);
+    return dequantise_on_device(b, &a);
 }

@@ -10,7 +10,11 @@
  * any geometry (128+ heads, 64K-token chunks) runs with any grid. Copy words are 16, 8, 4, 2 or
  * 1 bytes: the widest that every address and stride of the plan is aligned to.
  * The host tables (engine pointer table, object list, slots or block ids) are staged to the
- * device through the context's staging ring; the call is asynchronous on the plan's stream. */
+ * device through the context's staging ring; the call is asynchronous on the plan's stream.
+ * A device-resident index table (plan.index_on_device) is read where it is: a check kernel records
+ * the first entry out of range (atomicMin in the staging slot) and the host reads that word back
+ * before the copy kernel is queued, so a bad table writes nothing and fails with the core's
+ * message. That read-back waits for the stream: the one host synchronisation of this path. */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,16 +41,41 @@ static __global__ void __launch_bounds__(XFER_THREADS) xfer_kernel(const kvc_xfe
             }
 }
 
-static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t a, void *const *engine_ptrs,
-                           void *const *objects, const int64_t *index, int64_t run_bytes, gpuStream_t stream)
+#define CHECK_THREADS 256
+
+/* First i in [first, end) with idx[i] outside [0, limit) (negative entries skip when allowed). */
+static __global__ void __launch_bounds__(CHECK_THREADS)
+    index_check_kernel(const int64_t *idx, int64_t first, int64_t end, int64_t limit, int negative_skips,
+                       unsigned long long *bad)
 {
-    /* Staged tables, 8 bytes an entry: pointer table, objects up to the last unit's, index list. */
+    for (int64_t i = first + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < end;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t v = idx[i];
+        if (v >= limit || (v < 0 && !negative_skips)) atomicMin(bad, (unsigned long long)i);
+    }
+}
+
+/* Where a plan's index table lives, and how a device-resident one is checked. */
+typedef struct index_table {
+    const int64_t *index;
+    int on_device, negative_skips;
+    int64_t limit;
+    const char *what, *limit_name;
+} index_table_t;
+
+static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t a, void *const *engine_ptrs,
+                           void *const *objects, const index_table_t *ix, int64_t run_bytes, gpuStream_t stream)
+{
+    /* Staged, 8 bytes an entry: the check result word, pointer table, objects up to the last
+     * unit's, and the index list when it is a host table. */
     const int64_t nptr = kvc_xfer_ptr_count(&a), nobj = a.blocks ? (a.first + a.count - 1) / a.bpo + 1 : 0;
-    const size_t bytes = 8 * (size_t)(nptr + nobj + a.count);
+    const int64_t nidx = ix->on_device ? 0 : a.count;
+    const size_t bytes = 8 * (size_t)(1 + nptr + nobj + nidx);
     gpu_stage_t s;
     kvc_status_t st = kvc_gpu_stage_begin(b, bytes, &s);
     if (st != KVC_OK) return st;
-    void **tptr = (void **)s.host, **tobj = tptr + nptr;
+    *(unsigned long long *)s.host = ~0ull;
+    void **tptr = (void **)s.host + 1, **tobj = tptr + nptr;
     uint64_t align = kvc_xfer_stride_bits(&a, run_bytes);
     for (int64_t i = 0; i < nptr && st == KVC_OK; i++) {
         st = kvc_gpu_require_device_ptr(b, engine_ptrs[i], op, "engine_ptrs", i, &tptr[i]);
@@ -62,11 +91,17 @@ static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t
         a.chunk = (char *)chunk;
         align |= (uint64_t)(uintptr_t)chunk;
     }
+    const int64_t *dindex = NULL;
+    if (st == KVC_OK && ix->on_device) {
+        void *d = NULL;
+        st = kvc_gpu_require_device_ptr(b, ix->index, op, ix->what, -1, &d);
+        dindex = (const int64_t *)d;
+    }
     if (st != KVC_OK) return kvc_gpu_stage_end(b, &s, stream, st);
-    memcpy(tobj + nobj, index + a.first, 8 * (size_t)a.count);
-    a.ptrs = (char *const *)s.dev;
-    a.objects = (char *const *)(s.dev + 8 * nptr);
-    a.index = (const int64_t *)(s.dev + 8 * (nptr + nobj));
+    if (!ix->on_device) memcpy(tobj + nobj, ix->index + a.first, 8 * (size_t)a.count);
+    a.ptrs = (char *const *)(s.dev + 8);
+    a.objects = (char *const *)(s.dev + 8 * (1 + nptr));
+    a.index = ix->on_device ? dindex + a.first : (const int64_t *)(s.dev + 8 * (1 + nptr + nobj));
     const int w = kvc_xfer_word_bytes(align);
     a.word_bytes = w;
     a.run_words = run_bytes / w;
@@ -84,6 +119,20 @@ static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t
     grid.x = (unsigned)(gx < 1 ? 1 : gx > cap ? cap : gx);
 
     st = kvc_gpu_stage_upload(b, &s, bytes, stream);
+    if (st == KVC_OK && ix->on_device) {
+        index_check_kernel<<<kvc_gpu_grid(b, (uint64_t)a.count, CHECK_THREADS), CHECK_THREADS, 0, stream>>>(
+            dindex, a.first, a.first + a.count, ix->limit, ix->negative_skips, (unsigned long long *)s.dev);
+        st = kvc_gpu_launch_status(b, "index check");
+        if (st == KVC_OK) st = kvc_gpu_stage_download(b, &s, 8, stream);
+        const unsigned long long bad = *(const unsigned long long *)s.host;
+        if (st == KVC_OK && bad != ~0ull) {
+            int64_t v = 0;
+            st = KVC_GPU_CALL(b, gpuMemcpy(&v, dindex + bad, 8, gpuMemcpyDeviceToHost), 1);
+            if (st == KVC_OK)
+                st = b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", ix->what,
+                                       (long long)bad, (long long)v, (long long)ix->limit, ix->limit_name);
+        }
+    }
     if (st == KVC_OK) {
         switch (w) {
         case 16: xfer_kernel<uint4><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
@@ -106,7 +155,8 @@ kvc_status_t kvc_gpu_transfer_tokens(kvc_backend_ctx_t *b, const struct kvc_toke
     a.chunk = (char *)p->chunk;
     a.first = p->first_token;
     a.count = n;
-    return launch(b, "transfer_tokens", a, p->engine.ptrs, NULL, p->slots, p->runs.run_bytes, (gpuStream_t)p->stream);
+    const index_table_t ix = { p->slots, p->index_on_device, 1, p->index_limit, "slots", "nb*bs slots" };
+    return launch(b, "transfer_tokens", a, p->engine.ptrs, NULL, &ix, p->runs.run_bytes, (gpuStream_t)p->stream);
 }
 
 kvc_status_t kvc_gpu_transfer_blocks(kvc_backend_ctx_t *b, const struct kvc_block_plan *p)
@@ -119,6 +169,7 @@ kvc_status_t kvc_gpu_transfer_blocks(kvc_backend_ctx_t *b, const struct kvc_bloc
     a.bpo = p->blocks_per_object;
     a.first = p->first_block;
     a.count = n;
-    return launch(b, "transfer_blocks", a, p->engine.ptrs, p->objects, p->block_ids, p->runs.run_bytes,
+    const index_table_t ix = { p->block_ids, p->index_on_device, 0, p->index_limit, "block_ids", "nb blocks" };
+    return launch(b, "transfer_blocks", a, p->engine.ptrs, p->objects, &ix, p->runs.run_bytes,
                   (gpuStream_t)p->stream);
 }

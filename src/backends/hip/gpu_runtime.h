@@ -74,6 +74,21 @@ static inline void *gpu_host_to_device_ptr(const void *p, int pageable)
     return pageable ? (void *)p : NULL;
 }
 
+/* kvc_residence_kind_t of p, from the pointer attributes (pageable: the device reads pageable
+ * memory coherently, so pageable memory is reachable from both sides, like managed memory). */
+static inline int gpu_pointer_kind(const void *p, int pageable)
+{
+    hipPointerAttribute_t at;
+    if (hipPointerGetAttributes(&at, p) != hipSuccess) { /* ROCm: unknown (pageable) host memory */
+        (void)hipGetLastError();
+        return pageable ? KVC_RES_MANAGED : KVC_RES_PAGEABLE;
+    }
+    if (at.isManaged) return KVC_RES_MANAGED;
+    if (at.memoryType == hipMemoryTypeDevice) return KVC_RES_DEVICE;
+    if (at.memoryType == hipMemoryTypeHost) return KVC_RES_REGISTERED;
+    return pageable ? KVC_RES_MANAGED : KVC_RES_PAGEABLE;
+}
+
 /* ROCm 5.x declares hipLaunchHostFunc but does not export it; hipStreamAddCallback is the portable
  * equivalent (the callback runs on a runtime thread once prior work on the stream is done). */
 typedef struct {

@@ -55,5 +55,6 @@ void kvc_shim_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         exit(77);                                                                           \
     } while (0)
 #define cr_log_info(...) kvc_shim_msg("" __VA_ARGS__)
+#define cr_log_warn(...) kvc_shim_msg("" __VA_ARGS__)
 
 #endif
