@@ -1,4 +1,6 @@
 /* Context creation, backend discovery/selection on recorded topologies, module loading errors. */
+#define _GNU_SOURCE /* sched_setaffinity */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -321,4 +323,56 @@ Test(context, live_topology_shared_environment_topology_per_context)
     cr_assert_eq(kvc_topology_numa_count(a), kvc_topology_numa_count(b));
     kvc_context_destroy(a);
     kvc_context_destroy(b);
+}
+
+/* ---- thread caps ---- */
+
+/* Pin the test process to one CPU of its mask: the cap is then KVC_THREADS_PER_CPU (the cgroup
+ * quota, rounded up, is at least 1). */
+static void one_cpu(void)
+{
+    cpu_set_t set;
+    cr_assert_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &set)) first++;
+    CPU_ZERO(&set);
+    CPU_SET(first, &set);
+    cr_assert_eq(sched_setaffinity(0, sizeof(set), &set), 0);
+}
+
+static int threads_for(int requested, const char *env)
+{
+    if (env) setenv("KVCORE_NUM_THREADS", env, 1);
+    else unsetenv("KVCORE_NUM_THREADS");
+    kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | (env ? 0 : KVC_CONTEXT_PARAM_NUM_THREADS),
+                               .backend = "cpu",
+                               .num_threads = requested };
+    kvc_context_t *ctx = NULL;
+    cr_assert_eq(kvc_context_create(&p, &ctx), KVC_OK, "%s", kvc_last_error());
+    const int n = kvc_context_num_threads(ctx);
+    /* A parallel op with that team (1 MiB: above the copy's parallel threshold). */
+    const size_t bytes = 1 << 20;
+    char *a = malloc(bytes), *b = malloc(bytes);
+    memset(a, 7, bytes);
+    cr_assert_eq(kvc_memcpy(ctx, b, a, bytes), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(memcmp(a, b, bytes), 0);
+    free(a);
+    free(b);
+    kvc_context_destroy(ctx);
+    return n;
+}
+
+/* 100000 threads used to be accepted and crash the first parallel region (or make libgomp end
+ * the process); requests above the cap are now lowered to it, in the API and the environment. */
+Test(context, thread_count_capped_by_usable_cpus)
+{
+    one_cpu();
+    cr_assert_eq(threads_for(100000, NULL), KVC_THREADS_PER_CPU);
+    cr_assert_eq(threads_for(KVC_THREADS_PER_CPU + 1, NULL), KVC_THREADS_PER_CPU);
+    cr_assert_eq(threads_for(KVC_THREADS_PER_CPU, NULL), KVC_THREADS_PER_CPU);
+    cr_assert_eq(threads_for(3, NULL), 3);
+    cr_assert_eq(threads_for(0, "4096"), KVC_THREADS_PER_CPU);
+    cr_assert_eq(threads_for(0, "100000"), KVC_THREADS_PER_CPU);
+    cr_assert_eq(threads_for(0, "2"), 2);
+    unsetenv("KVCORE_NUM_THREADS");
 }

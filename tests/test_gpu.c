@@ -794,6 +794,20 @@ static void device_api(kvc_context_t *ctx)
     /* q is left for kvc_context_destroy to free */
 }
 
+/* A backend's failure reaches the caller once, with its own reason (the core used to format
+ * kvc_last_error() into itself: overlapping vsnprintf, reason lost). */
+Test(device_api, backend_error_message_kept)
+{
+    kvc_context_t *ctx = open_target(TARGET_EMU);
+    void *p = NULL;
+    const size_t huge = (size_t)1 << 50;
+    cr_assert_eq(kvc_device_alloc(ctx, huge, &p), KVC_ERR_NO_MEMORY);
+    cr_assert_null(p);
+    cr_assert_str_eq(kvc_last_error(), "device_alloc: 1125899906842624 bytes on backend cuda: emu: device arena full "
+                                        "(1125899906842624 bytes asked)");
+    kvc_context_destroy(ctx);
+}
+
 Test(device_api, cpu_backend)
 {
     kvc_context_t *ctx = kvc_test_cpu_context();

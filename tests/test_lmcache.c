@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 #include <kvcore.h>
+#include <zlib.h>
 
 #include "npy_load.h"
 #include "ref/cachegen_ref.h"
@@ -296,6 +297,18 @@ Test(lmcache, a_cdf_not_made_from_counts_is_kept_verbatim)
     void *storage;
     cr_assert_eq(kvc_codec_export_lmcache(buf, len, &ex, &storage), KVC_OK);
     cr_assert(memcmp(ex.cdf, cdf, L * C * (B + 1) * 2) == 0);
+    /* A stored table that is not strictly increasing (resealed, so it reaches the check): decode
+     * refuses it, and so does inspect, which runs the same check. */
+    size_t pos = 48;
+    for (int sec = 0; sec < 2; sec++) pos += 16 + (size_t)(buf[pos + 8] | buf[pos + 9] << 8 | buf[pos + 10] << 16);
+    const size_t n = (size_t)(buf[pos + 8] | buf[pos + 9] << 8 | buf[pos + 10] << 16 | (uint32_t)buf[pos + 11] << 24);
+    uint8_t *entry = buf + pos + 16 + (3 * (B + 1) + 5) * 2;
+    memcpy(entry, entry - 2, 2); /* stream 3: cdf[5] = cdf[4] */
+    const uint32_t crc = (uint32_t)crc32(0, buf + pos + 16, (uInt)n);
+    for (int i = 0; i < 4; i++) buf[pos + 4 + i] = (uint8_t)(crc >> (8 * i));
+    cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, info.original_bytes, NULL), KVC_ERR_CORRUPT);
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "stream 3"), "%s", kvc_last_error());
     kvc_codec_free(storage);
     kvc_codec_free(buf);
     free(dec);

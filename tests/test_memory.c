@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -332,6 +333,63 @@ Test(memory, double_free_and_unknown_pointer)
     kvc_mem_report_t r;
     cr_assert_eq(kvc_mem_query(ctx, p, &r), KVC_ERR_STATE);
     kvc_context_destroy(ctx);
+}
+
+/* The address-reuse case: p freed, then more allocations of the same size (another thread's, in a
+ * real program). The kernel used to hand p's address out again, and the second free of p then
+ * released that allocation and returned OK. Freed ranges now stay reserved: the new allocations
+ * get other addresses and the second free of p is KVC_ERR_STATE, leaving them intact. */
+Test(memory, double_free_after_address_reuse)
+{
+    kvc_context_t *ctx = real_ctx();
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &rl), 0);
+    if (rl.rlim_cur != RLIM_INFINITY) cr_skip_test("RLIMIT_AS is set: freed ranges are not kept reserved (docs/MEMORY.md)");
+    const unsigned kinds[] = { KVC_MEM_PLAIN, KVC_MEM_PINNED };
+    for (size_t k = 0; k < 2; k++) {
+        kvc_mem_params_t mp = { .field_mask = KVC_MEM_PARAM_KIND, .kind = kinds[k] };
+        void *p, *q[8];
+        cr_assert_eq(kvc_mem_alloc(ctx, 64 * 1024, &mp, &p, NULL), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_mem_free(ctx, p), KVC_OK);
+        for (int i = 0; i < 8; i++) {
+            cr_assert_eq(kvc_mem_alloc(ctx, 64 * 1024, &mp, &q[i], NULL), KVC_OK);
+            cr_assert_neq(q[i], p, "a freed address was handed out again");
+            memset(q[i], i + 1, 64 * 1024);
+        }
+        cr_assert_eq(kvc_mem_free(ctx, p), KVC_ERR_STATE);
+        cr_assert(strstr(kvc_last_error(), "already freed"), "%s", kvc_last_error());
+        cr_assert_eq(kvc_mem_live_count(ctx), 8);
+        for (int i = 0; i < 8; i++) {
+            cr_assert_eq(((unsigned char *)q[i])[64 * 1024 - 1], i + 1);
+            cr_assert_eq(kvc_mem_free(ctx, q[i]), KVC_OK);
+        }
+    }
+    kvc_context_destroy(ctx);
+}
+
+/* The reserved ranges are bounded: 3000 frees of one page keep at most 1024 pages of address space
+ * (VmSize), and context destroy releases them all. */
+Test(memory, freed_range_reservations_are_bounded)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_AS, &rl), 0);
+    if (rl.rlim_cur != RLIM_INFINITY) cr_skip_test("RLIMIT_AS is set: no range is kept reserved");
+    const int64_t page_kb = sysconf(_SC_PAGESIZE) / 1024, slack_kb = 2048; /* status_kb_field gives bytes */
+    kvc_context_destroy(real_ctx()); /* per-process state (topology, thread pools) set up first */
+    const int64_t before = (int64_t)status_kb_field("VmSize") / 1024;
+    kvc_context_t *ctx = real_ctx();
+    const int64_t with_ctx = (int64_t)status_kb_field("VmSize") / 1024;
+    for (int i = 0; i < 3000; i++) {
+        void *p;
+        cr_assert_eq(kvc_mem_alloc(ctx, 4096, NULL, &p, NULL), KVC_OK);
+        cr_assert_eq(kvc_mem_free(ctx, p), KVC_OK);
+    }
+    const int64_t after = (int64_t)status_kb_field("VmSize") / 1024;
+    cr_assert_leq(after - with_ctx, 1024 * page_kb + slack_kb, "VmSize grew by %lld kB over 3000 frees",
+                  (long long)(after - with_ctx));
+    kvc_context_destroy(ctx);
+    const int64_t end = (int64_t)status_kb_field("VmSize") / 1024;
+    cr_assert_leq(end - before, slack_kb, "VmSize %lld kB above its value before the context", (long long)(end - before));
 }
 
 /* ---------------------------------------------------------------- reports against hwloc */
@@ -1021,7 +1079,7 @@ Test(memory, shared_exclusive_create_never_reuses)
     cr_assert_eq(ftruncate(fd, 4096), 0);
     cr_assert_eq(pwrite(fd, "stale", 5, 0), 5);
     cr_assert_eq(kvc_mem_alloc(ctx, 1 << 20, &p, &b, NULL), KVC_ERR_EXISTS);
-    cr_assert(strstr(kvc_last_error(), "stale"), "%s", kvc_last_error());
+    cr_assert(strstr(kvc_last_error(), "abandoned"), "%s", kvc_last_error());
     struct stat st;
     cr_assert_eq(fstat(fd, &st), 0);
     cr_assert_eq(st.st_size, 4096, "the stale segment was not resized");
@@ -1030,6 +1088,61 @@ Test(memory, shared_exclusive_create_never_reuses)
     cr_assert_str_eq(buf, "stale");
     close(fd);
     shm_unlink(name);
+    kvc_context_destroy(ctx);
+}
+
+/* A creator SIGKILLed while holding its segment: the segment stays (attachable, its data intact),
+ * a plain create of the name says it is abandoned, a create with reclaim replaces it; a live
+ * creator's segment is never reclaimed. */
+Test(memory, shared_reclaim_after_killed_creator)
+{
+    const char *name = shm_name("reclaim");
+    int ready[2];
+    cr_assert_eq(pipe(ready), 0);
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        kvc_context_t *c = real_ctx();
+        kvc_mem_params_t p = shm_params(0, name);
+        void *a;
+        if (kvc_mem_alloc(c, 64 * KiB, &p, &a, NULL) != KVC_OK) _exit(1);
+        memcpy(a, "left behind", 12);
+        if (write(ready[1], "r", 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    char r;
+    cr_assert_eq(read(ready[0], &r, 1), 1, "the creator failed");
+    /* Alive: neither a plain create nor a reclaim may take the name. */
+    kvc_context_t *ctx = real_ctx();
+    kvc_mem_params_t p = shm_params(0, name), rp = p;
+    rp.field_mask |= KVC_MEM_PARAM_RECLAIM;
+    rp.reclaim = 1;
+    void *a = (void *)0x1, *b;
+    size_t size;
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &rp, &a, NULL), KVC_ERR_EXISTS);
+    cr_assert(strstr(kvc_last_error(), "alive"), "%s", kvc_last_error());
+    cr_assert_eq(a, (void *)0x1);
+    kill(pid, SIGKILL);
+    cr_assert_eq(waitpid(pid, NULL, 0), pid);
+    cr_assert(shm_exists(name), "a killed creator leaves its segment");
+    cr_assert_eq(kvc_mem_attach(ctx, name, 0, &b, &size, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_str_eq(b, "left behind");
+    cr_assert_eq(kvc_mem_free(ctx, b), KVC_OK);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &p, &a, NULL), KVC_ERR_EXISTS);
+    cr_assert(strstr(kvc_last_error(), "abandoned"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_mem_alloc(ctx, 128 * KiB, &rp, &a, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(((char *)a)[0], 0, "a fresh segment, not the old one");
+    cr_assert_eq(kvc_mem_attach(ctx, name, 0, &b, &size, NULL), KVC_OK);
+    cr_assert_eq(size, 128 * KiB);
+    cr_assert_eq(kvc_mem_free(ctx, b), KVC_OK);
+    /* reclaim without KVC_MEM_SHARED is a usage error. */
+    kvc_mem_params_t bad = { .field_mask = KVC_MEM_PARAM_RECLAIM, .reclaim = 1 };
+    cr_assert_eq(kvc_mem_alloc(ctx, 4096, &bad, &b, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_mem_free(ctx, a), KVC_OK);
+    cr_assert_not(shm_exists(name));
+    close(ready[0]);
+    close(ready[1]);
     kvc_context_destroy(ctx);
 }
 
@@ -1073,10 +1186,18 @@ Test(memory, attach_errors)
     cr_assert_eq(kvc_mem_attach(ctx, name, 0, &ptr, &size, NULL), KVC_ERR_NOT_FOUND);
     cr_assert_eq(kvc_mem_attach(ctx, name, KVC_MEM_HUGEPAGE, &ptr, &size, NULL), KVC_ERR_INVALID_ARG);
     cr_assert_eq(kvc_mem_attach(ctx, name, KVC_MEM_NUMA | KVC_MEM_SHARED, &ptr, &size, NULL), KVC_ERR_INVALID_ARG);
-    /* A segment of size 0 is one still being created (or not ours). */
+    /* A segment of size 0 whose creator holds the owner lock is still being created: retry. The
+     * same segment without a lock holder was abandoned (its creator died while reserving): not
+     * found, and never "retry" forever. */
     const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     cr_assert_geq(fd, 0);
+    cr_assert_eq(flock(fd, LOCK_EX), 0);
     cr_assert_eq(kvc_mem_attach(ctx, name, 0, &ptr, &size, NULL), KVC_ERR_STATE);
+    cr_assert(strstr(kvc_last_error(), "being created"), "%s", kvc_last_error());
+    cr_assert_eq(ptr, (void *)0x1);
+    cr_assert_eq(flock(fd, LOCK_UN), 0);
+    cr_assert_eq(kvc_mem_attach(ctx, name, 0, &ptr, &size, NULL), KVC_ERR_NOT_FOUND);
+    cr_assert(strstr(kvc_last_error(), "nobody owns"), "%s", kvc_last_error());
     cr_assert_eq(ptr, (void *)0x1);
     close(fd);
     shm_unlink(name);
@@ -1593,4 +1714,31 @@ Test(memory, cgroup_and_node_memory_on_this_machine)
         cr_assert_leq((uint64_t)n.free_bytes, n.total_bytes + (64 * MiB), "node %u", n.os_index);
     }
     kvc_context_destroy(ctx);
+}
+
+/* The cgroup CPU quota behind the thread cap (kvc_context_create): the smallest quota/period on
+ * the way to the root, v2 and v1, -1 when unlimited. */
+Test(memory, cgroup_cpu_quota_from_fake_trees)
+{
+    const char *root = fake_tree();
+    char self[128];
+    snprintf(self, sizeof(self), "%s/self-cgroup", root);
+    write_file(root, "self-cgroup", "0::/kubepods/pod1/ctr\n");
+    write_file(root, "cgroup.controllers", "cpuset cpu memory\n");
+    write_file(root, "kubepods/cpu.max", "max 100000\n");
+    write_file(root, "kubepods/pod1/cpu.max", "250000 100000\n");
+    write_file(root, "kubepods/pod1/ctr/cpu.max", "max 100000\n");
+    cr_assert_float_eq(kvc_sys_cpu_quota_at(root, self), 2.5, 1e-9);
+    write_file(root, "kubepods/pod1/cpu.max", "max 100000\n");
+    cr_assert_float_eq(kvc_sys_cpu_quota_at(root, self), -1.0, 1e-9);
+
+    const char *v1 = fake_tree();
+    snprintf(self, sizeof(self), "%s/self-cgroup", v1);
+    write_file(v1, "self-cgroup", "5:cpuacct,cpu:/job\n4:memory:/job/42\n0::/\n");
+    write_file(v1, "cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+    write_file(v1, "cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    write_file(v1, "cpu,cpuacct/job/cpu.cfs_quota_us", "50000\n");
+    write_file(v1, "cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+    cr_assert_float_eq(kvc_sys_cpu_quota_at(v1, self), 0.5, 1e-9);
+    cr_assert_float_eq(kvc_sys_cpu_quota_at("/nonexistent", self), -1.0, 1e-9);
 }

@@ -982,3 +982,45 @@ Test(rope_errors, table_untouched_on_error)
     cr_assert_eq(kvc_dtype_size(KVC_DTYPE_BF16), 2u);
     kvc_context_destroy(f.ctx);
 }
+
+/* ---------------------------------------------------------------- overlap */
+
+/* Keys are rewritten in place: a table or position array sharing bytes with them is refused
+ * (KVC_ERR_OVERLAP) with nothing written; the same arrays one byte apart are fine. */
+Test(rope_errors, table_or_positions_overlapping_keys)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    enum { N = 4, H = 2, HS = 8, KEYS = N * H * HS, MAXP = 16, TABLE = MAXP * HS };
+    float *arena = aligned_alloc(64, (KEYS + TABLE + 64) * sizeof(float)), *snap = malloc((KEYS + TABLE + 64) * sizeof(float));
+    for (size_t i = 0; i < KEYS; i++) arena[i] = (float)i / 7.0f;
+    kvc_rope_table_t t = { .data = arena + KEYS, .dtype = KVC_DTYPE_F32, .max_position = MAXP, .rot_dim = HS };
+    cr_assert_eq(kvc_rope_cache_build(ctx, NULL, &t, 10000.0), KVC_OK);
+    memcpy(snap, arena, (KEYS + TABLE + 64) * sizeof(float));
+    kvc_rope_keys_t k = { .data = arena, .dtype = KVC_DTYPE_F32, .num_tokens = N, .num_heads = H, .head_size = HS };
+    int64_t oldp[N] = { 1, 2, 3, 4 }, newp[N] = { 5, 6, 7, 8 };
+    /* The table starting on the keys' last element; the keys' last token reaching into the table. */
+    kvc_rope_table_t bad = t;
+    bad.data = arena + KEYS - 1;
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, oldp, newp, &bad, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_ERR_OVERLAP);
+    cr_assert(strstr(kvc_last_error(), "table->data"), "%s", kvc_last_error());
+    kvc_rope_keys_t longer = k;
+    longer.num_tokens = N + 1;
+    int64_t oldp5[N + 1] = { 1, 2, 3, 4, 5 }, newp5[N + 1] = { 5, 6, 7, 8, 9 };
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &longer, oldp5, newp5, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_ERR_OVERLAP);
+    /* Positions inside the keys (fused and delta). */
+    int64_t *inside = (int64_t *)(void *)(arena + 8);
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, inside, newp, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_ERR_OVERLAP);
+    cr_assert(strstr(kvc_last_error(), "old_positions"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, oldp, inside, &t, ROPE_STYLE(KVC_ROPE_GPTJ)), KVC_ERR_OVERLAP);
+    cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, inside, newp, HS, 10000.0, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_ERR_OVERLAP);
+    cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, oldp, inside, HS, 10000.0, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_ERR_OVERLAP);
+    cr_assert(!memcmp(arena, snap, (KEYS + TABLE + 64) * sizeof(float)), "a refused call wrote");
+    /* Adjacent: legal. */
+    cr_assert_eq(kvc_rope_k_fused(ctx, NULL, &k, oldp, newp, &t, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK, "%s", kvc_last_error());
+    int64_t *after = (int64_t *)(void *)(arena + KEYS + TABLE);
+    memcpy(after, oldp, sizeof(oldp));
+    cr_assert_eq(kvc_rope_k_delta(ctx, NULL, &k, after, newp, HS, 10000.0, ROPE_STYLE(KVC_ROPE_NEOX)), KVC_OK, "%s", kvc_last_error());
+    free(arena);
+    free(snap);
+    kvc_context_destroy(ctx);
+}

@@ -1031,3 +1031,134 @@ Test(transfer, layer_and_flash_errors_have_exact_status_and_write_nothing)
     }
     fx_free(&f);
 }
+
+/* ------------------------------------------------------------------ overlap of chunk and pool */
+
+/* One arena: [gap | engine tensor 0 | ... | engine tensor n-1 | gap]; a host buffer placed at
+ * `at` bytes into it. The gaps are one chunk long, so a chunk ending exactly at the first tensor or
+ * starting exactly after the last is legal, one byte further overlaps. */
+typedef struct {
+    uint8_t *arena, *snap;
+    size_t gap, total, tensor;
+    int64_t n;
+    void *ptrs[8];
+} arena_t;
+
+static arena_t arena_new(int fmt, const kvc_page_shape_t *s, size_t gap)
+{
+    arena_t a = { .gap = gap, .tensor = ref_engine_tensor_bytes(fmt, s), .n = kvc_format_ptr_count(fmt, s->nl) };
+    cr_assert(a.n > 0 && a.n <= 8);
+    a.total = 2 * gap + (size_t)a.n * a.tensor;
+    a.arena = malloc(a.total);
+    a.snap = malloc(a.total);
+    for (size_t i = 0; i < a.total; i++) a.arena[i] = (uint8_t)(i * 13 + 5);
+    memcpy(a.snap, a.arena, a.total);
+    for (int64_t i = 0; i < a.n; i++) a.ptrs[i] = a.arena + gap + (size_t)i * a.tensor;
+    return a;
+}
+
+static void arena_free(arena_t *a)
+{
+    free(a->arena);
+    free(a->snap);
+}
+
+/* Offsets into the arena for a buffer of `bytes`: legal (adjacent), then overlapping. */
+static void placements(const arena_t *a, size_t bytes, size_t legal[2], size_t bad[3])
+{
+    legal[0] = a->gap - bytes;                      /* ends where tensor 0 starts */
+    legal[1] = a->total - a->gap;                   /* starts where the last tensor ends */
+    bad[0] = a->gap - bytes + 1;                    /* last byte on tensor 0's first */
+    bad[1] = a->total - a->gap - 1;                 /* first byte on the last tensor's last */
+    bad[2] = a->gap + a->tensor / 2;                /* inside tensor 0 */
+}
+
+static void expect_overlap(const arena_t *a, kvc_status_t st, const char *what, int fmt, size_t at)
+{
+    cr_assert_eq(st, KVC_ERR_OVERLAP, "%s fmt %d at %zu: %s (%s)", what, fmt, at, kvc_status_name(st), kvc_last_error());
+    cr_assert(!memcmp(a->arena, a->snap, a->total), "%s fmt %d at %zu: a refused call wrote", what, fmt, at);
+}
+
+Test(transfer, chunk_overlapping_the_engine_pool_is_refused)
+{
+    kvc_context_t *ctx = ctx_threads(1);
+    int64_t slots[3] = { 0, 2, 5 }, ids[2] = { 2, 0 };
+    for (int fmt = 0; fmt < KVC_FORMAT_COUNT; fmt++) {
+        kvc_page_shape_t s = { .element_size = 2, .nl = 2, .nb = 3, .bs = 2, .nh = 2, .hs = 4, .kv_size = 2 };
+        if (kvc_format_is_mla(fmt)) s.nh = 1;
+        if (kvc_format_is_mla(fmt) || kvc_format_is_fused_packed(fmt)) s.kv_size = 1;
+        if (fmt == 3 || is_fused(fmt)) s.block_stride_elems = s.bs * s.nh * s.hs + 3; /* padding counts as pool */
+        const int64_t planes = s.kv_size;
+        const size_t row = row_bytes(fmt, &s, KVC_CHUNK_DEFAULT), chunk = (size_t)(planes * s.nl * 3) * row,
+                     object = (size_t)(planes * s.nl * s.bs) * row;
+        arena_t a = arena_new(fmt, &s, chunk > object ? chunk : object);
+        size_t legal[2], bad[3];
+        for (int dir = 0; dir < 2; dir++) {
+            kvc_token_transfer_t t = { .format = fmt, .direction = dir, .shape = s, .engine_ptrs = a.ptrs,
+                                       .num_engine_ptrs = a.n, .num_tokens = 3, .slots = slots,
+                                       .slot_type = KVC_INDEX_INT64, .num_slots = 3 };
+            placements(&a, chunk, legal, bad);
+            for (int i = 0; i < 3; i++) {
+                t.chunk = a.arena + bad[i];
+                expect_overlap(&a, kvc_transfer_tokens(ctx, &t), "tokens", fmt, bad[i]);
+            }
+            for (int i = 0; i < 2; i++) {
+                t.chunk = a.arena + legal[i];
+                cr_assert_eq(kvc_transfer_tokens(ctx, &t), KVC_OK, "tokens fmt %d adjacent: %s", fmt, kvc_last_error());
+            }
+            uint8_t *own = malloc(object);
+            void *objs[2] = { own, NULL };
+            kvc_block_transfer_t b = { .format = fmt, .direction = dir, .shape = s, .engine_ptrs = a.ptrs,
+                                       .num_engine_ptrs = a.n, .objects = objs, .num_objects = 2, .chunk_tokens = s.bs,
+                                       .block_ids = ids, .block_id_type = KVC_INDEX_INT64, .num_block_ids = 2 };
+            placements(&a, object, legal, bad);
+            memcpy(a.snap, a.arena, a.total);
+            for (int i = 0; i < 3; i++) {
+                objs[1] = a.arena + bad[i];
+                expect_overlap(&a, kvc_transfer_blocks(ctx, &b), "blocks", fmt, bad[i]);
+            }
+            for (int i = 0; i < 2; i++) {
+                objs[1] = a.arena + legal[i];
+                cr_assert_eq(kvc_transfer_blocks(ctx, &b), KVC_OK, "blocks fmt %d adjacent: %s", fmt, kvc_last_error());
+            }
+            free(own);
+            memcpy(a.snap, a.arena, a.total);
+        }
+        arena_free(&a);
+        if (kvc_format_is_cross_layer(fmt)) continue;
+        /* One layer: the same with nl = 1. */
+        s.nl = 1;
+        const size_t lchunk = (size_t)(planes * 3) * row;
+        arena_t l = arena_new(fmt, &s, lchunk);
+        size_t legal1[2], bad1[3];
+        placements(&l, lchunk, legal1, bad1);
+        kvc_layer_transfer_t lt = { .format = fmt, .direction = KVC_D2H, .shape = s, .engine_ptrs = l.ptrs,
+                                    .num_engine_ptrs = l.n, .num_tokens = 3, .slots = slots,
+                                    .slot_type = KVC_INDEX_INT64, .num_slots = 3 };
+        for (int i = 0; i < 3; i++) {
+            lt.chunk = l.arena + bad1[i];
+            expect_overlap(&l, kvc_transfer_layer(ctx, &lt), "layer", fmt, bad1[i]);
+        }
+        lt.chunk = l.arena + legal1[1];
+        cr_assert_eq(kvc_transfer_layer(ctx, &lt), KVC_OK, "layer fmt %d adjacent: %s", fmt, kvc_last_error());
+        arena_free(&l);
+    }
+    /* flash: key_value [2, NL, T, NH*HS] against the K and V caches [NB, BS, NH, HS]. */
+    kvc_page_shape_t s = { .element_size = 2, .nl = 2, .nb = 3, .bs = 2, .nh = 2, .hs = 4, .kv_size = 2 };
+    const size_t kv = 2 * 2 * 3 * 8 * 2;
+    arena_t a = arena_new(KVC_FMT_TWO_X_NL_X_NB_BS_NH_HS, &(kvc_page_shape_t){ .element_size = 2, .nl = 1, .nb = 3, .bs = 2,
+                                                                              .nh = 2, .hs = 4, .kv_size = 2 }, kv);
+    size_t legal[2], bad[3];
+    placements(&a, kv, legal, bad);
+    kvc_flash_transfer_t fl = { .shape = s, .num_tokens = 3, .key_cache = a.ptrs[0], .value_cache = a.ptrs[1],
+                                .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = 3, .layer_idx = 1 };
+    for (int i = 0; i < 3; i++) {
+        fl.key_value = a.arena + bad[i];
+        expect_overlap(&a, kvc_load_and_reshape_flash(ctx, &fl), "flash D2H", 9, bad[i]);
+        expect_overlap(&a, kvc_reshape_and_cache_back_flash(ctx, &fl), "flash H2D", 9, bad[i]);
+    }
+    fl.key_value = a.arena + legal[0];
+    cr_assert_eq(kvc_load_and_reshape_flash(ctx, &fl), KVC_OK, "flash adjacent: %s", kvc_last_error());
+    arena_free(&a);
+    kvc_context_destroy(ctx);
+}

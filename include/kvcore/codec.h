@@ -105,7 +105,11 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
                                       size_t *out_len);
 KVC_API void kvc_codec_free(void *p);
 
-/* Validate the whole container (every section and checksum) and describe it. */
+/* Validate the whole container and describe it: every check kvc_codec_decode makes except decoding
+ * the coded streams (header, reserved fields, every section and checksum, META, every scale finite
+ * and >= 0, CDF counts or a stored CDF strictly increasing, LENGTHS varints and their sum). KVC_ERR_CORRUPT / KVC_ERR_VERSION as
+ * decode; a container inspect accepts can still fail decode only if its coded streams decode to a
+ * symbol outside the quantiser's range. */
 KVC_API kvc_status_t kvc_codec_inspect(const void *buf, size_t len, kvc_codec_info_t *info);
 
 /* Per-layer statistics; stats holds info.planes * info.num_layers entries. Validates the whole

@@ -35,6 +35,16 @@ enum {
     KVC_CONTEXT_PARAM_NUM_THREADS = 1u << 4,  /* CPU threads for OpenMP work (0 = OpenMP default) */
 };
 
+/* Thread counts (params.num_threads, KVCORE_NUM_THREADS, or the OpenMP default) are capped at this
+ * many per CPU the process may use (its affinity mask, lowered to its cgroup CPU quota rounded
+ * up), then at the team size that can be created right now (RLIMIT_NPROC, RLIMIT_AS, threads-max:
+ * tried with plain threads, since OpenMP ends the process when it cannot create one). A request
+ * above either is lowered with a warning, not refused; kvc_context_num_threads() gives the count
+ * in use. The team size is tried once per process, from the thread creating the context; OpenMP
+ * keeps one pool per calling thread, so several threads running parallel ops at once need that
+ * many pools, which the check does not cover under a tight RLIMIT_NPROC. */
+#define KVC_THREADS_PER_CPU 4
+
 typedef struct kvc_context_params {
     uint64_t field_mask;
     const char *backend;     /* overrides KVCORE_BACKEND when set */
@@ -101,7 +111,7 @@ KVC_API kvc_status_t kvc_context_backend_info(const kvc_context_t *ctx, int inde
 /* CPU instruction set tier used by the CPU backend ("scalar", "avx2", "avx512", "neon"). */
 KVC_API const char *kvc_context_isa(const kvc_context_t *ctx);
 
-/* Threads the CPU backend uses for OpenMP regions. */
+/* Threads the CPU backend uses for OpenMP regions (after the caps of KVC_THREADS_PER_CPU). */
 KVC_API int kvc_context_num_threads(const kvc_context_t *ctx);
 
 /* Environment knobs: one table, printed by `kvcore info`. */

@@ -62,6 +62,7 @@ enum {
     KVC_MEM_PARAM_NAME = 1u << 3,      /* name (required with KVC_MEM_SHARED, refused without) */
     KVC_MEM_PARAM_PIN_CHUNK = 1u << 4, /* pin_chunk (default KVC_MEM_DEFAULT_PIN_CHUNK) */
     KVC_MEM_PARAM_TOUCH = 1u << 5,     /* touch (default 1) */
+    KVC_MEM_PARAM_RECLAIM = 1u << 6,   /* reclaim (default 0) */
 };
 
 #define KVC_MEM_DEFAULT_PIN_CHUNK ((size_t)1 << 30)
@@ -85,6 +86,9 @@ typedef struct kvc_mem_params {
     int touch;                  /* 1: fault every page in now, in parallel, from threads bound to the
                                    target node (first touch places the pages); 0: leave pages to be
                                    faulted on first use (NUMA binding still applies) */
+    int reclaim;                /* KVC_MEM_SHARED: 1 = a segment of this name whose creator died (nobody
+                                   holds its owner lock) is unlinked and the name created afresh, for a
+                                   restarted server; a live creator's segment is still KVC_ERR_EXISTS */
 } kvc_mem_params_t;
 
 /* Page size obtained. */
@@ -155,7 +159,8 @@ typedef struct kvc_mem_report {
  * refused by the OS, more bytes than the node has; the message says which), KVC_ERR_LIMIT (strict
  * hugepages with too few free hugetlb pages; RLIMIT_MEMLOCK too low for pinning: the message gives
  * the limit and the request),
- * KVC_ERR_EXISTS (shared name exists: never reused), KVC_ERR_NO_SPACE (shared memory filesystem
+ * KVC_ERR_EXISTS (shared name exists: never shared; the message says whether its creator is alive;
+ * with reclaim, an abandoned segment is replaced instead), KVC_ERR_NO_SPACE (shared memory filesystem
  * too small: checked by reserving the space up front, so a full /dev/shm never means a SIGBUS
  * later), KVC_ERR_NO_MEMORY (mapping or faulting in failed), KVC_ERR_PERMISSION, KVC_ERR_BACKEND
  * (GPU host register). Pinning is never a fallback: it fails under both policies. */
@@ -164,13 +169,17 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
 
 /* Free (or detach) memory from kvc_mem_alloc / kvc_mem_attach: unpins, unmaps, and unlinks a shared
  * segment when the caller's process created it. Unknown pointer or double free: KVC_ERR_STATE, and
- * nothing is touched. NULL is a no-op. */
+ * nothing is touched. Freed ranges stay reserved (PROT_NONE) so their addresses are not reused: a
+ * double free is detected even when other allocations were made since, for the context's last 1024
+ * frees (up to 1 TiB) and when RLIMIT_AS is unlimited (docs/MEMORY.md). NULL is a no-op. */
 KVC_API kvc_status_t kvc_mem_free(kvc_context_t *ctx, void *ptr);
 
 /* Map a shared segment created by kvc_mem_alloc(KVC_MEM_SHARED) in any process, by name. kind is
  * 0, KVC_MEM_SHARED or KVC_MEM_SHARED|KVC_MEM_PINNED. *size receives the segment's size (may be
- * NULL). Detach with kvc_mem_free (never unlinks). KVC_ERR_NOT_FOUND (no such name),
- * KVC_ERR_STATE (size 0: still being created, or not a kvcore segment), KVC_ERR_PERMISSION. */
+ * NULL). Detach with kvc_mem_free (never unlinks). A complete segment attaches whether its creator
+ * lives or not. KVC_ERR_NOT_FOUND (no such name, or an empty segment nobody owns: its creator died
+ * while reserving it, or it is not a kvcore segment), KVC_ERR_STATE (empty and its creator, holding
+ * the segment's owner lock, is still reserving it: retry), KVC_ERR_PERMISSION. */
 KVC_API kvc_status_t kvc_mem_attach(kvc_context_t *ctx, const char *name, unsigned kind, void **out, size_t *size,
                                     kvc_mem_report_t *report);
 

@@ -69,7 +69,7 @@ typedef struct kvc_rope_table {
  * gives the keys back bit-identical. (For a table that is not a rotation, the result is the
  * textbook two steps, docs/ROPE.md, divided by the norms of the two rows.) rot_dim is
  * table->rot_dim and must be even and <= head_size. The table dtype must equal the key dtype or be
- * KVC_DTYPE_F32. Keys, positions and table must not overlap.
+ * KVC_DTYPE_F32. Keys, positions and table must not overlap (KVC_ERR_OVERLAP, by range intersection).
  * Errors: KVC_ERR_INVALID_ARG (NULL pointer, zero count, bad style, unknown params bits), KVC_ERR_DTYPE (unknown dtype,
  * table dtype neither the key dtype nor fp32), KVC_ERR_SHAPE (rot_dim odd or > head_size, strides
  * that make heads or tokens overlap, sizes overflowing size_t), KVC_ERR_ALIGNMENT (pointer not
@@ -89,7 +89,8 @@ KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t strea
 /* Table-free variant: rotate each token by the angle (new - old)*theta_i computed on the fly (same
  * angle scheme as kvc_rope_cache_build), i.e. a single rotation instead of two through rounded table
  * entries. Positions must lie in [0, KVC_ROPE_POSITION_LIMIT). Errors as kvc_rope_k_fused, with
- * KVC_ERR_SHAPE / KVC_ERR_INVALID_ARG for rot_dim and KVC_ERR_INVALID_ARG for a bad base. */
+ * KVC_ERR_SHAPE / KVC_ERR_INVALID_ARG for rot_dim and KVC_ERR_INVALID_ARG for a bad base; positions
+ * overlapping the keys are KVC_ERR_OVERLAP. */
 KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions, size_t rot_dim,
                                       double base, const kvc_rope_params_t *params);

@@ -32,10 +32,11 @@ typedef enum kvc_status {
     KVC_ERR_FORMAT = -19,       /* unknown layout/format value */
     KVC_ERR_PLACEMENT = -20,    /* strict NUMA placement could not be honoured */
     KVC_ERR_STATE = -21,        /* call not valid in the current state (double free, unknown pointer) */
+    KVC_ERR_OVERLAP = -22,      /* buffers that must be distinct overlap (a chunk and the engine pool) */
 } kvc_status_t;
 
 /* Lowest (most negative) status value; used by tests and bindings that walk the table. */
-#define KVC_STATUS_MIN KVC_ERR_STATE
+#define KVC_STATUS_MIN KVC_ERR_OVERLAP
 
 /* A short, static, lower-case description ("invalid argument"). Never NULL; unknown values give
  * "unknown status". */

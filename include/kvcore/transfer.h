@@ -4,6 +4,8 @@
  * validates every argument before any byte moves, so a call that returns an error has changed
  * nothing. Direction follows LMCache: KVC_H2D = chunk -> paged cache (retrieve), KVC_D2H = paged
  * cache -> chunk (store). Slots and block ids are int64 and declared as such (KVC_INDEX_INT64).
+ * A chunk (chunk, key_value, or any of objects) that shares bytes with an engine tensor (each
+ * pointer's whole tensor, padding included) is KVC_ERR_OVERLAP: checked by range intersection.
  * docs/TRANSFER.md has the format table and the deliberate differences from LMCache.
  * Thread safety: any number of threads may transfer through one context at once (context.h);
  * transfers whose destinations overlap race on those bytes. */

@@ -504,13 +504,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         if (win) window_copy(win, symbols, &d, t0, tw, 0, ctx->num_threads);
         off += (size_t)sum;
     }
-    for (size_t i = 0; i < nscales; i++) {
-        scales[i] = scale_load(c->scales, i, c->dtype);
-        if (!(scales[i] >= 0.0f) || isinf(scales[i])) {
-            st = kvc_error(KVC_ERR_CORRUPT, "container scale %zu is %g (must be finite and >= 0)", i, (double)scales[i]);
-            goto done;
-        }
-    }
+    for (size_t i = 0; i < nscales; i++) scales[i] = scale_load(c->scales, i, c->dtype); /* validated by the parse */
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
     st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, 1);

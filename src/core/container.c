@@ -2,12 +2,14 @@
  * from the buffer is checked before use; arithmetic on sizes is overflow-checked. */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "bitio.h"
 #include "common/checked.h"
+#include "common/half.h"
 #include "container.h"
 #include "log.h"
 
@@ -332,6 +334,8 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
     const uint64_t total = get_u64(buf + 24);
     if (total != len)
         return kvc_error(KVC_ERR_CORRUPT, "container says %llu bytes, %zu given (truncated or padded)", (unsigned long long)total, len);
+    for (unsigned i = 32; i < 44; i++)
+        if (buf[i]) return kvc_error(KVC_ERR_CORRUPT, "container header reserved byte %u is 0x%02x, must be 0", i, buf[i]);
     c->flags = get_u32(buf + 12);
     c->version_minor = get_u16(buf + 10);
     if (c->flags & ~KVC_CONTAINER_FLAGS_KNOWN) {
@@ -376,6 +380,7 @@ static kvc_status_t parse_meta(const uint8_t *m, size_t n, kvc_container_t *c)
     c->head_size = get_u32(m + 16);
     c->window_tokens = get_u32(m + 20);
     c->num_windows = get_u32(m + 24);
+    if (get_u32(m + 28)) return kvc_error(KVC_ERR_CORRUPT, "container META reserved word is 0x%x, must be 0", get_u32(m + 28));
     if (!dtype_bytes(c->dtype)) return kvc_error(KVC_ERR_CORRUPT, "container dtype code %u is unknown", c->dtype);
     if (!((c->layout == KVC_CT_LAYOUT_KV_2LTD && c->kvs == 2) || (c->layout == KVC_CT_LAYOUT_MLA && c->kvs == 1 && c->num_heads == 1)))
         return kvc_error(KVC_ERR_CORRUPT, "container layout %u with %u planes and %u heads is inconsistent", c->layout, c->kvs,
@@ -425,6 +430,14 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
     if (n != kvc_container_num_scales(c) * dtype_bytes(c->dtype))
         return kvc_error(KVC_ERR_CORRUPT, "container SCALES section has %zu bytes for %llu scales", n,
                          (unsigned long long)kvc_container_num_scales(c));
+    /* The quantiser's per-row max-abs: finite and >= 0 (-0 included). */
+    for (size_t i = 0; i < n / dtype_bytes(c->dtype); i++) {
+        float f;
+        if (c->dtype == KVC_DTYPE_F32) memcpy(&f, p + 4 * i, 4);
+        else f = c->dtype == KVC_DTYPE_F16 ? kvc_f16_to_f32((uint16_t)get_u16(p + 2 * i)) : kvc_bf16_to_f32((uint16_t)get_u16(p + 2 * i));
+        if (!(f >= 0.0f) || f == INFINITY)
+            return kvc_error(KVC_ERR_CORRUPT, "container scale %zu is %g (must be finite and >= 0)", i, (double)f);
+    }
     c->scales = p;
     c->scales_bytes = n;
 
@@ -433,6 +446,14 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
         if (n != nstreams * (c->cdf_bins + 1u) * 2)
             return kvc_error(KVC_ERR_CORRUPT, "container raw CDF section has %zu bytes, expected %llu", n,
                              (unsigned long long)(nstreams * (c->cdf_bins + 1u) * 2));
+        /* The decoder's rule: entries [0, B) of every row strictly increasing. */
+        for (uint64_t st_i = 0; st_i < nstreams; st_i++) {
+            const uint8_t *row = p + st_i * (c->cdf_bins + 1u) * 2;
+            for (unsigned s = 1; s < c->cdf_bins; s++)
+                if (get_u16(row + 2 * s) <= get_u16(row + 2 * (s - 1)))
+                    return kvc_error(KVC_ERR_CORRUPT, "container raw CDF of stream %llu is not strictly increasing at entry %u",
+                                     (unsigned long long)st_i, s);
+        }
         c->raw_cdf = p;
     } else {
         /* Each coded stream takes at least 17 bits: reject before allocating for a claimed size. */
@@ -466,6 +487,12 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
                 goto fail;
             }
             const uint8_t b = p[off++];
+            /* The 5th byte holds bits 28-31 only; a last byte of 0 after others is an overlong form. */
+            if ((shift == 28 && (b & 0x70)) || (shift && b == 0)) {
+                st = kvc_error(KVC_ERR_CORRUPT, "container LENGTHS entry %llu is %s", (unsigned long long)i,
+                               b == 0 ? "an overlong varint" : "a varint above 2^32 - 1");
+                goto fail;
+            }
             v |= (uint32_t)(b & 0x7f) << shift;
             if (!(b & 0x80)) break;
         }

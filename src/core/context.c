@@ -1,10 +1,16 @@
 /* Context: topology, backend discovery and selection, resolved ops table. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "config.h"
 
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef KVC_HAVE_OPENMP
 #include <omp.h>
 #endif
@@ -14,6 +20,7 @@
 #include "env.h"
 #include "hostmem.h"
 #include "internal.h"
+#include "sysinfo.h"
 
 KVC_API unsigned kvc_version(void) { return KVC_VERSION_NUMBER; }
 KVC_API const char *kvc_version_string(void) { return KVC_VERSION_STRING; }
@@ -46,11 +53,87 @@ static int parse_positive(const char *v, int fallback)
     if (!v || !*v) return fallback;
     char *end;
     long n = strtol(v, &end, 10);
-    if (*end || n < 0 || n > 4096) {
+    if (*end || n < 0 || n > INT_MAX) {
         KVC_WARN("ignoring malformed number '%s'", v);
         return fallback;
     }
     return (int)n;
+}
+
+/* CPUs this process may run on: its affinity mask, lowered to the cgroup CPU quota (rounded up). */
+static int usable_cpus(void)
+{
+    int n = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) {
+        const long c = sysconf(_SC_NPROCESSORS_ONLN);
+        n = c > 0 ? (int)c : 1;
+    }
+    const double quota = kvc_sys_cpu_quota_at(KVC_SYS_CGROUP_ROOT, KVC_SYS_SELF_CGROUP);
+    if (quota > 0 && ceil(quota) < n) n = (int)ceil(quota);
+    return n;
+}
+
+/* libgomp ends the process when it cannot create a team's thread ("Thread creation failed"), so a
+ * team size is tried first with plain threads (RLIMIT_NPROC, RLIMIT_AS for their stacks, the
+ * kernel's threads-max): how many of want-1 helpers can exist at once, plus the caller. The largest
+ * size that worked is remembered for the process. A limit that tightens later, or other threads
+ * taking the room between this check and the first parallel region, is not covered. */
+static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER, probe_gate = PTHREAD_MUTEX_INITIALIZER;
+static int probed_team = 1;
+
+static void *probe_wait(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&probe_gate);
+    pthread_mutex_unlock(&probe_gate);
+    return NULL;
+}
+
+static int creatable_team(int want)
+{
+    pthread_mutex_lock(&probe_lock);
+    int ok = want <= probed_team ? want : probed_team;
+    pthread_t *t = want > probed_team ? malloc((size_t)(want - 1) * sizeof(*t)) : NULL;
+    if (t) {
+        int made = 0;
+        pthread_mutex_lock(&probe_gate);
+        while (made < want - 1 && pthread_create(&t[made], NULL, probe_wait, NULL) == 0) made++;
+        pthread_mutex_unlock(&probe_gate);
+        for (int i = 0; i < made; i++) pthread_join(t[i], NULL);
+        free(t);
+        ok = made + 1;
+        if (ok > probed_team) probed_team = ok;
+    }
+    pthread_mutex_unlock(&probe_lock);
+    return ok;
+}
+
+/* The thread count a context gets for a request (0 = the OpenMP default): at most
+ * KVC_THREADS_PER_CPU per usable CPU, and no more than can be created now; lowered with a warning. */
+static int resolve_threads(int requested, const char *origin)
+{
+#ifdef KVC_HAVE_OPENMP
+    int n = requested > 0 ? requested : omp_get_max_threads();
+    if (requested <= 0) origin = "the OpenMP default";
+    const int cpus = usable_cpus(), cap = cpus > INT_MAX / KVC_THREADS_PER_CPU ? INT_MAX : cpus * KVC_THREADS_PER_CPU;
+    if (n > cap) {
+        KVC_WARN("%s asks for %d threads; this process may use %d CPU(s) (affinity and cgroup quota): using %d", origin, n,
+                 cpus, cap);
+        n = cap;
+    }
+    const int room = creatable_team(n);
+    if (room < n) {
+        KVC_WARN("only %d of %d threads can be created (RLIMIT_NPROC, RLIMIT_AS or threads-max): using %d", room, n, room);
+        n = room;
+    }
+    return n;
+#else
+    (void)requested;
+    (void)origin;
+    return 1;
+#endif
 }
 
 /* Pick the backend; fills ctx->backend or returns the error of a forced backend. */
@@ -120,17 +203,9 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
         free(ctx);
         return kvc_error(KVC_ERR_INVALID_ARG, "device ordinal %d is negative", dev);
     }
-#ifdef KVC_HAVE_OPENMP
-    const int omp_default = omp_get_max_threads();
-#else
-    const int omp_default = 1;
-#endif
-    ctx->num_threads = (mask & KVC_CONTEXT_PARAM_NUM_THREADS) ? params->num_threads
-                                                               : parse_positive(kvc_env_get("KVCORE_NUM_THREADS"), 0);
-    if (ctx->num_threads <= 0) ctx->num_threads = omp_default;
-#ifndef KVC_HAVE_OPENMP
-    ctx->num_threads = 1;
-#endif
+    const int from_params = (mask & KVC_CONTEXT_PARAM_NUM_THREADS) != 0;
+    ctx->num_threads = resolve_threads(from_params ? params->num_threads : parse_positive(kvc_env_get("KVCORE_NUM_THREADS"), 0),
+                                       from_params ? "params.num_threads" : "KVCORE_NUM_THREADS");
     ctx->isa = kvc_isa_select();
     ctx->svc = (kvc_backend_services_t){ .abi_version = KVC_BACKEND_ABI_VERSION,
                                          .log_enabled = svc_log_enabled,
@@ -149,9 +224,7 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
     if (st != KVC_OK) goto fail;
     st = ctx->backend->init(&ctx->svc, ctx->device, &ctx->bctx);
     if (st != KVC_OK) {
-        char why[512]; /* kvc_error writes the buffer kvc_last_error() returns: copy it first */
-        snprintf(why, sizeof(why), "%s", kvc_last_error());
-        st = kvc_error(st, "backend '%s' failed to initialise: %s", ctx->backend->name, why);
+        st = kvc_error(st, "backend '%s' failed to initialise: %s", ctx->backend->name, kvc_last_error());
         goto fail;
     }
     kvc_ops_resolve(&ctx->ops, ctx->backend);

@@ -20,7 +20,7 @@ static const knob_t knobs[] = {
     { "KVCORE_MODULE_PATH", KVC_MODULE_DIR, "directory searched for the GPU backend modules kvcore_<name>.so" },
     { "KVCORE_LOG_LEVEL", "off", "log level: off|error|warn|info|debug|trace (to stderr)" },
     { "KVCORE_ISA", "best", "cap the CPU SIMD tier: scalar|avx2|avx512|neon|best" },
-    { "KVCORE_NUM_THREADS", "OpenMP default", "CPU threads used by the CPU backend" },
+    { "KVCORE_NUM_THREADS", "OpenMP default", "CPU threads used by the CPU backend (at most 4 per usable CPU)" },
     { "KVCORE_DEVICE", "0", "device ordinal used by a GPU backend" },
     { "HWLOC_XMLFILE", "(real machine)", "load the topology from an hwloc XML file instead (testing)" },
 };

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "hostmem.h"
@@ -20,7 +21,7 @@
 
 #define KNOWN_PARAMS                                                                                             \
     (KVC_MEM_PARAM_KIND | KVC_MEM_PARAM_TARGET | KVC_MEM_PARAM_POLICY | KVC_MEM_PARAM_NAME |                     \
-     KVC_MEM_PARAM_PIN_CHUNK | KVC_MEM_PARAM_TOUCH)
+     KVC_MEM_PARAM_PIN_CHUNK | KVC_MEM_PARAM_TOUCH | KVC_MEM_PARAM_RECLAIM)
 
 static size_t base_page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 
@@ -80,6 +81,8 @@ static kvc_status_t check_params(const kvc_mem_params_t *p, size_t size, unsigne
         return kvc_error(KVC_ERR_INVALID_ARG, "KVC_MEM_SHARED needs params.name (\"/name\")");
     if (!(*kind & KVC_MEM_SHARED) && named)
         return kvc_error(KVC_ERR_INVALID_ARG, "params.name is set but params.kind lacks KVC_MEM_SHARED");
+    if ((mask & KVC_MEM_PARAM_RECLAIM) && p->reclaim && !(*kind & KVC_MEM_SHARED))
+        return kvc_error(KVC_ERR_INVALID_ARG, "params.reclaim applies to KVC_MEM_SHARED only");
     if (named) {
         kvc_status_t st = kvc_shm_check_name(p->name);
         if (st != KVC_OK) return st;
@@ -220,12 +223,18 @@ static kvc_status_t map_private(kvc_mem_block_t *b, const kvc_placement_t *pl)
     return KVC_OK;
 }
 
+static void unlink_block(const kvc_mem_block_t *b)
+{
+    if ((b->kind_obtained & KVC_MEM_SHARED) && !b->attached && b->creator_pid == getpid() && shm_unlink(b->name) != 0)
+        KVC_WARN("shm_unlink('%s') failed: %s", b->name, strerror(errno));
+    if (b->owner_fd >= 0) close(b->owner_fd); /* after the unlink: the name is never seen abandoned */
+}
+
 static void unmap_block(const kvc_mem_block_t *b)
 {
     if (munmap(b->ptr, b->mapped_size) != 0)
         KVC_WARN("munmap(%p, %zu) failed: %s", b->ptr, b->mapped_size, strerror(errno));
-    if ((b->kind_obtained & KVC_MEM_SHARED) && !b->attached && b->creator_pid == getpid() && shm_unlink(b->name) != 0)
-        KVC_WARN("shm_unlink('%s') failed: %s", b->name, strerror(errno));
+    unlink_block(b);
 }
 
 /* Bytes of [p, p+len) backed by transparent huge pages, from the AnonHugePages line of the
@@ -308,6 +317,52 @@ static void release(kvc_context_t *ctx, kvc_mem_block_t *b)
     free(b);
 }
 
+/* ---------------------------------------------------------------- quarantine of freed ranges */
+
+/* Reserved address space counts against RLIMIT_AS: quarantine only without that limit. */
+static int quarantine_allowed(size_t len)
+{
+    struct rlimit rl;
+    return len <= KVC_MEM_QUARANTINE_BYTES && getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur == RLIM_INFINITY;
+}
+
+/* Unmap a freed block, or replace its pages by a PROT_NONE reservation kept in the ring (the
+ * replacement is one atomic mmap: no other mapping can take the address in between). */
+static void retire_block(kvc_context_t *ctx, kvc_mem_block_t *b)
+{
+    kvc_mem_registry_t *r = ctx->mem;
+    if (!quarantine_allowed(b->mapped_size) ||
+        mmap(b->ptr, b->mapped_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != b->ptr) {
+        unmap_block(b);
+        free(b);
+        return;
+    }
+    unlink_block(b);
+    pthread_mutex_lock(&r->lock);
+    while (r->qcount && (r->qcount == KVC_MEM_QUARANTINE_RANGES || r->qbytes + b->mapped_size > KVC_MEM_QUARANTINE_BYTES)) {
+        munmap(r->quarantine[r->qfirst].ptr, r->quarantine[r->qfirst].len);
+        r->qbytes -= r->quarantine[r->qfirst].len;
+        r->qfirst = (r->qfirst + 1) % KVC_MEM_QUARANTINE_RANGES;
+        r->qcount--;
+    }
+    const size_t at = (r->qfirst + r->qcount++) % KVC_MEM_QUARANTINE_RANGES;
+    r->quarantine[at].ptr = b->ptr;
+    r->quarantine[at].len = b->mapped_size;
+    r->qbytes += b->mapped_size;
+    pthread_mutex_unlock(&r->lock);
+    free(b);
+}
+
+static int quarantined(kvc_context_t *ctx, const void *ptr)
+{
+    kvc_mem_registry_t *r = ctx->mem;
+    int found = 0;
+    pthread_mutex_lock(&r->lock);
+    for (size_t i = 0; i < r->qcount && !found; i++) found = r->quarantine[(r->qfirst + i) % KVC_MEM_QUARANTINE_RANGES].ptr == ptr;
+    pthread_mutex_unlock(&r->lock);
+    return found;
+}
+
 /* ---------------------------------------------------------------- API */
 
 KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_mem_params_t *params, void **out,
@@ -327,6 +382,7 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
     b->pin_chunk = (mask & KVC_MEM_PARAM_PIN_CHUNK) ? params->pin_chunk : KVC_MEM_DEFAULT_PIN_CHUNK;
     b->numa_requested = b->numa_bound = -1;
     b->creator_pid = getpid();
+    b->owner_fd = -1;
     const int touch = (mask & KVC_MEM_PARAM_TOUCH) ? params->touch != 0 : 1;
 
     kvc_placement_t pl = { NULL };
@@ -340,16 +396,17 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
         b->pages_kind = KVC_MEM_PAGES_NORMAL;
         b->mapped_size = round_up(size, b->page_size);
         int fd;
-        st = kvc_shm_create_map(b->name, b->mapped_size, &fd, &b->ptr);
+        const int reclaim = (mask & KVC_MEM_PARAM_RECLAIM) && params->reclaim;
+        st = kvc_shm_create_map(b->name, b->mapped_size, reclaim, &fd, &b->ptr);
         if (st != KVC_OK) goto fail_unmapped;
         /* Bind before reserving: the reserved pages follow the segment's policy. */
         st = kvc_place_bind(ctx, b, &pl, b->ptr, b->mapped_size);
         if (st == KVC_OK) st = kvc_shm_reserve(b->name, fd, size);
-        else close(fd);
         if (st != KVC_OK) {
-            kvc_shm_abort(b->name, -1, b->ptr, b->mapped_size);
+            kvc_shm_abort(b->name, fd, b->ptr, b->mapped_size);
             goto fail_unmapped;
         }
+        b->owner_fd = fd;
         b->kind_obtained |= KVC_MEM_SHARED;
     } else {
         st = map_private(b, &pl);
@@ -385,10 +442,12 @@ KVC_API kvc_status_t kvc_mem_free(kvc_context_t *ctx, void *ptr)
     if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
     if (!ptr) return KVC_OK;
     kvc_mem_block_t *b = registry_take(ctx, ptr);
+    if (!b && quarantined(ctx, ptr)) return kvc_error(KVC_ERR_STATE, "%p was already freed (double free)", ptr);
     if (!b)
         return kvc_error(KVC_ERR_STATE, "%p is not a live kvcore allocation of this context (freed twice, never "
                                         "allocated, or not the start of an allocation)", ptr);
-    release(ctx, b);
+    unpin_block(ctx, b);
+    retire_block(ctx, b);
     return KVC_OK;
 }
 
@@ -407,6 +466,7 @@ KVC_API kvc_status_t kvc_mem_attach(kvc_context_t *ctx, const char *name, unsign
     b->kind_obtained = KVC_MEM_SHARED;
     b->attached = 1;
     b->creator_pid = -1;
+    b->owner_fd = -1;
     b->numa_requested = b->numa_bound = -1;
     b->page_size = base_page();
     b->pin_chunk = KVC_MEM_DEFAULT_PIN_CHUNK;
@@ -492,6 +552,10 @@ void kvc_hostmem_teardown(kvc_context_t *ctx)
                  b->size, kvc_mem_kind_name(b->kind_obtained, kind, sizeof(kind)), b->ptr, b->numa_bound,
                  b->name[0] ? ", shared memory '" : "", b->name, b->name[0] ? "'" : "");
         release(ctx, b);
+    }
+    for (size_t i = 0; i < r->qcount; i++) {
+        const size_t at = (r->qfirst + i) % KVC_MEM_QUARANTINE_RANGES;
+        munmap(r->quarantine[at].ptr, r->quarantine[at].len);
     }
     pthread_mutex_destroy(&r->lock);
     free(r);

@@ -28,13 +28,25 @@ typedef struct kvc_mem_block {
     char fallback_text[512];
     int attached;
     pid_t creator_pid;  /* shared memory: only this process unlinks the name */
+    int owner_fd;       /* shared memory created here: the segment's fd holding the owner lock, else -1 */
     char name[256];
 } kvc_mem_block_t;
+
+/* Freed ranges stay reserved (PROT_NONE, no memory behind them) so no later mapping can take the
+ * address: a second kvc_mem_free of it is then known to be a double free, even across threads.
+ * The oldest range is unmapped beyond these bounds (docs/MEMORY.md). */
+#define KVC_MEM_QUARANTINE_RANGES 1024
+#define KVC_MEM_QUARANTINE_BYTES ((size_t)1 << 40)
 
 typedef struct kvc_mem_registry {
     pthread_mutex_t lock;
     kvc_mem_block_t *head; /* newest first */
     size_t count;
+    struct {
+        void *ptr;
+        size_t len;
+    } quarantine[KVC_MEM_QUARANTINE_RANGES]; /* a ring, oldest at qfirst */
+    size_t qfirst, qcount, qbytes;
 } kvc_mem_registry_t;
 
 /* hostmem.c: called from kvc_context_create / kvc_context_destroy. */
@@ -63,12 +75,15 @@ void kvc_mem_fallback(kvc_mem_block_t *b, uint32_t flag, const char *fmt, ...) _
 
 /* hostmem_shm.c: POSIX shared memory. */
 kvc_status_t kvc_shm_check_name(const char *name);
-/* shm_open(O_CREAT|O_EXCL, 0600) and map map_len bytes of the still empty segment. */
-kvc_status_t kvc_shm_create_map(const char *name, size_t map_len, int *fd, void **addr);
+/* shm_open(O_CREAT|O_EXCL, 0600), take the owner lock (flock LOCK_EX on *fd, which the caller keeps
+ * open until the segment is freed) and map map_len bytes of the still empty segment. An existing
+ * name is KVC_ERR_EXISTS, saying whether its creator is alive; with reclaim, an abandoned segment
+ * of that name (no lock holder) is unlinked and the name created afresh. */
+kvc_status_t kvc_shm_create_map(const char *name, size_t map_len, int reclaim, int *fd, void **addr);
 /* Reserve the space (posix_fallocate) so that a full filesystem is an error now, not a SIGBUS
- * later; the size becomes visible to attachers only once all of it is reserved. Always closes fd. */
+ * later; the size becomes visible to attachers only once all of it is reserved. fd stays open. */
 kvc_status_t kvc_shm_reserve(const char *name, int fd, size_t size);
-/* Undo kvc_shm_create_map: unmap, close (fd >= 0), unlink. */
+/* Undo kvc_shm_create_map: unmap, unlink, close (fd >= 0; drops the lock). */
 void kvc_shm_abort(const char *name, int fd, void *addr, size_t map_len);
 /* Map an existing segment; *size is its size, *map_len the mapped length. */
 kvc_status_t kvc_shm_attach_map(const char *name, void **addr, size_t *size, size_t *map_len);

@@ -1,12 +1,14 @@
-/* POSIX shared memory: exclusive creation (a stale segment is an error, never reused), space
- * reserved up front (a full /dev/shm is KVC_ERR_NO_SPACE now instead of a SIGBUS later), attach
- * by name. */
+/* POSIX shared memory: exclusive creation (an existing name is an error, never shared), an owner
+ * lock (flock) held by the creator for the allocation's lifetime so that an abandoned segment can be
+ * told from a live one and reclaimed, space reserved up front (a full /dev/shm is KVC_ERR_NO_SPACE
+ * now instead of a SIGBUS later), attach by name. */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -37,24 +39,58 @@ kvc_status_t kvc_shm_check_name(const char *name)
     return KVC_OK;
 }
 
-kvc_status_t kvc_shm_create_map(const char *name, size_t map_len, int *fd, void **addr)
+/* Whether the segment `name` has a live creator: its creator holds an exclusive flock on the
+ * segment for the allocation's lifetime, and the kernel drops it when the process dies. Returns 1
+ * live, 0 abandoned (unlinked first when `reclaim`), -1 gone. */
+static int owner_state(const char *name, int reclaim)
 {
-    *fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (*fd < 0) {
-        const int err = errno;
-        if (err == EEXIST)
+    const int fd = shm_open(name, O_RDONLY, 0);
+    if (fd < 0) return errno == ENOENT ? -1 : 1; /* another user's segment: not ours to judge */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        return 1;
+    }
+    if (reclaim) shm_unlink(name);
+    close(fd); /* drops the lock */
+    return 0;
+}
+
+kvc_status_t kvc_shm_create_map(const char *name, size_t map_len, int reclaim, int *fd, void **addr)
+{
+    for (int attempt = 0;; attempt++) {
+        *fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+        if (*fd < 0) {
+            const int err = errno;
+            if (err != EEXIST)
+                return kvc_error(kvc_status_from_errno(err), "shm_open('%s') failed: %s", name, strerror(err));
+            const int owner = attempt < 3 ? owner_state(name, reclaim) : 1;
+            if (owner < 0 || (owner == 0 && reclaim)) continue; /* gone, or just reclaimed: create again */
+            if (owner)
+                return kvc_error(KVC_ERR_EXISTS, "shared memory '%s' already exists and its creator is alive; kvcore "
+                                                 "never shares a name", name);
             return kvc_error(KVC_ERR_EXISTS,
-                             "shared memory '%s' already exists; kvcore never reuses a segment (it may be stale, "
-                             "left by a crashed process: remove /dev/shm%s if so)", name, name);
-        return kvc_error(kvc_status_from_errno(err), "shm_open('%s') failed: %s", name, strerror(err));
+                             "shared memory '%s' already exists, abandoned: its creator died without freeing it; "
+                             "set KVC_MEM_PARAM_RECLAIM to replace it (or remove /dev/shm%s)", name, name);
+        }
+        /* The owner lock, held until the allocation is freed or the process dies. A reclaimer that
+         * found the new segment before the lock was taken has unlinked it (no links left): create
+         * again, so the name ends with exactly one owner. */
+        struct stat st;
+        int r;
+        do r = flock(*fd, LOCK_EX);
+        while (r != 0 && errno == EINTR);
+        if (r == 0 && fstat(*fd, &st) == 0 && st.st_nlink > 0) break;
+        close(*fd);
+        if (attempt >= 3)
+            return kvc_error(KVC_ERR_EXISTS, "shared memory '%s' is being created and reclaimed by other processes", name);
     }
     /* The segment is still empty: mapping it first lets the caller bind the range (the binding
      * becomes the segment's shared policy, which placement of the reserved pages follows). */
     *addr = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
     if (*addr == MAP_FAILED) {
         const int err = errno;
-        close(*fd);
         shm_unlink(name);
+        close(*fd);
         return kvc_error(kvc_status_from_errno(err), "mmap of shared memory '%s' (%zu bytes) failed: %s", name,
                          map_len, strerror(err));
     }
@@ -70,7 +106,6 @@ kvc_status_t kvc_shm_reserve(const char *name, int fd, size_t size)
     while (err == EINTR);
     struct statvfs vfs;
     const unsigned long long avail = fstatvfs(fd, &vfs) == 0 ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0ull;
-    close(fd);
     if (err == 0) return KVC_OK;
     if (err == ENOSPC || err == EFBIG)
         return kvc_error(KVC_ERR_NO_SPACE,
@@ -83,8 +118,8 @@ kvc_status_t kvc_shm_reserve(const char *name, int fd, size_t size)
 void kvc_shm_abort(const char *name, int fd, void *addr, size_t map_len)
 {
     munmap(addr, map_len);
+    shm_unlink(name); /* before the lock goes: nobody can take the name for abandoned meanwhile */
     if (fd >= 0) close(fd);
-    shm_unlink(name);
 }
 
 kvc_status_t kvc_shm_attach_map(const char *name, void **addr, size_t *size, size_t *map_len)
@@ -102,9 +137,15 @@ kvc_status_t kvc_shm_attach_map(const char *name, void **addr, size_t *size, siz
         return kvc_error(KVC_ERR_IO, "fstat of shared memory '%s' failed: %s", name, strerror(err));
     }
     if (st.st_size <= 0) {
+        /* Still empty: being reserved while the creator holds its lock, abandoned otherwise. */
+        const int live = flock(fd, LOCK_SH | LOCK_NB) != 0;
         close(fd);
-        return kvc_error(KVC_ERR_STATE, "shared memory '%s' has size 0: its creator has not finished reserving it "
-                                        "(retry) or it is not a kvcore segment", name);
+        if (live)
+            return kvc_error(KVC_ERR_STATE, "shared memory '%s' is still being created (its creator is reserving the "
+                                            "space): retry", name);
+        return kvc_error(KVC_ERR_NOT_FOUND, "shared memory '%s' is an empty segment nobody owns: its creator died "
+                                            "while creating it, or it is not a kvcore segment (its creator can "
+                                            "replace it with KVC_MEM_PARAM_RECLAIM)", name);
     }
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     *size = (size_t)st.st_size;

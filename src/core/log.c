@@ -52,10 +52,14 @@ void kvc_log_emit(int level, const char *component, const char *fmt, ...)
 
 kvc_status_t kvc_error(kvc_status_t status, const char *fmt, ...)
 {
+    /* Format into a copy first: callers may pass kvc_last_error() itself as an argument (a
+     * backend's reason wrapped with the core's context), which would overlap the output. */
+    char msg[sizeof(last_error)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof(msg));
     if (kvc_log_level_g >= KVC_LOG_ERROR)
         kvc_log_emit(KVC_LOG_ERROR, "core", "%s: %s", kvc_status_name(status), last_error);
     return status;

@@ -109,9 +109,7 @@ static kvc_status_t enqueue(kvc_context_t *ctx, kvc_stream_t stream, rec_node_t 
     const kvc_status_t st = ctx->ops.launch_host_callback(ctx->bctx, stream, take_record, n);
     if (st != KVC_OK) {
         list_free(&(rec_list_t){ n, n, 1 });
-        char why[256]; /* kvc_error writes the buffer kvc_last_error reads */
-        snprintf(why, sizeof(why), "%s", kvc_last_error());
-        return kvc_error(st, "cannot enqueue the recorder's host callback on the stream: %s", why);
+        return kvc_error(st, "cannot enqueue the recorder's host callback on the stream: %s", kvc_last_error());
     }
     return KVC_OK;
 }

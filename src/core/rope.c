@@ -45,8 +45,8 @@ static kvc_status_t check_rot_dim(size_t rot_dim, size_t head_size)
     return KVC_OK;
 }
 
-/* Validates keys and returns a copy with strides resolved. */
-static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out)
+/* Validates keys and returns a copy with strides resolved, and the bytes they span. */
+static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out, size_t *span)
 {
     if (!k) return kvc_error(KVC_ERR_INVALID_ARG, "keys must not be NULL");
     const size_t es = rope_elem_size(k->dtype);
@@ -70,7 +70,7 @@ static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out)
     if (out->token_stride < row)
         return kvc_error(KVC_ERR_SHAPE, "keys: token_stride %zu is smaller than the %zu elements a token's heads span",
                          out->token_stride, row);
-    size_t bytes;
+    size_t bytes = 0;
     if (k->num_tokens && (!kvc_mul_ok(k->num_tokens - 1, out->token_stride, &bytes) ||
                           !kvc_add_ok(bytes, row, &bytes) || !kvc_mul_ok(bytes, es, &bytes)))
         return kvc_error(KVC_ERR_SHAPE, "keys: %zu tokens x token_stride %zu overflows", k->num_tokens,
@@ -78,6 +78,18 @@ static kvc_status_t check_keys(const kvc_rope_keys_t *k, kvc_rope_keys_t *out)
     if (k->num_tokens && !k->data) return kvc_error(KVC_ERR_INVALID_ARG, "keys->data must not be NULL");
     if ((uintptr_t)k->data % es)
         return kvc_error(KVC_ERR_ALIGNMENT, "keys->data %p is not aligned to its %zu-byte elements", k->data, es);
+    *span = bytes;
+    return KVC_OK;
+}
+
+/* The keys are rewritten in place: an input they overlap (table or positions) would be read after
+ * being changed. Range intersection only. */
+static kvc_status_t check_apart(const kvc_rope_keys_t *k, size_t span, const char *name, const void *p, size_t bytes)
+{
+    const uintptr_t k0 = (uintptr_t)k->data, p0 = (uintptr_t)p;
+    if (span && bytes && k0 < p0 + bytes && p0 < k0 + span)
+        return kvc_error(KVC_ERR_OVERLAP, "%s [%p, +%zu bytes) overlaps the keys [%p, +%zu bytes)", name, p, bytes, k->data,
+                         span);
     return KVC_OK;
 }
 
@@ -129,9 +141,15 @@ KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, c
 {
     if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
     struct kvc_rope_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions };
+    size_t span = 0;
     kvc_status_t st = resolve_style(params, &a.is_neox);
-    if (st == KVC_OK) st = check_keys(keys, &a.keys);
+    if (st == KVC_OK) st = check_keys(keys, &a.keys, &span);
     if (st == KVC_OK) st = check_table(table, a.keys.head_size);
+    if (st == KVC_OK)
+        st = check_apart(keys, span, "table->data", table->data,
+                         table->max_position * table->rot_dim * rope_elem_size(table->dtype));
+    if (st == KVC_OK) st = check_apart(keys, span, "old_positions", old_positions, keys->num_tokens * sizeof(int64_t));
+    if (st == KVC_OK) st = check_apart(keys, span, "new_positions", new_positions, keys->num_tokens * sizeof(int64_t));
     if (st != KVC_OK) return st;
     if (table->dtype != keys->dtype && table->dtype != KVC_DTYPE_F32)
         return kvc_error(KVC_ERR_DTYPE, "table dtype %s must be the key dtype (%s) or f32", kvc_dtype_name(table->dtype),
@@ -166,10 +184,13 @@ KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, c
     if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
     struct kvc_rope_delta_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions,
                                      .rot_dim = rot_dim, .base = base };
+    size_t span = 0;
     kvc_status_t st = resolve_style(params, &a.is_neox);
-    if (st == KVC_OK) st = check_keys(keys, &a.keys);
+    if (st == KVC_OK) st = check_keys(keys, &a.keys, &span);
     if (st == KVC_OK) st = check_rot_dim(rot_dim, a.keys.head_size);
     if (st == KVC_OK) st = check_base(base);
+    if (st == KVC_OK) st = check_apart(keys, span, "old_positions", old_positions, keys->num_tokens * sizeof(int64_t));
+    if (st == KVC_OK) st = check_apart(keys, span, "new_positions", new_positions, keys->num_tokens * sizeof(int64_t));
     if (st != KVC_OK) return st;
     if (a.keys.num_tokens == 0) return KVC_OK;
     if ((st = check_positions("old_positions", old_positions, a.keys.num_tokens, KVC_ROPE_POSITION_LIMIT)) != KVC_OK)

@@ -37,6 +37,7 @@ static const status_entry_t status_table[] = {
     S(KVC_ERR_FORMAT, "unknown layout format"),
     S(KVC_ERR_PLACEMENT, "memory placement could not be honoured"),
     S(KVC_ERR_STATE, "invalid state for this call"),
+    S(KVC_ERR_OVERLAP, "buffers overlap"),
 };
 #undef S
 

@@ -222,6 +222,56 @@ int kvc_sys_cgroup_at(const char *root, const char *self_file, kvc_cgroup_info_t
     return 0;
 }
 
+/* Smallest quota / period ratio from dir up to base: v2 cpu.max ("QUOTA PERIOD" or "max PERIOD"),
+ * v1 cpu.cfs_quota_us (-1 = none) with cpu.cfs_period_us. */
+static double smallest_cpu_quota(const char *base, const char *dir, int v2)
+{
+    char cur[1024];
+    snprintf(cur, sizeof(cur), "%s", dir);
+    double best = -1;
+    for (;;) {
+        char path[1200], buf[128];
+        long long quota = -1, period = 0;
+        if (v2) {
+            snprintf(path, sizeof(path), "%s/cpu.max", cur);
+            if (read_line(path, buf, sizeof(buf)) == 0 && sscanf(buf, "%lld %lld", &quota, &period) != 2) quota = -1;
+        } else {
+            snprintf(path, sizeof(path), "%s/cpu.cfs_quota_us", cur);
+            if (read_line(path, buf, sizeof(buf)) == 0) quota = strtoll(buf, NULL, 10);
+            snprintf(path, sizeof(path), "%s/cpu.cfs_period_us", cur);
+            if (read_line(path, buf, sizeof(buf)) == 0) period = strtoll(buf, NULL, 10);
+        }
+        if (quota > 0 && period > 0 && (best < 0 || (double)quota / (double)period < best)) best = (double)quota / (double)period;
+        if (strlen(cur) <= strlen(base)) break;
+        char *slash = strrchr(cur, '/');
+        if (!slash) break;
+        *slash = '\0';
+        if (strlen(cur) < strlen(base)) break;
+    }
+    return best;
+}
+
+double kvc_sys_cpu_quota_at(const char *root, const char *self_file)
+{
+    char path[512], dir[1024], file[1200], base[1024];
+    struct stat st;
+    snprintf(file, sizeof(file), "%s/cgroup.controllers", root);
+    if (stat(file, &st) == 0) {
+        if (self_cgroup_path(self_file, "", path, sizeof(path)) != 0) snprintf(path, sizeof(path), "/");
+        cgroup_dir(root, path, dir, sizeof(dir));
+        return smallest_cpu_quota(root, dir, 1);
+    }
+    static const char *const names[] = { "cpu", "cpu,cpuacct", "cpuacct,cpu" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(base, sizeof(base), "%s/%s", root, names[i]);
+        if (!is_dir(base)) continue;
+        if (self_cgroup_path(self_file, "cpu", path, sizeof(path)) != 0) snprintf(path, sizeof(path), "/");
+        cgroup_dir(base, path, dir, sizeof(dir));
+        return smallest_cpu_quota(base, dir, 0);
+    }
+    return -1;
+}
+
 int64_t kvc_sys_node_free_bytes(unsigned node)
 {
     char path[128], line[256];

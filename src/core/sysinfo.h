@@ -20,6 +20,10 @@ kvc_thp_mode_t kvc_sys_thp_mode_at(const char *enabled_file);
 /* Returns 0, or -1 when out is NULL. */
 int kvc_sys_cgroup_at(const char *cgroup_root, const char *self_cgroup_file, kvc_cgroup_info_t *out);
 
+/* CPUs the cgroup CPU controller allows (quota / period, the smallest on the path to the root), or
+ * -1 when there is no quota. */
+double kvc_sys_cpu_quota_at(const char *cgroup_root, const char *self_cgroup_file);
+
 /* MemFree of a NUMA node in bytes, -1 when unknown. */
 int64_t kvc_sys_node_free_bytes(unsigned node);
 /* Free hugetlb pages of page_size bytes on a node, -1 when unknown. */

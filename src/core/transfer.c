@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <kvcore/transfer.h>
@@ -86,6 +87,45 @@ static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, const kvc_eng
     return kvc_res_route(&r, to);
 }
 
+/* The engine tensors as byte ranges, and their hull (one test rejects most host buffers). Every
+ * pointer's tensor is [NB, block] (or [2, NB, block] for the two-major formats) with the block
+ * step the layout resolved, padding included. */
+typedef struct {
+    void *const *ptrs;
+    int64_t n, bytes;
+    uintptr_t lo, hi;
+} pool_t;
+
+static pool_t pool_of(int format, const kvc_layout_t *l, int64_t nb, void *const *ptrs, int64_t n)
+{
+    pool_t p = { ptrs, n, nb * l->engine.block_stride * (kvc_format_is_two_major(format) ? 2 : 1), UINTPTR_MAX, 0 };
+    for (int64_t i = 0; i < n; i++) {
+        const uintptr_t a = (uintptr_t)ptrs[i];
+        if (a < p.lo) p.lo = a;
+        if (a + (uintptr_t)p.bytes > p.hi) p.hi = a + (uintptr_t)p.bytes;
+    }
+    return p;
+}
+
+/* A host-side buffer overlapping an engine tensor would be read and written by the same copy (the
+ * result depends on the copy order): KVC_ERR_OVERLAP. Range intersections only, never elements. */
+static kvc_status_t check_overlap(const pool_t *p, const char *what, int64_t index, const void *buf, int64_t bytes)
+{
+    const uintptr_t b0 = (uintptr_t)buf, b1 = b0 + (uintptr_t)bytes;
+    if (bytes <= 0 || b1 <= p->lo || b0 >= p->hi) return KVC_OK;
+    for (int64_t i = 0; i < p->n; i++) {
+        const uintptr_t e0 = (uintptr_t)p->ptrs[i], e1 = e0 + (uintptr_t)p->bytes;
+        if (b0 < e1 && e0 < b1) {
+            char name[48];
+            if (index >= 0) snprintf(name, sizeof(name), "%s[%lld]", what, (long long)index);
+            else snprintf(name, sizeof(name), "%s", what);
+            return kvc_error(KVC_ERR_OVERLAP, "%s [%p, +%lld bytes) overlaps engine tensor %lld [%p, +%lld bytes)", name,
+                             buf, (long long)bytes, (long long)i, p->ptrs[i], (long long)p->bytes);
+        }
+    }
+    return KVC_OK;
+}
+
 static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
                                void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
                                int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
@@ -129,6 +169,9 @@ KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_tra
     if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
                            a->skip_prefix_tokens, dev)) != KVC_OK)
         return st;
+    const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
+    if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes * a->shape.nl, T, l.row_bytes))) != KVC_OK)
+        return st;
     const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * T * l.row_bytes,
                                 .layer_stride = T * l.row_bytes,
                                 .token_stride = l.row_bytes,
@@ -157,6 +200,8 @@ KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_tran
     const int dev = kvc_res_on_device(ctx, a->slots);
     if ((st = check_tokens(&l, &a->shape, l.planes, T, a->slots, a->slot_type, a->num_slots, 0, dev)) != KVC_OK)
         return st;
+    const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
+    if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes, T, l.row_bytes))) != KVC_OK) return st;
     const kvc_chunk_map_t c = { .plane_stride = a->token_major ? l.row_bytes : T * l.row_bytes,
                                 .token_stride = a->token_major ? l.planes * l.row_bytes : l.row_bytes,
                                 .head_stride = l.head_bytes };
@@ -186,6 +231,9 @@ static kvc_status_t flash(kvc_context_t *ctx, const kvc_flash_transfer_t *a, int
         return kvc_error(KVC_ERR_OUT_OF_RANGE, "layer_idx = %lld outside [0, %lld)", (long long)a->layer_idx,
                          (long long)a->shape.nl);
     void *const ptrs[2] = { a->key_cache, a->value_cache };
+    const pool_t pool = pool_of(KVC_FMT_TWO_X_NL_X_NB_BS_NH_HS, &l, a->shape.nb, ptrs, 2);
+    if ((st = check_overlap(&pool, "key_value", -1, a->key_value, kvc_mul3(2 * a->shape.nl, T, l.row_bytes))) != KVC_OK)
+        return st;
     const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * T * l.row_bytes,
                                 .token_stride = l.row_bytes,
                                 .head_stride = l.head_bytes };
@@ -229,6 +277,10 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
     if ((st = check_indices("block_ids", a->block_ids, a->block_id_type, n, a->skip_prefix_blocks, a->shape.nb, 0,
                             "nb blocks", dev)) != KVC_OK)
         return st;
+    const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
+    const int64_t object_bytes = kvc_mul3(l.planes * a->shape.nl, C, l.row_bytes);
+    for (int64_t i = 0; i < a->num_objects; i++)
+        if ((st = check_overlap(&pool, "objects", i, a->objects[i], object_bytes)) != KVC_OK) return st;
     if (a->skip_prefix_blocks == n) return KVC_OK;
     const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * C * l.row_bytes,
                                 .layer_stride = C * l.row_bytes,

@@ -113,7 +113,7 @@ static void container_seed(const char *name, kvc_dtype_t dt, kvc_codec_layout_t 
 /* An LMCache import: raw uint16 CDF table (flag bit 0), built by hand as docs/FORMAT.md describes:
  * KV_2LTD f16, NL = 1, T = 8, NH = 1, HS = 2, one window, 4 bins, every symbol 1 (CDF 0, 1, 65534
  * ... strictly increasing), streams of 1 byte each. */
-static void raw_cdf_seed(void)
+static void raw_cdf_seed(const char *name, const uint8_t *lengths, size_t nlengths, kvc_status_t want)
 {
     uint8_t b[512] = { 0 };
     size_t pos = 48;
@@ -131,9 +131,9 @@ static void raw_cdf_seed(void)
     const uint16_t row[5] = { 0, 1, 65533, 65534, 65535 };
     for (unsigned s = 0; s < streams; s++)
         for (unsigned i = 0; i <= bins; i++) { cdf[(s * 5 + i) * 2] = (uint8_t)row[i]; cdf[(s * 5 + i) * 2 + 1] = (uint8_t)(row[i] >> 8); }
-    const uint8_t lengths[4] = { 1, 1, 1, 1 }, data[4] = { 0x40, 0x41, 0x42, 0x43 };
+    const uint8_t data[4] = { 0x40, 0x41, 0x42, 0x43 };
     const struct { const uint8_t *p; size_t n; } sec[5] = {
-        { meta, sizeof(meta) }, { scales, sizeof(scales) }, { cdf, sizeof(cdf) }, { lengths, 4 }, { data, 4 }
+        { meta, sizeof(meta) }, { scales, sizeof(scales) }, { cdf, sizeof(cdf) }, { lengths, nlengths }, { data, 4 }
     };
     for (uint32_t s = 0; s < 5; s++) {
         b[pos] = (uint8_t)(s + 1);
@@ -149,9 +149,9 @@ static void raw_cdf_seed(void)
     for (int i = 0; i < 4; i++) b[44 + i] = (uint8_t)(h >> (8 * i));
     kvc_codec_info_t info;
     const kvc_status_t st = kvc_codec_inspect(b, pos, &info);
-    if (st != KVC_OK || !info.raw_cdf) die("hand-made raw-CDF container", st);
+    if (st != want || (st == KVC_OK && !info.raw_cdf)) die(name, st);
     const uint8_t mode = 0;
-    put("container", "raw-cdf", &mode, 1, b, pos);
+    put("container", name, &mode, 1, b, pos);
 }
 
 /* ------------------------------------------------------------------ decode (golden streams) */
@@ -397,7 +397,15 @@ int main(int argc, char **argv)
     container_seed("f16-2ltd", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 2, 40, 4, 8, 16, chunk);
     container_seed("bf16-2ltd", KVC_DTYPE_BF16, KVC_CODEC_KV_2LTD, 1, 8, 2, 4, 256, small);
     container_seed("f32-mla", KVC_DTYPE_F32, KVC_CODEC_MLA, 1, 8, 1, 8, 3, small);
-    raw_cdf_seed();
+    const uint8_t lengths[] = { 1, 1, 1, 1 };
+    raw_cdf_seed("raw-cdf", lengths, 4, KVC_OK);
+    /* LENGTHS varints the parser must refuse: 1 + 2^32 (wraps to 1 in 32 bits) and 1 spelled in two
+     * or five bytes (overlong). */
+    const uint8_t above32[] = { 0x81, 0x80, 0x80, 0x80, 0x10, 1, 1, 1 }, overlong2[] = { 0x81, 0x00, 1, 1, 1 },
+                  overlong5[] = { 0x81, 0x80, 0x80, 0x80, 0x00, 1, 1, 1 };
+    raw_cdf_seed("varint-above-32-bits", above32, sizeof(above32), KVC_ERR_CORRUPT);
+    raw_cdf_seed("varint-overlong-2", overlong2, sizeof(overlong2), KVC_ERR_CORRUPT);
+    raw_cdf_seed("varint-overlong-5", overlong5, sizeof(overlong5), KVC_ERR_CORRUPT);
     lmcache_seeds();
     decode_seeds("coder0_nb16", 16, 0, 4, 256);
     decode_seeds("coder1_nb32", 32, 1, 3, 512);
