@@ -13,7 +13,7 @@ STATUS = {
     -8: "KVC_ERR_VERSION", -9: "KVC_ERR_EXISTS", -10: "KVC_ERR_NOT_FOUND", -11: "KVC_ERR_IO",
     -12: "KVC_ERR_ABI", -13: "KVC_ERR_BACKEND", -14: "KVC_ERR_PERMISSION", -15: "KVC_ERR_LIMIT",
     -16: "KVC_ERR_ALIGNMENT", -17: "KVC_ERR_DTYPE", -18: "KVC_ERR_SHAPE", -19: "KVC_ERR_FORMAT",
-    -20: "KVC_ERR_PLACEMENT", -21: "KVC_ERR_STATE",
+    -20: "KVC_ERR_PLACEMENT", -21: "KVC_ERR_STATE", -22: "KVC_ERR_OVERLAP",
 }
 for _v, _n in STATUS.items():
     globals()[_n] = _v
@@ -199,14 +199,14 @@ MEM_PLAIN, MEM_PINNED, MEM_NUMA, MEM_SHARED, MEM_HUGEPAGE = 0, 1, 2, 4, 8
 MEM_TARGET_LOCAL, MEM_TARGET_NODE, MEM_TARGET_PCI = 0, 1, 2
 MEM_POLICY_PREFERRED, MEM_POLICY_STRICT = 0, 1
 MEM_PARAM_KIND, MEM_PARAM_TARGET, MEM_PARAM_POLICY, MEM_PARAM_NAME = 1, 2, 4, 8
-MEM_PARAM_PIN_CHUNK, MEM_PARAM_TOUCH = 16, 32
+MEM_PARAM_PIN_CHUNK, MEM_PARAM_TOUCH, MEM_PARAM_RECLAIM = 16, 32, 64
 MEM_REPORT_NODES = 16
 
 
 class MemParams(C.Structure):
     _fields_ = [("field_mask", C.c_uint64), ("kind", C.c_uint), ("target", C.c_int), ("node", C.c_uint),
                 ("pci_bus_id", C.c_char_p), ("policy", C.c_int), ("name", C.c_char_p),
-                ("pin_chunk", C.c_size_t), ("touch", C.c_int)]
+                ("pin_chunk", C.c_size_t), ("touch", C.c_int), ("reclaim", C.c_int)]
 
 
 class MemNodePages(C.Structure):
@@ -269,7 +269,7 @@ CONSTANTS = dict(
     KVC_MEM_POLICY_STRICT=MEM_POLICY_STRICT, KVC_MEM_PARAM_KIND=MEM_PARAM_KIND,
     KVC_MEM_PARAM_TARGET=MEM_PARAM_TARGET, KVC_MEM_PARAM_POLICY=MEM_PARAM_POLICY,
     KVC_MEM_PARAM_NAME=MEM_PARAM_NAME, KVC_MEM_PARAM_PIN_CHUNK=MEM_PARAM_PIN_CHUNK,
-    KVC_MEM_PARAM_TOUCH=MEM_PARAM_TOUCH, KVC_MEM_REPORT_NODES=MEM_REPORT_NODES,
+    KVC_MEM_PARAM_TOUCH=MEM_PARAM_TOUCH, KVC_MEM_PARAM_RECLAIM=MEM_PARAM_RECLAIM, KVC_MEM_REPORT_NODES=MEM_REPORT_NODES,
 )
 
 _S = C.c_int  # kvc_status_t
