@@ -1,7 +1,8 @@
-/* Benchmark helpers: timing, memcpy baseline, reporting. */
+/* Benchmark helpers: timing, interleaved op/baseline pairs, memcpy baseline, reporting. */
 #define _GNU_SOURCE
 #include "bench.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,17 +19,59 @@ double bench_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double bench_time(void (*fn)(void *), void *arg, int reps)
+static int cmp_double(const void *a, const void *b)
 {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void stat_of(double *t, int n, bench_stat_t *s)
+{
+    qsort(t, (size_t)n, sizeof(*t), cmp_double);
+    s->best = t[0];
+    s->worst = t[n - 1];
+    s->median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    s->samples = n;
+}
+
+static double timed(void (*fn)(void *), void *arg)
+{
+    const double t0 = bench_now();
     fn(arg);
-    double best = 1e30;
-    for (int i = 0; i < (reps > 0 ? reps : 1); i++) {
-        double t0 = bench_now();
-        fn(arg);
-        double t = bench_now() - t0;
-        if (t < best) best = t;
+    return bench_now() - t0;
+}
+
+void bench_pair(void (*op)(void *), void *op_arg, void (*base)(void *), void *base_arg, int reps, double min_seconds,
+                bench_stat_t *op_s, bench_stat_t *base_s)
+{
+    if (reps < 1) reps = 1;
+    const int cap = 10 * reps;
+    double *t = malloc(2 * (size_t)cap * sizeof(*t));
+    if (!t) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
     }
-    return best;
+    op(op_arg);
+    base(base_arg);
+    const double start = bench_now();
+    int n = 0;
+    while (n < cap && (n < reps || bench_now() - start < min_seconds)) {
+        t[n] = timed(op, op_arg);
+        t[cap + n] = timed(base, base_arg);
+        n++;
+    }
+    stat_of(t, n, op_s);
+    stat_of(t + cap, n, base_s);
+    free(t);
+}
+
+void bench_set_rates(bench_result_t *r, double amount, const bench_stat_t *op, const bench_stat_t *base)
+{
+    r->value = amount / op->best;
+    r->baseline_value = amount / base->best;
+    r->value_median = amount / op->median;
+    r->baseline_median = amount / base->median;
+    r->samples = op->samples;
 }
 
 void *bench_alloc(size_t bytes)
@@ -44,18 +87,13 @@ void *bench_alloc(size_t bytes)
 
 void bench_free(void *p, size_t bytes) { munmap(p, bytes ? bytes : 1); }
 
-typedef struct {
-    char *dst;
-    const char *src;
-    size_t bytes;
-    int threads;
-} memcpy_job_t;
-
-static void memcpy_job(void *arg)
+void bench_memcpy_run(void *arg)
 {
-    memcpy_job_t *j = arg;
+    bench_memcpy_job_t *j = arg;
+    char *dst = j->dst;
+    const char *src = j->src;
 #ifdef _OPENMP
-#pragma omp parallel num_threads(j->threads)
+#pragma omp parallel num_threads(j->threads > 0 ? j->threads : 1)
     {
         const int t = omp_get_thread_num(), n = omp_get_num_threads();
 #else
@@ -64,17 +102,55 @@ static void memcpy_job(void *arg)
 #endif
         const size_t share = (j->bytes / (size_t)n + 63) & ~(size_t)63;
         const size_t off = share * (size_t)t;
-        if (off < j->bytes) memcpy(j->dst + off, j->src + off, off + share > j->bytes ? j->bytes - off : share);
+        if (off < j->bytes) memcpy(dst + off, src + off, off + share > j->bytes ? j->bytes - off : share);
     }
 }
 
-double bench_memcpy_gbps(size_t bytes, int threads, int reps)
+const char *bench_cpu_model(void)
 {
-    memcpy_job_t j = { bench_alloc(bytes), bench_alloc(bytes), bytes, threads > 0 ? threads : 1 };
-    double t = bench_time(memcpy_job, &j, reps);
-    bench_free(j.dst, bytes);
-    bench_free((void *)j.src, bytes);
-    return (double)bytes / t / 1e9;
+    static char model[128];
+    if (model[0]) return model;
+    snprintf(model, sizeof(model), "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return model;
+    char line[512];
+    while (fgets(line, sizeof(line), f)) {
+        char *colon = strchr(line, ':');
+        if (!colon || strncmp(line, "model name", 10) != 0) continue;
+        const char *v = colon + 1;
+        while (*v == ' ' || *v == '\t') v++;
+        size_t n = 0;
+        for (; v[n] && v[n] != '\n' && n + 1 < sizeof(model); n++)
+            model[n] = (v[n] == '"' || v[n] == '\\' || (unsigned char)v[n] < 0x20) ? ' ' : v[n]; /* JSON-safe */
+        model[n] = '\0';
+        break;
+    }
+    fclose(f);
+    return model;
+}
+
+/* A JSON number: integers as integers, other values in the fewest digits that read back exactly. */
+static const char *num(char *buf, size_t len, double v)
+{
+    if (!isfinite(v)) snprintf(buf, len, "null");
+    else if (v == floor(v) && fabs(v) < 0x1p53) snprintf(buf, len, "%.0f", v);
+    else
+        for (int digits = 15; digits <= 17; digits++) {
+            snprintf(buf, len, "%.*g", digits, v);
+            if (strtod(buf, NULL) == v) break;
+        }
+    return buf;
+}
+
+static double load1(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
 }
 
 int bench_case_wanted(const bench_opts_t *o, const char *name) { return !o->only || strstr(name, o->only); }
@@ -83,14 +159,26 @@ void bench_report(const bench_opts_t *o, const bench_result_t *r)
 {
     if (!bench_case_wanted(o, r->name)) return;
     const double ratio = r->baseline_value > 0 ? r->value / r->baseline_value : 0.0;
+    const double ratio_median = r->baseline_median > 0 ? r->value_median / r->baseline_median : 0.0;
+    const char *isa = o->ctx ? kvc_context_isa(o->ctx) : "unknown";
     if (o->json) {
-        printf("{\"suite\":\"%s\",\"case\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"baseline_name\":\"%s\","
-               "\"baseline_value\":%.6g,\"ratio\":%.4f,\"threads\":%d%s%s}\n",
-               r->suite, r->name, r->value, r->unit, r->baseline_name ? r->baseline_name : "", r->baseline_value, ratio,
-               r->threads, r->params && *r->params ? "," : "", r->params ? r->params : "");
+        char v[32], b[32], q[32], vm[32], bm[32], qm[32], l[32];
+        const double load = load1();
+        printf("{\"suite\":\"%s\",\"case\":\"%s\",\"value\":%s,\"unit\":\"%s\",\"baseline_name\":\"%s\","
+               "\"baseline_value\":%s,\"ratio\":%s,\"threads\":%d,\"cpu\":\"%s\",\"isa\":\"%s\",\"load1\":%s",
+               r->suite, r->name, num(v, sizeof(v), r->value), r->unit, r->baseline_name ? r->baseline_name : "",
+               num(b, sizeof(b), r->baseline_value), num(q, sizeof(q), ratio), r->threads, o->cpu ? o->cpu : bench_cpu_model(),
+               isa, load >= 0 ? num(l, sizeof(l), load) : "null");
+        if (r->samples > 0)
+            printf(",\"value_median\":%s,\"baseline_median\":%s,\"ratio_median\":%s,\"samples\":%d",
+                   num(vm, sizeof(vm), r->value_median), num(bm, sizeof(bm), r->baseline_median),
+                   num(qm, sizeof(qm), ratio_median), r->samples);
+        printf("%s%s}\n", r->params && *r->params ? "," : "", r->params ? r->params : "");
     } else {
-        printf("%-10s %-44s %10.3f %-7s vs %-18s %10.3f  ratio %6.3f  (%d thr)\n", r->suite, r->name, r->value, r->unit,
-               r->baseline_name ? r->baseline_name : "-", r->baseline_value, ratio, r->threads);
+        printf("%-10s %-44s %10.3f %-7s vs %-18s %10.3f  ratio %6.3f", r->suite, r->name, r->value, r->unit,
+               r->baseline_name ? r->baseline_name : "-", r->baseline_value, ratio);
+        if (r->samples > 0) printf(" (median %6.3f, %d pairs)", ratio_median, r->samples);
+        printf("  (%d thr)\n", r->threads);
     }
     fflush(stdout);
 }

@@ -1,6 +1,8 @@
 /* Benchmark framework for `kvcore bench SUITE [--json]`. Each suite lives in bench/bench_<suite>.c
- * and reports every case next to a baseline measured in the same run (memcpy bandwidth for
- * transfers, the scalar reference for the coder). Benchmarks are never run as tests. */
+ * and reports every case next to a baseline measured in the same run, interleaved with the op
+ * (op, baseline, op, baseline, ...), so that a disturbance of a shared machine hits both sides
+ * alike: memcpy bandwidth for transfers, the scalar reference for the coder. Benchmarks are never
+ * run as tests. */
 #ifndef KVC_BENCH_H
 #define KVC_BENCH_H
 
@@ -13,16 +15,25 @@ typedef struct bench_opts {
     int threads;       /* 0: the context's default; suites may also sweep 1..threads */
     int quick;         /* smaller sizes / fewer repetitions (smoke runs) */
     kvc_context_t *ctx; /* context on the active backend (KVCORE_BACKEND selects it) */
+    const char *cpu;   /* CPU model name (/proc/cpuinfo), reported on every line */
     const char *only;  /* --case: report only cases whose name contains this (NULL: all) */
 } bench_opts_t;
 
 /* Whether case `name` is wanted (--case). bench_report drops unwanted cases; a suite may also skip
- * their work (the memory suite does). */
+ * their work (transfer, rope and memory do). */
 int bench_case_wanted(const bench_opts_t *o, const char *name);
 
+/* Timings of one side of bench_pair, in seconds. */
+typedef struct bench_stat {
+    double best, median, worst;
+    int samples;
+} bench_stat_t;
+
 /* One result line. JSON keys: suite, case, value, unit, baseline_name, baseline_value, ratio
- * (value / baseline_value), threads, then `params` (a JSON fragment of extra "key": value pairs,
- * without braces; may be NULL). */
+ * (value / baseline_value), threads, cpu, isa, load1 (the 1-minute load average when the line was
+ * written), then, when `samples` > 0, value_median, baseline_median, ratio_median, samples, and
+ * `params` (a JSON fragment of extra "key": value pairs, without braces; may be NULL). value and
+ * baseline_value are the best of the samples. */
 typedef struct bench_result {
     const char *suite;
     const char *name;
@@ -32,23 +43,39 @@ typedef struct bench_result {
     double baseline_value;
     int threads;
     const char *params;
+    double value_median, baseline_median;
+    int samples;
 } bench_result_t;
 
 void bench_report(const bench_opts_t *o, const bench_result_t *r);
 
+/* Rates `amount / seconds` of a pair measured by bench_pair into r (best and median of each side). */
+void bench_set_rates(bench_result_t *r, double amount, const bench_stat_t *op, const bench_stat_t *base);
+
 /* Monotonic seconds. */
 double bench_now(void);
 
-/* Best-of-`reps` seconds for fn(arg) after one warm-up call. */
-double bench_time(void (*fn)(void *), void *arg, int reps);
+/* One warm-up call of each, then op and baseline alternately: at least `reps` pairs, and more
+ * (up to 10 * reps) until `min_seconds` have passed. Best, median and worst seconds of each. */
+void bench_pair(void (*op)(void *), void *op_arg, void (*base)(void *), void *base_arg, int reps, double min_seconds,
+                bench_stat_t *op_s, bench_stat_t *base_s);
 
-/* memcpy bandwidth baseline (GB/s, counting each byte once) for `bytes` bytes with `threads`
- * threads, each copying its contiguous share, best of `reps`. */
-double bench_memcpy_gbps(size_t bytes, int threads, int reps);
+/* The baseline of most suites: memcpy of `bytes` with `threads` threads, each copying its
+ * contiguous share. A job for bench_pair. */
+typedef struct bench_memcpy_job {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    int threads;
+} bench_memcpy_job_t;
+void bench_memcpy_run(void *job);
 
 /* A page-aligned, first-touched buffer (aborts on failure); free with bench_free. */
 void *bench_alloc(size_t bytes);
 void bench_free(void *p, size_t bytes);
+
+/* CPU model name, from /proc/cpuinfo where there is one ("unknown" otherwise). */
+const char *bench_cpu_model(void);
 
 typedef struct bench_suite {
     const char *name;

@@ -5,7 +5,8 @@
  * LMCache's layout (int16 CDF table, int32 lengths, maxima). Rows encode_vs_coder / decode_vs_coder
  * put the codec next to its own arithmetic coder alone on the same chunk's symbols (kvc_cg_encode,
  * kvc_cg_decode_packed), timed interleaved in the same run: ratio = codec / coder throughput, the
- * share of the coder's speed that survives quantisation, CDF and container work. Data: synth_kv.c (per-channel
+ * share of the coder's speed that survives quantisation, CDF and container work. Every row is timed alternately with its
+ * baseline (bench_pair). Data: synth_kv.c (per-channel
  * scales, outlier key channels, smooth keys), so the coder sees realistic symbol statistics. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,30 +81,32 @@ static double cpu_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Best wall seconds of a and b over reps rounds, alternating a, b in each round (after one warm-up
- * of each), so machine load hits both alike; *ca, *cb: mean process CPU seconds per call, which
- * other processes' load does not inflate (the figure to trust on a shared machine at 1 thread). */
-static void time_interleaved(void (*a)(void *), void *aa, void (*b)(void *), void *ba, int reps, double *ta, double *tb,
+/* A job wrapped to add up the process CPU seconds of its calls: at 1 thread the figure to trust on a
+ * shared machine, since other processes' load does not inflate it. */
+typedef struct {
+    void (*fn)(void *);
+    void *arg;
+    double cpu;
+    int calls;
+} cpu_timed_t;
+
+static void cpu_timed_run(void *arg)
+{
+    cpu_timed_t *c = arg;
+    const double c0 = cpu_now();
+    c->fn(c->arg);
+    c->cpu += cpu_now() - c0;
+    c->calls++;
+}
+
+/* a and b alternately (bench_pair); *ca, *cb: mean process CPU seconds per call. */
+static void time_interleaved(void (*a)(void *), void *aa, void (*b)(void *), void *ba, int reps, bench_stat_t *ta, bench_stat_t *tb,
                              double *ca, double *cb)
 {
-    a(aa);
-    b(ba);
-    *ta = *tb = 1e30;
-    *ca = *cb = 0;
-    for (int r = 0; r < reps; r++) {
-        double c0 = cpu_now(), t0 = bench_now();
-        a(aa);
-        double t1 = bench_now(), c1 = cpu_now();
-        if (t1 - t0 < *ta) *ta = t1 - t0;
-        *ca += (c1 - c0) / reps;
-        c0 = cpu_now();
-        t0 = bench_now();
-        b(ba);
-        t1 = bench_now();
-        c1 = cpu_now();
-        if (t1 - t0 < *tb) *tb = t1 - t0;
-        *cb += (c1 - c0) / reps;
-    }
+    cpu_timed_t ja = { a, aa, 0, 0 }, jb = { b, ba, 0, 0 };
+    bench_pair(cpu_timed_run, &ja, cpu_timed_run, &jb, reps, 0, ta, tb);
+    *ca = ja.cpu / ja.calls;
+    *cb = jb.cpu / jb.calls;
 }
 
 /* Codec vs coder rows (encode_vs_coder, decode_vs_coder). */
@@ -134,22 +137,22 @@ static int coder_rows(const bench_opts_t *o, kvc_context_t *ctx, int threads, co
     }
     cj.dec = (kvc_cg_decode_packed_params_t){ .cdf = cdf, .bytes = packed, .nbytes = (size_t)sum, .prefsum = prefsum, .symbols = out,
                                          .layers = L, .tokens = TOKENS, .channels = C, .num_bins = B };
-    double t_codec, t_coder, c_codec, c_coder;
+    bench_stat_t t_codec, t_coder;
+    double c_codec, c_coder;
     char prm[512];
     time_interleaved(encode_job, j, coder_encode_job, &cj, reps, &t_codec, &t_coder, &c_codec, &c_coder);
     snprintf(prm, sizeof(prm), "%s,\"cpu_s_codec\":%.4f,\"cpu_s_coder\":%.4f,\"cpu_ratio\":%.4f", params, c_codec, c_coder,
              c_coder / c_codec);
-    bench_result_t r = { .suite = "codec", .name = "encode_vs_coder", .value = (double)bytes / t_codec / 1e9, .unit = "GB/s",
-                         .baseline_name = "coder_encode", .baseline_value = (double)bytes / t_coder / 1e9, .threads = threads,
-                         .params = prm };
+    bench_result_t r = { .suite = "codec", .name = "encode_vs_coder", .unit = "GB/s", .baseline_name = "coder_encode",
+                         .threads = threads, .params = prm };
+    bench_set_rates(&r, (double)bytes / 1e9, &t_codec, &t_coder);
     bench_report(o, &r);
     time_interleaved(decode_job, j, coder_decode_job, &cj, reps, &t_codec, &t_coder, &c_codec, &c_coder);
     snprintf(prm, sizeof(prm), "%s,\"cpu_s_codec\":%.4f,\"cpu_s_coder\":%.4f,\"cpu_ratio\":%.4f", params, c_codec, c_coder,
              c_coder / c_codec);
     r.name = "decode_vs_coder";
-    r.value = (double)bytes / t_codec / 1e9;
     r.baseline_name = "coder_decode_packed";
-    r.baseline_value = (double)bytes / t_coder / 1e9;
+    bench_set_rates(&r, (double)bytes / 1e9, &t_codec, &t_coder);
     bench_report(o, &r);
     rc = j->status != KVC_OK || cj.status != KVC_OK;
     (void)p;
@@ -178,24 +181,27 @@ static int run_threads(const bench_opts_t *o, int threads, const kvc_codec_param
     }
     j.container = buf;
     j.container_len = len;
-    const double t_enc = bench_time(encode_job, &j, reps), t_dec = bench_time(decode_job, &j, reps);
+    bench_memcpy_job_t mj = { .dst = j.out, .src = kv, .bytes = bytes, .threads = threads };
+    bench_stat_t enc, enc_base, dec, dec_base;
+    bench_pair(encode_job, &j, bench_memcpy_run, &mj, reps, 0, &enc, &enc_base);
+    bench_pair(decode_job, &j, bench_memcpy_run, &mj, reps, 0, &dec, &dec_base);
     if (j.status != KVC_OK) {
         fprintf(stderr, "bench codec: %s\n", kvc_last_error());
         goto done;
     }
-    const double base = bench_memcpy_gbps(bytes, threads, reps);
     kvc_codec_info_t info;
     if (kvc_codec_inspect(buf, len, &info) != KVC_OK) goto done;
     char params[256];
     snprintf(params, sizeof(params),
              "\"dtype\":\"f16\",\"layers\":%d,\"tokens\":%d,\"heads\":%d,\"head_size\":%d,\"bytes\":%zu,"
-             "\"backend\":\"%s\",\"isa\":\"%s\"",
-             NL, TOKENS, NH, HS, bytes, kvc_context_backend_name(ctx), kvc_context_isa(ctx));
-    bench_result_t r = { .suite = "codec", .name = "encode", .value = (double)bytes / t_enc / 1e9, .unit = "GB/s",
-                         .baseline_name = "memcpy", .baseline_value = base, .threads = threads, .params = params };
+             "\"backend\":\"%s\"",
+             NL, TOKENS, NH, HS, bytes, kvc_context_backend_name(ctx));
+    bench_result_t r = { .suite = "codec", .name = "encode", .unit = "GB/s", .baseline_name = "memcpy",
+                         .threads = threads, .params = params };
+    bench_set_rates(&r, (double)bytes / 1e9, &enc, &enc_base);
     bench_report(o, &r);
     r.name = "decode";
-    r.value = (double)bytes / t_dec / 1e9;
+    bench_set_rates(&r, (double)bytes / 1e9, &dec, &dec_base);
     bench_report(o, &r);
     /* More rounds than the other rows: the ratio is the figure of merit and shared machines are noisy. */
     if (coder_rows(o, ctx, threads, &j, p, bytes, o->quick ? reps : 2 * reps, params)) goto done;

@@ -1,6 +1,6 @@
 /* `kvcore bench coder`: CacheGen cdf / encode / decode / decode_packed in Msym/s on a
  * [32 layers, 256 tokens, 1024 channels] chunk with 32 bins, with 1 and 2 threads (or up to
- * --threads), next to the scalar reference coder of tests/ref measured in the same run; and the
+ * --threads), next to the scalar reference coder of tests/ref timed alternately with it; and the
  * coded size against the empirical entropy of the same symbols. Symbols come from quantising
  * synthetic KV-like values (log-normal per-channel scales, a few 2x outlier channels) with
  * kvc_quantise: about 3.5 bits/symbol, like LMCache's golden vectors and the real KV in tests/data.
@@ -35,18 +35,24 @@ static double cpu_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Best wall-clock seconds (bench_time) and best process CPU seconds of fn over reps runs. */
-static void time_op(void (*fn)(void *), void *arg, int reps, double *wall, double *cpu)
+/* fn and its reference alternately, after one warm-up of each (the reference writes the same
+ * bytes into its first layers as kvcore does, so the two can share the buffers): best wall-clock
+ * and best process CPU seconds of each over reps runs. */
+static void time_pair(void (*fn)(void *), void (*ref)(void *), void *arg, int reps, double wall[2], double cpu[2])
 {
-    fn(arg);
-    *wall = *cpu = 1e30;
-    for (int i = 0; i < reps; i++) {
-        const double w0 = bench_now(), c0 = cpu_seconds();
-        fn(arg);
-        const double w = bench_now() - w0, c = cpu_seconds() - c0;
-        *wall = w < *wall ? w : *wall;
-        *cpu = c < *cpu ? c : *cpu;
+    void (*const f[2])(void *) = { fn, ref };
+    for (int k = 0; k < 2; k++) {
+        f[k](arg);
+        wall[k] = cpu[k] = 1e30;
     }
+    for (int i = 0; i < reps; i++)
+        for (int k = 0; k < 2; k++) {
+            const double w0 = bench_now(), c0 = cpu_seconds();
+            f[k](arg);
+            const double w = bench_now() - w0, c = cpu_seconds() - c0;
+            wall[k] = w < wall[k] ? w : wall[k];
+            cpu[k] = c < cpu[k] ? c : cpu[k];
+        }
 }
 
 static void run_cdf(void *p)
@@ -158,15 +164,17 @@ static void entropy_bits(const coder_bench_t *b, double *entropy, double *model)
         }
 }
 
-static void report(const bench_opts_t *o, const char *name, double n, double wall, double cpu, double ref_wall,
-                   double ref_cpu, int threads, const coder_bench_t *b)
+/* wall[0], cpu[0]: kvcore's seconds for n symbols; wall[1], cpu[1]: the reference's for nref. */
+static void report(const bench_opts_t *o, const char *name, double n, double nref, const double wall[2],
+                   const double cpu[2], int threads, const coder_bench_t *b)
 {
+    const double ref_wall = nref / wall[1] / 1e6, ref_cpu = nref / cpu[1] / 1e6;
     char params[384];
     snprintf(params, sizeof(params),
              "\"msym_per_cpu_s\":%.1f,\"ref_cpu_msym_s\":%.1f,\"layers\":%zu,\"tokens\":%zu,\"channels\":%zu,"
-             "\"bins\":%u,\"isa\":\"%s\"",
-             n / cpu / 1e6, ref_cpu, b->L, b->T, b->C, b->B, kvc_context_isa(b->ctx));
-    const bench_result_t r = { .suite = "coder", .name = name, .value = n / wall / 1e6, .unit = "Msym/s",
+             "\"bins\":%u",
+             n / cpu[0] / 1e6, ref_cpu, b->L, b->T, b->C, b->B);
+    const bench_result_t r = { .suite = "coder", .name = name, .value = n / wall[0] / 1e6, .unit = "Msym/s",
                                .baseline_name = "ref_scalar_1thr", .baseline_value = ref_wall, .threads = threads,
                                .params = params };
     bench_report(o, &r);
@@ -192,15 +200,8 @@ int bench_coder_run(const bench_opts_t *o)
         return 1;
     }
 
-    /* Reference first, on ref_layers layers (its outputs are then overwritten by kvcore's). */
+    /* The reference runs on ref_layers layers (it is slow), alternately with kvcore's op. */
     const double nref = (double)(b.ref_layers * b.T * b.C);
-    double rw[3], rc[3]; /* cdf, encode, decode: Msym/s by wall clock and by CPU time */
-    void (*const ref_fn[3])(void *) = { ref_cdf, ref_encode, ref_decode };
-    for (int i = 0; i < 3; i++) {
-        time_op(ref_fn[i], &b, 2, &rw[i], &rc[i]);
-        rw[i] = nref / rw[i] / 1e6;
-        rc[i] = nref / rc[i] / 1e6;
-    }
 
     int max_threads = o->threads > 0 ? o->threads : 1;
     if (max_threads < 2) max_threads = 2;
@@ -210,30 +211,30 @@ int bench_coder_run(const bench_opts_t *o)
             fprintf(stderr, "bench coder: context: %s\n", kvc_last_error());
             return 1;
         }
-        double w_cdf, c_cdf, w_enc, c_enc, w_dec, c_dec, w_pk, c_pk;
-        time_op(run_cdf, &b, reps, &w_cdf, &c_cdf);
-        time_op(run_encode, &b, reps, &w_enc, &c_enc);
+        double w_cdf[2], c_cdf[2], w_enc[2], c_enc[2], w_dec[2], c_dec[2], w_pk[2], c_pk[2];
+        time_pair(run_cdf, ref_cdf, &b, reps, w_cdf, c_cdf);
+        time_pair(run_encode, ref_encode, &b, reps, w_enc, c_enc);
         b.nbytes = 0;
         for (size_t k = 0; k < ns; k++) {
             memcpy(b.packed + b.nbytes, b.streams + k * b.cap, (size_t)b.len[k]);
             b.nbytes += (size_t)b.len[k];
             b.prefsum[k] = (int64_t)b.nbytes;
         }
-        time_op(run_decode, &b, reps, &w_dec, &c_dec);
+        time_pair(run_decode, ref_decode, &b, reps, w_dec, c_dec);
         if (memcmp(b.out, b.sym, n) != 0) {
             fprintf(stderr, "bench coder: decode mismatch\n");
             return 1;
         }
         memset(b.out, 0, n);
-        time_op(run_decode_packed, &b, reps, &w_pk, &c_pk);
+        time_pair(run_decode_packed, ref_decode, &b, reps, w_pk, c_pk);
         if (memcmp(b.out, b.sym, n) != 0) {
             fprintf(stderr, "bench coder: decode_packed mismatch\n");
             return 1;
         }
-        report(o, "cdf", (double)n, w_cdf, c_cdf, rw[0], rc[0], th, &b);
-        report(o, "encode", (double)n, w_enc, c_enc, rw[1], rc[1], th, &b);
-        report(o, "decode", (double)n, w_dec, c_dec, rw[2], rc[2], th, &b);
-        report(o, "decode_packed", (double)n, w_pk, c_pk, rw[2], rc[2], th, &b);
+        report(o, "cdf", (double)n, nref, w_cdf, c_cdf, th, &b);
+        report(o, "encode", (double)n, nref, w_enc, c_enc, th, &b);
+        report(o, "decode", (double)n, nref, w_dec, c_dec, th, &b);
+        report(o, "decode_packed", (double)n, nref, w_pk, c_pk, th, &b);
         if (th == 1) { /* size, once */
             double entropy, model;
             entropy_bits(&b, &entropy, &model);

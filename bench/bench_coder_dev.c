@@ -1,7 +1,7 @@
 /* `kvcore bench coder_dev`: the CacheGen ops (quantise, cdf, encode, decode, decode_packed) on the
  * active backend with its own memory (kvc_device_alloc: device memory on a GPU backend), in Msym/s
  * on a [32 layers, 256 tokens, 1024 channels] chunk with 32 bins, next to the CPU backend running
- * the same op on the same data in the same run. Values are synthetic KV-like rows (log-normal
+ * the same op on the same data, timed alternately with it. Values are synthetic KV-like rows (log-normal
  * per-channel scales), quantised by the backend itself; the suite checks that decoding gives the
  * symbols back. Each op is also reported in GB/s (bytes read + written) next to a device-to-device
  * copy (kvc_memcpy between two buffers of the active backend) of the fp32 input, in the same run.
@@ -188,18 +188,23 @@ int bench_coder_dev_run(const bench_opts_t *o)
     side_t sides[2];
     side_init(&sides[0], o->ctx, &b, x);
     side_init(&sides[1], cpu, &b, x);
-    double t[2][OP_COUNT];
+    bench_stat_t t[2][OP_COUNT]; /* [side][op] */
     int rc = 0;
-    for (int si = 0; si < 2 && !rc; si++) {
-        b.s = &sides[si];
-        for (int op = 0; op < OP_COUNT && !rc; op++) {
-            if (op == OP_DECODE) pack(&b, b.s);
-            b.op = op;
-            t[si][op] = bench_time(run_op, &b, reps);
-            if (b.failed) {
+    for (int op = 0; op < OP_COUNT && !rc; op++) {
+        coder_dev_t side_job[2];
+        for (int si = 0; si < 2; si++) {
+            if (op == OP_DECODE) pack(&b, &sides[si]);
+            side_job[si] = b;
+            side_job[si].s = &sides[si];
+            side_job[si].op = op;
+        }
+        /* The backend and the CPU backend alternately. */
+        bench_pair(run_op, &side_job[0], run_op, &side_job[1], reps, 0, &t[0][op], &t[1][op]);
+        for (int si = 0; si < 2 && !rc; si++) {
+            if (side_job[si].failed) {
                 fprintf(stderr, "bench coder_dev: %s failed: %s\n", op_names[op], kvc_last_error());
                 rc = 1;
-            } else if (op >= OP_DECODE && !same_symbols(&b, b.s)) {
+            } else if (op >= OP_DECODE && !same_symbols(&side_job[si], side_job[si].s)) {
                 fprintf(stderr, "bench coder_dev: %s did not give the symbols back\n", op_names[op]);
                 rc = 1;
             }
@@ -208,7 +213,9 @@ int bench_coder_dev_run(const bench_opts_t *o)
     d2d_t copy = { .ctx = o->ctx, .dst = NULL, .src = sides[0].x, .bytes = 4 * n };
     double t_d2d = 0;
     if (!rc && kvc_device_alloc(o->ctx, copy.bytes, &copy.dst) == KVC_OK) {
-        t_d2d = bench_time(run_d2d, &copy, reps);
+        bench_stat_t d2d[2]; /* the copy on both sides of the pair: best of all its samples */
+        bench_pair(run_d2d, &copy, run_d2d, &copy, reps, 0, &d2d[0], &d2d[1]);
+        t_d2d = d2d[0].best < d2d[1].best ? d2d[0].best : d2d[1].best;
         kvc_device_free(o->ctx, copy.dst);
     }
     const size_t ns = b.L * b.C;
@@ -223,15 +230,14 @@ int bench_coder_dev_run(const bench_opts_t *o)
         snprintf(params, sizeof(params),
                  "\"backend\":\"%s\",\"layers\":%zu,\"tokens\":%zu,\"channels\":%zu,\"bins\":%u,\"coded_bytes\":%zu",
                  kvc_context_backend_name(o->ctx), b.L, b.T, b.C, b.B, b.nbytes);
-        const bench_result_t r = { .suite = "coder_dev", .name = op_names[op], .value = (double)n / t[0][op] / 1e6,
-                                   .unit = "Msym/s", .baseline_name = "cpu_backend",
-                                   .baseline_value = (double)n / t[1][op] / 1e6,
-                                   .threads = kvc_context_num_threads(cpu), .params = params };
+        bench_result_t r = { .suite = "coder_dev", .name = op_names[op], .unit = "Msym/s", .baseline_name = "cpu_backend",
+                             .threads = kvc_context_num_threads(cpu), .params = params };
+        bench_set_rates(&r, (double)n / 1e6, &t[0][op], &t[1][op]);
         bench_report(o, &r);
         if (t_d2d > 0) {
             char name[32];
             snprintf(name, sizeof(name), "%s_bw", op_names[op]);
-            const bench_result_t w = { .suite = "coder_dev", .name = name, .value = moved[op] / t[0][op] / 1e9,
+            const bench_result_t w = { .suite = "coder_dev", .name = name, .value = moved[op] / t[0][op].best / 1e9,
                                        .unit = "GB/s", .baseline_name = "d2d_copy",
                                        .baseline_value = (double)copy.bytes / t_d2d / 1e9,
                                        .threads = kvc_context_num_threads(o->ctx), .params = params };

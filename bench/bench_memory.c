@@ -1,7 +1,8 @@
 /* `kvcore bench memory`: allocation + first touch of a pool for each kind of host memory (the free
- * is not timed), next to malloc + memset of the same bytes in the same run; batched memcpy and the
- * split copy next to one memcpy of the same bytes over the same threads; on a machine with two or more
- * NUMA nodes, one thread's reads from its own node and from another (remote next to local). */
+ * is not timed), next to malloc + memset of the same bytes; batched memcpy and the split copy next
+ * to one memcpy of the same bytes over the same threads; on a machine with two or more NUMA nodes,
+ * one thread's reads from its own node and from another (remote next to local). Op and baseline
+ * are timed alternately. */
 #define _GNU_SOURCE /* sched_getcpu, CPU_SET */
 #include <inttypes.h>
 #include <sched.h>
@@ -12,19 +13,15 @@
 
 #include "bench.h"
 
-/* Best-of-reps seconds of `setup` alone (after one warm-up); `teardown` runs untimed after each. */
-static double best_of(int reps, void *(*setup)(void *), void (*teardown)(void *, void *), void *arg)
+/* Seconds of `setup` alone; `teardown` runs untimed after it. -1 when setup fails. */
+static double time_setup(void *(*setup)(void *), void (*teardown)(void *, void *), void *arg)
 {
-    double best = 1e30;
-    for (int i = 0; i <= reps; i++) {
-        const double t0 = bench_now();
-        void *p = setup(arg);
-        const double t = bench_now() - t0;
-        if (!p) return -1;
-        teardown(arg, p);
-        if (i > 0 && t < best) best = t;
-    }
-    return best;
+    const double t0 = bench_now();
+    void *p = setup(arg);
+    const double t = bench_now() - t0;
+    if (!p) return -1;
+    teardown(arg, p);
+    return t;
 }
 
 static void *malloc_memset(void *arg)
@@ -57,7 +54,7 @@ static void *kvc_alloc(void *arg)
 
 static void kvc_free(void *arg, void *p) { kvc_mem_free(((kvc_job_t *)arg)->ctx, p); }
 
-static void report_kind(const bench_opts_t *o, const char *name, size_t bytes, unsigned kind, double baseline, int reps)
+static void report_kind(const bench_opts_t *o, const char *name, size_t bytes, unsigned kind, int reps)
 {
     if (!bench_case_wanted(o, name)) return;
     char shm[64];
@@ -76,10 +73,17 @@ static void report_kind(const bench_opts_t *o, const char *name, size_t bytes, u
         return;
     }
     kvc_mem_free(o->ctx, p);
-    const double t = best_of(reps, kvc_alloc, kvc_free, &j);
-    if (t < 0) {
-        fprintf(stderr, "bench memory: %s failed: %s\n", name, kvc_last_error());
-        return;
+    /* The kind and malloc + memset alternately (the first pair warms up); best of each. */
+    double t = 1e30, base = 1e30;
+    size_t base_bytes = bytes;
+    for (int i = 0; i <= reps; i++) {
+        const double tk = time_setup(kvc_alloc, kvc_free, &j), tb = time_setup(malloc_memset, free_malloced, &base_bytes);
+        if (tk < 0 || tb < 0) {
+            fprintf(stderr, "bench memory: %s failed: %s\n", name, tk < 0 ? kvc_last_error() : "malloc");
+            return;
+        }
+        if (i > 0 && tk < t) t = tk;
+        if (i > 0 && tb < base) base = tb;
     }
     char params[256];
     snprintf(params, sizeof(params),
@@ -90,7 +94,7 @@ static void report_kind(const bench_opts_t *o, const char *name, size_t bytes, u
                                  .value = (double)bytes / t / 1e9,
                                  .unit = "GB/s",
                                  .baseline_name = "malloc+memset",
-                                 .baseline_value = baseline,
+                                 .baseline_value = (double)bytes / base / 1e9,
                                  .threads = kvc_context_num_threads(o->ctx),
                                  .params = params };
     bench_report(o, &res);
@@ -127,17 +131,16 @@ static void split(void *arg)
         j->status = kvc_memcpy_async(j->ctx, j->dst, j->src, j->bytes, KVC_H2D, 0, j->alignment, NULL);
 }
 
-static void report_copy(const bench_opts_t *o, const char *name, size_t bytes, double t, double baseline,
-                        const char *params)
+static void report_copy(const bench_opts_t *o, const char *name, size_t bytes, const bench_stat_t *op,
+                        const bench_stat_t *base, const char *params)
 {
-    const bench_result_t res = { .suite = "memory",
-                                 .name = name,
-                                 .value = (double)bytes / t / 1e9,
-                                 .unit = "GB/s",
-                                 .baseline_name = "memcpy_same_bytes",
-                                 .baseline_value = baseline,
-                                 .threads = kvc_context_num_threads(o->ctx),
-                                 .params = params };
+    bench_result_t res = { .suite = "memory",
+                           .name = name,
+                           .unit = "GB/s",
+                           .baseline_name = "memcpy_same_bytes",
+                           .threads = kvc_context_num_threads(o->ctx),
+                           .params = params };
+    bench_set_rates(&res, (double)bytes / 1e9, op, base);
     bench_report(o, &res);
 }
 
@@ -150,8 +153,9 @@ static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
     int wanted = 0;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) wanted |= bench_case_wanted(o, names[i]);
     if (!wanted) return 0;
-    const double baseline = bench_memcpy_gbps(bytes, threads, reps);
     char *src = bench_alloc(bytes), *dst = bench_alloc(bytes);
+    bench_memcpy_job_t mj = { .dst = dst, .src = src, .bytes = bytes, .threads = threads };
+    bench_stat_t op, base;
     /* Entries of a KV page (4 KiB), a block (64 KiB) and a chunk (2 MiB), destinations shuffled. */
     const size_t entry_sizes[] = { 4 << 10, 64 << 10, 2 << 20 };
     int rc = 0;
@@ -171,7 +175,7 @@ static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
             j.dsts[i] = dst + (i * stride % n) * e;
             j.sizes[i] = e;
         }
-        const double t = bench_time(batch, &j, reps);
+        bench_pair(batch, &j, bench_memcpy_run, &mj, reps, 0, &op, &base);
         if (j.status != KVC_OK) {
             fprintf(stderr, "bench memory: batched memcpy failed: %s\n", kvc_last_error());
             rc = 1;
@@ -179,7 +183,7 @@ static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
             char name[64], params[96];
             snprintf(name, sizeof(name), "batched_memcpy_%zuKiB_entries", e >> 10);
             snprintf(params, sizeof(params), "\"bytes\":%zu,\"entries\":%zu", bytes, n);
-            report_copy(o, name, bytes, t, baseline, params);
+            report_copy(o, name, bytes, &op, &base, params);
         }
         free(j.dsts);
         free(j.srcs);
@@ -189,7 +193,7 @@ static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
     const size_t alignments[] = { (size_t)64 << 20, 4096 };
     for (size_t c = 0; c < 2 && !rc; c++) {
         split_job_t j = { .ctx = o->ctx, .dst = dst, .src = src, .bytes = bytes, .alignment = alignments[c] };
-        const double t = bench_time(split, &j, reps);
+        bench_pair(split, &j, bench_memcpy_run, &mj, reps, 0, &op, &base);
         if (j.status != KVC_OK) {
             fprintf(stderr, "bench memory: split copy failed: %s\n", kvc_last_error());
             rc = 1;
@@ -198,7 +202,7 @@ static int bench_copies(const bench_opts_t *o, size_t bytes, int reps)
         char name[64], params[96];
         snprintf(name, sizeof(name), "split_copy_align_%zuKiB", alignments[c] >> 10);
         snprintf(params, sizeof(params), "\"bytes\":%zu,\"alignment\":%zu", bytes, alignments[c]);
-        report_copy(o, name, bytes, t, baseline, params);
+        report_copy(o, name, bytes, &op, &base, params);
     }
     bench_free(src, bytes);
     bench_free(dst, bytes);
@@ -262,8 +266,9 @@ static void bench_numa_reads(const bench_opts_t *o, size_t bytes, int reps)
         fprintf(stderr, "bench memory: read_numa_local/remote skipped: %s (%s)\n", kvc_status_name(st), kvc_last_error());
     } else {
         read_job_t jl = { dst, local, bytes }, jr = { dst, remote, bytes };
-        const double tl = bench_time(read_copy, &jl, reps), tr = bench_time(read_copy, &jr, reps);
-        const double gl = (double)bytes / tl / 1e9;
+        bench_stat_t sr, sl;
+        bench_pair(read_copy, &jr, read_copy, &jl, reps, 0, &sr, &sl);
+        const double gl = (double)bytes / sl.best / 1e9;
         char params[160];
         snprintf(params, sizeof(params), "\"bytes\":%zu,\"cpu_node\":%d,\"memory_node\":%d", bytes, rl.numa_bound,
                  rl.numa_bound);
@@ -273,9 +278,9 @@ static void bench_numa_reads(const bench_opts_t *o, size_t bytes, int reps)
         bench_report(o, &res_l);
         snprintf(params, sizeof(params), "\"bytes\":%zu,\"cpu_node\":%d,\"memory_node\":%d", bytes, rl.numa_bound,
                  rr.numa_bound);
-        const bench_result_t res_r = { .suite = "memory", .name = "read_numa_remote", .value = (double)bytes / tr / 1e9,
-                                       .unit = "GB/s", .baseline_name = "read_numa_local", .baseline_value = gl,
-                                       .threads = 1, .params = params };
+        bench_result_t res_r = { .suite = "memory", .name = "read_numa_remote", .unit = "GB/s",
+                                 .baseline_name = "read_numa_local", .threads = 1, .params = params };
+        bench_set_rates(&res_r, (double)bytes / 1e9, &sr, &sl);
         bench_report(o, &res_r);
     }
     bench_free(dst, bytes);
@@ -303,17 +308,7 @@ int bench_memory_run(const bench_opts_t *o)
         { "alloc_touch_shared", KVC_MEM_SHARED },
         { "alloc_touch_shared_numa", KVC_MEM_SHARED | KVC_MEM_NUMA },
     };
-    const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
-    int wanted = 0;
-    for (size_t k = 0; k < nkinds; k++) wanted |= bench_case_wanted(o, kinds[k].name);
-    if (!wanted) return bench_copies(o, o->quick ? (size_t)64 << 20 : (size_t)1 << 30, reps);
-    size_t bytes = pool;
-    const double t = best_of(reps, malloc_memset, free_malloced, &bytes);
-    if (t < 0) {
-        fprintf(stderr, "bench memory: malloc of %zu bytes failed\n", pool);
-        return 1;
-    }
-    const double baseline = (double)pool / t / 1e9;
-    for (size_t k = 0; k < nkinds; k++) report_kind(o, kinds[k].name, pool, kinds[k].kind, baseline, reps);
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+        report_kind(o, kinds[k].name, pool, kinds[k].kind, reps);
     return bench_copies(o, o->quick ? (size_t)64 << 20 : (size_t)1 << 30, reps);
 }

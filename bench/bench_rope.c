@@ -1,5 +1,6 @@
 /* `kvcore bench rope`: RoPE key re-rotation throughput in GB/s of key bytes (each byte counted once,
- * though it is read and written), next to memcpy of the same number of bytes with the same threads.
+ * though it is read and written), next to memcpy of the same number of bytes with the same threads,
+ * timed alternately with the op (bench_pair).
  * Shape as LMCache's microbenchmark: 8 KV heads x 128, tokens 4096 (1024 with --quick), positions
  * old = t, new = t + 1000 (a CacheBlend shift: every token has its own pair of table rows). Runs on
  * the CPU backend with 1 thread, then with --threads N (default: the context's thread count). */
@@ -76,13 +77,18 @@ static const rope_case_t cases[] = {
     { KVC_DTYPE_F16, KVC_DTYPE_F16, KVC_ROPE_NEOX, 0, 0 }, /* LMCache's CUDA kernel: table in the key dtype */
     { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_GPTJ, 0, 0 },
     { KVC_DTYPE_BF16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_BF16, KVC_DTYPE_BF16, KVC_ROPE_NEOX, 0, 0 },
+    { KVC_DTYPE_BF16, KVC_DTYPE_F32, KVC_ROPE_GPTJ, 0, 0 },
     { KVC_DTYPE_F32, KVC_DTYPE_F32, KVC_ROPE_NEOX, 0, 0 },
     { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 1, 0 },
+    { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_GPTJ, 1, 0 },
+    { KVC_DTYPE_BF16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 1, 0 },
     { KVC_DTYPE_F16, KVC_DTYPE_F32, KVC_ROPE_NEOX, 1, 1 },
 };
 
 static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int reps)
 {
+    const double min_seconds = o->quick ? 0 : 0.25;
     kvc_context_t *ctx = cpu_context(threads);
     if (!ctx) return 1;
     const size_t max_pos = tokens + SHIFT + 1;
@@ -101,6 +107,14 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
     int rc = 0;
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !rc; c++) {
         const rope_case_t *rc_ = &cases[c];
+        char name[96];
+        if (rc_->delta)
+            snprintf(name, sizeof(name), "delta %s %s%s", dt_name(rc_->dtype), rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj",
+                     rc_->varying_delta ? " varying-shift" : "");
+        else
+            snprintf(name, sizeof(name), "fused %s %s table-%s", dt_name(rc_->dtype),
+                     rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj", dt_name(rc_->table_dtype));
+        if (!bench_case_wanted(o, name)) continue;
         const size_t es = kvc_dtype_size(rc_->dtype), bytes = tokens * NKV * HS * es;
         void *key = bench_alloc(bytes);
         /* small finite values in every dtype: 0x3c00 is 1.0 in f16, 0x3f80 in bf16, tiny in f32 */
@@ -115,42 +129,41 @@ static int run_threads(const bench_opts_t *o, int threads, size_t tokens, int re
                            .table = rc_->delta ? NULL : &table,
                            .style = rc_->style,
                            .status = kvc_rope_cache_build(ctx, NULL, &table, 10000.0) };
-        const double secs = bench_time(run_job, &job, reps);
+        bench_memcpy_job_t mj = { .dst = bench_alloc(bytes), .src = bench_alloc(bytes), .bytes = bytes, .threads = threads };
+        bench_stat_t op, base;
+        bench_pair(run_job, &job, bench_memcpy_run, &mj, reps, min_seconds, &op, &base);
+        bench_free(mj.dst, bytes);
+        bench_free((void *)mj.src, bytes);
         if (job.status != KVC_OK) {
             fprintf(stderr, "bench rope: %s: %s\n", kvc_status_string(job.status), kvc_last_error());
             rc = 1;
         } else {
-            char name[96], params[256];
-            if (rc_->delta)
-                snprintf(name, sizeof(name), "delta %s %s%s", dt_name(rc_->dtype), rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj",
-                         rc_->varying_delta ? " varying-shift" : "");
-            else
-                snprintf(name, sizeof(name), "fused %s %s table-%s", dt_name(rc_->dtype),
-                         rc_->style == KVC_ROPE_NEOX ? "neox" : "gptj", dt_name(rc_->table_dtype));
+            char params[256];
             snprintf(params, sizeof(params),
-                     "\"dtype\":\"%s\",\"tokens\":%zu,\"heads\":%d,\"head_size\":%d,\"rot_dim\":%d,\"isa\":\"%s\","
-                     "\"bytes\":%zu",
-                     dt_name(rc_->dtype), tokens, NKV, HS, HS, kvc_context_isa(ctx), bytes);
-            const bench_result_t r = { .suite = "rope", .name = name, .value = (double)bytes / secs / 1e9, .unit = "GB/s",
-                                       .baseline_name = "memcpy", .baseline_value = bench_memcpy_gbps(bytes, threads, reps),
-                                       .threads = threads, .params = params };
+                     "\"dtype\":\"%s\",\"tokens\":%zu,\"heads\":%d,\"head_size\":%d,\"rot_dim\":%d,\"bytes\":%zu",
+                     dt_name(rc_->dtype), tokens, NKV, HS, HS, bytes);
+            bench_result_t r = { .suite = "rope", .name = name, .unit = "GB/s", .baseline_name = "memcpy",
+                                 .threads = threads, .params = params };
+            bench_set_rates(&r, (double)bytes / 1e9, &op, &base);
             bench_report(o, &r);
         }
         bench_free(key, bytes);
         bench_free(table.data, table_bytes);
     }
-    if (!rc) { /* the table itself: max_pos rows of cos/sin, fp32 */
+    if (!rc && bench_case_wanted(o, "cache_build f32")) { /* the table itself: max_pos rows of cos/sin, fp32 */
         table_job_t tj = { .ctx = ctx, .table = { .dtype = KVC_DTYPE_F32, .max_position = max_pos, .rot_dim = HS } };
         const size_t tb = max_pos * HS * 4;
         tj.table.data = bench_alloc(tb);
-        const double secs = bench_time(run_table_job, &tj, reps);
+        bench_memcpy_job_t mj = { .dst = bench_alloc(tb), .src = bench_alloc(tb), .bytes = tb, .threads = threads };
+        bench_stat_t op, base;
+        bench_pair(run_table_job, &tj, bench_memcpy_run, &mj, reps, min_seconds, &op, &base);
+        bench_free(mj.dst, tb);
+        bench_free((void *)mj.src, tb);
         char params[160];
-        snprintf(params, sizeof(params), "\"rows\":%zu,\"rot_dim\":%d,\"isa\":\"%s\",\"bytes\":%zu", max_pos, HS,
-                 kvc_context_isa(ctx), tb);
-        const bench_result_t r = { .suite = "rope", .name = "cache_build f32", .value = (double)tb / secs / 1e9,
-                                   .unit = "GB/s", .baseline_name = "memcpy",
-                                   .baseline_value = bench_memcpy_gbps(tb, threads, reps), .threads = threads,
-                                   .params = params };
+        snprintf(params, sizeof(params), "\"rows\":%zu,\"rot_dim\":%d,\"bytes\":%zu", max_pos, HS, tb);
+        bench_result_t r = { .suite = "rope", .name = "cache_build f32", .unit = "GB/s", .baseline_name = "memcpy",
+                             .threads = threads, .params = params };
+        bench_set_rates(&r, (double)tb / 1e9, &op, &base);
         if (tj.status != KVC_OK) rc = 1;
         else bench_report(o, &r);
         bench_free(tj.table.data, tb);

@@ -1,6 +1,7 @@
 /* `kvcore bench transfer`: KV transfers of one 256-token chunk (32 layers, 8 KV heads x 128, fp16,
  * block size 16, random block ids) per format family and direction, next to memcpy of the same
- * bytes with the same thread count, measured in the same run. On a GPU backend the engine tensors
+ * bytes between the same two buffers (chunk -> pool for H2D, pool -> chunk for D2H) with the same
+ * thread count, timed alternately with the op (bench_pair). On a GPU backend the engine tensors
  * and the chunk are device memory (kvc_device_alloc), each timed call ends with a stream
  * synchronisation, and the baseline is a device-to-device copy of the same bytes (kvc_memcpy). */
 #include <stdio.h>
@@ -21,9 +22,12 @@ typedef struct {
     int format;
 } tcase_t;
 
+/* Every format in both ops; the head-major (HND) ones next to their NHD counterparts. */
 static const tcase_t cases[] = {
-    { 1, 1 }, { 1, 2 }, { 1, 6 }, { 1, 7 }, { 1, 0 }, { 1, 8 }, { 1, 9 }, { 1, 3 }, { 1, 13 }, { 1, 12 },
-    { 0, 1 }, { 0, 2 }, { 0, 6 }, { 0, 4 }, { 0, 3 }, { 0, 0 },
+    { 1, 1 }, { 1, 6 }, { 1, 2 }, { 1, 7 }, { 1, 0 }, { 1, 8 }, { 1, 9 }, { 1, 4 }, { 1, 3 }, { 1, 5 },
+    { 1, 11 }, { 1, 10 }, { 1, 13 }, { 1, 12 },
+    { 0, 1 }, { 0, 6 }, { 0, 2 }, { 0, 7 }, { 0, 0 }, { 0, 8 }, { 0, 9 }, { 0, 4 }, { 0, 3 }, { 0, 5 },
+    { 0, 11 }, { 0, 10 }, { 0, 13 }, { 0, 12 },
 };
 
 typedef struct {
@@ -73,15 +77,6 @@ static void d2d_job(void *arg)
     (void)kvc_memcpy(j->ctx, j->dst, j->src, j->bytes);
 }
 
-static double d2d_gbps(const bench_opts_t *o, size_t bytes, int reps)
-{
-    d2d_job_t j = { o->ctx, buf_alloc(o, bytes), buf_alloc(o, bytes), bytes };
-    const double t = bench_time(d2d_job, &j, reps);
-    buf_free(o, j.dst, bytes);
-    buf_free(o, j.src, bytes);
-    return (double)bytes / t / 1e9;
-}
-
 static kvc_page_shape_t shape_of(int fmt)
 {
     const int mla = kvc_format_is_mla(fmt), fused = kvc_format_is_fused_packed(fmt);
@@ -98,32 +93,10 @@ static size_t tensor_bytes(int fmt, const kvc_page_shape_t *s)
 }
 
 typedef struct {
-    size_t bytes;
-    int threads;
-    double gbps;
-} baseline_t;
-
-/* memcpy GB/s for (bytes, threads): re-measured next to every case, and the best seen so far in this
- * run is the baseline, so a disturbed measurement on a shared machine never flatters the ratio. */
-static double baseline(baseline_t *cache, int *n, size_t bytes, int threads, int reps)
-{
-    const double now = bench_memcpy_gbps(bytes, threads, reps);
-    for (int i = 0; i < *n; i++)
-        if (cache[i].bytes == bytes && cache[i].threads == threads) {
-            if (now > cache[i].gbps) cache[i].gbps = now;
-            return cache[i].gbps;
-        }
-    cache[*n] = (baseline_t){ bytes, threads, now };
-    return cache[(*n)++].gbps;
-}
-
-typedef struct {
     char *arena, *chunk;
     kvc_context_t *ctxs[2];
     int threads[2];
     int nctx, gpu; /* GPU backend: one context (o->ctx), device buffers, device-to-device baseline */
-    baseline_t base[8];
-    int nbase;
 } suite_t;
 
 static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
@@ -161,25 +134,32 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
                                             .num_engine_ptrs = nptr, .objects = &chunk, .num_objects = 1,
                                             .chunk_tokens = CHUNK, .block_ids = ids,
                                             .block_id_type = KVC_INDEX_INT64, .num_block_ids = CHUNK / BS };
-            const double t = bench_time(run_job, &j, reps);
+            char name[96], params[320];
+            snprintf(name, sizeof(name), "%s/%s/%s", c->blocks ? "blocks" : "tokens", kvc_format_name(c->format),
+                     dir == KVC_H2D ? "H2D" : "D2H");
+            if (!bench_case_wanted(o, name)) continue;
+            /* The baseline copies the same bytes between the same buffers, in the op's direction. */
+            char *pool = su->arena;
+            bench_memcpy_job_t mj = { .dst = dir == KVC_H2D ? pool : chunk, .src = dir == KVC_H2D ? chunk : pool,
+                                      .bytes = chunk_bytes, .threads = su->threads[ti] };
+            d2d_job_t dj = { o->ctx, mj.dst, (void *)mj.src, chunk_bytes };
+            bench_stat_t op, base;
+            bench_pair(run_job, &j, su->gpu ? d2d_job : bench_memcpy_run, su->gpu ? (void *)&dj : (void *)&mj, reps,
+                       o->quick ? 0 : 0.25, &op, &base);
             if (j.failed) {
                 fprintf(stderr, "bench transfer: format %d failed: %s\n", c->format, kvc_last_error());
                 return 1;
             }
-            const double base = su->gpu ? d2d_gbps(o, chunk_bytes, reps)
-                                        : baseline(su->base, &su->nbase, chunk_bytes, su->threads[ti], reps);
-            char name[96], params[320];
-            snprintf(name, sizeof(name), "%s/%s/%s", c->blocks ? "blocks" : "tokens", kvc_format_name(c->format),
-                     dir == KVC_H2D ? "H2D" : "D2H");
             snprintf(params, sizeof(params),
                      "\"op\":\"%s\",\"format\":%d,\"direction\":\"%s\",\"layout\":\"%s\",\"nl\":%d,\"nh\":%d,"
                      "\"hs\":%d,\"bs\":%d,\"chunk_tokens\":%d,\"element_size\":%d,\"bytes\":%zu",
                      c->blocks ? "blocks" : "tokens", c->format, dir == KVC_H2D ? "H2D" : "D2H",
                      kvc_format_is_hnd(c->format) ? "HND" : "NHD", NL, (int)s.nh, (int)s.hs, BS, CHUNK, ES,
                      chunk_bytes);
-            bench_result_t r = { .suite = "transfer", .name = name, .value = (double)chunk_bytes / t / 1e9,
-                                 .unit = "GB/s", .baseline_name = su->gpu ? "memcpy_d2d" : "memcpy", .baseline_value = base,
-                                 .threads = su->threads[ti], .params = params };
+            bench_result_t r = { .suite = "transfer", .name = name, .unit = "GB/s",
+                                 .baseline_name = su->gpu ? "memcpy_d2d" : "memcpy", .threads = su->threads[ti],
+                                 .params = params };
+            bench_set_rates(&r, (double)chunk_bytes / 1e9, &op, &base);
             bench_report(o, &r);
         }
     return 0;

@@ -669,6 +669,47 @@ Test(rope_threads, two_threads_match_one)
     kvc_context_destroy(c2);
 }
 
+/* The table is built in 64-row blocks whose first angles step from an anchor every 64 blocks: a
+ * thread that starts inside a run of blocks must reproduce the chain from its anchor. 129 blocks and
+ * a partial one (two anchors), fp32 and fp16 (converted through scratch rows), 1-3 threads, rot_dim
+ * 128 and 14 (vector tails), on every tier. */
+Test(rope_threads, table_blocks_independent_of_threads)
+{
+    static const char *const tiers[] = { "scalar", "avx2", "avx512" };
+    const size_t rows = 64 * 129 + 37;
+    for (int k = 0; k < 3; k++) {
+        setenv("HWLOC_XMLFILE", kvc_test_data("topologies/16amd64-4distances.xml"), 1);
+        setenv("HWLOC_COMPONENTS", "-pci", 1);
+        setenv("KVCORE_ISA", tiers[k], 1);
+        kvc_context_t *ctx[3];
+        for (int t = 0; t < 3; t++) {
+            kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS,
+                                       .backend = "cpu",
+                                       .num_threads = t + 1 };
+            cr_assert_eq(kvc_context_create(&p, &ctx[t]), KVC_OK, "%s", kvc_last_error());
+        }
+        if (strcmp(kvc_context_isa(ctx[0]), tiers[k]) != 0) { /* the CPU lacks the tier */
+            for (int t = 0; t < 3; t++) kvc_context_destroy(ctx[t]);
+            continue;
+        }
+        for (int d = 0; d < 2; d++)
+            for (size_t rot = 128; rot >= 14; rot = rot == 128 ? 14 : 0) {
+                const kvc_dtype_t dt = d ? KVC_DTYPE_F16 : KVC_DTYPE_F32;
+                const size_t bytes = rows * rot * kvc_dtype_size(dt);
+                kvc_rope_table_t t1 = build_table(ctx[0], dt, rows, rot, 10000.0);
+                for (int t = 1; t < 3; t++) {
+                    kvc_rope_table_t tn = build_table(ctx[t], dt, rows, rot, 10000.0);
+                    cr_assert(memcmp(t1.data, tn.data, bytes) == 0, "%s %s table rot %zu: 1 and %d threads differ",
+                              tiers[k], dt_name(dt), rot, t + 1);
+                    free(tn.data);
+                }
+                free(t1.data);
+            }
+        for (int t = 0; t < 3; t++) kvc_context_destroy(ctx[t]);
+    }
+    unsetenv("KVCORE_ISA");
+}
+
 /* ---------------------------------------------------------------- tiers */
 
 /* The fused op's per-token factors (c, s) are bit-identical on every tier: with fp32 keys whose pairs

@@ -473,78 +473,108 @@ Test(transfer, flash_pair_skips_negative_slots)
     kvc_context_destroy(ctx);
 }
 
-/* Large enough for the threaded paths (token tiles of one layer, many blocks) and, above 4 MiB
- * with 64-byte aligned runs, for the streaming stores. */
+/* A context that writes every transfer with streaming stores (KVCORE_STREAM_MIN_BYTES=0) on ISA
+ * tier `isa`; NULL when the CPU lacks the tier. The default threshold is 3/4 of this machine's
+ * last-level cache, so without the knob the streaming path would go untested on most machines. */
+static kvc_context_t *ctx_streaming(int threads, const char *isa)
+{
+    setenv("KVCORE_STREAM_MIN_BYTES", "0", 1);
+    setenv("KVCORE_ISA", isa, 1);
+    kvc_context_t *ctx = ctx_threads(threads);
+    unsetenv("KVCORE_STREAM_MIN_BYTES");
+    unsetenv("KVCORE_ISA");
+    if (strcmp(kvc_context_isa(ctx), isa) != 0) {
+        kvc_context_destroy(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* Large enough for the threaded paths (token tiles of one layer, many blocks) and, with 64-byte
+ * aligned runs, for the streaming stores and the prefetch of the next unit; every format, on every
+ * ISA tier the CPU has (the streaming and short-run copies differ per tier). */
 Test(transfer, threaded_and_streaming_paths_match_oracle)
 {
     kvc_context_t *ctx = ctx_threads(3);
+    static const char *const tiers[] = { "scalar", "avx2", "avx512" };
+    kvc_context_t *stream_ctx[3];
+    for (int k = 0; k < 3; k++) stream_ctx[k] = ctx_streaming(k == 0 ? 1 : k + 1, tiers[k]);
     rng_t r = { 42 };
-    const int fmts[] = { 1, 6, 3, 13 };
-    for (int i = 0; i < 4; i++) {
-        const int fmt = fmts[i], single = kvc_format_is_mla(fmt) || is_fused(fmt);
+    for (int fmt = 0; fmt < KVC_FORMAT_COUNT; fmt++) {
+        const int single = kvc_format_is_mla(fmt) || is_fused(fmt);
         kvc_page_shape_t s = { .kv_size = single ? 1 : 2, .element_size = 2, .nl = 1, .nb = 64, .bs = 16,
                                .nh = kvc_format_is_mla(fmt) ? 1 : 4, .hs = 64 };
         const int64_t T = 700;
-        int64_t *slots = random_slots(&r, T, s.nb * s.bs, i % 2);
+        int64_t *slots = random_slots(&r, T, s.nb * s.bs, fmt % 2);
         engine_t e;
-        engine_new(&e, &r, fmt, &s);
-        pair_t chunk = pair_new(&r, (size_t)(ref_chunk_planes(fmt, 0) * T) * row_bytes(fmt, &s, 0));
-        kvc_layer_transfer_t a = { .format = fmt, .shape = s, .num_engine_ptrs = e.n, .num_tokens = T,
-                                   .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = T };
-        for (int dir = 0; dir < 2; dir++) {
-            a.direction = dir;
-            a.engine_ptrs = e.fast;
-            a.chunk = chunk.fast;
-            cr_assert_eq(kvc_transfer_layer(ctx, &a), KVC_OK, "%s", kvc_last_error());
-            a.engine_ptrs = e.ref;
-            a.chunk = chunk.ref;
-            ref_transfer_layer(&a);
-            engine_expect_equal(&e, "threaded layer");
-            pair_expect_equal(&chunk, "chunk", "threaded layer");
+        pair_t chunk;
+        if (!kvc_format_is_cross_layer(fmt)) {
+            engine_new(&e, &r, fmt, &s);
+            chunk = pair_new(&r, (size_t)(ref_chunk_planes(fmt, 0) * T) * row_bytes(fmt, &s, 0));
+            kvc_layer_transfer_t a = { .format = fmt, .shape = s, .num_engine_ptrs = e.n, .num_tokens = T,
+                                       .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = T };
+            for (int dir = 0; dir < 2; dir++) {
+                a.direction = dir;
+                a.engine_ptrs = e.fast;
+                a.chunk = chunk.fast;
+                cr_assert_eq(kvc_transfer_layer(ctx, &a), KVC_OK, "%s", kvc_last_error());
+                a.engine_ptrs = e.ref;
+                a.chunk = chunk.ref;
+                ref_transfer_layer(&a);
+                engine_expect_equal(&e, "threaded layer");
+                pair_expect_equal(&chunk, "chunk", "threaded layer");
+            }
+            engine_free(&e);
+            pair_free(&chunk);
         }
-        engine_free(&e);
-        pair_free(&chunk);
         free(slots);
 
-        /* 8 layers x 256 tokens x 2 KiB of rows: 4 MiB, both ops, both directions */
+        /* 8 layers x 256 tokens x 1.5-2.5 KiB of rows: over 4 MiB, both ops, both directions. Head
+         * rows of an odd number of cache lines (192, 320, 2112 bytes) reach the copies' tails. */
         s.nl = 8;
         s.nh = kvc_format_is_mla(fmt) ? 1 : 8;
-        s.hs = kvc_format_is_mla(fmt) ? 1024 : single ? 128 : 64;
+        s.hs = kvc_format_is_mla(fmt) ? 1056 : single ? 160 : 96;
         s.nb = 24;
         const int64_t C = 256, nblk = C / s.bs;
-        engine_new(&e, &r, fmt, &s);
         int64_t *ids = distinct_indices(&r, nblk, s.nb), *tok = malloc(C * sizeof(int64_t));
         for (int64_t t = 0; t < C; t++) tok[t] = ids[t / s.bs] * s.bs + t % s.bs;
-        chunk = pair_new(&r, (size_t)(ref_chunk_planes(fmt, 0) * s.nl * C) * row_bytes(fmt, &s, 0));
-        cr_assert_geq(chunk.n, 4u << 20);
-        for (int dir = 0; dir < 2; dir++) {
-            kvc_token_transfer_t t = { .format = fmt, .direction = dir, .shape = s, .engine_ptrs = e.fast,
-                                       .num_engine_ptrs = e.n, .chunk = chunk.fast, .num_tokens = C, .slots = tok,
-                                       .slot_type = KVC_INDEX_INT64, .num_slots = C };
-            cr_assert_eq(kvc_transfer_tokens(ctx, &t), KVC_OK, "%s", kvc_last_error());
-            t.engine_ptrs = e.ref;
-            t.chunk = chunk.ref;
-            ref_transfer_tokens(&t);
-            engine_expect_equal(&e, "streaming tokens");
-            pair_expect_equal(&chunk, "chunk", "streaming tokens");
-            void *of[1] = { chunk.fast }, *orf[1] = { chunk.ref };
-            kvc_block_transfer_t b = { .format = fmt, .direction = !dir, .shape = s, .engine_ptrs = e.fast,
-                                       .num_engine_ptrs = e.n, .objects = of, .num_objects = 1, .chunk_tokens = C,
-                                       .block_ids = ids, .block_id_type = KVC_INDEX_INT64, .num_block_ids = nblk };
-            fill(&r, chunk.fast, chunk.n);
-            memcpy(chunk.ref, chunk.fast, chunk.n);
-            cr_assert_eq(kvc_transfer_blocks(ctx, &b), KVC_OK, "%s", kvc_last_error());
-            b.engine_ptrs = e.ref;
-            b.objects = orf;
-            ref_transfer_blocks(&b);
-            engine_expect_equal(&e, "streaming blocks");
-            pair_expect_equal(&chunk, "object", "streaming blocks");
+        for (int k = -1; k < 3; k++) {
+            kvc_context_t *c = k < 0 ? ctx : stream_ctx[k];
+            if (!c) continue;
+            engine_new(&e, &r, fmt, &s);
+            chunk = pair_new(&r, (size_t)(ref_chunk_planes(fmt, 0) * s.nl * C) * row_bytes(fmt, &s, 0));
+            cr_assert_geq(chunk.n, 4u << 20);
+            for (int dir = 0; dir < 2; dir++) {
+                kvc_token_transfer_t t = { .format = fmt, .direction = dir, .shape = s, .engine_ptrs = e.fast,
+                                           .num_engine_ptrs = e.n, .chunk = chunk.fast, .num_tokens = C, .slots = tok,
+                                           .slot_type = KVC_INDEX_INT64, .num_slots = C };
+                cr_assert_eq(kvc_transfer_tokens(c, &t), KVC_OK, "%s", kvc_last_error());
+                t.engine_ptrs = e.ref;
+                t.chunk = chunk.ref;
+                ref_transfer_tokens(&t);
+                engine_expect_equal(&e, "streaming tokens");
+                pair_expect_equal(&chunk, "chunk", "streaming tokens");
+                void *of[1] = { chunk.fast }, *orf[1] = { chunk.ref };
+                kvc_block_transfer_t b = { .format = fmt, .direction = !dir, .shape = s, .engine_ptrs = e.fast,
+                                           .num_engine_ptrs = e.n, .objects = of, .num_objects = 1, .chunk_tokens = C,
+                                           .block_ids = ids, .block_id_type = KVC_INDEX_INT64, .num_block_ids = nblk };
+                fill(&r, chunk.fast, chunk.n);
+                memcpy(chunk.ref, chunk.fast, chunk.n);
+                cr_assert_eq(kvc_transfer_blocks(c, &b), KVC_OK, "%s", kvc_last_error());
+                b.engine_ptrs = e.ref;
+                b.objects = orf;
+                ref_transfer_blocks(&b);
+                engine_expect_equal(&e, "streaming blocks");
+                pair_expect_equal(&chunk, "object", "streaming blocks");
+            }
+            engine_free(&e);
+            pair_free(&chunk);
         }
-        engine_free(&e);
-        pair_free(&chunk);
         free(ids);
         free(tok);
     }
+    for (int k = 0; k < 3; k++)
+        if (stream_ctx[k]) kvc_context_destroy(stream_ctx[k]);
     kvc_context_destroy(ctx);
 }
 

@@ -86,9 +86,10 @@ int kvc_cmd_bench(int argc, char **argv)
         return 1;
     }
     if (o.threads <= 0) o.threads = kvc_context_num_threads(o.ctx);
+    o.cpu = bench_cpu_model();
     if (!o.json && !com.quiet)
-        printf("# kvcore bench on backend %s, isa %s, up to %d threads\n", kvc_context_backend_name(o.ctx),
-               kvc_context_isa(o.ctx), o.threads);
+        printf("# kvcore bench on backend %s, cpu %s, isa %s, up to %d threads\n", kvc_context_backend_name(o.ctx),
+               o.cpu, kvc_context_isa(o.ctx), o.threads);
     int rc = 0, ran = 0;
     for (size_t i = 0; i < bench_suite_count; i++) {
         if (!bench_suites[i].name) continue;

@@ -136,6 +136,19 @@ static int resolve_threads(int requested, const char *origin)
 #endif
 }
 
+/* A byte count knob: a non-negative decimal integer, or -1 when unset or malformed. */
+static int64_t parse_bytes(const char *v)
+{
+    if (!v || !*v) return -1;
+    char *end;
+    const long long n = strtoll(v, &end, 10);
+    if (*end || n < 0) {
+        KVC_WARN("ignoring malformed byte count '%s'", v);
+        return -1;
+    }
+    return (int64_t)n;
+}
+
 /* Pick the backend; fills ctx->backend or returns the error of a forced backend. */
 static kvc_status_t select_backend(kvc_context_t *ctx, const char *forced)
 {
@@ -212,7 +225,8 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
                                          .log = svc_log,
                                          .set_error = svc_set_error,
                                          .num_threads = ctx->num_threads,
-                                         .cpu_isa = (int)ctx->isa };
+                                         .cpu_isa = (int)ctx->isa,
+                                         .stream_min_bytes = parse_bytes(kvc_env_get("KVCORE_STREAM_MIN_BYTES")) };
 
     kvc_status_t st = kvc_recorder_create(&ctx->recorder);
     if (st != KVC_OK) goto fail;

@@ -22,6 +22,7 @@ static const knob_t knobs[] = {
     { "KVCORE_ISA", "best", "cap the CPU SIMD tier: scalar|avx2|avx512|neon|best" },
     { "KVCORE_NUM_THREADS", "OpenMP default", "CPU threads used by the CPU backend (at most 4 per usable CPU)" },
     { "KVCORE_DEVICE", "0", "device ordinal used by a GPU backend" },
+    { "KVCORE_STREAM_MIN_BYTES", "3/4 of the LLC", "CPU transfers moving more bytes than this write with streaming stores" },
     { "HWLOC_XMLFILE", "(real machine)", "load the topology from an hwloc XML file instead (testing)" },
 };
 

@@ -24,15 +24,33 @@ static void scalar_factors(const void *row_old, const void *row_new, kvc_dtype_t
     }
 }
 
+/* cos/sin of d*theta in double (SLEEF's u35: within 3.5 double ulp), rounded once to fp32: within a
+ * hair over half an fp32 ulp of cos/sin of the double angle. */
 void kvc_rope_sincos_scalar(double d, const double *theta, size_t half, float *c, float *s)
 {
     for (size_t i = 0; i < half; i++) {
-        const double r = kvc_rope_reduce(d * theta[i]);
-        const float hi = (float)r, lo = (float)(r - (double)hi);
-        const Sleef_float2 sc = Sleef_sincosf_u10(hi); /* x: sin, y: cos */
-        s[i] = sc.x + sc.y * lo;
-        c[i] = sc.y - sc.x * lo;
+        const Sleef_double2 sc = Sleef_sincos_u35(d * theta[i]); /* x: sin, y: cos */
+        s[i] = (float)sc.x;
+        c[i] = (float)sc.y;
     }
+}
+
+void kvc_rope_sincos_f64_scalar(double d, const double *theta, size_t half, double *c, double *s)
+{
+    for (size_t i = 0; i < half; i++) {
+        const Sleef_double2 sc = Sleef_sincos_u35(d * theta[i]); /* x: sin, y: cos */
+        s[i] = sc.x;
+        c[i] = sc.y;
+    }
+}
+
+void kvc_rope_table_rows_scalar(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
+                                size_t half, float *rows)
+{
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < half; i++)
+            kvc_rope_angle_sum1(ca[i], sa[i], cb[k * half + i], sb[k * half + i], rows + k * 2 * half + i,
+                                rows + k * 2 * half + half + i);
 }
 
 static void scalar_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
@@ -60,6 +78,8 @@ const kvc_rope_kernels_t kvc_rope_kernels_scalar = {
     .sincos = kvc_rope_sincos_scalar,
     .rotate = scalar_rotate,
     .store = scalar_store,
+    .sincos_f64 = kvc_rope_sincos_f64_scalar,
+    .table_rows = kvc_rope_table_rows_scalar,
 };
 
 /* ---------------------------------------------------------------- slots */
@@ -193,40 +213,76 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
     return KVC_OK;
 }
 
+/* (co, so) = cos/sin of the angle sum, in double: plain multiplies (this file has no -mfma, and
+ * -ffp-contract=off keeps the compiler from fusing them), so the same on every machine. */
+static void angle_add_f64(const double *ca, const double *sa, const double *cb, const double *sb, size_t half,
+                          double *co, double *so)
+{
+    for (size_t i = 0; i < half; i++) {
+        const double c = ca[i] * cb[i] - sa[i] * sb[i], s = sa[i] * cb[i] + ca[i] * sb[i];
+        co[i] = c;
+        so[i] = s;
+    }
+}
+
+/* Blocks of KVC_ROPE_TABLE_BLOCK rows whose first rows are anchored on a direct sincos once every
+ * this many blocks; the blocks between step from it by the angle sum (a few 2^-53 per step). */
+#define TABLE_ANCHOR_EVERY 64
+
+/* Rows in blocks of B = KVC_ROPE_TABLE_BLOCK: row p0 + k is the angle sum of the block's first
+ * angle p0 * theta_i and the step k * theta_i, both as cos/sin in double, rounded once to fp32: a
+ * few double multiplies per entry instead of an fp32 sincos, and more accurate (about half an
+ * fp32 ulp of cos/sin of the double angle p * theta_i, against 1.3 ulp before). The steps are
+ * sincos of k = 0..7 and of 8a, combined; the block's first angles come from a direct sincos every
+ * TABLE_ANCHOR_EVERY blocks and the angle sum with B * theta_i in between, always counted from
+ * that anchor, so the table does not depend on the thread count. */
 kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rope_cache_args *a)
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_table_t *tb = &a->table;
-    const size_t half = tb->rot_dim / 2, es = kvc_dtype_size(tb->dtype);
+    const size_t half = tb->rot_dim / 2, es = kvc_dtype_size(tb->dtype), B = KVC_ROPE_TABLE_BLOCK;
+    const size_t blocks = (tb->max_position + B - 1) / B;
     double *theta = theta_alloc(b, tb->rot_dim, a->base);
     if (!theta) return KVC_ERR_NO_MEMORY;
-    const int threads = threads_for(b, tb->max_position);
-    scratch_t sc;
-    kvc_status_t st = scratch_alloc(b, threads, half, &sc);
-    if (st != KVC_OK) {
+    const int threads = threads_for(b, blocks);
+    /* shared: steps (B rows of cos, B rows of sin), the step B*theta (cos, sin); per thread: the
+     * block's first angles (cos, sin), and B fp32 rows for tables in fp16/bf16 */
+    const size_t shared = 2 * B * half + 2 * half, per_thread = 2 * half + (B * tb->rot_dim + 1) / 2;
+    double *steps = malloc((shared + (size_t)threads * per_thread) * sizeof(double));
+    if (!steps) {
         free(theta);
-        return st;
+        return b->svc->set_error(KVC_ERR_NO_MEMORY, "rope: cannot allocate the table build's scratch");
     }
+    double *sc = steps, *ss = steps + B * half, *cB = steps + 2 * B * half, *sB = cB + half;
+    for (size_t r = 0; r < B; r += r < 8 ? 1 : 8) k->sincos_f64((double)r, theta, half, sc + r * half, ss + r * half);
+    for (size_t r = 9; r < B; r++)
+        if (r % 8) angle_add_f64(sc + (r & ~(size_t)7) * half, ss + (r & ~(size_t)7) * half, sc + (r % 8) * half,
+                                 ss + (r % 8) * half, half, sc + r * half, ss + r * half);
+    k->sincos_f64((double)B, theta, half, cB, sB);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        float *c = sc.buf + (size_t)thread_id() * 2 * sc.stride, *s = c + sc.stride;
+        double *ca = steps + shared + (size_t)thread_id() * per_thread, *sa = ca + half;
+        float *rows = (float *)(sa + half);
+        size_t have = (size_t)-1; /* the block whose first angles ca/sa hold */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-        for (size_t p = 0; p < tb->max_position; p++) {
-            char *row = (char *)tb->data + p * tb->rot_dim * es;
-            if (tb->dtype == KVC_DTYPE_F32) {
-                k->sincos((double)p, theta, half, (float *)row, (float *)row + half);
-            } else {
-                k->sincos((double)p, theta, half, c, s);
-                k->store(row, tb->dtype, c, half);
-                k->store(row + half * es, tb->dtype, s, half);
+        for (size_t j = 0; j < blocks; j++) {
+            const size_t p0 = j * B, n = tb->max_position - p0 < B ? tb->max_position - p0 : B;
+            const size_t j0 = j - j % TABLE_ANCHOR_EVERY;
+            if (have == (size_t)-1 || have + 1 != j || j == j0) {
+                k->sincos_f64((double)(j0 * B), theta, half, ca, sa);
+                have = j0;
             }
+            for (; have < j; have++) angle_add_f64(ca, sa, cB, sB, half, ca, sa);
+            char *dst = (char *)tb->data + p0 * tb->rot_dim * es;
+            k->table_rows(ca, sa, sc, ss, n, half, tb->dtype == KVC_DTYPE_F32 ? (float *)dst : rows);
+            if (tb->dtype != KVC_DTYPE_F32) k->store(dst, tb->dtype, rows, n * tb->rot_dim);
         }
     }
-    free(sc.buf);
+    free(steps);
     free(theta);
     return KVC_OK;
 }

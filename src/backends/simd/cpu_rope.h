@@ -5,8 +5,10 @@
  * Every variant reduces to "per token, a rotation (c_i, s_i) per pair i, applied to every head":
  *   fused:  c = cos(new - old) and s = sin(new - old) composed from two table rows (in double,
  *           normalised: see kvc_rope_combine1),
- *   delta:  c, s from sincos((new - old) * theta_i),
- *   table:  c, s from sincos(p * theta_i), stored as row p.
+ *   delta:  c, s from sincos((new - old) * theta_i) in double, rounded to fp32,
+ *   table:  c, s of p * theta_i by the angle sum (p0 + k) * theta_i, from double-precision
+ *           cos/sin of the block start p0 * theta_i and of the steps k * theta_i, k < 64: see
+ *           table_rows; stored as row p.
  * All files are compiled with -ffp-contract=off so results do not depend on the compiler's FMA
  * contraction: FMAs are written explicitly where wanted (the rotation itself). */
 #ifndef KVC_CPU_ROPE_H
@@ -26,7 +28,8 @@ typedef struct kvc_rope_kernels {
      * i < half: see kvc_rope_combine1. Bit-identical on every tier. */
     void (*factors)(const void *row_old, const void *row_new, kvc_dtype_t dtype, size_t half, float *c,
                     float *s);
-    /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) for i < half (see kvc_rope_reduce). */
+    /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) for i < half: SLEEF's double sincos (u35) of
+     * the double angle, rounded once to fp32. */
     void (*sincos)(double d, const double *theta, size_t half, float *c, float *s);
     /* Rotate the first 2*half elements of num_heads heads starting at key (head stride in elements):
      * x' = x*c - y*s, y' = y*c + x*s, math in fp32, one rounding to the key dtype. */
@@ -34,6 +37,14 @@ typedef struct kvc_rope_kernels {
                    const float *c, const float *s);
     /* dst[i] = src[i] converted to dtype (round to nearest even). */
     void (*store)(void *dst, kvc_dtype_t dtype, const float *src, size_t n);
+    /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) in double (SLEEF's u35: within 3.5 double ulp). */
+    void (*sincos_f64)(double d, const double *theta, size_t half, double *c, double *s);
+    /* n consecutive fp32 table rows (cos half, sin half; rows contiguous) whose angles are
+     * a_i + b_ki: from the cos/sin of a (ca, sa) and of b for row k (cb, sb + k*half),
+     *   cos = fp32(fma(ca, cb, -(sa*sb))), sin = fp32(fma(sa, cb, ca*sb))   in double,
+     * the same operations on every tier (see kvc_rope_angle_sum1). */
+    void (*table_rows)(const double *ca, const double *sa, const double *cb, const double *sb, size_t n, size_t half,
+                       float *rows);
 } kvc_rope_kernels_t;
 
 extern const kvc_rope_kernels_t kvc_rope_kernels_scalar;
@@ -48,6 +59,14 @@ extern const kvc_rope_kernels_t kvc_rope_kernels_neon;
 
 /* The scalar tier's sincos (SLEEF's scalar sincosf), also the NEON tier's: see cpu_rope_neon.c. */
 void kvc_rope_sincos_scalar(double d, const double *theta, size_t half, float *c, float *s);
+/* The scalar tier's sincos_f64 and table_rows, also the NEON tier's. */
+void kvc_rope_sincos_f64_scalar(double d, const double *theta, size_t half, double *c, double *s);
+void kvc_rope_table_rows_scalar(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
+                                size_t half, float *rows);
+
+/* Rows per block of kvc_rope_cache_build: each block's angles are its first row's plus a step
+ * k * theta_i, k < KVC_ROPE_TABLE_BLOCK, whose cos/sin are computed once per build. */
+#define KVC_ROPE_TABLE_BLOCK 64
 
 /* Backend slots. */
 kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a);
@@ -55,19 +74,6 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
 kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
 
 /* ---- scalar helpers shared by the kernels (tails, the scalar tier) ---- */
-
-/* 2*pi as an unevaluated sum of two doubles (Cody-Waite), and 1/(2*pi). */
-#define KVC_ROPE_2PI_HI 6.283185307179586
-#define KVC_ROPE_2PI_LO 2.4492935982947064e-16
-#define KVC_ROPE_INV_2PI 0.15915494309189535
-
-/* a - 2*pi*round(a / 2*pi), in [-pi, pi]. Each FMA rounds once, on a result already near [-pi, pi],
- * so the error is the rounding of a itself (|a| * 2^-53) plus about 2^-52. */
-static inline double kvc_rope_reduce(double a)
-{
-    const double k = nearbyint(a * KVC_ROPE_INV_2PI);
-    return fma(-k, KVC_ROPE_2PI_LO, fma(-k, KVC_ROPE_2PI_HI, a));
-}
 
 /* Combined rotation of one pair for the fused op: undo (co, so), apply (cn, sn).
  *   cd = cn*co + sn*so, sd = sn*co - cn*so   in double: each product of two floats is exact, so
@@ -90,6 +96,15 @@ static inline void kvc_rope_combine1(float co, float so, float cn, float sn, flo
     const double inv = h == 0 ? 0.0 : 1.0 / h;
     *c = (float)(cd * inv);
     *s = (float)(sd * inv);
+}
+
+/* One table entry by the angle sum, in double: cos(a+b) and sin(a+b) from the cos/sin of a and b.
+ * Each input is within a few double ulps (SLEEF u35, or a few angle sums), so the result is within
+ * about 2^-50 of the exact value and its rounding to fp32 is off by a hair over half an fp32 ulp. */
+static inline void kvc_rope_angle_sum1(double ca, double sa, double cb, double sb, float *c, float *s)
+{
+    *c = (float)fma(ca, cb, -(sa * sb));
+    *s = (float)fma(sa, cb, ca * sb);
 }
 
 static inline float kvc_rope_load1(const void *p, kvc_dtype_t dt, size_t i)

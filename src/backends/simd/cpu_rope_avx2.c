@@ -77,39 +77,24 @@ static void avx2_factors(const void *row_old, const void *row_new, kvc_dtype_t d
     }
 }
 
-/* Four angles d*theta reduced to [-pi, pi] in double (see kvc_rope_reduce). */
-static inline __m256d reduce4(__m256d d, const double *theta)
+/* cos/sin of d*theta in double, rounded once to fp32 (see kvc_rope_sincos_scalar). */
+static inline void sincos4(__m256d d, const double *theta, float *c, float *s)
 {
-    const __m256d a = _mm256_mul_pd(d, _mm256_loadu_pd(theta));
-    const __m256d k =
-        _mm256_round_pd(_mm256_mul_pd(a, _mm256_set1_pd(KVC_ROPE_INV_2PI)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(KVC_ROPE_2PI_HI), a);
-    return _mm256_fnmadd_pd(k, _mm256_set1_pd(KVC_ROPE_2PI_LO), r);
-}
-
-static inline void sincos8(__m256d d, const double *theta, float *c, float *s)
-{
-    const __m256d r0 = reduce4(d, theta), r1 = reduce4(d, theta + 4);
-    const __m128 h0 = _mm256_cvtpd_ps(r0), h1 = _mm256_cvtpd_ps(r1);
-    const __m128 l0 = _mm256_cvtpd_ps(_mm256_sub_pd(r0, _mm256_cvtps_pd(h0)));
-    const __m128 l1 = _mm256_cvtpd_ps(_mm256_sub_pd(r1, _mm256_cvtps_pd(h1)));
-    const __m256 hi = _mm256_set_m128(h1, h0), lo = _mm256_set_m128(l1, l0);
-    const Sleef___m256_2 sc = Sleef_sincosf8_u10avx2(hi); /* x: sin, y: cos */
-    /* first-order correction for the part of the angle lost when rounding it to fp32 */
-    _mm256_storeu_ps(s, _mm256_add_ps(sc.x, _mm256_mul_ps(sc.y, lo)));
-    _mm256_storeu_ps(c, _mm256_sub_ps(sc.y, _mm256_mul_ps(sc.x, lo)));
+    const Sleef___m256d_2 sc = Sleef_sincosd4_u35avx2(_mm256_mul_pd(d, _mm256_loadu_pd(theta))); /* x: sin, y: cos */
+    _mm_storeu_ps(s, _mm256_cvtpd_ps(sc.x));
+    _mm_storeu_ps(c, _mm256_cvtpd_ps(sc.y));
 }
 
 static void avx2_sincos(double d, const double *theta, size_t half, float *c, float *s)
 {
     const __m256d dv = _mm256_set1_pd(d);
     size_t i = 0;
-    for (; i + 8 <= half; i += 8) sincos8(dv, theta + i, c + i, s + i);
+    for (; i + 4 <= half; i += 4) sincos4(dv, theta + i, c + i, s + i);
     if (i < half) { /* pad the tail so every lane goes through the same vector code */
-        double t[8] = { 0 };
-        float ct[8], st[8];
+        double t[4] = { 0 };
+        float ct[4], st[4];
         memcpy(t, theta + i, (half - i) * sizeof(double));
-        sincos8(dv, t, ct, st);
+        sincos4(dv, t, ct, st);
         memcpy(c + i, ct, (half - i) * sizeof(float));
         memcpy(s + i, st, (half - i) * sizeof(float));
     }
@@ -122,8 +107,9 @@ static inline void rotate_pair_tail(void *head, kvc_dtype_t dt, size_t xi, size_
     kvc_rope_store1(head, dt, yi, fmaf(y, c, x * s));
 }
 
-static void avx2_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
-                        int is_neox, const float *c, const float *s)
+/* Any shape: scalar tails, the dtype switched per vector. */
+static void rotate_generic(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                           int is_neox, const float *c, const float *s)
 {
     const size_t es = kvc_dtype_size(dt);
     const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
@@ -152,6 +138,170 @@ static void avx2_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head
     }
 }
 
+/* The fast paths below compute every element with the operations of rotate_generic, in the same
+ * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop:
+ * - GPT-J: the factors are duplicated per pair once per token instead of once per head, with the
+ *   sine negated (exactly, by its sign bit) in the even lanes: fmadd(v, cd, swapped * sd') is
+ *   fmaddsub(v, cd, swapped * sd) lane for lane.
+ * - bf16: 16 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
+ *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
+ *   lanes hold elements {0-3, 8-11} and {4-7, 12-15}; the factors are permuted to match once per
+ *   token. */
+#define KVC_MAX_FAST_HALF 512
+
+/* bf16 round to nearest even of fp32 lanes, in the low 16 bits of each 32-bit lane (as f2bf8). */
+static inline __m256i bf16_bits(__m256 v)
+{
+    const __m256i x = _mm256_castps_si256(v), top = _mm256_srli_epi32(x, 16);
+    const __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(x, _mm256_add_epi32(_mm256_and_si256(top, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7fff))), 16);
+    const __m256i quiet = _mm256_or_si256(top, _mm256_set1_epi32(0x40));
+    return _mm256_blendv_epi8(r, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+}
+
+static inline __m256 bf16_lo(__m256i v) { return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v)); }
+static inline __m256 bf16_hi(__m256i v) { return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v)); }
+static inline __m256i bf16_pack(__m256 lo, __m256 hi) { return _mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi)); }
+
+static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 8) {
+            const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+            const __m256 yv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i)));
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm_storeu_si128((__m128i *)(x + i), _mm256_cvtps_ph(_mm256_fmsub_ps(xv, cv, _mm256_mul_ps(yv, sv)),
+                                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_fmadd_ps(yv, cv, _mm256_mul_ps(xv, sv)),
+                                                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+
+static void rotate_neox_f32(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        float *x = (float *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 8) {
+            const __m256 xv = _mm256_loadu_ps(x + i), yv = _mm256_loadu_ps(y + i);
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm256_storeu_ps(x + i, _mm256_fmsub_ps(xv, cv, _mm256_mul_ps(yv, sv)));
+            _mm256_storeu_ps(y + i, _mm256_fmadd_ps(yv, cv, _mm256_mul_ps(xv, sv)));
+        }
+    }
+}
+
+/* half a multiple of 16; cp/sp: the factors in unpack order (see above). */
+static void rotate_neox_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cp, const float *sp)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 16) {
+            const __m256i xw = _mm256_loadu_si256((const __m256i *)(x + i)), yw = _mm256_loadu_si256((const __m256i *)(y + i));
+            const __m256 xl = bf16_lo(xw), xh = bf16_hi(xw), yl = bf16_lo(yw), yh = bf16_hi(yw);
+            const __m256 cl = _mm256_loadu_ps(cp + i), ch = _mm256_loadu_ps(cp + i + 8);
+            const __m256 sl = _mm256_loadu_ps(sp + i), sh = _mm256_loadu_ps(sp + i + 8);
+            _mm256_storeu_si256((__m256i *)(x + i), bf16_pack(_mm256_fmsub_ps(xl, cl, _mm256_mul_ps(yl, sl)),
+                                                              _mm256_fmsub_ps(xh, ch, _mm256_mul_ps(yh, sh))));
+            _mm256_storeu_si256((__m256i *)(y + i), bf16_pack(_mm256_fmadd_ps(yl, cl, _mm256_mul_ps(xl, sl)),
+                                                              _mm256_fmadd_ps(yh, ch, _mm256_mul_ps(xh, sh))));
+        }
+    }
+}
+
+/* 2*half elements; cd/sd: per-element factors (c duplicated, s negated in even lanes). */
+static void rotate_gptj_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 8) {
+            const __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i)));
+            const __m256 r = _mm256_fmadd_ps(v, _mm256_loadu_ps(cd + i),
+                                             _mm256_mul_ps(_mm256_permute_ps(v, 0xb1), _mm256_loadu_ps(sd + i)));
+            _mm_storeu_si128((__m128i *)(k + i), _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+
+static void rotate_gptj_f32(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        float *k = (float *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 8) {
+            const __m256 v = _mm256_loadu_ps(k + i);
+            _mm256_storeu_ps(k + i, _mm256_fmadd_ps(v, _mm256_loadu_ps(cd + i),
+                                                    _mm256_mul_ps(_mm256_permute_ps(v, 0xb1), _mm256_loadu_ps(sd + i))));
+        }
+    }
+}
+
+/* 2*half a multiple of 16; cd/sd in unpack order. */
+static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 16) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(k + i));
+            const __m256 l = bf16_lo(w), hv = bf16_hi(w);
+            const __m256 rl = _mm256_fmadd_ps(l, _mm256_loadu_ps(cd + i),
+                                              _mm256_mul_ps(_mm256_permute_ps(l, 0xb1), _mm256_loadu_ps(sd + i)));
+            const __m256 rh = _mm256_fmadd_ps(hv, _mm256_loadu_ps(cd + i + 8),
+                                              _mm256_mul_ps(_mm256_permute_ps(hv, 0xb1), _mm256_loadu_ps(sd + i + 8)));
+            _mm256_storeu_si256((__m256i *)(k + i), bf16_pack(rl, rh));
+        }
+    }
+}
+
+static void avx2_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                        int is_neox, const float *c, const float *s)
+{
+    float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(32))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(32)));
+    const int bf = dt == KVC_DTYPE_BF16;
+    if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 16 : 8) : (bf ? 8 : 4))) {
+        rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
+        return;
+    }
+    if (is_neox) {
+        if (!bf) {
+            (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+            return;
+        }
+        for (size_t i = 0; i < half; i += 16) {
+            const __m256 c0 = _mm256_loadu_ps(c + i), c1 = _mm256_loadu_ps(c + i + 8);
+            const __m256 s0 = _mm256_loadu_ps(s + i), s1 = _mm256_loadu_ps(s + i + 8);
+            _mm256_store_ps(cd + i, _mm256_permute2f128_ps(c0, c1, 0x20));
+            _mm256_store_ps(cd + i + 8, _mm256_permute2f128_ps(c0, c1, 0x31));
+            _mm256_store_ps(sd + i, _mm256_permute2f128_ps(s0, s1, 0x20));
+            _mm256_store_ps(sd + i + 8, _mm256_permute2f128_ps(s0, s1, 0x31));
+        }
+        rotate_neox_bf16(key, num_heads, head_stride, half, cd, sd);
+        return;
+    }
+    /* even lanes: -s (sign bit flipped, exact also for zeros) */
+    const __m256 neg_even = _mm256_castsi256_ps(_mm256_set1_epi64x(0x80000000u));
+    if (!bf) {
+        const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+        for (size_t i = 0; i < half; i += 4) {
+            _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c + i)), dup));
+            _mm256_store_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + i)), dup),
+                                                      neg_even));
+        }
+        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
+        return;
+    }
+    /* bf16: 8 pairs per 16 elements; the low unpack holds pairs {0,1,4,5}, the high one {2,3,6,7} */
+    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5), hi = _mm256_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7);
+    for (size_t i = 0; i < half; i += 8) {
+        const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+        _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, lo));
+        _mm256_store_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, hi));
+        _mm256_store_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, lo), neg_even));
+        _mm256_store_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, hi), neg_even));
+    }
+    rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
+}
+
 static void avx2_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
     const size_t es = kvc_dtype_size(dt);
@@ -160,9 +310,49 @@ static void avx2_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
     for (; i < n; i++) kvc_rope_store1(dst, dt, i, src[i]);
 }
 
+static void avx2_sincos_f64(double d, const double *theta, size_t half, double *c, double *s)
+{
+    const __m256d dv = _mm256_set1_pd(d);
+    size_t i = 0;
+    for (; i + 4 <= half; i += 4) {
+        const Sleef___m256d_2 sc = Sleef_sincosd4_u35avx2(_mm256_mul_pd(dv, _mm256_loadu_pd(theta + i)));
+        _mm256_storeu_pd(s + i, sc.x);
+        _mm256_storeu_pd(c + i, sc.y);
+    }
+    if (i < half) { /* pad the tail so every lane goes through the same vector code */
+        double t[4] = { 0 }, ct[4], st[4];
+        memcpy(t, theta + i, (half - i) * sizeof(double));
+        const Sleef___m256d_2 sc = Sleef_sincosd4_u35avx2(_mm256_mul_pd(dv, _mm256_loadu_pd(t)));
+        _mm256_storeu_pd(st, sc.x);
+        _mm256_storeu_pd(ct, sc.y);
+        memcpy(c + i, ct, (half - i) * sizeof(double));
+        memcpy(s + i, st, (half - i) * sizeof(double));
+    }
+}
+
+static void avx2_table_rows(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
+                            size_t half, float *rows)
+{
+    for (size_t k = 0; k < n; k++) {
+        float *c = rows + k * 2 * half, *s = c + half;
+        const double *cbk = cb + k * half, *sbk = sb + k * half;
+        size_t i = 0;
+        for (; i + 4 <= half; i += 4) {
+            const __m256d a_c = _mm256_loadu_pd(ca + i), a_s = _mm256_loadu_pd(sa + i);
+            const __m256d b_c = _mm256_loadu_pd(cbk + i), b_s = _mm256_loadu_pd(sbk + i);
+            /* kvc_rope_angle_sum1 */
+            _mm_storeu_ps(c + i, _mm256_cvtpd_ps(_mm256_fmsub_pd(a_c, b_c, _mm256_mul_pd(a_s, b_s))));
+            _mm_storeu_ps(s + i, _mm256_cvtpd_ps(_mm256_fmadd_pd(a_s, b_c, _mm256_mul_pd(a_c, b_s))));
+        }
+        for (; i < half; i++) kvc_rope_angle_sum1(ca[i], sa[i], cbk[i], sbk[i], c + i, s + i);
+    }
+}
+
 const kvc_rope_kernels_t kvc_rope_kernels_avx2 = {
     .factors = avx2_factors,
     .sincos = avx2_sincos,
     .rotate = avx2_rotate,
     .store = avx2_store,
+    .sincos_f64 = avx2_sincos_f64,
+    .table_rows = avx2_table_rows,
 };

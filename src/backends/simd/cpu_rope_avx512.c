@@ -105,38 +105,27 @@ static void avx512_factors(const void *row_old, const void *row_new, kvc_dtype_t
     }
 }
 
-/* Eight angles d*theta reduced to [-pi, pi] in double (see kvc_rope_reduce). */
-static inline __m512d reduce8(__m512d d, const double *theta, __mmask8 m)
-{
-    const __m512d a = _mm512_mul_pd(d, m == 0xff ? _mm512_loadu_pd(theta) : _mm512_maskz_loadu_pd(m, theta));
-    const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(a, _mm512_set1_pd(KVC_ROPE_INV_2PI)),
-                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(KVC_ROPE_2PI_HI), a);
-    return _mm512_fnmadd_pd(k, _mm512_set1_pd(KVC_ROPE_2PI_LO), r);
-}
-
+/* cos/sin of d*theta in double, rounded once to fp32 (see kvc_rope_sincos_scalar). */
 static void avx512_sincos(double d, const double *theta, size_t half, float *c, float *s)
 {
     const __m512d dv = _mm512_set1_pd(d);
-    for (size_t i = 0; i < half; i += 16) {
-        const size_t n = half - i;
-        const __m512d r0 = reduce8(dv, theta + i, mask8(n));
-        const __m512d r1 = reduce8(dv, theta + i + 8, mask8(n > 8 ? n - 8 : 0));
-        const __m256 h0 = _mm512_cvtpd_ps(r0), h1 = _mm512_cvtpd_ps(r1);
-        const __m256 l0 = _mm512_cvtpd_ps(_mm512_sub_pd(r0, _mm512_cvtps_pd(h0)));
-        const __m256 l1 = _mm512_cvtpd_ps(_mm512_sub_pd(r1, _mm512_cvtps_pd(h1)));
-        const __m512 hi = _mm512_insertf32x8(_mm512_castps256_ps512(h0), h1, 1);
-        const __m512 lo = _mm512_insertf32x8(_mm512_castps256_ps512(l0), l1, 1);
-        const Sleef___m512_2 sc = Sleef_sincosf16_u10avx512f(hi); /* x: sin, y: cos */
-        /* first-order correction for the part of the angle lost when rounding it to fp32 */
-        const __mmask16 m = mask16(n);
-        storef(s + i, _mm512_add_ps(sc.x, _mm512_mul_ps(sc.y, lo)), m);
-        storef(c + i, _mm512_sub_ps(sc.y, _mm512_mul_ps(sc.x, lo)), m);
+    for (size_t i = 0; i < half; i += 8) {
+        const __mmask8 m = mask8(half - i);
+        const __m512d t = m == 0xff ? _mm512_loadu_pd(theta + i) : _mm512_maskz_loadu_pd(m, theta + i);
+        const Sleef___m512d_2 sc = Sleef_sincosd8_u35avx512f(_mm512_mul_pd(dv, t)); /* x: sin, y: cos */
+        if (m == 0xff) {
+            _mm256_storeu_ps(s + i, _mm512_cvtpd_ps(sc.x));
+            _mm256_storeu_ps(c + i, _mm512_cvtpd_ps(sc.y));
+        } else {
+            _mm256_mask_storeu_ps(s + i, m, _mm512_cvtpd_ps(sc.x));
+            _mm256_mask_storeu_ps(c + i, m, _mm512_cvtpd_ps(sc.y));
+        }
     }
 }
 
-static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
-                          int is_neox, const float *c, const float *s)
+/* Any shape: masked tails, the dtype switched per vector. */
+static void rotate_generic(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                           int is_neox, const float *c, const float *s)
 {
     const size_t es = kvc_dtype_size(dt);
     const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
@@ -165,6 +154,175 @@ static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t he
     }
 }
 
+/* The fast paths below compute every element with the operations of rotate_generic, in the same
+ * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop:
+ * - GPT-J: the factors are duplicated per pair once per token instead of once per head, with the
+ *   sine negated (exactly, by its sign bit) in the even lanes: fmadd(v, cd, swapped * sd') is
+ *   fmaddsub(v, cd, swapped * sd) lane for lane.
+ * - bf16: 32 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
+ *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
+ *   lanes hold elements {0-3, 8-11, 16-19, 24-27} and {4-7, ...}; the factors are permuted to match
+ *   once per token. No cross-lane widening or narrowing per element. */
+#define KVC_MAX_FAST_HALF 512
+
+/* bf16 round to nearest even of fp32 lanes, result in the low 16 bits of each 32-bit lane: the
+ * same bits as f2bf16 (which narrows as well) with fewer operations: +0x7fff, +1 more where the
+ * kept part is odd, and a NaN's bits with the quiet bit set instead. */
+static inline __m512i bf16_bits(__m512 v)
+{
+    const __m512i x = _mm512_castps_si512(v);
+    __m512i t = _mm512_add_epi32(x, _mm512_set1_epi32(0x7fff));
+    t = _mm512_mask_add_epi32(t, _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x10000)), t, _mm512_set1_epi32(1));
+    t = _mm512_mask_or_epi32(t, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), x, _mm512_set1_epi32(0x400000));
+    return _mm512_srli_epi32(t, 16);
+}
+
+static inline __m512 bf16_lo(__m512i v) { return _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v)); }
+static inline __m512 bf16_hi(__m512i v) { return _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v)); }
+static inline __m512i bf16_pack(__m512 lo, __m512 hi) { return _mm512_packus_epi32(bf16_bits(lo), bf16_bits(hi)); }
+
+static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 16) {
+            const __m512 xv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
+            const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(y + i)));
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            _mm256_storeu_si256((__m256i *)(x + i), _mm512_cvtps_ph(_mm512_fmsub_ps(xv, cv, _mm512_mul_ps(yv, sv)),
+                                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+            _mm256_storeu_si256((__m256i *)(y + i), _mm512_cvtps_ph(_mm512_fmadd_ps(yv, cv, _mm512_mul_ps(xv, sv)),
+                                                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+
+static void rotate_neox_f32(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        float *x = (float *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 16) {
+            const __m512 xv = _mm512_loadu_ps(x + i), yv = _mm512_loadu_ps(y + i);
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            _mm512_storeu_ps(x + i, _mm512_fmsub_ps(xv, cv, _mm512_mul_ps(yv, sv)));
+            _mm512_storeu_ps(y + i, _mm512_fmadd_ps(yv, cv, _mm512_mul_ps(xv, sv)));
+        }
+    }
+}
+
+/* half a multiple of 32; cp/sp: the factors in unpack order (see above). */
+static void rotate_neox_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cp, const float *sp)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 32) {
+            const __m512i xw = _mm512_loadu_si512(x + i), yw = _mm512_loadu_si512(y + i);
+            const __m512 xl = bf16_lo(xw), xh = bf16_hi(xw), yl = bf16_lo(yw), yh = bf16_hi(yw);
+            const __m512 cl = _mm512_loadu_ps(cp + i), ch = _mm512_loadu_ps(cp + i + 16);
+            const __m512 sl = _mm512_loadu_ps(sp + i), sh = _mm512_loadu_ps(sp + i + 16);
+            _mm512_storeu_si512(x + i, bf16_pack(_mm512_fmsub_ps(xl, cl, _mm512_mul_ps(yl, sl)),
+                                                 _mm512_fmsub_ps(xh, ch, _mm512_mul_ps(yh, sh))));
+            _mm512_storeu_si512(y + i, bf16_pack(_mm512_fmadd_ps(yl, cl, _mm512_mul_ps(xl, sl)),
+                                                 _mm512_fmadd_ps(yh, ch, _mm512_mul_ps(xh, sh))));
+        }
+    }
+}
+
+/* 2*half elements; cd/sd: per-element factors (c duplicated, s negated in even lanes). */
+static void rotate_gptj_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 16) {
+            const __m512 v = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + i)));
+            const __m512 r = _mm512_fmadd_ps(v, _mm512_loadu_ps(cd + i),
+                                             _mm512_mul_ps(_mm512_permute_ps(v, 0xb1), _mm512_loadu_ps(sd + i)));
+            _mm256_storeu_si256((__m256i *)(k + i), _mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        }
+    }
+}
+
+static void rotate_gptj_f32(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        float *k = (float *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 16) {
+            const __m512 v = _mm512_loadu_ps(k + i);
+            _mm512_storeu_ps(k + i, _mm512_fmadd_ps(v, _mm512_loadu_ps(cd + i),
+                                                    _mm512_mul_ps(_mm512_permute_ps(v, 0xb1), _mm512_loadu_ps(sd + i))));
+        }
+    }
+}
+
+/* 2*half a multiple of 32; cd/sd in unpack order. */
+static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 32) {
+            const __m512i w = _mm512_loadu_si512(k + i);
+            const __m512 l = bf16_lo(w), hv = bf16_hi(w);
+            const __m512 rl = _mm512_fmadd_ps(l, _mm512_loadu_ps(cd + i),
+                                              _mm512_mul_ps(_mm512_permute_ps(l, 0xb1), _mm512_loadu_ps(sd + i)));
+            const __m512 rh = _mm512_fmadd_ps(hv, _mm512_loadu_ps(cd + i + 16),
+                                              _mm512_mul_ps(_mm512_permute_ps(hv, 0xb1), _mm512_loadu_ps(sd + i + 16)));
+            _mm512_storeu_si512(k + i, bf16_pack(rl, rh));
+        }
+    }
+}
+
+static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                          int is_neox, const float *c, const float *s)
+{
+    float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64)));
+    const int bf = dt == KVC_DTYPE_BF16;
+    if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 32 : 16) : (bf ? 16 : 8))) {
+        rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
+        return;
+    }
+    if (is_neox) {
+        if (!bf) {
+            (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+            return;
+        }
+        const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
+        const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+        for (size_t i = 0; i < half; i += 32) {
+            const __m512 c0 = _mm512_loadu_ps(c + i), c1 = _mm512_loadu_ps(c + i + 16);
+            const __m512 s0 = _mm512_loadu_ps(s + i), s1 = _mm512_loadu_ps(s + i + 16);
+            _mm512_store_ps(cd + i, _mm512_permutex2var_ps(c0, lo, c1));
+            _mm512_store_ps(cd + i + 16, _mm512_permutex2var_ps(c0, hi, c1));
+            _mm512_store_ps(sd + i, _mm512_permutex2var_ps(s0, lo, s1));
+            _mm512_store_ps(sd + i + 16, _mm512_permutex2var_ps(s0, hi, s1));
+        }
+        rotate_neox_bf16(key, num_heads, head_stride, half, cd, sd);
+        return;
+    }
+    /* even lanes: -s (sign bit flipped, exact also for zeros) */
+    const __m512 neg_even = _mm512_castsi512_ps(_mm512_set1_epi64(0x80000000u));
+    if (!bf) {
+        const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+        for (size_t i = 0; i < half; i += 8) {
+            _mm512_store_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i))));
+            _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))),
+                                                      neg_even));
+        }
+        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
+        return;
+    }
+    /* bf16: 16 pairs per 32 elements; the low unpack holds pairs {0,1,4,5,8,9,12,13}, the high one the rest */
+    const __m512i lo = _mm512_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13);
+    const __m512i hi = _mm512_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15);
+    for (size_t i = 0; i < half; i += 16) {
+        const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+        _mm512_store_ps(cd + 2 * i, _mm512_permutexvar_ps(lo, cv));
+        _mm512_store_ps(cd + 2 * i + 16, _mm512_permutexvar_ps(hi, cv));
+        _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(lo, sv), neg_even));
+        _mm512_store_ps(sd + 2 * i + 16, _mm512_xor_ps(_mm512_permutexvar_ps(hi, sv), neg_even));
+    }
+    rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
+}
+
 static void avx512_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
     const size_t es = kvc_dtype_size(dt);
@@ -174,9 +332,47 @@ static void avx512_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
     }
 }
 
+static void avx512_sincos_f64(double d, const double *theta, size_t half, double *c, double *s)
+{
+    const __m512d dv = _mm512_set1_pd(d);
+    for (size_t i = 0; i < half; i += 8) {
+        const __mmask8 m = mask8(half - i);
+        const Sleef___m512d_2 sc = Sleef_sincosd8_u35avx512f(_mm512_mul_pd(dv, _mm512_maskz_loadu_pd(m, theta + i)));
+        _mm512_mask_storeu_pd(s + i, m, sc.x);
+        _mm512_mask_storeu_pd(c + i, m, sc.y);
+    }
+}
+
+static void avx512_table_rows(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
+                              size_t half, float *rows)
+{
+    const size_t whole = half & ~(size_t)7;
+    for (size_t k = 0; k < n; k++) {
+        float *c = rows + k * 2 * half, *s = c + half;
+        const double *cbk = cb + k * half, *sbk = sb + k * half;
+        /* plain loads and stores for whole vectors: masked ones are slow on some CPUs (see above) */
+        for (size_t i = 0; i < whole; i += 8) {
+            const __m512d a_c = _mm512_loadu_pd(ca + i), a_s = _mm512_loadu_pd(sa + i);
+            const __m512d b_c = _mm512_loadu_pd(cbk + i), b_s = _mm512_loadu_pd(sbk + i);
+            /* kvc_rope_angle_sum1 */
+            _mm256_storeu_ps(c + i, _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s))));
+            _mm256_storeu_ps(s + i, _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s))));
+        }
+        if (whole < half) {
+            const __mmask8 m = mask8(half - whole);
+            const __m512d a_c = _mm512_maskz_loadu_pd(m, ca + whole), a_s = _mm512_maskz_loadu_pd(m, sa + whole);
+            const __m512d b_c = _mm512_maskz_loadu_pd(m, cbk + whole), b_s = _mm512_maskz_loadu_pd(m, sbk + whole);
+            _mm256_mask_storeu_ps(c + whole, m, _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s))));
+            _mm256_mask_storeu_ps(s + whole, m, _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s))));
+        }
+    }
+}
+
 const kvc_rope_kernels_t kvc_rope_kernels_avx512 = {
     .factors = avx512_factors,
     .sincos = avx512_sincos,
     .rotate = avx512_rotate,
     .store = avx512_store,
+    .sincos_f64 = avx512_sincos_f64,
+    .table_rows = avx512_table_rows,
 };

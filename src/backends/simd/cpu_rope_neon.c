@@ -165,6 +165,8 @@ const kvc_rope_kernels_t kvc_rope_kernels_neon = {
     .sincos = kvc_rope_sincos_scalar, /* needs vector sin/cos: SLEEF is not pulled in for AArch64 */
     .rotate = neon_rotate,
     .store = neon_store,
+    .sincos_f64 = kvc_rope_sincos_f64_scalar, /* as sincos: no vector sin/cos here */
+    .table_rows = kvc_rope_table_rows_scalar,
 };
 
 #else

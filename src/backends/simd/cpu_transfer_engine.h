@@ -43,9 +43,19 @@ static inline void stream_fence(int stream)
 {
     if (stream) _mm_sfence();
 }
+/* Fetch the lines of a run that a later copy will read. */
+static inline void prefetch_run(const char *p, int64_t n)
+{
+    for (int64_t o = 0; o < n; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
 #define HAVE_STREAM 1
 #else
 static inline void stream_fence(int stream) { (void)stream; }
+static inline void prefetch_run(const char *p, int64_t n)
+{
+    (void)p;
+    (void)n;
+}
 #endif
 
 typedef struct {
@@ -69,6 +79,24 @@ static inline void copy_small_avx2(char *dst, const char *src, int64_t n)
     }
     for (; i < n; i += 32) _mm256_storeu_si256((__m256i *)(dst + i), _mm256_loadu_si256((const __m256i *)(src + i)));
 }
+/* As copy_lines_stream, with 32-byte streaming stores (dst 64-byte aligned, n a multiple of 64). */
+static inline void copy_lines_stream_avx2(char *dst, const char *src, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(src + i)), b = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        const __m256i c = _mm256_loadu_si256((const __m256i *)(src + i + 64)), d = _mm256_loadu_si256((const __m256i *)(src + i + 96));
+        _mm256_stream_si256((__m256i *)(dst + i), a);
+        _mm256_stream_si256((__m256i *)(dst + i + 32), b);
+        _mm256_stream_si256((__m256i *)(dst + i + 64), c);
+        _mm256_stream_si256((__m256i *)(dst + i + 96), d);
+    }
+    for (; i < n; i += 64) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(src + i)), b = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        _mm256_stream_si256((__m256i *)(dst + i), a);
+        _mm256_stream_si256((__m256i *)(dst + i + 32), b);
+    }
+}
 #define HAVE_AVX2_RUNS 1
 #endif
 
@@ -82,7 +110,11 @@ static inline void copy_run(char *eng, char *chk, int64_t n, copy_mode_t m)
     const char *src = m.h2d ? chk : eng;
 #ifdef HAVE_STREAM
     if (m.stream && !(((uintptr_t)dst | (uintptr_t)n) & 63)) {
+#ifdef HAVE_AVX2_RUNS
+        copy_lines_stream_avx2(dst, src, n);
+#else
         copy_lines_stream(dst, src, n);
+#endif
         return;
     }
 #endif
@@ -95,12 +127,29 @@ static inline void copy_run(char *eng, char *chk, int64_t n, copy_mode_t m)
     memcpy(dst, src, (size_t)n);
 }
 
-static inline void copy_unit(char *eng, char *chk, const kvc_run_shape_t *r, copy_mode_t m)
+/* One unit's runs, in the order that reads the source side sequentially (the inner loop steps
+ * the source by the smaller stride; the destination's lines are whole either way). Short runs
+ * (head-major layouts: a head's row, strided on one side) defeat the hardware prefetcher, so each
+ * run is followed by a prefetch of the same run of the next unit (`next_eng`/`next_chk`, NULL for
+ * none): the source is then in the cache one unit ahead. */
+static inline void copy_unit(char *eng, char *chk, const kvc_run_shape_t *r, copy_mode_t m, const char *next_eng,
+                             const char *next_chk)
 {
-    for (int64_t i = 0; i < r->outer_count; i++) {
-        char *e = eng + i * r->outer_engine, *c = chk + i * r->outer_chunk;
-        for (int64_t j = 0; j < r->inner_count; j++)
-            copy_run(e + j * r->inner_engine, c + j * r->inner_chunk, r->run_bytes, m);
+    int64_t no = r->outer_count, oe = r->outer_engine, oc = r->outer_chunk;
+    int64_t ni = r->inner_count, ie = r->inner_engine, ic = r->inner_chunk;
+    const int64_t src_outer = m.h2d ? oc : oe, src_inner = m.h2d ? ic : ie;
+    if (no > 1 && ni > 1 && (src_inner < 0 ? -src_inner : src_inner) > (src_outer < 0 ? -src_outer : src_outer)) {
+        no = r->inner_count, oe = r->inner_engine, oc = r->inner_chunk;
+        ni = r->outer_count, ie = r->outer_engine, ic = r->outer_chunk;
+    }
+    const char *next = r->run_bytes > INLINE_RUN_MAX ? NULL : m.h2d ? next_chk : next_eng;
+    const int64_t next_outer = m.h2d ? oc : oe, next_inner = m.h2d ? ic : ie;
+    for (int64_t i = 0; i < no; i++) {
+        char *e = eng + i * oe, *c = chk + i * oc;
+        for (int64_t j = 0; j < ni; j++) {
+            copy_run(e + j * ie, c + j * ic, r->run_bytes, m);
+            if (next) prefetch_run(next + i * next_outer + j * next_inner, r->run_bytes);
+        }
     }
 }
 
@@ -108,6 +157,10 @@ static inline char *engine_base(const kvc_engine_map_t *m, int64_t l, int64_t p)
 {
     return (char *)m->ptrs[l * m->ptr_layer_step + p * m->ptr_plane_step] + l * m->layer_offset + p * m->plane_offset;
 }
+
+/* Tokens whose source a token copy prefetches ahead: one token of a head-major layout is a few
+ * 256-byte runs, too little to cover the memory latency. */
+#define PREFETCH_TOKENS 4
 
 /* Tokens [t0, t1) of one (layer, plane). When a token is one run, tokens whose engine and chunk
  * rows both follow the previous one (consecutive slots) are merged into one copy. */
@@ -139,7 +192,11 @@ static void tokens_range(const struct kvc_token_plan *p, copy_mode_t mode, int64
     }
     for (int64_t t = t0; t < t1; t++) {
         const int64_t s = p->slots[t];
-        if (s >= 0) copy_unit(eb + (s / bs) * m->block_stride + (s % bs) * m->token_stride, cb + t * cts, r, mode);
+        if (s < 0) continue;
+        const int64_t tn = t + PREFETCH_TOKENS, sn = tn < t1 ? p->slots[tn] : -1;
+        copy_unit(eb + (s / bs) * m->block_stride + (s % bs) * m->token_stride, cb + t * cts, r, mode,
+                  sn >= 0 ? eb + (sn / bs) * m->block_stride + (sn % bs) * m->token_stride : NULL,
+                  sn >= 0 ? cb + tn * cts : NULL);
     }
 }
 
@@ -173,14 +230,23 @@ kvc_status_t XFER_FN(tokens)(kvc_backend_ctx_t *b, const struct kvc_token_plan *
     return KVC_OK;
 }
 
+/* Engine and chunk addresses of work item `it` (layer, plane, block) of a block plan. */
+static inline void block_unit(const struct kvc_block_plan *p, int64_t it, char **e, char **c)
+{
+    const kvc_engine_map_t *m = &p->engine;
+    const int64_t nblk = p->end_block - p->first_block, lpi = it / nblk, f = p->first_block + it % nblk;
+    const int64_t l = lpi / p->num_planes, pl = lpi % p->num_planes, bpo = p->blocks_per_object;
+    *e = engine_base(m, l, pl) + p->block_ids[f] * m->block_stride;
+    *c = (char *)p->objects[f / bpo] + pl * p->chunk_map.plane_stride + l * p->chunk_map.layer_stride +
+         (f % bpo) * m->block_size * p->chunk_map.token_stride;
+}
+
 kvc_status_t XFER_FN(blocks)(kvc_backend_ctx_t *b, const struct kvc_block_plan *p)
 {
     const int64_t nblk = p->end_block - p->first_block, items = p->num_layers * p->num_planes * nblk;
     if (items <= 0) return KVC_OK;
     const int threads = threads_for(b, p->bytes);
     const copy_mode_t mode = { p->direction == KVC_H2D, p->bytes < 0 || p->bytes > b->stream_min_bytes };
-    const kvc_engine_map_t *m = &p->engine;
-    const int64_t bpo = p->blocks_per_object, block_rows = m->block_size * p->chunk_map.token_stride;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) if (threads > 1)
 #endif
@@ -189,12 +255,10 @@ kvc_status_t XFER_FN(blocks)(kvc_backend_ctx_t *b, const struct kvc_block_plan *
 #pragma omp for schedule(static)
 #endif
         for (int64_t it = 0; it < items; it++) {
-            const int64_t lpi = it / nblk, f = p->first_block + it % nblk;
-            const int64_t l = lpi / p->num_planes, pl = lpi % p->num_planes;
-            char *e = engine_base(m, l, pl) + p->block_ids[f] * m->block_stride;
-            char *c = (char *)p->objects[f / bpo] + pl * p->chunk_map.plane_stride + l * p->chunk_map.layer_stride +
-                      (f % bpo) * block_rows;
-            copy_unit(e, c, &p->runs, mode);
+            char *e, *c, *en = NULL, *cn = NULL;
+            block_unit(p, it, &e, &c);
+            if (it + 1 < items) block_unit(p, it + 1, &en, &cn); /* prefetched while this one is copied */
+            copy_unit(e, c, &p->runs, mode, en, cn);
         }
         stream_fence(mode.stream);
     }

@@ -1,0 +1,30 @@
+#!/bin/sh
+# `kvcore bench --json` lines as a consumer parses them (smoke runs with --quick; no timing is
+# asserted): every line names the CPU model and the ISA tier, carries the interleaved baseline's
+# statistics, and prints integers as integers (a byte count must not lose digits to %g).
+set -u
+kvcore="${KVC_TEST_BUILDDIR:-.}/kvcore"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-bench.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+n=0
+fail=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+not_ok() { n=$((n + 1)); fail=1; echo "not ok $n - $1"; [ -s "$tmp/err" ] && sed 's/^/# /' "$tmp/err"; }
+# every line of $tmp/out matches the pattern (and there is at least one line)
+all_lines() { [ -s "$tmp/out" ] && ! grep -v -e "$1" "$tmp/out" >/dev/null; }
+
+echo "1..8"
+if KVCORE_BACKEND=cpu "$kvcore" bench rope codec --quick --json --threads 2 >"$tmp/out" 2>"$tmp/err"; then ok "bench rope codec --quick --json"; else not_ok "bench rope codec --quick --json"; fi
+if all_lines '"cpu":"[^"][^"]*"'; then ok "every line names the CPU model"; else not_ok "every line names the CPU model"; fi
+if all_lines '"isa":"\(scalar\|neon\|avx2\|avx512\)"'; then ok "every line names the ISA tier"; else not_ok "every line names the ISA tier"; fi
+if ! grep -q '"isa".*"isa"' "$tmp/out"; then ok "no line repeats the isa key"; else not_ok "no line repeats the isa key"; fi
+grep '"unit":"GB/s"' "$tmp/out" >"$tmp/rates"
+if [ -s "$tmp/rates" ] && ! grep -v '"baseline_median":[0-9].*"samples":[1-9]' "$tmp/rates" >/dev/null; then
+    ok "every rate carries the baseline's median and its sample count"
+else not_ok "every rate carries the baseline's median and its sample count"; fi
+# The codec's container size is a byte count: digits only (3.34755e+06 lost the last ones).
+if grep '"case":"size_vs_fp16"' "$tmp/out" | grep -q '"value":[0-9][0-9]*,'; then ok "byte counts print as integers"; else not_ok "byte counts print as integers"; fi
+if ! grep -q '[0-9]e+[0-9]' "$tmp/out"; then ok "no large value in exponent form"; else not_ok "no large value in exponent form"; fi
+# Rates keep more than %.6g's six significant digits (23.0669 GB/s had four decimals).
+if grep '"suite":"rope"' "$tmp/out" | grep -q '"value":[0-9][0-9]*\.[0-9]\{6,\}'; then ok "rates keep their digits"; else not_ok "rates keep their digits"; fi
+exit $fail
