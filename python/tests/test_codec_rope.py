@@ -74,7 +74,7 @@ def test_codec_errors(ctx):
 
 
 def rope_oracle(key, old, new, cache, neox):
-    """SPEC 5 in float64: undo the rotation at old, apply it at new."""
+    """vLLM's rotation in float64: undo the rotation at old, apply it at new."""
     k = key.astype(np.float64).copy()
     rot = cache.shape[1]
     half = rot // 2

@@ -1,5 +1,5 @@
 """CacheGen coder through the binding (Context and lmcache_ops) against scalar Python oracles of
-the CDF (SPEC formula), the 32-bit arithmetic encoder, and the quantiser."""
+the CDF (docs/CACHEGEN.md formula), the 32-bit arithmetic encoder, and the quantiser."""
 import numpy as np
 import pytest
 
@@ -23,7 +23,7 @@ def cdf_oracle(sym, bins):
 
 
 def encode_oracle(cdf_row, syms):
-    """SPEC 4.3, one stream: bytes."""
+    """The 32-bit coder of docs/CACHEGEN.md, one stream: bytes."""
     M = 0xFFFFFFFF
     max_sym = len(cdf_row) - 2
     low, high, pending, bits = 0, M, 0, []

@@ -1,5 +1,5 @@
 """kvcore.lmcache_ops as LMCache calls it: names, enum integers, types, pointer-table transfers on
-LMCache's own test fixtures (SPEC 7.2), and the ops kvcore does not have yet."""
+LMCache's own cross-backend test fixtures, and the ops kvcore does not have yet."""
 import inspect
 
 import numpy as np
@@ -104,7 +104,7 @@ def ptrs(tensors, xp):
 
 @pytest.mark.parametrize("fmt,block_size", [(0, 1), (1, 1), (2, 5), (3, 0), (5, 0)])
 def test_multi_layer_kv_transfer_fixture(xp, fmt, block_size):
-    """SPEC 7.2: NL 2, T 4, D 16, PBS 10, fp32, slots [0, 2, 5, 9]; buffers [2,10,16], [2,2,5,16] or [10,16]."""
+    """LMCache's cross-backend fixture: NL 2, T 4, D 16, PBS 10, fp32, slots [0, 2, 5, 9]; buffers [2,10,16], [2,2,5,16] or [10,16]."""
     nl, t, d, pbs = 2, 4, 16, 10
     shape = {0: (2, pbs, d), 1: (2, pbs, d), 2: (2, 2, 5, d), 3: (pbs, d), 5: (pbs, 1, d)}[fmt]
     if fmt == 3:
