@@ -1016,6 +1016,89 @@ static void rope_suite(target_t t)
 
 Test(gpu, rope_against_cpu_backend) { rope_suite(TARGET_GPU); }
 
+static unsigned long emu_syncs(target_t target);
+
+/* RoPE positions in device memory: checked on the device, deferred errors as for index tables. */
+static void device_resident_positions(target_t target)
+{
+    kvc_context_t *dev = open_target(target), *cpu = kvc_test_cpu_context();
+    enum { N = 9, NH = 3, HS = 16, MAXP = 50 };
+    const size_t nel = N * NH * HS;
+    float *tab = malloc(MAXP * HS * 4), *key = malloc(nel * 4), *want = malloc(nel * 4);
+    kvc_rope_table_t table = { .data = tab, .dtype = KVC_DTYPE_F32, .max_position = MAXP, .rot_dim = HS };
+    cr_assert_eq(kvc_rope_cache_build(cpu, NULL, &table, 10000.0), KVC_OK, "%s", kvc_last_error());
+    kvc_rope_table_t td = table;
+    td.data = dev_copy_of(dev, tab, MAXP * HS * 4);
+    uint64_t seed = 11;
+    for (size_t i = 0; i < nel; i++) key[i] = (float)((double)(rng_next(&seed) >> 11) * 0x1p-53 * 4 - 2);
+    int64_t oldp[N], newp[N];
+    for (int i = 0; i < N; i++) {
+        oldp[i] = (int64_t)(rng_next(&seed) % MAXP);
+        newp[i] = (int64_t)(rng_next(&seed) % MAXP);
+    }
+    int64_t *oldp_d = dev_copy_of(dev, oldp, sizeof(oldp)), *newp_d = dev_copy_of(dev, newp, sizeof(newp));
+    kvc_rope_keys_t k = { .data = want, .dtype = KVC_DTYPE_F32, .num_tokens = N, .num_heads = NH, .head_size = HS };
+    for (int delta = 0; delta < 2; delta++) {
+        memcpy(want, key, nel * 4);
+        k.data = want;
+        cr_assert_eq(delta ? kvc_rope_k_delta(cpu, NULL, &k, oldp, newp, HS, 10000.0, NULL)
+                           : kvc_rope_k_fused(cpu, NULL, &k, oldp, newp, &table, NULL),
+                     KVC_OK, "%s", kvc_last_error());
+        k.data = dev_copy_of(dev, key, nel * 4);
+        const unsigned long syncs = emu_syncs(target);
+        cr_assert_eq(delta ? kvc_rope_k_delta(dev, NULL, &k, oldp_d, newp_d, HS, 10000.0, NULL)
+                           : kvc_rope_k_fused(dev, NULL, &k, oldp_d, newp_d, &td, NULL),
+                     KVC_OK, "device positions: %s", kvc_last_error());
+        cr_assert_eq(emu_syncs(target), syncs, "good device positions make the host wait");
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error());
+        rope_close(dev, k.data, want, KVC_DTYPE_F32, nel, delta ? "delta, device positions" : "fused, device positions");
+        kvc_device_free(dev, k.data);
+    }
+    /* bad entries in both tables: the CPU names old_positions first; nothing written */
+    int64_t bad_old[N], bad_new[N];
+    memcpy(bad_old, oldp, sizeof(oldp));
+    memcpy(bad_new, newp, sizeof(newp));
+    bad_old[5] = MAXP;
+    bad_new[3] = -1;
+    k.data = want;
+    for (int which = 0; which < 2; which++) {
+        const int64_t *o = which ? oldp : bad_old;
+        cr_assert_eq(kvc_rope_k_fused(cpu, NULL, &k, o, bad_new, &table, NULL), KVC_ERR_OUT_OF_RANGE);
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s", kvc_last_error());
+        cr_assert_str_eq(msg, which ? "new_positions[3] = -1 outside [0, 50)" : "old_positions[5] = 50 outside [0, 50)");
+        int64_t *o_d = dev_copy_of(dev, o, sizeof(oldp)), *n_d = dev_copy_of(dev, bad_new, sizeof(newp));
+        kvc_rope_keys_t kd = k;
+        kd.data = dev_copy_of(dev, key, nel * 4);
+        cr_assert_eq(kvc_rope_k_fused(dev, NULL, &kd, o_d, n_d, &td, NULL), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
+        cr_assert_str_eq(kvc_last_error(), msg);
+        assert_same(dev, kd.data, key, nel * 4, "keys untouched after bad positions");
+        cr_assert_eq(kvc_rope_k_delta(dev, NULL, &kd, o_d, n_d, HS, 10000.0, NULL), KVC_OK);
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
+        /* delta's limit is KVC_ROPE_POSITION_LIMIT: only the negative entry is out of range */
+        cr_assert_str_eq(kvc_last_error(), "new_positions[3] = -1 outside [0, 2147483648)");
+        assert_same(dev, kd.data, key, nel * 4, "keys untouched after bad delta positions");
+        kvc_device_free(dev, kd.data);
+        kvc_device_free(dev, o_d);
+        kvc_device_free(dev, n_d);
+    }
+    /* one table on each side */
+    kvc_rope_keys_t kd = k;
+    kd.data = dev_copy_of(dev, key, nel * 4);
+    cr_assert_eq(kvc_rope_k_fused(dev, NULL, &kd, oldp_d, newp, &td, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "both on the device or both on the host"), "%s", kvc_last_error());
+    kvc_device_free(dev, kd.data);
+    free(tab);
+    free(key);
+    free(want);
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, device_resident_positions) { device_resident_positions(TARGET_GPU); }
+Test(emu, device_resident_positions) { device_resident_positions(TARGET_EMU); }
+
 #include <kvcore/memory.h>
 
 Test(gpu, split_and_batched_copies)
@@ -1311,6 +1394,19 @@ Test(emu, codec_round_trip_on_gpu_context) { codec_round_trip_on_gpu_context(TAR
 /* Slot lists and block ids in device memory (vLLM keeps slot_mapping and block tables on the GPU):
  * the same bytes as the CPU backend with host tables; a bad entry is caught on the device before
  * any write, with the CPU backend's status and message. */
+/* The emulation's count of host waits (0 on a real GPU, where nothing counts them). */
+static unsigned long emu_syncs(target_t target)
+{
+    if (target != TARGET_EMU) return 0;
+    void *h = dlopen(kvc_test_build("tests/modules/.libs/gpu_emu.so"), RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h, "the emulation module is not loaded: %s", dlerror());
+    unsigned long (*count)(void) = (unsigned long (*)(void))dlsym(h, "kvc_emu_syncs");
+    cr_assert_not_null(count);
+    const unsigned long n = count();
+    dlclose(h);
+    return n;
+}
+
 static void device_resident_index_tables(target_t target)
 {
     kvc_context_t *dev = open_target(target), *cpu = kvc_test_cpu_context();
@@ -1324,7 +1420,9 @@ static void device_resident_index_tables(target_t target)
     kvc_token_transfer_t c = small_transfer(hptrs, want, slots, KVC_D2H);
     cr_assert_eq(kvc_transfer_tokens(cpu, &c), KVC_OK, "%s", kvc_last_error());
     kvc_token_transfer_t a = small_transfer(dptrs, chunk, slots_d, KVC_D2H);
+    const unsigned long syncs = emu_syncs(target);
     cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "device slots: %s", kvc_last_error());
+    cr_assert_eq(emu_syncs(target), syncs, "a good device table makes the host wait");
     cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
     assert_same(dev, chunk, want, n, "device-resident slots");
     /* a bad slot: the CPU backend's status and message, nothing written */
@@ -1336,10 +1434,26 @@ static void device_resident_index_tables(target_t target)
     snprintf(msg, sizeof(msg), "%s", kvc_last_error());
     a.slots = bad_d;
     a.direction = KVC_H2D; /* would write the pool */
-    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_ERR_OUT_OF_RANGE);
+    /* deferred (docs/GPU.md): the call is queued, writes nothing, and the stream's next
+     * kvc_stream_synchronize reports the CPU backend's status and message, once */
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "%s", kvc_last_error());
+    kvc_stream_t other = (kvc_stream_t)(uintptr_t)0x1000; /* never dereferenced by the emulation */
+    if (target == TARGET_EMU) cr_assert_eq(kvc_stream_synchronize(dev, other), KVC_OK, "another stream's sync");
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
     cr_assert_str_eq(kvc_last_error(), msg);
-    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "the context is still usable");
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "reported once; the context is still usable");
     assert_same(dev, eng, host_pool, pool, "pool untouched after a bad slot");
+    /* a good call after a bad one on the same stream still runs; the bad one is reported first */
+    a.direction = KVC_D2H;
+    a.slots = bad_d;
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK);
+    memset(got, 0, n); /* the skipped slot leaves its zeros */
+    void *chunk2 = dev_copy_of(dev, got, n);
+    kvc_token_transfer_t g = small_transfer(dptrs, chunk2, slots_d, KVC_D2H);
+    cr_assert_eq(kvc_transfer_tokens(dev, &g), KVC_OK);
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_str_eq(kvc_last_error(), msg);
+    assert_same(dev, chunk2, want, n, "a good call after a bad one");
     /* block ids: 2 blocks of 4 tokens into one 8-token object */
     int64_t ids[2] = { 1, 0 };
     int64_t *ids_d = dev_copy_of(dev, ids, sizeof(ids));
@@ -1366,8 +1480,11 @@ static void device_resident_index_tables(target_t target)
     cr_assert_eq(kvc_transfer_blocks(cpu, &bc), KVC_ERR_OUT_OF_RANGE);
     snprintf(msg, sizeof(msg), "%s", kvc_last_error());
     bd.block_ids = bad_ids_d;
-    cr_assert_eq(kvc_transfer_blocks(dev, &bd), KVC_ERR_OUT_OF_RANGE);
+    bd.direction = KVC_H2D; /* would write the pool */
+    cr_assert_eq(kvc_transfer_blocks(dev, &bd), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE);
     cr_assert_str_eq(kvc_last_error(), msg);
+    assert_same(dev, eng, host_pool, pool, "pool untouched after a bad block id");
     free(host_pool);
     free(want);
     free(got);
@@ -1375,6 +1492,44 @@ static void device_resident_index_tables(target_t target)
     kvc_context_destroy(cpu);
     kvc_context_destroy(dev);
 }
+
+/* Deferred errors are kept per failed call, 64 at most (docs/GPU.md): a call finding 64 unreported
+ * failures fails with the oldest one's message and queues nothing; syncs report the rest in order. */
+static void deferred_errors_are_bounded(target_t target)
+{
+    kvc_context_t *dev = open_target(target);
+    const size_t pool = 2 * 2 * 4 * 2 * 8 * 2, n = 2 * 2 * 2 * 8 * 2;
+    uint8_t *zeros = calloc(1, pool);
+    void *eng = dev_copy_of(dev, zeros, pool), *dptrs[1] = { eng }, *chunk = dev_copy_of(dev, zeros, n);
+    int64_t slots[2] = { 0, 8 };
+    int64_t *slots_d = dev_copy_of(dev, slots, sizeof(slots));
+    kvc_token_transfer_t a = small_transfer(dptrs, chunk, slots_d, KVC_D2H);
+    const unsigned long syncs = emu_syncs(target);
+    for (int64_t i = 0; i < 64; i++) {
+        const int64_t v = 8 + i; /* the memcpy is ordered with the NULL stream's transfers */
+        cr_assert_eq(kvc_memcpy(dev, slots_d + 1, &v, sizeof(v)), KVC_OK);
+        cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "call %lld: %s", (long long)i, kvc_last_error());
+    }
+    cr_assert_eq(emu_syncs(target), syncs, "64 queued checks need no wait");
+    const int64_t v = 100;
+    cr_assert_eq(kvc_memcpy(dev, slots_d + 1, &v, sizeof(v)), KVC_OK);
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_ERR_OUT_OF_RANGE, "the 65th unreported failure");
+    cr_assert_str_eq(kvc_last_error(), "slots[1] = 8 outside [0, 8) (nb*bs slots)");
+    if (target == TARGET_EMU) cr_assert_eq(emu_syncs(target), syncs + 1, "that call waited");
+    char want[128];
+    for (int i = 1; i < 64; i++) {
+        cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_ERR_OUT_OF_RANGE, "sync %d", i);
+        snprintf(want, sizeof(want), "slots[1] = %d outside [0, 8) (nb*bs slots)", 8 + i);
+        cr_assert_str_eq(kvc_last_error(), want);
+    }
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "all reported; the failed 65th call queued nothing");
+    assert_same(dev, chunk, zeros, n, "no failed call wrote the chunk");
+    free(zeros);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, deferred_errors_are_bounded) { deferred_errors_are_bounded(TARGET_GPU); }
+Test(emu, deferred_errors_are_bounded) { deferred_errors_are_bounded(TARGET_EMU); }
 
 Test(gpu, device_resident_index_tables) { device_resident_index_tables(TARGET_GPU); }
 Test(emu, device_resident_index_tables) { device_resident_index_tables(TARGET_EMU); }

@@ -133,8 +133,9 @@ struct kvc_token_plan {
     kvc_stream_t stream;
     /* Nonzero: slots is device memory (pointer_kind said so), which the core did not read; the
      * backend checks slots[first_token, end_token) against [0, index_limit) (negative: skip) on the
-     * device before any write and fails as the core would ("slots[i] = v outside [0, L) (nb*bs
-     * slots)", KVC_ERR_OUT_OF_RANGE). Only modules with a pointer_kind slot ever see it set. */
+     * device before any write; a bad entry writes nothing, and the next stream_synchronize of the
+     * stream fails as the core would ("slots[i] = v outside [0, L) (nb*bs slots)",
+     * KVC_ERR_OUT_OF_RANGE; docs/GPU.md). Only modules with a pointer_kind slot ever see it set. */
     int32_t index_on_device;
     int64_t index_limit;
 };
@@ -218,7 +219,7 @@ struct kvc_quant_args {
 /* ---------------------------------------------------------------- RoPE (rope.h) */
 
 /* Arguments of the rope_* slots, filled by the core after validation:
- * strides are resolved (never 0), positions are in range, sizes do not overflow, num_tokens > 0. */
+ * strides are resolved (never 0), host positions are in range, sizes do not overflow, num_tokens > 0. */
 struct kvc_rope_args {
     kvc_stream_t stream;
     kvc_rope_keys_t keys;
@@ -226,6 +227,12 @@ struct kvc_rope_args {
     const int64_t *new_positions;
     kvc_rope_table_t table; /* rot_dim = table.rot_dim */
     int is_neox;
+    /* Nonzero: both position tables are device memory the core did not read; the backend checks
+     * old_positions[0, n) then new_positions[0, n) against [0, position_limit) on the device
+     * before any write, with the deferred reporting of kvc_token_plan.index_on_device
+     * ("old_positions[i] = v outside [0, L)"). Only modules with a pointer_kind slot see it set. */
+    int32_t positions_on_device;
+    int64_t position_limit;
 };
 
 struct kvc_rope_cache_args {
@@ -242,6 +249,8 @@ struct kvc_rope_delta_args {
     size_t rot_dim;
     double base;
     int is_neox;
+    int32_t positions_on_device; /* as in kvc_rope_args */
+    int64_t position_limit;
 };
 
 /* ---------------------------------------------------------------- the backend */

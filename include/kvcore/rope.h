@@ -74,7 +74,9 @@ typedef struct kvc_rope_table {
  * table dtype neither the key dtype nor fp32), KVC_ERR_SHAPE (rot_dim odd or > head_size, strides
  * that make heads or tokens overlap, sizes overflowing size_t), KVC_ERR_ALIGNMENT (pointer not
  * aligned to its element), KVC_ERR_OUT_OF_RANGE (a position outside [0, max_position); the message
- * names the array and index). Nothing is written on error. CPU backend: synchronous. */
+ * names the array and index). Nothing is written on error. CPU backend: synchronous. GPU
+ * contexts: positions may both be device memory; a bad one is then reported by the next
+ * kvc_stream_synchronize on the stream, not by this call (docs/GPU.md). */
 KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
                                       const int64_t *old_positions, const int64_t *new_positions,
                                       const kvc_rope_table_t *table, const kvc_rope_params_t *params);

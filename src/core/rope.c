@@ -124,14 +124,36 @@ static kvc_status_t check_table(const kvc_rope_table_t *t, size_t head_size)
     return KVC_OK;
 }
 
-/* The keys and the table decide; positions are host tables read by the core. */
+/* Positions: host tables the core reads and checks, or (on a GPU context) device memory the
+ * module checks on the device (docs/GPU.md); both tables live on the same side. *on_device says
+ * which; host tables are checked here against [0, limit). */
+static kvc_status_t check_position_tables(kvc_context_t *ctx, const int64_t *old_pos, const int64_t *new_pos,
+                                          size_t n, int64_t limit, int32_t *on_device)
+{
+    const int d_old = kvc_res_on_device(ctx, old_pos), d_new = kvc_res_on_device(ctx, new_pos);
+    if (d_old != d_new)
+        return kvc_error(KVC_ERR_INVALID_ARG,
+                         "old_positions %p is %s memory and new_positions %p is %s memory: pass both on the device "
+                         "or both on the host",
+                         (const void *)old_pos, d_old ? "device" : "host", (const void *)new_pos,
+                         d_new ? "device" : "host");
+    *on_device = d_old;
+    const size_t checked = d_old ? 0 : n; /* device tables: NULL and alignment only */
+    kvc_status_t st = check_positions("old_positions", old_pos, checked, limit);
+    if (st == KVC_OK) st = check_positions("new_positions", new_pos, checked, limit);
+    return st;
+}
+
+/* The keys and the table decide, and device-resident positions. */
 static kvc_status_t route_rope(kvc_context_t *ctx, const char *op, const void *keys, const void *table,
-                               kvc_route_t *to)
+                               const int64_t *old_pos, const int64_t *new_pos, kvc_route_t *to)
 {
     kvc_residence_t r;
     kvc_res_init(&r, ctx, op);
     kvc_res_add(&r, "keys->data", -1, keys);
     kvc_res_add(&r, "table->data", -1, table);
+    kvc_res_add(&r, "old_positions", -1, old_pos);
+    kvc_res_add(&r, "new_positions", -1, new_pos);
     return kvc_res_route(&r, to);
 }
 
@@ -155,12 +177,15 @@ KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, c
         return kvc_error(KVC_ERR_DTYPE, "table dtype %s must be the key dtype (%s) or f32", kvc_dtype_name(table->dtype),
                          kvc_dtype_name(keys->dtype));
     if (a.keys.num_tokens == 0) return KVC_OK;
-    const int64_t rows = (int64_t)table->max_position;
-    if ((st = check_positions("old_positions", old_positions, a.keys.num_tokens, rows)) != KVC_OK) return st;
-    if ((st = check_positions("new_positions", new_positions, a.keys.num_tokens, rows)) != KVC_OK) return st;
+    a.position_limit = (int64_t)table->max_position;
+    st = check_position_tables(ctx, old_positions, new_positions, a.keys.num_tokens, a.position_limit,
+                               &a.positions_on_device);
+    if (st != KVC_OK) return st;
     a.table = *table;
     kvc_route_t to;
-    if ((st = route_rope(ctx, "rope_k_fused", keys->data, table->data, &to)) != KVC_OK) return st;
+    st = route_rope(ctx, "rope_k_fused", keys->data, table->data, a.positions_on_device ? old_positions : NULL,
+                    a.positions_on_device ? new_positions : NULL, &to);
+    if (st != KVC_OK) return st;
     return to.ops->rope_k_fused(to.b, &a);
 }
 
@@ -173,7 +198,7 @@ KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t strea
     if (st != KVC_OK) return st;
     const struct kvc_rope_cache_args a = { .stream = stream, .table = *table, .base = base };
     kvc_route_t to;
-    if ((st = route_rope(ctx, "rope_cache_build", NULL, table->data, &to)) != KVC_OK) return st;
+    if ((st = route_rope(ctx, "rope_cache_build", NULL, table->data, NULL, NULL, &to)) != KVC_OK) return st;
     return to.ops->rope_cache_build(to.b, &a);
 }
 
@@ -193,11 +218,13 @@ KVC_API kvc_status_t kvc_rope_k_delta(kvc_context_t *ctx, kvc_stream_t stream, c
     if (st == KVC_OK) st = check_apart(keys, span, "new_positions", new_positions, keys->num_tokens * sizeof(int64_t));
     if (st != KVC_OK) return st;
     if (a.keys.num_tokens == 0) return KVC_OK;
-    if ((st = check_positions("old_positions", old_positions, a.keys.num_tokens, KVC_ROPE_POSITION_LIMIT)) != KVC_OK)
-        return st;
-    if ((st = check_positions("new_positions", new_positions, a.keys.num_tokens, KVC_ROPE_POSITION_LIMIT)) != KVC_OK)
-        return st;
+    a.position_limit = KVC_ROPE_POSITION_LIMIT;
+    st = check_position_tables(ctx, old_positions, new_positions, a.keys.num_tokens, a.position_limit,
+                               &a.positions_on_device);
+    if (st != KVC_OK) return st;
     kvc_route_t to;
-    if ((st = route_rope(ctx, "rope_k_delta", keys->data, NULL, &to)) != KVC_OK) return st;
+    st = route_rope(ctx, "rope_k_delta", keys->data, NULL, a.positions_on_device ? old_positions : NULL,
+                    a.positions_on_device ? new_positions : NULL, &to);
+    if (st != KVC_OK) return st;
     return to.ops->rope_k_delta(to.b, &a);
 }

@@ -13,11 +13,16 @@
  *     and every op refuses pageable host memory with the real module's message
  *     (kvc_gpu_require_device_ptr), while copies accept any memory (cudaMemcpy with UVA).
  * What it cannot check: launch shapes, shared-memory staging, atomics, the device-side data checks
- * and the runtime calls (those run only on a real GPU); RoPE kernels (their math is not in a
- * shared header: device-resident RoPE is unsupported here). Streams are synchronous. */
+ * and the runtime calls (those run only on a real GPU). RoPE fused / delta repeat rope.cu's
+ * per-element code (delta with libm's sin/cos: within a few ulp of the CPU, not equal); no table
+ * build. Streams are synchronous, but a bad device-resident index table or position table is
+ * reported like the real module does it, at the next stream_synchronize of the call's stream
+ * (docs/GPU.md); kvc_emu_syncs() counts the host waits. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +40,7 @@
 #define ARENA_BYTES ((size_t)2 << 30) /* sparse: only touched pages cost memory */
 #define ARENA_ALIGN 256
 #define MAX_REGISTERED 256
+#define MAX_FAILED 64 /* KVC_GPU_CHECKS in the real module */
 
 typedef struct span {
     size_t off, len;
@@ -53,7 +59,17 @@ struct kvc_backend_ctx {
         size_t len;
     } reg[MAX_REGISTERED];
     int nreg;
+    struct failed { /* device-resident tables found bad, not yet reported; oldest first */
+        kvc_stream_t stream;
+        char msg[256];
+    } failed[MAX_FAILED];
+    int nfailed;
 };
+
+/* Host waits for the "device" (stream_synchronize), for tests asserting that none happens. */
+static unsigned long syncs;
+KVC_API unsigned long kvc_emu_syncs(void);
+KVC_API unsigned long kvc_emu_syncs(void) { return __atomic_load_n(&syncs, __ATOMIC_RELAXED); }
 
 static kvc_status_t emu_probe(const kvc_backend_services_t *svc, int *n, char *why, size_t len)
 {
@@ -233,11 +249,26 @@ static kvc_status_t emu_batched(kvc_backend_ctx_t *b, const struct kvc_batched_c
     return KVC_OK;
 }
 
+/* Report and forget the oldest unreported failure on stream s (or on any stream when any). */
+static kvc_status_t report_failed(kvc_backend_ctx_t *b, kvc_stream_t s, int any)
+{
+    char msg[sizeof(b->failed[0].msg)] = "";
+    pthread_mutex_lock(&b->lock);
+    for (int i = 0; i < b->nfailed; i++)
+        if (any || b->failed[i].stream == s) {
+            memcpy(msg, b->failed[i].msg, sizeof(msg));
+            memmove(b->failed + i, b->failed + i + 1, (size_t)(b->nfailed - i - 1) * sizeof(b->failed[0]));
+            b->nfailed--;
+            break;
+        }
+    pthread_mutex_unlock(&b->lock);
+    return msg[0] ? b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s", msg) : KVC_OK;
+}
+
 static kvc_status_t emu_sync(kvc_backend_ctx_t *b, kvc_stream_t s)
 {
-    (void)b;
-    (void)s;
-    return KVC_OK; /* every op is done when it returns */
+    __atomic_add_fetch(&syncs, 1, __ATOMIC_RELAXED);
+    return report_failed(b, s, 0); /* every op is done when it returns */
 }
 
 static kvc_status_t emu_host_fn(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t fn, void *arg)
@@ -287,20 +318,55 @@ static kvc_status_t reach_table(kvc_backend_ctx_t *b, void *const *in, int64_t n
     return KVC_OK;
 }
 
+/* Record a bad device-resident table's error for the next sync of stream (the real module's
+ * check record). */
+static void defer_failure(kvc_backend_ctx_t *b, kvc_stream_t stream, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void defer_failure(kvc_backend_ctx_t *b, kvc_stream_t stream, const char *fmt, ...)
+{
+    pthread_mutex_lock(&b->lock);
+    struct failed *f = &b->failed[b->nfailed++];
+    f->stream = stream;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->msg, sizeof(f->msg), fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* With MAX_FAILED failures unreported, a call with a device-resident table fails with the oldest
+ * (the real module waits for the stream there). */
+static kvc_status_t defer_room(kvc_backend_ctx_t *b)
+{
+    pthread_mutex_lock(&b->lock);
+    const int full = b->nfailed == MAX_FAILED;
+    pthread_mutex_unlock(&b->lock);
+    if (!full) return KVC_OK;
+    __atomic_add_fetch(&syncs, 1, __ATOMIC_RELAXED);
+    return report_failed(b, NULL, 1);
+}
+
 /* A device-resident index table (plan.index_on_device): checked "on the device" (through the
- * read-write view) before any write, with the core's status and message; *out is its view. */
+ * read-write view) before any write. A bad entry is the real module's deferred error: the call
+ * writes nothing and returns KVC_OK (*out = NULL), and the core's status and message wait for the
+ * stream's next synchronisation. With MAX_FAILED failures unreported, the call fails with the
+ * oldest one first (the real module waits for the stream there). *out is the table's view. */
 static kvc_status_t device_index(kvc_backend_ctx_t *b, const int64_t *table, int64_t first, int64_t end,
                                  int64_t limit, int negative_skips, const char *what, const char *limit_name,
-                                 const int64_t **out)
+                                 kvc_stream_t stream, const int64_t **out)
 {
     const int64_t *v = NULL;
     kvc_status_t st = reach(b, table, "transfer", what, -1, &v);
     if (st != KVC_OK) return st;
-    for (int64_t i = first; i < end; i++)
-        if (v[i] >= limit || (v[i] < 0 && !negative_skips))
-            return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", what,
-                                     (long long)i, (long long)v[i], (long long)limit, limit_name);
+    if ((st = defer_room(b)) != KVC_OK) return st;
     *out = v;
+    for (int64_t i = first; i < end; i++)
+        if (v[i] >= limit || (v[i] < 0 && !negative_skips)) {
+            defer_failure(b, stream, "%s[%lld] = %lld outside [0, %lld) (%s)", what, (long long)i, (long long)v[i],
+                          (long long)limit, limit_name);
+            *out = NULL;
+            break;
+        }
     return KVC_OK;
 }
 
@@ -314,7 +380,8 @@ static kvc_status_t emu_tokens(kvc_backend_ctx_t *b, const struct kvc_token_plan
     kvc_status_t st = KVC_OK;
     if (p->index_on_device)
         st = device_index(b, p->slots, p->first_token, p->end_token, p->index_limit, 1, "slots", "nb*bs slots",
-                          &slots);
+                          p->stream, &slots);
+    if (p->index_on_device && !slots) return st; /* bad: nothing written, reported at the next sync */
     if (st == KVC_OK)
         st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer", "engine_ptrs", &ptrs);
     if (st == KVC_OK) st = reach(b, p->chunk, "transfer", "chunk", -1, &a.chunk);
@@ -339,7 +406,8 @@ static kvc_status_t emu_blocks(kvc_backend_ctx_t *b, const struct kvc_block_plan
     kvc_status_t st = KVC_OK;
     if (p->index_on_device)
         st = device_index(b, p->block_ids, p->first_block, p->end_block, p->index_limit, 0, "block_ids", "nb blocks",
-                          &ids);
+                          p->stream, &ids);
+    if (p->index_on_device && !ids) return st; /* bad: nothing written, reported at the next sync */
     if (st == KVC_OK)
         st = reach_table(b, p->engine.ptrs, kvc_xfer_ptr_count(&a), "transfer_blocks", "engine_ptrs", &ptrs);
     if (st == KVC_OK)
@@ -487,6 +555,104 @@ static kvc_status_t emu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_
     return KVC_OK;
 }
 
+/* RoPE with the CUDA kernels' per-element operations (rope.cu), for device-resident keys and
+ * positions. Positions on the device are checked before any write, with the deferred reporting. */
+static float rope_load(const void *p, int dt, uint64_t i)
+{
+    if (dt == KVC_DTYPE_F16) return kvc_f16_to_f32(((const uint16_t *)p)[i]);
+    if (dt == KVC_DTYPE_BF16) return kvc_bf16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static void rope_store(void *p, int dt, uint64_t i, float v)
+{
+    if (dt == KVC_DTYPE_F16) ((uint16_t *)p)[i] = kvc_f32_to_f16(v);
+    else if (dt == KVC_DTYPE_BF16) ((uint16_t *)p)[i] = kvc_f32_to_bf16(v);
+    else ((float *)p)[i] = v;
+}
+
+static void rope_rotate(const kvc_rope_keys_t *k, char *data, uint64_t t, uint64_t h, uint64_t i, uint64_t half,
+                        int is_neox, float c, float s)
+{
+    const size_t es = k->dtype == KVC_DTYPE_F32 ? 4 : 2;
+    char *head = data + (t * k->token_stride + h * k->head_stride) * es;
+    const uint64_t xi = is_neox ? i : 2 * i, yi = is_neox ? i + half : 2 * i + 1;
+    const float x = rope_load(head, (int)k->dtype, xi), y = rope_load(head, (int)k->dtype, yi);
+    rope_store(head, (int)k->dtype, xi, kvc_fsub(kvc_fmul(x, c), kvc_fmul(y, s)));
+    rope_store(head, (int)k->dtype, yi, kvc_fadd(kvc_fmul(y, c), kvc_fmul(x, s)));
+}
+
+/* The positions the "kernel" reads: host tables as given (the core checked them), device tables
+ * through the view after the check; NULL when a device table is bad (deferred, nothing written). */
+static kvc_status_t rope_positions(kvc_backend_ctx_t *b, const char *op, const int64_t *old_in, const int64_t *new_in,
+                                   size_t n, int on_device, int64_t limit, kvc_stream_t stream, const int64_t **old_pos,
+                                   const int64_t **new_pos)
+{
+    *old_pos = old_in;
+    *new_pos = new_in;
+    if (!on_device) return KVC_OK;
+    kvc_status_t st = reach(b, old_in, op, "old_positions", -1, old_pos);
+    if (st == KVC_OK) st = reach(b, new_in, op, "new_positions", -1, new_pos);
+    if (st == KVC_OK) st = defer_room(b);
+    if (st != KVC_OK) return st;
+    for (size_t i = 0; i < 2 * n; i++) {
+        const int64_t v = i < n ? (*old_pos)[i] : (*new_pos)[i - n];
+        if (v < 0 || v >= limit) {
+            defer_failure(b, stream, "%s[%zu] = %lld outside [0, %lld)", i < n ? "old_positions" : "new_positions",
+                          i < n ? i : i - n, (long long)v, (long long)limit);
+            *old_pos = *new_pos = NULL;
+            break;
+        }
+    }
+    return KVC_OK;
+}
+
+static kvc_status_t emu_rope_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a)
+{
+    const int64_t *op, *np;
+    char *data;
+    const void *table;
+    kvc_status_t st = reach(b, a->keys.data, "rope_k_fused", "keys->data", -1, &data);
+    if (st == KVC_OK) st = reach(b, a->table.data, "rope_k_fused", "table->data", -1, &table);
+    if (st == KVC_OK)
+        st = rope_positions(b, "rope_k_fused", a->old_positions, a->new_positions, a->keys.num_tokens,
+                            a->positions_on_device, a->position_limit, a->stream, &op, &np);
+    if (st != KVC_OK || !op) return st;
+    const uint64_t rot = a->table.rot_dim, half = rot / 2;
+    const int td = (int)a->table.dtype;
+    for (uint64_t t = 0; t < a->keys.num_tokens; t++)
+        for (uint64_t h = 0; h < a->keys.num_heads; h++)
+            for (uint64_t i = 0; i < half; i++) {
+                const uint64_t ro = (uint64_t)op[t] * rot, rn = (uint64_t)np[t] * rot;
+                const float co = rope_load(table, td, ro + i), so = rope_load(table, td, ro + half + i);
+                const float cn = rope_load(table, td, rn + i), sn = rope_load(table, td, rn + half + i);
+                const float c = kvc_fadd(kvc_fmul(cn, co), kvc_fmul(sn, so));
+                const float s = kvc_fsub(kvc_fmul(sn, co), kvc_fmul(cn, so));
+                rope_rotate(&a->keys, data, t, h, i, half, a->is_neox, c, s);
+            }
+    return KVC_OK;
+}
+
+static kvc_status_t emu_rope_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a)
+{
+    const int64_t *op, *np;
+    char *data;
+    kvc_status_t st = reach(b, a->keys.data, "rope_k_delta", "keys->data", -1, &data);
+    if (st == KVC_OK)
+        st = rope_positions(b, "rope_k_delta", a->old_positions, a->new_positions, a->keys.num_tokens,
+                            a->positions_on_device, a->position_limit, a->stream, &op, &np);
+    if (st != KVC_OK || !op) return st;
+    const uint64_t half = a->rot_dim / 2;
+    for (uint64_t t = 0; t < a->keys.num_tokens; t++)
+        for (uint64_t h = 0; h < a->keys.num_heads; h++)
+            for (uint64_t i = 0; i < half; i++) {
+                /* libm in place of the kernel's reduction + sincosf: close to, not equal to, the CPU */
+                const double ang = (double)(np[t] - op[t]) * pow(a->base, -(double)(2 * i) / (double)a->rot_dim);
+                rope_rotate(&a->keys, data, t, h, i, half, a->is_neox, (float)cos(ang), (float)sin(ang));
+            }
+    return KVC_OK;
+}
+
 static const kvc_backend_t emu = {
     .abi_version = KVC_BACKEND_ABI_VERSION,
     .struct_size = sizeof(kvc_backend_t),
@@ -511,6 +677,8 @@ static const kvc_backend_t emu = {
              .cg_decode_packed = emu_decode_packed,
              .quantise = emu_quantise,
              .dequantise = emu_dequantise,
+             .rope_k_fused = emu_rope_fused,
+             .rope_k_delta = emu_rope_delta,
              .launch_host_callback = emu_host_fn,
              .pointer_kind = emu_kind },
 };

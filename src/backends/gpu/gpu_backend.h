@@ -25,6 +25,25 @@ typedef struct gpu_stage_slot {
     int has_event;
 } gpu_stage_slot_t;
 
+/* Deferred checks of device-resident index tables (transfer.cu, docs/GPU.md): one record per call
+ * whose result the host has not seen. The check kernel flags a bad entry in the call's staging
+ * slot, the copy kernel then writes nothing and stores {first bad index, its value} in the
+ * record's words (page-locked, mapped); the event says when they are final. */
+#define KVC_GPU_CHECKS 64
+
+enum { GPU_CHECK_FREE, GPU_CHECK_QUEUED, GPU_CHECK_FAILED };
+
+typedef struct gpu_check {
+    int state, has_event, discard; /* discard: the call failed on the host; nothing to report */
+    gpuStream_t stream;
+    gpuEvent_t done;
+    unsigned long long seq;
+    /* the table checked: flagged index i names what[i], or what2[i - split] from split on (two
+     * tables checked as one); limit_name, when set, ends the message in parentheses */
+    const char *what, *what2, *limit_name;
+    int64_t limit, split;
+} gpu_check_t;
+
 /* Per-context state of a GPU backend. The device context is created lazily (first op). */
 struct kvc_backend_ctx {
     const kvc_backend_services_t *svc;
@@ -35,6 +54,10 @@ struct kvc_backend_ctx {
     pthread_mutex_t stage_lock;
     gpu_stage_slot_t stage[KVC_GPU_STAGE_SLOTS];
     unsigned stage_next;
+    /* deferred index checks, under stage_lock */
+    gpu_check_t check[KVC_GPU_CHECKS];
+    unsigned long long *check_words; /* 2 per record, page-locked host memory */
+    unsigned long long check_seq;
 };
 
 /* The one place that maps a runtime error to a kvcore status (and logs it once, at `level`). */
@@ -60,6 +83,21 @@ kvc_status_t kvc_gpu_stage_upload(kvc_backend_ctx_t *b, gpu_stage_t *s, size_t b
 kvc_status_t kvc_gpu_stage_download(kvc_backend_ctx_t *b, gpu_stage_t *s, size_t bytes, gpuStream_t stream);
 /* Release the slot after the op's work was queued on the stream; returns st, or the event error. */
 kvc_status_t kvc_gpu_stage_end(kvc_backend_ctx_t *b, gpu_stage_t *s, gpuStream_t stream, kvc_status_t st);
+
+/* A check record for a call on `stream` (stage_lock held: between kvc_gpu_stage_begin and _end);
+ * *report is its device-side {index, value} words for the kernel that obeys the check. */
+kvc_status_t kvc_gpu_check_acquire(kvc_backend_ctx_t *b, gpuStream_t stream, const char *op, int *rec,
+                                   unsigned long long **report);
+/* After the call's kernels are queued (st: the call's status so far): describe the check, record
+ * its event; returns st, or the event error. */
+kvc_status_t kvc_gpu_check_queue(kvc_backend_ctx_t *b, int rec, gpuStream_t stream, kvc_status_t st,
+                                 const gpu_check_t *what);
+
+/* After the stream s has been synchronised: the oldest unreported bad device-resident index
+ * table of a call on s, as KVC_ERR_OUT_OF_RANGE with the core's message, or KVC_OK. */
+kvc_status_t kvc_gpu_check_report(kvc_backend_ctx_t *b, gpuStream_t s);
+/* Wait for and free every deferred check (context teardown). */
+void kvc_gpu_check_release_all(kvc_backend_ctx_t *b);
 
 /* Address the device uses for p: p itself for device and managed memory (and for any host memory
  * when the device reads pageable memory), the mapped address for registered host memory; NULL

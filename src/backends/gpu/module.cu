@@ -180,7 +180,10 @@ static kvc_status_t gpu_init(const kvc_backend_services_t *svc, int device, kvc_
 
 static void gpu_fini(kvc_backend_ctx_t *b)
 {
-    if (b->activated && gpuSetDevice(b->device) == gpuSuccess) stage_release_all(b);
+    if (b->activated && gpuSetDevice(b->device) == gpuSuccess) {
+        kvc_gpu_check_release_all(b);
+        stage_release_all(b);
+    }
     pthread_mutex_destroy(&b->stage_lock);
     free(b);
 }
@@ -223,7 +226,8 @@ static kvc_status_t gpu_stream_synchronize(kvc_backend_ctx_t *b, kvc_stream_t s)
 {
     kvc_status_t st = kvc_gpu_activate(b);
     if (st != KVC_OK) return st;
-    return KVC_GPU_CALL(b, gpuStreamSynchronize((gpuStream_t)s), 1);
+    st = KVC_GPU_CALL(b, gpuStreamSynchronize((gpuStream_t)s), 1);
+    return st == KVC_OK ? kvc_gpu_check_report(b, (gpuStream_t)s) : st;
 }
 
 static kvc_status_t gpu_host_register(kvc_backend_ctx_t *b, void *p, size_t len)

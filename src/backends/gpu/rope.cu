@@ -4,9 +4,12 @@
  * the operations of the CPU backend's scalar tier in the same order (none contracted); angles
  * p*theta_i are reduced modulo 2*pi in double as on the CPU, then sincosf (the CPU uses SLEEF's
  * 1-ulp sincosf), so results agree with the CPU backend within a few ulp, not bit for bit.
- * Positions (host memory: the core has read them) and the frequencies theta_i (computed on the
- * host exactly as the CPU backend does) are staged to the device; calls are asynchronous on the
- * given stream. */
+ * Host positions (the core has read them) and the frequencies theta_i (computed on the host
+ * exactly as the CPU backend does) are staged to the device; calls are asynchronous on the given
+ * stream. Device-resident positions (positions_on_device) are read where they are: a check kernel
+ * flags the first one out of range in the staging slot's first word, the rotation kernel then
+ * writes nothing, and the error waits for kvc_stream_synchronize (the transfers' deferred check,
+ * transfer.cu). */
 #include "gpu_backend.h"
 
 #include <math.h>
@@ -73,10 +76,37 @@ static __device__ __forceinline__ void rope_split(uint64_t idx, uint64_t heads, 
     kvc_divmod(th, heads, t, h);
 }
 
+/* First i in [0, 2n) whose position (old[i], then new[i - n]) is outside [0, limit). */
+static __global__ void __launch_bounds__(ROPE_THREADS)
+    position_check_kernel(const int64_t *old_pos, const int64_t *new_pos, int64_t n, int64_t limit,
+                          unsigned long long *bad)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < 2 * n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t v = i < n ? old_pos[i] : new_pos[i - n];
+        if (v < 0 || v >= limit) atomicMin(bad, (unsigned long long)i);
+    }
+}
+
+/* The position check's verdict (bad NULL: host positions, checked by the core). When set, one
+ * thread stores {index, value} in report and the kernel writes nothing. */
+static __device__ __forceinline__ int positions_bad(const unsigned long long *bad, unsigned long long *report,
+                                                    const int64_t *old_pos, const int64_t *new_pos, uint64_t tokens)
+{
+    if (!bad || *bad == ~0ull) return 0;
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        const unsigned long long i = *bad;
+        report[1] = (unsigned long long)(i < tokens ? old_pos[i] : new_pos[i - tokens]);
+        report[0] = i;
+    }
+    return 1;
+}
+
 static __global__ void __launch_bounds__(ROPE_THREADS)
     rope_fused_kernel(rope_keys_t k, uint64_t tokens, const int64_t *old_pos, const int64_t *new_pos, const void *table,
-                      int table_dtype, uint64_t rot_dim, int is_neox)
+                      int table_dtype, uint64_t rot_dim, int is_neox, const unsigned long long *bad,
+                      unsigned long long *report)
 {
+    if (positions_bad(bad, report, old_pos, new_pos, tokens)) return;
     const uint64_t half = rot_dim / 2, n = tokens * k.heads * half;
     for (uint64_t idx = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (uint64_t)gridDim.x * blockDim.x) {
         uint64_t t, h, i;
@@ -92,8 +122,10 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
 
 static __global__ void __launch_bounds__(ROPE_THREADS)
     rope_delta_kernel(rope_keys_t k, uint64_t tokens, const int64_t *old_pos, const int64_t *new_pos,
-                      const double *theta, uint64_t half, int is_neox)
+                      const double *theta, uint64_t half, int is_neox, const unsigned long long *bad,
+                      unsigned long long *report)
 {
+    if (positions_bad(bad, report, old_pos, new_pos, tokens)) return;
     const uint64_t n = tokens * k.heads * half;
     for (uint64_t idx = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; idx < n; idx += (uint64_t)gridDim.x * blockDim.x) {
         uint64_t t, h, i;
@@ -129,24 +161,74 @@ static rope_keys_t keys_of(const kvc_rope_keys_t *k)
     return r;
 }
 
-/* Stage [old positions, new positions] (n each, may be 0) and theta_i = base^(-2i/rot_dim) for
- * i < half (when base > 0), as the CPU backend computes them. */
-static kvc_status_t stage_inputs(kvc_backend_ctx_t *b, gpu_stage_t *s, const int64_t *old_pos, const int64_t *new_pos,
-                                 size_t n, size_t rot_dim, double base, gpuStream_t stream)
+/* The staging slot: [check word][old positions, new positions] (n each; 0 for device-resident
+ * positions or none) then theta_i = base^(-2i/rot_dim) for i < half (when base > 0), as the CPU
+ * backend computes them. */
+typedef struct rope_stage {
+    gpu_stage_t s;
+    const int64_t *old_pos, *new_pos; /* what the kernels read */
+    const double *theta;
+    const unsigned long long *bad; /* NULL: host positions */
+    unsigned long long *report;
+    int rec; /* check record, -1 with host positions */
+} rope_stage_t;
+
+static kvc_status_t stage_inputs(kvc_backend_ctx_t *b, rope_stage_t *r, const char *op, const int64_t *old_pos,
+                                 const int64_t *new_pos, size_t n, int on_device, int64_t limit, size_t rot_dim,
+                                 double base, gpuStream_t stream)
 {
-    const size_t half = rot_dim / 2, bytes = 16 * n + (base > 0 ? 8 * half : 0);
-    kvc_status_t st = kvc_gpu_stage_begin(b, bytes, s);
+    const size_t half = rot_dim / 2, staged = on_device ? 0 : n, theta_at = 8 + 16 * staged;
+    const size_t bytes = theta_at + (base > 0 ? 8 * half : 0);
+    r->rec = -1;
+    r->bad = NULL;
+    r->report = NULL;
+    r->s.slot = NULL; /* set once the slot is held */
+    kvc_status_t st = kvc_gpu_stage_begin(b, bytes, &r->s);
     if (st != KVC_OK) return st;
-    if (n) {
-        memcpy(s->host, old_pos, 8 * n);
-        memcpy(s->host + 8 * n, new_pos, 8 * n);
+    *(unsigned long long *)r->s.host = ~0ull;
+    if (staged) {
+        memcpy(r->s.host + 8, old_pos, 8 * n);
+        memcpy(r->s.host + 8 + 8 * n, new_pos, 8 * n);
     }
     if (base > 0) {
-        double *theta = (double *)(s->host + 16 * n);
+        double *theta = (double *)(r->s.host + theta_at);
         for (size_t i = 0; i < half; i++) theta[i] = pow(base, -(double)(2 * i) / (double)rot_dim);
     }
-    st = kvc_gpu_stage_upload(b, s, bytes, stream);
-    return st == KVC_OK ? st : kvc_gpu_stage_end(b, s, stream, st);
+    r->old_pos = (const int64_t *)(r->s.dev + 8);
+    r->new_pos = r->old_pos + n;
+    r->theta = (const double *)(r->s.dev + theta_at);
+    if (on_device) {
+        void *o = NULL, *w = NULL;
+        st = kvc_gpu_require_device_ptr(b, old_pos, op, "old_positions", -1, &o);
+        if (st == KVC_OK) st = kvc_gpu_require_device_ptr(b, new_pos, op, "new_positions", -1, &w);
+        if (st == KVC_OK) st = kvc_gpu_check_acquire(b, stream, op, &r->rec, &r->report);
+        r->old_pos = (const int64_t *)o;
+        r->new_pos = (const int64_t *)w;
+    }
+    if (st == KVC_OK) st = kvc_gpu_stage_upload(b, &r->s, bytes, stream);
+    if (st == KVC_OK && on_device) {
+        r->bad = (const unsigned long long *)r->s.dev;
+        position_check_kernel<<<kvc_gpu_grid(b, 2 * (uint64_t)n, ROPE_THREADS), ROPE_THREADS, 0, stream>>>(
+            r->old_pos, r->new_pos, (int64_t)n, limit, (unsigned long long *)r->s.dev);
+        st = kvc_gpu_launch_status(b, "position check");
+    }
+    return st;
+}
+
+/* After the kernel: queue the check record (if any) and release the slot. */
+static kvc_status_t stage_finish(kvc_backend_ctx_t *b, rope_stage_t *r, int64_t n, int64_t limit, gpuStream_t stream,
+                                 kvc_status_t st)
+{
+    if (!r->s.slot) return st;
+    if (r->rec >= 0) {
+        gpu_check_t what = {};
+        what.what = "old_positions";
+        what.what2 = "new_positions";
+        what.split = n;
+        what.limit = limit;
+        st = kvc_gpu_check_queue(b, r->rec, stream, st, &what);
+    }
+    return kvc_gpu_stage_end(b, &r->s, stream, st);
 }
 
 kvc_status_t kvc_gpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a)
@@ -154,15 +236,16 @@ kvc_status_t kvc_gpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
     const size_t n = a->keys.num_tokens, half = a->table.rot_dim / 2;
     if (!n || !half) return KVC_OK;
     const gpuStream_t stream = (gpuStream_t)a->stream;
-    gpu_stage_t s;
-    kvc_status_t st = stage_inputs(b, &s, a->old_positions, a->new_positions, n, a->table.rot_dim, 0, stream);
-    if (st != KVC_OK) return st;
-    const int64_t *dpos = (const int64_t *)s.dev;
-    rope_fused_kernel<<<kvc_gpu_grid(b, (uint64_t)n * a->keys.num_heads * half, ROPE_THREADS), ROPE_THREADS, 0,
-                        stream>>>(keys_of(&a->keys), n, dpos, dpos + n, a->table.data, (int)a->table.dtype,
-                                  a->table.rot_dim, a->is_neox);
-    st = kvc_gpu_launch_status(b, "rope_k_fused");
-    return kvc_gpu_stage_end(b, &s, stream, st);
+    rope_stage_t r;
+    kvc_status_t st = stage_inputs(b, &r, "rope_k_fused", a->old_positions, a->new_positions, n,
+                                   a->positions_on_device, a->position_limit, a->table.rot_dim, 0, stream);
+    if (st == KVC_OK) {
+        rope_fused_kernel<<<kvc_gpu_grid(b, (uint64_t)n * a->keys.num_heads * half, ROPE_THREADS), ROPE_THREADS, 0,
+                            stream>>>(keys_of(&a->keys), n, r.old_pos, r.new_pos, a->table.data, (int)a->table.dtype,
+                                      a->table.rot_dim, a->is_neox, r.bad, r.report);
+        st = kvc_gpu_launch_status(b, "rope_k_fused");
+    }
+    return stage_finish(b, &r, (int64_t)n, a->position_limit, stream, st);
 }
 
 kvc_status_t kvc_gpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a)
@@ -170,15 +253,16 @@ kvc_status_t kvc_gpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
     const size_t n = a->keys.num_tokens, half = a->rot_dim / 2;
     if (!n || !half) return KVC_OK;
     const gpuStream_t stream = (gpuStream_t)a->stream;
-    gpu_stage_t s;
-    kvc_status_t st = stage_inputs(b, &s, a->old_positions, a->new_positions, n, a->rot_dim, a->base, stream);
-    if (st != KVC_OK) return st;
-    const int64_t *dpos = (const int64_t *)s.dev;
-    rope_delta_kernel<<<kvc_gpu_grid(b, (uint64_t)n * a->keys.num_heads * half, ROPE_THREADS), ROPE_THREADS, 0,
-                        stream>>>(keys_of(&a->keys), n, dpos, dpos + n, (const double *)(s.dev + 16 * n), half,
-                                  a->is_neox);
-    st = kvc_gpu_launch_status(b, "rope_k_delta");
-    return kvc_gpu_stage_end(b, &s, stream, st);
+    rope_stage_t r;
+    kvc_status_t st = stage_inputs(b, &r, "rope_k_delta", a->old_positions, a->new_positions, n,
+                                   a->positions_on_device, a->position_limit, a->rot_dim, a->base, stream);
+    if (st == KVC_OK) {
+        rope_delta_kernel<<<kvc_gpu_grid(b, (uint64_t)n * a->keys.num_heads * half, ROPE_THREADS), ROPE_THREADS, 0,
+                            stream>>>(keys_of(&a->keys), n, r.old_pos, r.new_pos, r.theta, half, a->is_neox, r.bad,
+                                      r.report);
+        st = kvc_gpu_launch_status(b, "rope_k_delta");
+    }
+    return stage_finish(b, &r, (int64_t)n, a->position_limit, stream, st);
 }
 
 kvc_status_t kvc_gpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rope_cache_args *a)
@@ -186,11 +270,12 @@ kvc_status_t kvc_gpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
     const size_t rows = a->table.max_position, half = a->table.rot_dim / 2;
     if (!rows || !half) return KVC_OK;
     const gpuStream_t stream = (gpuStream_t)a->stream;
-    gpu_stage_t s;
-    kvc_status_t st = stage_inputs(b, &s, NULL, NULL, 0, a->table.rot_dim, a->base, stream);
-    if (st != KVC_OK) return st;
-    rope_table_kernel<<<kvc_gpu_grid(b, (uint64_t)rows * half, ROPE_THREADS), ROPE_THREADS, 0, stream>>>(
-        a->table.data, (int)a->table.dtype, rows, (const double *)s.dev, half);
-    st = kvc_gpu_launch_status(b, "rope_cache_build");
-    return kvc_gpu_stage_end(b, &s, stream, st);
+    rope_stage_t r;
+    kvc_status_t st = stage_inputs(b, &r, "rope_cache_build", NULL, NULL, 0, 0, 0, a->table.rot_dim, a->base, stream);
+    if (st == KVC_OK) {
+        rope_table_kernel<<<kvc_gpu_grid(b, (uint64_t)rows * half, ROPE_THREADS), ROPE_THREADS, 0, stream>>>(
+            a->table.data, (int)a->table.dtype, rows, r.theta, half);
+        st = kvc_gpu_launch_status(b, "rope_cache_build");
+    }
+    return stage_finish(b, &r, 0, 0, stream, st);
 }

@@ -11,10 +11,11 @@
  * 1 bytes: the widest that every address and stride of the plan is aligned to.
  * The host tables (engine pointer table, object list, slots or block ids) are staged to the
  * device through the context's staging ring; the call is asynchronous on the plan's stream.
- * A device-resident index table (plan.index_on_device) is read where it is: a check kernel records
- * the first entry out of range (atomicMin in the staging slot) and the host reads that word back
- * before the copy kernel is queued, so a bad table writes nothing and fails with the core's
- * message. That read-back waits for the stream: the one host synchronisation of this path. */
+ * A device-resident index table (plan.index_on_device) is read where it is, without the host
+ * waiting: a check kernel records the first entry out of range (atomicMin into the staging slot's
+ * first word), the copy kernel reads that word and writes nothing when it is set (one thread
+ * stores the index and its value in the call's check record), and the error is reported with
+ * the core's message at the next kvc_stream_synchronize of the stream (kvc_gpu_check_report). */
 #include <stdio.h>
 #include <string.h>
 
@@ -23,9 +24,20 @@
 
 #define XFER_THREADS 256
 
+/* bad: the check kernel's result for a device-resident table (NULL for a host table); when set,
+ * nothing is copied and report[] gets {first bad index, its value}. */
 template <typename W>
-static __global__ void __launch_bounds__(XFER_THREADS) xfer_kernel(const kvc_xfer_args_t a, const int team_shift)
+static __global__ void __launch_bounds__(XFER_THREADS)
+    xfer_kernel(const kvc_xfer_args_t a, const int team_shift, const unsigned long long *bad,
+                unsigned long long *report)
 {
+    if (bad && *bad != ~0ull) {
+        if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) {
+            report[1] = (unsigned long long)a.index[*bad - (unsigned long long)a.first];
+            report[0] = *bad;
+        }
+        return;
+    }
     const unsigned team_size = 1u << team_shift, teams = blockDim.x >> team_shift;
     const unsigned team = threadIdx.x >> team_shift, lane = threadIdx.x & (team_size - 1);
     const uint64_t total = kvc_xfer_pairs(&a);
@@ -54,6 +66,123 @@ static __global__ void __launch_bounds__(CHECK_THREADS)
         if (v >= limit || (v < 0 && !negative_skips)) atomicMin(bad, (unsigned long long)i);
     }
 }
+
+/* ---------------------------------------------------------------- deferred checks */
+
+static unsigned long long *check_words(kvc_backend_ctx_t *b, int i) { return b->check_words + 2 * i; }
+
+/* A queued record whose event completed becomes free (table good, or the call failed on the
+ * host) or failed (reported later). wait: block on the event instead of asking. */
+static kvc_status_t check_settle(kvc_backend_ctx_t *b, int i, int wait)
+{
+    gpu_check_t *c = &b->check[i];
+    if (c->state != GPU_CHECK_QUEUED) return KVC_OK;
+    const gpuError_t err = wait ? gpuEventSynchronize(c->done) : gpuEventQuery(c->done);
+    if (err == gpuErrorNotReady) return KVC_OK;
+    if (err != gpuSuccess) return kvc_gpu_status(b->svc, err, "gpuEventQuery(check)", 1);
+    const volatile unsigned long long *w = check_words(b, i);
+    c->state = !c->discard && w[0] != ~0ull ? GPU_CHECK_FAILED : GPU_CHECK_FREE;
+    return KVC_OK;
+}
+
+/* Report and free failed record i: the core's status and message for the table. */
+static kvc_status_t check_raise(kvc_backend_ctx_t *b, int i)
+{
+    gpu_check_t *c = &b->check[i];
+    const volatile unsigned long long *w = check_words(b, i);
+    c->state = GPU_CHECK_FREE;
+    const long long at = (long long)w[0], second = c->what2 && at >= c->split;
+    return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld)%s%s%s",
+                             second ? c->what2 : c->what, second ? at - (long long)c->split : at, (long long)w[1],
+                             (long long)c->limit, c->limit_name ? " (" : "", c->limit_name ? c->limit_name : "",
+                             c->limit_name ? ")" : "");
+}
+
+static int check_oldest(const kvc_backend_ctx_t *b, int state, const gpuStream_t *stream)
+{
+    int best = -1;
+    for (int i = 0; i < KVC_GPU_CHECKS; i++) {
+        const gpu_check_t *c = &b->check[i];
+        if (c->state == state && (!stream || c->stream == *stream) && (best < 0 || c->seq < b->check[best].seq))
+            best = i;
+    }
+    return best;
+}
+
+/* A free record for a call on `stream`. With every record busy the host waits for the oldest
+ * queued call; with every one failed and unreported, the oldest is reported as this call's error
+ * (the call writes nothing). */
+kvc_status_t kvc_gpu_check_acquire(kvc_backend_ctx_t *b, gpuStream_t stream, const char *op, int *out,
+                                   unsigned long long **report)
+{
+    kvc_status_t st = KVC_OK;
+    if (!b->check_words) {
+        void *w = NULL;
+        st = KVC_GPU_CALL(b, gpuHostAllocDefault(&w, 2 * sizeof(unsigned long long) * KVC_GPU_CHECKS), 1);
+        if (st != KVC_OK) return st;
+        b->check_words = (unsigned long long *)w;
+    }
+    for (int i = 0; i < KVC_GPU_CHECKS && st == KVC_OK; i++) st = check_settle(b, i, 0);
+    int i = check_oldest(b, GPU_CHECK_FREE, NULL);
+    while (st == KVC_OK && i < 0) {
+        const int q = check_oldest(b, GPU_CHECK_QUEUED, NULL);
+        if (q < 0) return check_raise(b, check_oldest(b, GPU_CHECK_FAILED, NULL));
+        st = check_settle(b, q, 1);
+        i = check_oldest(b, GPU_CHECK_FREE, NULL);
+    }
+    if (st != KVC_OK) return st;
+    gpu_check_t *c = &b->check[i];
+    if (!c->has_event) {
+        st = KVC_GPU_CALL(b, gpuEventCreateWithFlags(&c->done, gpuEventDisableTiming), 1);
+        if (st != KVC_OK) return st;
+        c->has_event = 1;
+    }
+    void *d = NULL;
+    st = kvc_gpu_require_device_ptr(b, check_words(b, i), op, "check record", -1, &d);
+    if (st != KVC_OK) return st;
+    c->stream = stream;
+    c->seq = ++b->check_seq;
+    check_words(b, i)[0] = ~0ull;
+    *out = i;
+    *report = (unsigned long long *)d;
+    return KVC_OK;
+}
+
+kvc_status_t kvc_gpu_check_queue(kvc_backend_ctx_t *b, int rec, gpuStream_t stream, kvc_status_t st,
+                                 const gpu_check_t *what)
+{
+    /* Queued even after a host-side failure (discard): a launched check may still write. */
+    gpu_check_t *c = &b->check[rec];
+    *c = (gpu_check_t){ .state = GPU_CHECK_QUEUED, .has_event = 1, .discard = st != KVC_OK, .stream = stream,
+                        .done = c->done, .seq = c->seq, .what = what->what, .what2 = what->what2,
+                        .limit_name = what->limit_name, .limit = what->limit, .split = what->split };
+    const kvc_status_t ev = KVC_GPU_CALL(b, gpuEventRecord(c->done, stream), 1);
+    return st != KVC_OK ? st : ev;
+}
+
+kvc_status_t kvc_gpu_check_report(kvc_backend_ctx_t *b, gpuStream_t s)
+{
+    pthread_mutex_lock(&b->stage_lock);
+    kvc_status_t st = KVC_OK;
+    for (int i = 0; i < KVC_GPU_CHECKS && st == KVC_OK; i++) st = check_settle(b, i, 0);
+    const int f = check_oldest(b, GPU_CHECK_FAILED, &s);
+    if (st == KVC_OK && f >= 0) st = check_raise(b, f);
+    pthread_mutex_unlock(&b->stage_lock);
+    return st;
+}
+
+void kvc_gpu_check_release_all(kvc_backend_ctx_t *b)
+{
+    for (int i = 0; i < KVC_GPU_CHECKS; i++)
+        if (b->check[i].has_event) {
+            (void)gpuEventSynchronize(b->check[i].done);
+            (void)gpuEventDestroy(b->check[i].done);
+        }
+    if (b->check_words) (void)gpuFreeHost(b->check_words);
+    (void)gpuGetLastError();
+}
+
+/* ---------------------------------------------------------------- launch */
 
 /* Where a plan's index table lives, and how a device-resident one is checked. */
 typedef struct index_table {
@@ -118,30 +247,33 @@ static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t
     uint64_t gx = (kvc_xfer_pairs(&a) + teams - 1) / teams;
     grid.x = (unsigned)(gx < 1 ? 1 : gx > cap ? cap : gx);
 
-    st = kvc_gpu_stage_upload(b, &s, bytes, stream);
+    int rec = -1;
+    const unsigned long long *bad = NULL;
+    unsigned long long *report = NULL;
+    if (ix->on_device) st = kvc_gpu_check_acquire(b, stream, op, &rec, &report);
+    if (st == KVC_OK) st = kvc_gpu_stage_upload(b, &s, bytes, stream);
     if (st == KVC_OK && ix->on_device) {
+        bad = (const unsigned long long *)s.dev;
         index_check_kernel<<<kvc_gpu_grid(b, (uint64_t)a.count, CHECK_THREADS), CHECK_THREADS, 0, stream>>>(
             dindex, a.first, a.first + a.count, ix->limit, ix->negative_skips, (unsigned long long *)s.dev);
         st = kvc_gpu_launch_status(b, "index check");
-        if (st == KVC_OK) st = kvc_gpu_stage_download(b, &s, 8, stream);
-        const unsigned long long bad = *(const unsigned long long *)s.host;
-        if (st == KVC_OK && bad != ~0ull) {
-            int64_t v = 0;
-            st = KVC_GPU_CALL(b, gpuMemcpy(&v, dindex + bad, 8, gpuMemcpyDeviceToHost), 1);
-            if (st == KVC_OK)
-                st = b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "%s[%lld] = %lld outside [0, %lld) (%s)", ix->what,
-                                       (long long)bad, (long long)v, (long long)ix->limit, ix->limit_name);
-        }
     }
     if (st == KVC_OK) {
         switch (w) {
-        case 16: xfer_kernel<uint4><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
-        case 8: xfer_kernel<uint2><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
-        case 4: xfer_kernel<uint32_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
-        case 2: xfer_kernel<uint16_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
-        default: xfer_kernel<uint8_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift); break;
+        case 16: xfer_kernel<uint4><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
+        case 8: xfer_kernel<uint2><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
+        case 4: xfer_kernel<uint32_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
+        case 2: xfer_kernel<uint16_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
+        default: xfer_kernel<uint8_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
         }
         st = kvc_gpu_launch_status(b, op);
+    }
+    if (rec >= 0) {
+        gpu_check_t what = {};
+        what.what = ix->what;
+        what.limit_name = ix->limit_name;
+        what.limit = ix->limit;
+        st = kvc_gpu_check_queue(b, rec, stream, st, &what);
     }
     return kvc_gpu_stage_end(b, &s, stream, st);
 }

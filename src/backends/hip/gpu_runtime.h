@@ -44,6 +44,8 @@ typedef hipEvent_t gpuEvent_t;
 #define gpuEventDisableTiming hipEventDisableTiming
 #define gpuEventRecord hipEventRecord
 #define gpuEventSynchronize hipEventSynchronize
+#define gpuEventQuery hipEventQuery
+#define gpuErrorNotReady hipErrorNotReady
 #define gpuEventDestroy hipEventDestroy
 #define gpuHostAllocDefault(p, n) hipHostMalloc((p), (n), hipHostMallocDefault)
 #define gpuFreeHost hipHostFree
