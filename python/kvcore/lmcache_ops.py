@@ -1,0 +1,604 @@
+"""Drop-in for LMCache's native ops (`lmcache.c_ops`): `import kvcore.lmcache_ops as c_ops`.
+
+Same function names, argument order, defaults, types, fields and enum integers as LMCache's module;
+the ops run on kvcore (CPU backend, or a GPU module when one is selected) through one module-level
+Context, created on first use (KVCORE_BACKEND and the other environment knobs apply). Deliberate
+differences (errors instead of silent corruption, int64-only slots, ...) are listed function by
+function in docs/PYTHON.md. Every error is a kvcore.KvcoreError carrying kvcore's status name."""
+import ctypes as _C
+import enum as _enum
+import threading as _threading
+
+import numpy as _np
+
+from . import Context as _Context, KvcoreError, UnsupportedError, _abi, _lib, _MLA, _FUSED
+from ._array import buf as _buf, require as _require
+from ._lib import check as _lib_check
+
+__all__ = [
+    "TransferDirection", "EngineKVFormat", "GPUKVFormat", "MemObjKVLayout", "PageBufferShapeDesc",
+    "StagingCopy", "LaunchVar", "BatchStep", "KernelGroupSpec", "CBGroupSpec",
+    "is_cross_layer", "is_kv_list", "is_layer_list", "is_mla", "is_hnd", "is_fused_packed", "is_two_major",
+    "is_pbs_fused", "is_kv_second_tuple",
+    "multi_layer_kv_transfer", "multi_layer_kv_transfer_unilateral", "single_layer_kv_transfer",
+    "single_layer_kv_transfer_sgl", "load_and_reshape_flash", "reshape_and_cache_back_flash",
+    "multi_layer_block_kv_transfer", "execute_object_group_transfer", "execute_cb_retrieve_plan_flat",
+    "lmcache_memcpy_async", "batched_memcpy",
+    "alloc_pinned_ptr", "free_pinned_ptr", "alloc_hugepage_pinned_ptr", "free_hugepage_pinned_ptr",
+    "alloc_numa_ptr", "free_numa_ptr", "alloc_pinned_numa_ptr", "free_pinned_numa_ptr",
+    "alloc_hugepage_pinned_numa_ptr", "free_hugepage_pinned_numa_ptr", "alloc_shm_pinned_ptr",
+    "free_shm_pinned_ptr", "alloc_pcie_bar_ptr", "free_pcie_bar_ptr", "get_gpu_pci_bus_id",
+    "calculate_cdf", "encode_fast_new", "decode_fast_new", "decode_fast_prefsum",
+    "rotary_embedding_k_fused", "rotary_embedding_k_fused_strided",
+    "record_event_on_stream", "drain_recorded_events", "record_completion_on_stream",
+    "drain_recorded_completions", "context",
+]
+
+# ---------------------------------------------------------------- types
+
+
+class TransferDirection(_enum.IntEnum):
+    H2D = 0  # LMCache buffer -> engine paged cache (retrieve)
+    D2H = 1  # engine paged cache -> LMCache buffer (store)
+
+
+class EngineKVFormat(_enum.IntEnum):
+    NB_NL_TWO_BS_NH_HS = 0
+    NL_X_TWO_NB_BS_NH_HS = 1
+    NL_X_NB_TWO_BS_NH_HS = 2
+    NL_X_NB_BS_HS = 3
+    TWO_X_NL_X_NBBS_NH_HS = 4
+    NL_X_NBBS_ONE_HS = 5
+    NL_X_TWO_NB_NH_BS_HS = 6
+    NL_X_NB_TWO_NH_BS_HS = 7
+    NB_NL_TWO_NH_BS_HS = 8
+    TWO_X_NL_X_NB_BS_NH_HS = 9
+    NL_X_NB_NH_BS_TWO_HS = 10
+    NL_X_NB_BS_NH_TWO_HS = 11
+    NL_X_NB_NH_BS_CS = 12
+    NL_X_NB_BS_NH_CS = 13
+    # Values LMCache defines and kvcore does not transfer yet (KVC_ERR_FORMAT from the ops).
+    NL_X_NB_BSV_BSS = 14
+    NL_X_TWO_NB_NH_ONE_BS_HS = 15
+    NL_X_TWO_X_NB_BS_NH_HS = 16
+    NL_X_TWO_X_NB_BS_HS = 17
+
+
+GPUKVFormat = EngineKVFormat
+
+
+class MemObjKVLayout(_enum.IntEnum):
+    UNSPECIFIED = 0
+    SPLIT_KV_2LTD = 1
+    FUSED_PACKED = 2
+
+
+class PageBufferShapeDesc:
+    """LMCache's PageBufferShapeDesc (attributes may be added, as its py::dynamic_attr)."""
+
+    def __init__(self, kv_size=2, nl=0, nb=0, bs=0, nh=0, hs=0, element_size=0, block_stride_elems=0,
+                 kv_interleaved=False):
+        self.kv_size, self.nl, self.nb, self.bs, self.nh, self.hs = kv_size, nl, nb, bs, nh, hs
+        self.element_size, self.block_stride_elems, self.kv_interleaved = element_size, block_stride_elems, \
+            kv_interleaved
+
+    def __repr__(self):
+        return ("PageBufferShapeDesc(kv_size={kv_size}, nl={nl}, nb={nb}, bs={bs}, nh={nh}, hs={hs}, "
+                "element_size={element_size}, block_stride_elems={block_stride_elems})").format(**vars(self))
+
+
+def _record(name, fields):
+    def __init__(self, *args, **kw):
+        if len(args) > len(fields):
+            raise TypeError(f"{name} takes {len(fields)} fields, got {len(args)}")
+        vals = dict(zip(fields, args))
+        for k, v in kw.items():
+            if k not in fields or k in vals:
+                raise TypeError(f"{name}: unexpected or repeated field {k!r}")
+            vals[k] = v
+        for f in fields:
+            setattr(self, f, vals.get(f, 0))
+
+    def __repr__(self):
+        return f"{name}(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in fields) + ")"
+    return type(name, (), {"__init__": __init__, "__repr__": __repr__, "__slots__": fields + ("__dict__",)})
+
+
+StagingCopy = _record("StagingCopy", ("dest", "src", "nbytes", "host_offset"))
+LaunchVar = _record("LaunchVar", ("group_idx", "block_ids_offset", "total_blocks", "num_objects",
+                                  "skip_prefix_n_blocks"))
+BatchStep = _record("BatchStep", ("staging", "launches"))
+KernelGroupSpec = _record("KernelGroupSpec", ("paged_buffer_ptrs", "lmcache_objects_ptrs", "shape_desc",
+                                              "lmcache_chunk_size", "engine_kv_format", "block_ids_base",
+                                              "block_ids_capacity"))
+CBGroupSpec = _record("CBGroupSpec", (
+    "paged_kv_ptrs", "temp_buffer_ptrs", "num_layers", "slot_tokens", "hidden_elems", "element_size",
+    "engine_kv_format", "page_buffer_size", "block_size", "head_size", "slot_mapping_base",
+    "slot_mapping_capacity", "cos_sin_cache", "rot_dim", "rope_num_kv_heads", "rope_head_stride",
+    "key_scalar_type", "is_neox", "rope_base_offset"))
+
+# ---------------------------------------------------------------- the context
+
+_ctx = None
+_ctx_lock = _threading.Lock()
+
+
+def context():
+    """The Context every op of this module runs on (created on first use)."""
+    global _ctx
+    if _ctx is None:
+        with _ctx_lock:
+            if _ctx is None:
+                _ctx = _Context()
+    return _ctx
+
+
+# ---------------------------------------------------------------- predicates
+# LMCache's format_facts for the values kvcore knows the layout of but does not transfer (14-17).
+_FACTS_14_17 = {14: {"layer_list", "mla"}, 15: {"layer_list", "hnd", "two_major"},
+                16: {"layer_list", "kv_second_tuple"}, 17: {"layer_list", "mla", "kv_second_tuple"}}
+
+
+def _fact(fmt, name):
+    f = int(fmt)
+    if f in _FACTS_14_17:
+        return name in _FACTS_14_17[f]
+    if not _lib.kvc_format_is_valid(f):
+        raise KvcoreError(_abi.KVC_ERR_FORMAT, f"unknown EngineKVFormat {f}")
+    if name == "kv_second_tuple":
+        return False
+    return bool(getattr(_lib, "kvc_format_is_" + name)(f))
+
+
+def is_cross_layer(fmt): return _fact(fmt, "cross_layer")
+def is_kv_list(fmt): return _fact(fmt, "kv_list")
+def is_layer_list(fmt): return _fact(fmt, "layer_list")
+def is_mla(fmt): return _fact(fmt, "mla")
+def is_hnd(fmt): return _fact(fmt, "hnd")
+def is_fused_packed(fmt): return _fact(fmt, "fused_packed")
+def is_two_major(fmt): return _fact(fmt, "two_major")
+def is_pbs_fused(fmt): return _fact(fmt, "pbs_fused")
+def is_kv_second_tuple(fmt): return _fact(fmt, "kv_second_tuple")
+
+
+# ---------------------------------------------------------------- helpers
+
+def _format(fmt):
+    f = int(fmt)
+    if f in _FACTS_14_17:
+        raise KvcoreError(_abi.KVC_ERR_FORMAT, f"EngineKVFormat {EngineKVFormat(f).name} ({f}) is not "
+                                               "implemented by kvcore yet (formats 0-13 are)")
+    return f
+
+
+def _direction(d):
+    d = int(d)
+    if d not in (0, 1):
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"direction {d} is neither H2D (0) nor D2H (1)")
+    return d
+
+
+def _ptr_table(obj, name, count):
+    """A 1-D int64/uint64 array of addresses (passed to kvcore as the pointer table itself)."""
+    b = context()._arr(obj, name, dtypes=(_abi.DTYPE_I64, _abi.DTYPE_U64), ndim=1)
+    if b.shape[0] != count:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: {b.shape[0]} addresses, the format takes {count}")
+    return b
+
+
+def _slots(obj, name="slot_mapping"):
+    return context()._index(obj, name)
+
+
+def _max_slot(s):
+    if s.shape[0] == 0 or s.device[0] != "cpu":
+        return -1
+    a = _np.ctypeslib.as_array((_C.c_int64 * s.shape[0]).from_address(s.ptr))
+    return int(a.max())
+
+
+def _stream(*tensors):
+    return context()._stream(None, *tensors)
+
+
+# ---------------------------------------------------------------- transfers
+
+def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memory_device, page_buffer_size,
+                            direction, engine_kv_format, block_size=0, head_size=0, skip_prefix_n_tokens=0,
+                            block_stride_elems=0, mem_obj_kv_layout=MemObjKVLayout.UNSPECIFIED):
+    ctx = context()
+    fmt, d = _format(engine_kv_format), _direction(direction)
+    kv = ctx._arr(key_value, "key_value", d == 1)
+    if len(kv.shape) == 3:  # MLA [NL, T, HS]
+        kvs, nl, t, row = 1, kv.shape[0], kv.shape[1], kv.shape[2]
+    else:
+        _require(kv, ndim=4)
+        kvs, nl, t, row = kv.shape
+    s = _slots(slot_mapping)
+    layout = int(mem_obj_kv_layout)
+    mla = fmt in _MLA
+    fused = fmt in _FUSED
+    if not mla and block_size <= 0:
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"block_size {block_size}: a positive block size is "
+                                                    "required for non-MLA formats (as LMCache)")
+    bs = block_size if block_size > 0 else 1
+    if fused:
+        kv_size = 1
+        if layout == MemObjKVLayout.SPLIT_KV_2LTD:
+            nh = row // head_size if head_size else 1
+            hs = 2 * (head_size or row)
+        else:
+            nh = row // (2 * head_size) if head_size else 1
+            hs = 2 * head_size if head_size else row
+    elif mla:
+        kv_size, nh, hs = 1, 1, row
+    else:
+        kv_size = 2
+        nh = row // head_size if head_size else 1
+        hs = head_size or row
+    # LMCache addresses format 0 in this op like format 1 with one pointer per layer ([2, PBS, D]).
+    ptr_fmt = fmt
+    nptr = _lib.kvc_format_ptr_count(fmt, nl)
+    if fmt == 0 and nl > 1 and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,):
+        ptr_fmt, nptr = int(EngineKVFormat.NL_X_TWO_NB_BS_NH_HS), nl
+    pbs = page_buffer_size
+    if pbs <= 0:  # LMCache's MLA callers pass 0: the pool size is then the highest slot's block
+        pbs = (_max_slot(s) // bs + 1) * bs
+    nb = pbs // bs
+    if nb * bs != pbs:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"page_buffer_size {pbs} is not a multiple of block_size {bs}")
+    ptrs = _ptr_table(key_value_ptrs, "key_value_ptrs", nptr)
+    shape = _abi.PageShape(kv_size=kv_size, element_size=kv.itemsize, nl=nl, nb=nb, bs=bs, nh=nh, hs=hs,
+                           block_stride_elems=block_stride_elems)
+    if s.shape[0] != t:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
+    if kvs * row != kv_size * nh * hs and not (fused and layout == MemObjKVLayout.SPLIT_KV_2LTD):
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key_value: shape {list(kv.shape)} does not match "
+                                              f"{kv_size} plane(s) of {nh} x {hs}")
+    a = _abi.TokenTransfer(ptr_fmt, d, shape, ptrs.ptr, nptr, kv.ptr, layout, t, s.ptr, _abi.INDEX_INT64, t,
+                           skip_prefix_n_tokens, _stream(key_value))
+    _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
+
+
+def multi_layer_kv_transfer_unilateral(key_value, key_value_ptrs, slot_mapping, paged_memory_device,
+                                       page_buffer_size, direction, engine_kv_format):
+    fmt = _format(engine_kv_format)
+    if fmt in _MLA:
+        return multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memory_device,
+                                       page_buffer_size, direction, fmt)
+    # SGLang MHA: 2*NL buffers [PBS, D], K list then V list (format 4 with the pool as one axis).
+    ctx = context()
+    d = _direction(direction)
+    kv = ctx._arr(key_value, "key_value", d == 1, ndim=4)
+    _, nl, t, row = kv.shape
+    s = _slots(slot_mapping)
+    pbs = page_buffer_size if page_buffer_size > 0 else _max_slot(s) + 1
+    ptrs = _ptr_table(key_value_ptrs, "key_value_ptrs", 2 * nl)
+    shape = _abi.PageShape(kv_size=2, element_size=kv.itemsize, nl=nl, nb=pbs, bs=1, nh=1, hs=row)
+    if s.shape[0] != t:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
+    a = _abi.TokenTransfer(format=int(EngineKVFormat.TWO_X_NL_X_NBBS_NH_HS), direction=d, shape=shape,
+                           engine_ptrs=ptrs.ptr, num_engine_ptrs=2 * nl, chunk=kv.ptr, num_tokens=t, slots=s.ptr,
+                           slot_type=_abi.INDEX_INT64, num_slots=t, stream=_stream(key_value))
+    _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
+
+
+def _layer_geometry(fmt, eng):
+    """(kv_size, nb, bs, nh, hs) of one layer's engine tensor of format fmt."""
+    sh = eng.shape
+    n = len(sh)
+
+    def bad():
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{eng.name}: shape {list(sh)} is not a layer of "
+                                              f"{EngineKVFormat(fmt).name}")
+    if fmt in (1, 6) and n == 5 and sh[0] == 2:
+        return (2, sh[1], sh[2], sh[3], sh[4]) if fmt == 1 else (2, sh[1], sh[3], sh[2], sh[4])
+    if fmt in (2, 7) and n == 5 and sh[1] == 2:
+        return (2, sh[0], sh[2], sh[3], sh[4]) if fmt == 2 else (2, sh[0], sh[3], sh[2], sh[4])
+    if fmt == 3 and n == 3:
+        return (1, sh[0], sh[1], 1, sh[2])
+    if fmt == 5 and n in (2, 3) and (n == 2 or sh[1] == 1):
+        return (1, sh[0], 1, 1, sh[-1])
+    if fmt in (10, 11, 12, 13) and n in (4, 5):
+        cs = sh[3] * (sh[4] if n == 5 else 1)
+        return (1, sh[0], sh[2], sh[1], cs) if fmt in (10, 12) else (1, sh[0], sh[1], sh[2], cs)
+    bad()
+
+
+def single_layer_kv_transfer(lmc_key_value_cache, vllm_key_value_cache, slot_mapping, direction, engine_kv_format,
+                             token_major=False):
+    ctx = context()
+    fmt, d = _format(engine_kv_format), _direction(direction)
+    if _lib.kvc_format_is_cross_layer(fmt) or _lib.kvc_format_is_kv_list(fmt):
+        raise KvcoreError(_abi.KVC_ERR_FORMAT, f"single_layer_kv_transfer: {EngineKVFormat(fmt).name} has no "
+                                               "single-layer tensor (use single_layer_kv_transfer_sgl for K/V lists)")
+    eng = ctx._arr(vllm_key_value_cache, "vllm_key_value_cache", d == 0)
+    kv_size, nb, bs, nh, hs = _layer_geometry(fmt, eng)
+    shape = _abi.PageShape(kv_size=kv_size, element_size=eng.itemsize, nl=1, nb=nb, bs=bs, nh=nh, hs=hs)
+    ctx.transfer_layer(fmt, d, shape, [vllm_key_value_cache], lmc_key_value_cache, slot_mapping,
+                       token_major=token_major)
+
+
+def single_layer_kv_transfer_sgl(lmc_key_value_cache, sgl_key_cache, sgl_value_cache, slot_mapping, direction,
+                                 token_major=False):
+    ctx = context()
+    d = _direction(direction)
+    k = ctx._arr(sgl_key_cache, "sgl_key_cache", d == 0, ndim=4)
+    ctx._arr(sgl_value_cache, "sgl_value_cache", d == 0, shape=k.shape, dtypes=k.dtype)
+    nb, bs, nh, hs = k.shape
+    shape = _abi.PageShape(kv_size=2, element_size=k.itemsize, nl=1, nb=nb, bs=bs, nh=nh, hs=hs)
+    ctx.transfer_layer(int(EngineKVFormat.TWO_X_NL_X_NB_BS_NH_HS), d, shape, [sgl_key_cache, sgl_value_cache],
+                       lmc_key_value_cache, slot_mapping, token_major=token_major)
+
+
+def load_and_reshape_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx):
+    context().load_and_reshape_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
+
+
+def reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx):
+    context().reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
+
+
+def _page_shape(desc):
+    if getattr(desc, "kv_interleaved", False):
+        raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "PageBufferShapeDesc.kv_interleaved (L2TD objects) is "
+                                                         "not implemented by kvcore")
+    return _abi.PageShape(kv_size=desc.kv_size, element_size=desc.element_size, nl=desc.nl, nb=desc.nb,
+                          bs=desc.bs, nh=desc.nh, hs=desc.hs, block_stride_elems=desc.block_stride_elems)
+
+
+def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor, lmcache_objects_ptrs, block_ids, device, direction,
+                                  shape_desc, lmcache_chunk_size, engine_kv_format, skip_prefix_n_blocks):
+    ctx = context()
+    fmt, d = _format(engine_kv_format), _direction(direction)
+    shape = _page_shape(shape_desc)
+    ptrs = _ptr_table(paged_buffer_ptrs_tensor, "paged_buffer_ptrs_tensor",
+                      _lib.kvc_format_ptr_count(fmt, shape.nl))
+    objs = [int(o) for o in lmcache_objects_ptrs]
+    otab = (_C.c_void_p * len(objs))(*objs)
+    ids = _slots(block_ids, "block_ids")
+    a = _abi.BlockTransfer(format=fmt, direction=d, shape=shape, engine_ptrs=ptrs.ptr, num_engine_ptrs=ptrs.shape[0],
+                           objects=_C.addressof(otab), num_objects=len(objs), chunk_tokens=lmcache_chunk_size,
+                           block_ids=ids.ptr, block_id_type=_abi.INDEX_INT64, num_block_ids=ids.shape[0],
+                           skip_prefix_blocks=skip_prefix_n_blocks, stream=_stream(block_ids))
+    _lib_check(_lib.kvc_transfer_blocks(ctx._handle(), _C.byref(a)))
+
+
+def _address(x, name):
+    """An address given as an int or as an array (its first byte)."""
+    return int(x) if isinstance(x, int) else context()._arr(x, name).ptr
+
+
+def execute_object_group_transfer(direction, device, host_buffer_alignment, kernel_group_specs, batch_steps):
+    """LMCache's plan executor, composed in Python of the C calls it stands for: per step, the
+    staging copies (kvc_memcpy_async; before the launches for H2D, after them for D2H) and the
+    block-transfer launches (kvc_transfer_blocks). The plan's structure (group indices, object
+    counts, block-id ranges) is checked for every step before the first copy; an error the C calls
+    find inside a later step (a block id out of range) leaves the earlier steps done."""
+    ctx = context()
+    d = _direction(direction)
+    groups = []
+    for gi, g in enumerate(kernel_group_specs):
+        fmt = _format(g.engine_kv_format)
+        shape = _page_shape(g.shape_desc)
+        objs = [int(o) for o in g.lmcache_objects_ptrs]
+        groups.append((fmt, shape, _address(g.paged_buffer_ptrs, f"kernel_group_specs[{gi}].paged_buffer_ptrs"),
+                       _lib.kvc_format_ptr_count(fmt, shape.nl), (_C.c_void_p * len(objs))(*objs), len(objs),
+                       int(g.lmcache_chunk_size), int(g.block_ids_base), int(g.block_ids_capacity)))
+    plan = []
+    for si, step in enumerate(batch_steps):
+        launches = []
+        for li, lv in enumerate(step.launches):
+            where = f"batch_steps[{si}].launches[{li}]"
+            if not 0 <= lv.group_idx < len(groups):
+                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: group_idx {lv.group_idx} outside "
+                                                             f"[0, {len(groups)})")
+            fmt, shape, ptrs, nptr, otab, nobj, ctok, base, cap = groups[lv.group_idx]
+            if not 1 <= lv.num_objects <= nobj:
+                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: num_objects {lv.num_objects}, the group "
+                                                             f"has {nobj} buffers")
+            if lv.block_ids_offset < 0 or lv.total_blocks < 0 or lv.block_ids_offset + lv.total_blocks > cap:
+                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: block ids [{lv.block_ids_offset}, "
+                                                             f"{lv.block_ids_offset + lv.total_blocks}) outside the "
+                                                             f"group's capacity {cap}")
+            launches.append(_abi.BlockTransfer(fmt, d, shape, ptrs, nptr, _C.addressof(otab), lv.num_objects, 0, ctok,
+                                               base + 8 * lv.block_ids_offset, _abi.INDEX_INT64, lv.total_blocks,
+                                               lv.skip_prefix_n_blocks, None))
+        plan.append((step.staging, launches))
+    h = ctx._handle()
+
+    def staging(copies):
+        for sc in copies:
+            _lib_check(_lib.kvc_memcpy_async(h, _C.c_void_p(int(sc.dest)), _C.c_void_p(int(sc.src)), int(sc.nbytes),
+                                             d, int(sc.host_offset), int(host_buffer_alignment), None))
+    for copies, launches in plan:
+        if d == TransferDirection.H2D:
+            staging(copies)
+        for a in launches:
+            _lib_check(_lib.kvc_transfer_blocks(h, _C.byref(a)))
+        if d == TransferDirection.D2H:
+            staging(copies)
+
+
+def execute_cb_retrieve_plan_flat(device, host_buffer_alignment, group_specs, staging, ropes, scatters,
+                                  step_offsets):
+    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "execute_cb_retrieve_plan_flat (CacheBlend retrieve: staging, "
+                                                     "K-only re-rotation, per-token scatter) is not implemented by "
+                                                     "kvcore yet")
+
+
+# ---------------------------------------------------------------- copies
+
+def _addr_of(x, name):
+    if isinstance(x, int):
+        return x
+    return context()._arr(x, name).ptr
+
+
+def lmcache_memcpy_async(dest, src, nbytes, direction, host_buffer_offset, host_buffer_alignment):
+    ctx = context()
+    ctx.memcpy_async_ptr(_addr_of(dest, "dest"), _addr_of(src, "src"), nbytes, _direction(direction),
+                         host_buffer_offset, host_buffer_alignment,
+                         stream=(ctx._stream(None, dest, src) or _C.c_void_p()).value)
+
+
+def batched_memcpy(src_ptrs, dst_ptrs, sizes):
+    context().batched_memcpy_ptr(list(dst_ptrs), list(src_ptrs), list(sizes))
+
+
+# ---------------------------------------------------------------- allocation
+# Raw addresses, as LMCache hands them out: the HostBuffer behind each is kept here until its free_*.
+_allocs = {}
+_allocs_lock = _threading.Lock()
+
+
+def _alloc(size, **kw):
+    b = context().alloc_host(size, **kw)
+    with _allocs_lock:
+        _allocs[b.ptr] = b
+    return b.ptr
+
+
+def _free(ptr, size=None, name=None):
+    ptr = int(ptr)
+    with _allocs_lock:
+        b = _allocs.get(ptr)
+        if b is None:
+            raise KvcoreError(_abi.KVC_ERR_STATE, f"free of 0x{ptr:x}: not an address allocated by this module "
+                                                  "(or already freed)")
+        if size is not None and int(size) != b.size:
+            raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"free of 0x{ptr:x}: size {size}, allocated {b.size}")
+        if name is not None and b.report.get("name") != name:
+            raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"free of 0x{ptr:x}: shm name {name!r}, allocated as "
+                                                        f"{b.report.get('name')!r}")
+        del _allocs[ptr]
+
+
+def alloc_pinned_ptr(size, flags=0):
+    return _alloc(size, pinned=True)
+
+
+def free_pinned_ptr(ptr):
+    _free(ptr)
+
+
+def alloc_hugepage_pinned_ptr(size, flags=0):
+    return _alloc(size, pinned=True, hugepage=True)
+
+
+def free_hugepage_pinned_ptr(ptr, size):
+    _free(ptr, size)
+
+
+def alloc_numa_ptr(size, node):
+    return _alloc(size, numa_node=node, strict=True)
+
+
+def free_numa_ptr(ptr, size):
+    _free(ptr, size)
+
+
+def alloc_pinned_numa_ptr(size, node):
+    return _alloc(size, pinned=True, numa_node=node, strict=True)
+
+
+def free_pinned_numa_ptr(ptr, size):
+    _free(ptr, size)
+
+
+def alloc_hugepage_pinned_numa_ptr(size, node):
+    # preferred policy: without free hugetlb pages this falls back to THP (as LMCache's fallback
+    # returns a regular allocation), and then the NUMA binding is preferred too (one policy field)
+    return _alloc(size, pinned=True, hugepage=True, numa_node=node)
+
+
+def free_hugepage_pinned_numa_ptr(ptr, size):
+    _free(ptr, size)
+
+
+def alloc_shm_pinned_ptr(size, shm_name):
+    return _alloc(size, pinned=True, shared_name=shm_name)
+
+
+def free_shm_pinned_ptr(ptr, size, shm_name):
+    _free(ptr, size, shm_name)
+
+
+def alloc_pcie_bar_ptr(bar_path, size, bar_offset):
+    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "alloc_pcie_bar_ptr (PCIe BAR mapping) is not implemented "
+                                                     "by kvcore")
+
+
+def free_pcie_bar_ptr(ptr, size):
+    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "free_pcie_bar_ptr (PCIe BAR mapping) is not implemented "
+                                                     "by kvcore")
+
+
+def get_gpu_pci_bus_id(device):
+    return context().pci_bus_id(device)
+
+
+# ---------------------------------------------------------------- CacheGen
+
+def _like(src, arr):
+    """arr (numpy) in the container type of src: a torch tensor for torch input."""
+    if type(src).__module__.startswith("torch"):
+        import torch
+        return torch.from_numpy(arr)
+    return arr
+
+
+def calculate_cdf(input, max_bins):
+    ctx = context()
+    s = ctx._arr(input, "input", dtypes=(_abi.DTYPE_I8, _abi.DTYPE_U8), ndim=3)
+    out = _np.empty((s.shape[0], s.shape[2], max_bins + 1), _np.int16)
+    ctx.cdf(input, max_bins, out=out)
+    return _like(input, out)
+
+
+def encode_fast_new(cdf, input_sym, output_buffer, output_lengths):
+    context().encode_streams(cdf, input_sym, output_buffer, output_lengths)
+
+
+def decode_fast_new(cdf, bytestreams, lengths, output):
+    o = _buf(output, "output")
+    context().decode(cdf, bytestreams, lengths, o.shape[1] if len(o.shape) == 3 else 0, out=output)
+
+
+def decode_fast_prefsum(cdf, bytestreams, lengths_prefsum, output):
+    o = _buf(output, "output")
+    context().decode_packed(cdf, bytestreams, lengths_prefsum, o.shape[1] if len(o.shape) == 3 else 0, out=output)
+
+
+# ---------------------------------------------------------------- RoPE
+
+def rotary_embedding_k_fused(old_positions, new_positions, key, head_size, cos_sin_cache, is_neox):
+    k = _buf(key, "key")
+    if k.shape and head_size != k.shape[-1]:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"head_size {head_size} differs from key.size(-1) {k.shape[-1]} "
+                                              "(use rotary_embedding_k_fused_strided for strided heads)")
+    context().rope_k_fused(key, old_positions, new_positions, cos_sin_cache, is_neox=bool(is_neox))
+
+
+def rotary_embedding_k_fused_strided(old_positions, new_positions, key, head_size, head_stride, cos_sin_cache,
+                                     is_neox):
+    context().rope_k_fused(key, old_positions, new_positions, cos_sin_cache, is_neox=bool(is_neox),
+                           head_size=head_size, head_stride=head_stride)
+
+
+# ---------------------------------------------------------------- recorders
+
+def record_event_on_stream(cuda_stream_ptr, event_type_name, session_id, str_metadata, int_metadata):
+    context().record_event(event_type_name, session_id, str_metadata, int_metadata, stream=cuda_stream_ptr)
+
+
+def drain_recorded_events():
+    return context().drain_events()
+
+
+def record_completion_on_stream(cuda_stream_ptr, kind, payload):
+    context().record_completion(kind, payload, stream=cuda_stream_ptr)
+
+
+def drain_recorded_completions():
+    return context().drain_completions()

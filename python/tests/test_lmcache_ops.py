@@ -1,0 +1,268 @@
+"""kvcore.lmcache_ops as LMCache calls it: names, enum integers, types, pointer-table transfers on
+LMCache's own cross-backend test fixtures, and the ops kvcore does not have yet."""
+import inspect
+
+import numpy as np
+import pytest
+
+import kvcore
+import kvcore.lmcache_ops as c_ops
+from conftest import raises_status
+from test_transfer import engine_for, NL, NB, BS
+
+rng = np.random.default_rng(3)
+
+# Every function of LMCache's ops, with its parameters in order (defaults where LMCache has them).
+SIGNATURES = {
+    "multi_layer_kv_transfer": "key_value, key_value_ptrs, slot_mapping, paged_memory_device, page_buffer_size, "
+                               "direction, engine_kv_format, block_size=0, head_size=0, skip_prefix_n_tokens=0, "
+                               "block_stride_elems=0, mem_obj_kv_layout=0",
+    "multi_layer_kv_transfer_unilateral": "key_value, key_value_ptrs, slot_mapping, paged_memory_device, "
+                                          "page_buffer_size, direction, engine_kv_format",
+    "single_layer_kv_transfer": "lmc_key_value_cache, vllm_key_value_cache, slot_mapping, direction, "
+                                "engine_kv_format, token_major=False",
+    "single_layer_kv_transfer_sgl": "lmc_key_value_cache, sgl_key_cache, sgl_value_cache, slot_mapping, direction, "
+                                    "token_major=False",
+    "load_and_reshape_flash": "key_value, key_cache, value_cache, slot_mapping, layer_idx",
+    "reshape_and_cache_back_flash": "key_value, key_cache, value_cache, slot_mapping, layer_idx",
+    "multi_layer_block_kv_transfer": "paged_buffer_ptrs_tensor, lmcache_objects_ptrs, block_ids, device, direction, "
+                                     "shape_desc, lmcache_chunk_size, engine_kv_format, skip_prefix_n_blocks",
+    "execute_object_group_transfer": "direction, device, host_buffer_alignment, kernel_group_specs, batch_steps",
+    "execute_cb_retrieve_plan_flat": "device, host_buffer_alignment, group_specs, staging, ropes, scatters, "
+                                     "step_offsets",
+    "lmcache_memcpy_async": "dest, src, nbytes, direction, host_buffer_offset, host_buffer_alignment",
+    "batched_memcpy": "src_ptrs, dst_ptrs, sizes",
+    "alloc_pinned_ptr": "size, flags=0", "free_pinned_ptr": "ptr",
+    "alloc_hugepage_pinned_ptr": "size, flags=0", "free_hugepage_pinned_ptr": "ptr, size",
+    "alloc_numa_ptr": "size, node", "free_numa_ptr": "ptr, size",
+    "alloc_pinned_numa_ptr": "size, node", "free_pinned_numa_ptr": "ptr, size",
+    "alloc_hugepage_pinned_numa_ptr": "size, node", "free_hugepage_pinned_numa_ptr": "ptr, size",
+    "alloc_shm_pinned_ptr": "size, shm_name", "free_shm_pinned_ptr": "ptr, size, shm_name",
+    "alloc_pcie_bar_ptr": "bar_path, size, bar_offset", "free_pcie_bar_ptr": "ptr, size",
+    "get_gpu_pci_bus_id": "device",
+    "calculate_cdf": "input, max_bins",
+    "encode_fast_new": "cdf, input_sym, output_buffer, output_lengths",
+    "decode_fast_new": "cdf, bytestreams, lengths, output",
+    "decode_fast_prefsum": "cdf, bytestreams, lengths_prefsum, output",
+    "rotary_embedding_k_fused": "old_positions, new_positions, key, head_size, cos_sin_cache, is_neox",
+    "rotary_embedding_k_fused_strided": "old_positions, new_positions, key, head_size, head_stride, cos_sin_cache, "
+                                        "is_neox",
+    "record_event_on_stream": "cuda_stream_ptr, event_type_name, session_id, str_metadata, int_metadata",
+    "drain_recorded_events": "",
+    "record_completion_on_stream": "cuda_stream_ptr, kind, payload",
+    "drain_recorded_completions": "",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SIGNATURES))
+def test_signature(name):
+    sig = inspect.signature(getattr(c_ops, name))
+    params = []
+    for p in sig.parameters.values():
+        params.append(p.name if p.default is inspect.Parameter.empty else f"{p.name}={int(p.default)}"
+                      if isinstance(p.default, bool) is False and isinstance(p.default, int) else f"{p.name}={p.default}")
+    assert ", ".join(params) == SIGNATURES[name]
+
+
+def test_enums_and_types():
+    assert (int(c_ops.TransferDirection.H2D), int(c_ops.TransferDirection.D2H)) == (0, 1)
+    assert c_ops.TransferDirection.D2H == 1
+    assert c_ops.GPUKVFormat is c_ops.EngineKVFormat
+    for v in range(14):
+        assert c_ops.EngineKVFormat(v).name == kvcore.format_name(v)
+    assert int(c_ops.EngineKVFormat.NL_X_TWO_X_NB_BS_HS) == 17
+    d = c_ops.PageBufferShapeDesc()
+    d.kv_size, d.nl, d.nb, d.bs, d.nh, d.hs, d.element_size, d.block_stride_elems = 2, 1, 2, 3, 4, 5, 2, 0
+    d.dtype = "bf16"  # py::dynamic_attr: LMCache's fallback sets an extra attribute
+    assert "nb=2" in repr(d)
+    lv = c_ops.LaunchVar(0, 8, 4, 2, 1)
+    assert (lv.group_idx, lv.block_ids_offset, lv.total_blocks, lv.num_objects, lv.skip_prefix_n_blocks) == \
+        (0, 8, 4, 2, 1)
+    st = c_ops.BatchStep(staging=[c_ops.StagingCopy(1, 2, 3, 4)], launches=[lv])
+    assert st.staging[0].host_offset == 4
+    assert len(c_ops.CBGroupSpec.__init__.__code__.co_varnames) and c_ops.CBGroupSpec().is_neox == 0
+    with pytest.raises(TypeError):
+        c_ops.StagingCopy(1, 2, 3, 4, 5)
+
+
+def test_predicates():
+    assert [f for f in range(18) if c_ops.is_cross_layer(f)] == [0, 8]
+    assert [f for f in range(18) if c_ops.is_kv_list(f)] == [4, 9]
+    assert [f for f in range(18) if c_ops.is_layer_list(f)] == [1, 2, 3, 5, 6, 7] + list(range(10, 18))
+    assert [f for f in range(18) if c_ops.is_mla(f)] == [3, 5, 14, 17]
+    for f in range(18):
+        assert c_ops.is_cross_layer(f) + c_ops.is_kv_list(f) + c_ops.is_layer_list(f) == 1
+    with raises_status("KVC_ERR_FORMAT"):
+        c_ops.is_mla(18)
+
+
+def ptrs(tensors, xp):
+    ts = [xp.asarray(t) for t in tensors]
+    addrs = [t.ctypes.data if xp.name == "numpy" else t.data_ptr() for t in ts]
+    return ts, xp.asarray(np.array(addrs, np.uint64 if xp.name == "numpy" else np.int64))
+
+
+@pytest.mark.parametrize("fmt,block_size", [(0, 1), (1, 1), (2, 5), (3, 0), (5, 0)])
+def test_multi_layer_kv_transfer_fixture(xp, fmt, block_size):
+    """LMCache's cross-backend fixture: NL 2, T 4, D 16, PBS 10, fp32, slots [0, 2, 5, 9]; buffers [2,10,16], [2,2,5,16] or [10,16]."""
+    nl, t, d, pbs = 2, 4, 16, 10
+    shape = {0: (2, pbs, d), 1: (2, pbs, d), 2: (2, 2, 5, d), 3: (pbs, d), 5: (pbs, 1, d)}[fmt]
+    if fmt == 3:
+        shape = (2, 5, d)  # [NB, BS, HS] with BS 5 for the MLA pool of 10 slots
+    layers = [rng.standard_normal(shape).astype(np.float32) for _ in range(nl)]
+    planes = 1 if fmt in (3, 5) else 2
+    slots = np.array([0, 2, 5, 9], np.int64)
+    kv = np.zeros((planes, nl, t, d), np.float32)
+    ts, table = ptrs(layers, xp)
+    kvx = xp.asarray(kv)
+    c_ops.multi_layer_kv_transfer(kvx, table, xp.asarray(slots), "cpu", pbs, c_ops.TransferDirection.D2H, fmt,
+                                  block_size)
+    got = xp.tonumpy(kvx)
+    for l in range(nl):
+        flat = layers[l].reshape(2, 2, 5, d).transpose(1, 0, 2, 3).reshape(2, pbs, d) if fmt == 2 else \
+            layers[l].reshape(planes, pbs, d)
+        for ti, s in enumerate(slots):
+            for p in range(planes):
+                np.testing.assert_array_equal(got[p, l, ti], flat[p, s])
+    # round trip into zeroed buffers
+    for x in ts:
+        x[...] = 0
+    c_ops.multi_layer_kv_transfer(kvx, table, xp.asarray(slots), "cpu", pbs, c_ops.TransferDirection.H2D, fmt,
+                                  block_size)
+    for l in range(nl):
+        back = xp.tonumpy(ts[l]).reshape(-1)
+        orig = layers[l].reshape(-1)
+        assert (back[back != 0] == orig[back != 0]).all() and np.count_nonzero(back) == np.count_nonzero(
+            got[:, l])
+
+
+@pytest.mark.parametrize("fmt", [1, 3, 5])
+def test_unilateral(xp, fmt):
+    nl, t, d, pbs = 2, 4, 16, 10
+    slots = np.array([1, 3, 4, 7], np.int64)
+    if fmt == 1:  # SGLang MHA: 2*NL buffers [PBS, D]
+        bufs = [rng.standard_normal((pbs, d)).astype(np.float32) for _ in range(2 * nl)]
+        planes = 2
+    else:
+        bufs = [rng.standard_normal((pbs, d) if fmt == 3 else (pbs, 1, d)).astype(np.float32) for _ in range(nl)]
+        planes = 1
+    ts, table = ptrs(bufs, xp)
+    kv = xp.asarray(np.zeros((planes, nl, t, d), np.float32))
+    c_ops.multi_layer_kv_transfer_unilateral(kv, table, xp.asarray(slots), "cpu", pbs, 1, fmt)
+    got = xp.tonumpy(kv)
+    for p in range(planes):
+        for l in range(nl):
+            src = bufs[p * nl + l].reshape(pbs, d)
+            np.testing.assert_array_equal(got[p, l], src[slots])
+
+
+@pytest.mark.parametrize("fmt", list(range(14)))
+def test_block_transfer_pointer_mode(xp, fmt):
+    e, shape, view, planes, row = engine_for(fmt, np.float32)
+    desc = c_ops.PageBufferShapeDesc(kv_size=shape.kv_size, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs,
+                                     element_size=4)
+    ts, table = ptrs(e, xp)
+    ctok = 2 * BS
+    objs = [xp.asarray(np.zeros((planes, NL, ctok, row), np.float32)) for _ in range(2)]
+    optrs = [o.ctypes.data if xp.name == "numpy" else o.data_ptr() for o in objs]
+    ids = np.array([5, 0, 3, 2], np.int64)
+    c_ops.multi_layer_block_kv_transfer(table, optrs, xp.asarray(ids), "cpu", c_ops.TransferDirection.D2H, desc,
+                                        ctok, fmt, 1)
+    for f, b in enumerate(ids):
+        o, j = divmod(f, 2)
+        got = xp.tonumpy(objs[o])
+        for l in range(NL):
+            for p in range(planes):
+                want = view(l, p)[b].reshape(BS, -1) if f >= 1 else np.zeros((BS, row), np.float32)
+                np.testing.assert_array_equal(got[p, l, j * BS:(j + 1) * BS], want)
+
+
+def test_missing_ops_say_what_is_missing():
+    kv = np.zeros((1, 2, 4, 132), np.uint8)
+    for f in (14, 15, 16, 17):
+        with raises_status("KVC_ERR_FORMAT") as info:
+            c_ops.multi_layer_kv_transfer(kv, np.zeros(2, np.int64), np.zeros(4, np.int64), "cpu", 16, 1, f, 16)
+        assert c_ops.EngineKVFormat(f).name in info.value.message
+    with pytest.raises(NotImplementedError, match="execute_cb_retrieve_plan_flat"):
+        c_ops.execute_cb_retrieve_plan_flat("cpu", 64, [], None, None, None, None)
+    d = c_ops.PageBufferShapeDesc(kv_interleaved=True)
+    with raises_status("KVC_ERR_UNSUPPORTED"):
+        c_ops.multi_layer_block_kv_transfer(np.zeros(1, np.int64), [], np.zeros(0, np.int64), "cpu", 1, d, 16, 1, 0)
+
+
+def test_lmcache_errors():
+    layers = [np.zeros((2, 10, 16), np.float32) for _ in range(2)]
+    table = np.array([x.ctypes.data for x in layers], np.uint64)
+    kv = np.ones((2, 2, 4, 16), np.float32)
+    with raises_status("KVC_ERR_DTYPE"):  # LMCache's CUDA op would misread int32 slots
+        c_ops.multi_layer_kv_transfer(kv, table, np.array([0, 1, 2, 3], np.int32), "cpu", 10, 0, 1, 1)
+    with raises_status("KVC_ERR_OUT_OF_RANGE"):
+        c_ops.multi_layer_kv_transfer(kv, table, np.array([0, 1, 2, 10], np.int64), "cpu", 10, 0, 1, 1)
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        c_ops.multi_layer_kv_transfer(kv, table, np.array([0, 1, 2, 3], np.int64), "cpu", 10, 2, 1, 1)
+    with raises_status("KVC_ERR_INVALID_ARG"):  # block_size 0 on a non-MLA format, as LMCache
+        c_ops.multi_layer_kv_transfer(kv, table, np.array([0, 1, 2, 3], np.int64), "cpu", 10, 0, 1)
+    with raises_status("KVC_ERR_SHAPE"):
+        c_ops.multi_layer_kv_transfer(kv, table[:1], np.array([0, 1, 2, 3], np.int64), "cpu", 10, 0, 1, 1)
+    assert not any(x.any() for x in layers)  # nothing written by any of the failed calls
+
+
+def _group_plan():
+    """Format 1 engine, two temp objects of 2 blocks each, a host pool of 3 objects; two steps."""
+    e, shape, view, planes, row = engine_for(1, np.float32)
+    table = np.array([x.ctypes.data for x in e], np.int64)
+    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4)
+    ctok = 2 * BS
+    temps = [np.zeros((2, NL, ctok, row), np.float32) for _ in range(2)]
+    obj_bytes = temps[0].nbytes
+    pool = np.zeros((3, 2, NL, ctok, row), np.float32)
+    ids = np.array([4, 1, 5, 0, 2, 3], np.int64)
+    spec = c_ops.KernelGroupSpec(table.ctypes.data, [t.ctypes.data for t in temps], desc, ctok, 1, ids.ctypes.data,
+                                 len(ids))
+    # step 0: objects 0 and 1 (blocks 0..3) through both temps; step 1: object 2 (blocks 4, 5) through temp 0
+    steps = [c_ops.BatchStep([c_ops.StagingCopy(pool[0].ctypes.data, temps[0].ctypes.data, obj_bytes, 0),
+                              c_ops.StagingCopy(pool[1].ctypes.data, temps[1].ctypes.data, obj_bytes, obj_bytes)],
+                             [c_ops.LaunchVar(0, 0, 4, 2, 0)]),
+             c_ops.BatchStep([c_ops.StagingCopy(pool[2].ctypes.data, temps[0].ctypes.data, obj_bytes,
+                                                2 * obj_bytes)],
+                             [c_ops.LaunchVar(0, 4, 2, 1, 0)])]
+    return e, view, pool, ids, spec, steps, temps, row
+
+
+def test_execute_object_group_transfer_d2h_then_h2d():
+    e, view, pool, ids, spec, steps, temps, row = _group_plan()
+    # D2H: launches fill the temps, then staging copies them to the pool (the temps are reused)
+    c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], [steps[0]])
+    for f, b in enumerate(ids[:4]):
+        o, j = divmod(f, 2)
+        for l in range(NL):
+            for p in range(2):
+                np.testing.assert_array_equal(pool[o, p, l, j * BS:(j + 1) * BS], view(l, p)[b].reshape(BS, -1))
+    c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], [steps[1]])
+    for f, b in enumerate(ids[4:]):
+        for l in range(NL):
+            for p in range(2):
+                np.testing.assert_array_equal(pool[2, p, l, f * BS:(f + 1) * BS], view(l, p)[b].reshape(BS, -1))
+    # H2D: staging copies pool -> temps first, then the launches write the engine
+    saved = [[view(l, p).copy() for p in range(2)] for l in range(NL)]
+    for x in e:
+        x[...] = 0
+    back = [c_ops.BatchStep([c_ops.StagingCopy(sc.src, sc.dest, sc.nbytes, sc.host_offset) for sc in st.staging],
+                            st.launches) for st in steps]
+    c_ops.execute_object_group_transfer(0, "cpu", 1 << 20, [spec], back)
+    for l in range(NL):
+        for p in range(2):
+            np.testing.assert_array_equal(view(l, p)[ids], saved[l][p][ids])
+            untouched = [b for b in range(NB) if b not in ids]
+            assert not view(l, p)[untouched].any()
+
+
+@pytest.mark.parametrize("bad,status", [(c_ops.LaunchVar(1, 0, 2, 1, 0), "KVC_ERR_OUT_OF_RANGE"),
+                                        (c_ops.LaunchVar(0, 0, 2, 3, 0), "KVC_ERR_OUT_OF_RANGE"),
+                                        (c_ops.LaunchVar(0, 5, 2, 1, 0), "KVC_ERR_OUT_OF_RANGE")])
+def test_execute_object_group_transfer_checks_the_whole_plan_first(bad, status):
+    e, view, pool, ids, spec, steps, temps, row = _group_plan()
+    plan = [steps[0], c_ops.BatchStep([], [bad])]
+    with raises_status(status):
+        c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], plan)
+    assert not pool.any() and not any(t.any() for t in temps)  # step 0 did not run either

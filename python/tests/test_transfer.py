@@ -1,0 +1,316 @@
+"""Transfers through the binding against a numpy oracle: every format's engine tensors are viewed
+as [NB, BS, NH, HS] per (layer, plane), and a token row or block is copied by plain indexing."""
+import numpy as np
+import pytest
+
+import kvcore
+import kvcore.lmcache_ops as c_ops
+from conftest import raises_status
+
+NL, NB, BS, NH, HS = 2, 6, 4, 2, 8
+CS = 2 * HS
+rng = np.random.default_rng(7)
+
+
+def engine_for(fmt, dtype=np.float16, nb=NB):
+    """(engine tensors, PageShape, views(l, p) -> [NB, BS, NH, W], planes, row width)."""
+    kv2 = fmt not in (3, 5, 10, 11, 12, 13)
+    nh = 1 if fmt in (3, 5) else NH
+    w = CS if fmt >= 10 else HS
+    es = np.dtype(dtype).itemsize
+    shape = kvcore.PageShape(kv_size=2 if kv2 else 1, element_size=es, nl=NL, nb=nb, bs=BS, nh=nh, hs=w)
+    z = lambda *s: np.zeros(s, dtype)
+    if fmt == 0:
+        e = [z(nb, NL, 2, BS, nh, w)]
+        view = lambda l, p: e[0][:, l, p]
+    elif fmt == 8:
+        e = [z(nb, NL, 2, nh, BS, w)]
+        view = lambda l, p: e[0][:, l, p].transpose(0, 2, 1, 3)
+    elif fmt in (4, 9):
+        e = [z(nb * BS, nh, w) if fmt == 4 else z(nb, BS, nh, w) for _ in range(2 * NL)]
+        view = lambda l, p: e[p * NL + l].reshape(nb, BS, nh, w)
+    else:
+        per = {1: (2, nb, BS, nh, w), 2: (nb, 2, BS, nh, w), 3: (nb, BS, w), 5: (nb * BS, 1, w),
+               6: (2, nb, nh, BS, w), 7: (nb, 2, nh, BS, w), 10: (nb, nh, BS, w), 11: (nb, BS, nh, w),
+               12: (nb, nh, BS, w), 13: (nb, BS, nh, w)}[fmt]
+        e = [z(*per) for _ in range(NL)]
+        view = {1: lambda l, p: e[l][p], 2: lambda l, p: e[l][:, p],
+                3: lambda l, p: e[l].reshape(nb, BS, 1, w), 5: lambda l, p: e[l].reshape(nb, BS, 1, w),
+                6: lambda l, p: e[l][p].transpose(0, 2, 1, 3), 7: lambda l, p: e[l][:, p].transpose(0, 2, 1, 3),
+                10: lambda l, p: e[l].transpose(0, 2, 1, 3), 12: lambda l, p: e[l].transpose(0, 2, 1, 3),
+                11: lambda l, p: e[l], 13: lambda l, p: e[l]}[fmt]
+    planes = 2 if kv2 else 1
+    for t in e:
+        t[...] = rng.standard_normal(t.shape).astype(dtype)
+    return e, shape, view, planes, nh * w
+
+
+def chunk_shape(planes, t, row):
+    return (planes, NL, t, row)
+
+
+@pytest.mark.parametrize("fmt", range(14))
+@pytest.mark.parametrize("direction", [kvcore.D2H, kvcore.H2D])
+def test_transfer_tokens_every_format(ctx, fmt, direction):
+    e, shape, view, planes, row = engine_for(fmt)
+    slots = np.array([5, -1, 0, 17, 22, 9, -3, 13], np.int64)
+    t, skip = len(slots), 1
+    chunk = rng.standard_normal(chunk_shape(planes, t, row)).astype(np.float16)
+    if direction == kvcore.D2H:
+        before = chunk.copy()
+        ctx.transfer_tokens(fmt, direction, shape, e if len(e) > 1 else e[0], chunk, slots, skip_prefix=skip)
+        for ti, s in enumerate(slots):
+            for l in range(NL):
+                for p in range(planes):
+                    want = view(l, p)[s // BS, s % BS].reshape(-1) if s >= 0 and ti >= skip else before[p, l, ti]
+                    np.testing.assert_array_equal(chunk[p, l, ti], want)
+    else:
+        want = [[view(l, p).copy() for p in range(planes)] for l in range(NL)]
+        for ti, s in enumerate(slots):
+            if s >= 0 and ti >= skip:
+                for l in range(NL):
+                    for p in range(planes):
+                        want[l][p][s // BS, s % BS] = chunk[p, l, ti].reshape(want[l][p].shape[2:])
+        ctx.transfer_tokens(fmt, direction, shape, e, chunk, slots, skip_prefix=skip)
+        for l in range(NL):
+            for p in range(planes):
+                np.testing.assert_array_equal(view(l, p), want[l][p])
+
+
+@pytest.mark.parametrize("fmt", range(14))
+def test_transfer_blocks_every_format(ctx, fmt):
+    e, shape, view, planes, row = engine_for(fmt)
+    bpo, ctok = 2, 2 * BS
+    ids = np.array([4, 1, 5, 0, 2], np.int64)
+    skip = 1
+    objs = [np.zeros(chunk_shape(planes, ctok, row), np.float16) for _ in range(3)]
+    ctx.transfer_blocks(fmt, kvcore.D2H, shape, e, objs, ids, ctok, skip_prefix_blocks=skip)
+    for f, b in enumerate(ids):
+        o, j = divmod(f, bpo)
+        for l in range(NL):
+            for p in range(planes):
+                got = objs[o][p, l, j * BS:(j + 1) * BS]
+                want = 0 * got if f < skip else view(l, p)[b].reshape(BS, -1)
+                np.testing.assert_array_equal(got, want)
+    # and back into a zeroed engine: exactly the transferred blocks come back
+    saved = [[view(l, p).copy() for p in range(planes)] for l in range(NL)]
+    for t in e:
+        t[...] = 0
+    ctx.transfer_blocks(fmt, kvcore.H2D, shape, e, objs, ids, ctok, skip_prefix_blocks=skip)
+    for l in range(NL):
+        for p in range(planes):
+            for b in range(NB):
+                want = saved[l][p][b] if b in ids[skip:] else 0 * saved[l][p][b]
+                np.testing.assert_array_equal(view(l, p)[b], want)
+
+
+def test_torch_inputs(ctx, xp):
+    e, shape, view, planes, row = engine_for(1)
+    slots = np.array([3, 7, -1, 11], np.int64)
+    chunk = np.zeros(chunk_shape(planes, 4, row), np.float16)
+    ec, cc, sc = [xp.asarray(x) for x in e], xp.asarray(chunk), xp.asarray(slots)
+    ctx.transfer_tokens(1, kvcore.D2H, shape, ec, cc, sc)
+    got = xp.tonumpy(cc)
+    for ti, s in enumerate(slots):
+        for l in range(NL):
+            for p in range(2):
+                want = view(l, p)[s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(row, np.float16)
+                np.testing.assert_array_equal(got[p, l, ti], want)
+
+
+# ---------------------------------------------------------------- errors: nothing written
+def _setup():
+    e, shape, view, planes, row = engine_for(1)
+    chunk = np.zeros(chunk_shape(planes, 3, row), np.float16)
+    return e, shape, chunk
+
+
+def test_int32_slots_refused(ctx):
+    e, shape, chunk = _setup()
+    with raises_status("KVC_ERR_DTYPE"):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, np.array([0, 1, 2], np.int32))
+    assert not chunk.any()
+
+
+def test_slot_out_of_range(ctx):
+    e, shape, chunk = _setup()
+    with raises_status("KVC_ERR_OUT_OF_RANGE") as info:
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, np.array([0, 1, NB * BS], np.int64))
+    assert "slot" in info.value.message
+    assert not chunk.any()
+
+
+def test_chunk_size_mismatch(ctx):
+    e, shape, chunk = _setup()
+    with raises_status("KVC_ERR_SHAPE"):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk[:, :, :2], np.array([0, 1, 2], np.int64))
+
+
+def test_non_contiguous_refused(ctx):
+    e, shape, _ = _setup()
+    big = np.zeros((2, NL, 3, 2 * NH * HS), np.float16)
+    view = big[..., ::2]
+    with raises_status("KVC_ERR_SHAPE") as info:
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, view, np.array([0, 1, 2], np.int64))
+    assert "contiguous" in info.value.message
+    assert not big.any()
+
+
+def test_chunk_element_size_mismatch(ctx):
+    e, shape, chunk = _setup()
+    wide = np.zeros(chunk.size // 2, np.float32).reshape(2, NL, 3, -1)  # same bytes, 4-byte elements
+    with raises_status("KVC_ERR_DTYPE"):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, wide, np.array([0, 1, 2], np.int64))
+    assert not wide.any()
+    raw = np.zeros(chunk.nbytes, np.uint8)  # raw bytes are accepted
+    ctx.transfer_tokens(1, kvcore.D2H, shape, e, raw, np.array([0, 1, 2], np.int64))
+    assert raw.any()
+
+
+def test_engine_too_small(ctx):
+    e, shape, chunk = _setup()
+    e[1] = e[1][:, :NB - 1]
+    with raises_status("KVC_ERR_SHAPE"):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, np.array([0, 1, 2], np.int64))
+
+
+def test_wrong_pointer_count(ctx):
+    e, shape, chunk = _setup()
+    with raises_status("KVC_ERR_SHAPE"):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e[:1], chunk, np.array([0, 1, 2], np.int64))
+
+
+def test_read_only_destination(ctx):
+    e, shape, chunk = _setup()
+    chunk.setflags(write=False)
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, np.array([0, 1, 2], np.int64))
+
+
+class FakeCuda:
+    """Something that says it lives on a GPU."""
+
+    def __init__(self, a):
+        self._a = a
+        self.__cuda_array_interface__ = {"shape": a.shape, "typestr": a.dtype.str, "data": (a.ctypes.data, False),
+                                         "version": 3, "strides": None}
+
+
+def test_gpu_array_on_cpu_context(ctx):
+    e, shape, chunk = _setup()
+    with raises_status("KVC_ERR_INVALID_ARG") as info:
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, FakeCuda(chunk), np.array([0, 1, 2], np.int64))
+    assert "cuda" in info.value.message
+
+
+def test_not_an_array(ctx):
+    e, shape, chunk = _setup()
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, [0, 1, 2])
+
+
+def test_array_interface_and_dlpack(ctx):
+    class AI:
+        def __init__(self, a):
+            self.a = a
+            self.__array_interface__ = a.__array_interface__
+    e, shape, chunk = _setup()
+    slots = np.array([1, 2, 3], np.int64)
+    ctx.transfer_tokens(1, kvcore.D2H, shape, [AI(x) for x in e], AI(chunk), AI(slots))
+    ref = np.zeros_like(chunk)
+    ctx.transfer_tokens(1, kvcore.D2H, shape, e, ref, slots)
+    np.testing.assert_array_equal(chunk, ref)
+    assert chunk.any()
+
+    class DL:  # only DLPack
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, stream=None):
+            return self.a.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+    chunk2 = np.zeros_like(chunk)
+    ctx.transfer_tokens(1, kvcore.D2H, shape, [DL(x) for x in e], DL(chunk2), DL(slots))
+    np.testing.assert_array_equal(chunk2, ref)
+
+
+def test_bf16_dtype_via_dlpack_shape_error_names(ctx):
+    # a numpy void type has no kvcore equivalent
+    with raises_status("KVC_ERR_DTYPE"):
+        ctx.cdf(np.zeros((1, 2, 3), "V1"), 4)
+
+
+# ---------------------------------------------------------------- single layer and flash
+@pytest.mark.parametrize("fmt,token_major", [(f, tm) for f in (1, 2, 3, 5, 6, 7, 10, 11, 12, 13)
+                                              for tm in (False, True) if not (tm and f in (3, 5))])
+def test_single_layer_kv_transfer(fmt, token_major):
+    e, shape, view, planes, row = engine_for(fmt)
+    layer = e[0]
+    slots = np.array([2, 11, -1, 7, 20], np.int64)
+    t = len(slots)
+    lmc = np.zeros((t, planes, row) if token_major else (planes, t, row), np.float16)
+    if planes == 1 and not token_major:
+        lmc = lmc[0]
+    c_ops.single_layer_kv_transfer(lmc, layer, slots, c_ops.TransferDirection.D2H, fmt, token_major)
+    full = lmc.reshape((t, planes, row) if token_major else (planes, t, row))
+    for ti, s in enumerate(slots):
+        for p in range(planes):
+            got = full[ti, p] if token_major else full[p, ti]
+            want = view(0, p)[s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(row, np.float16)
+            np.testing.assert_array_equal(got, want)
+    # H2D into a zeroed layer restores exactly the slots
+    saved = [view(0, p).copy() for p in range(planes)]
+    layer[...] = 0
+    c_ops.single_layer_kv_transfer(lmc, layer, slots, c_ops.TransferDirection.H2D, fmt, token_major)
+    for p in range(planes):
+        v = view(0, p).reshape(NB * BS, -1)
+        sv = saved[p].reshape(NB * BS, -1)
+        for s in range(NB * BS):
+            np.testing.assert_array_equal(v[s], sv[s] if s in slots else 0 * sv[s])
+
+
+def test_single_layer_sgl(xp):
+    k = rng.standard_normal((NB, BS, NH, HS)).astype(np.float16)
+    v = rng.standard_normal((NB, BS, NH, HS)).astype(np.float16)
+    slots = np.array([0, 5, 23, -1], np.int64)
+    lmc = xp.asarray(np.zeros((2, 4, NH * HS), np.float16))
+    c_ops.single_layer_kv_transfer_sgl(lmc, xp.asarray(k), xp.asarray(v), xp.asarray(slots), 1)
+    got = xp.tonumpy(lmc)
+    for ti, s in enumerate(slots):
+        if s >= 0:
+            np.testing.assert_array_equal(got[0, ti], k[s // BS, s % BS].reshape(-1))
+            np.testing.assert_array_equal(got[1, ti], v[s // BS, s % BS].reshape(-1))
+        else:
+            assert not got[:, ti].any()
+
+
+def test_flash_pair(xp):
+    t = 5
+    kc = rng.standard_normal((NB, BS, NH, HS)).astype(np.float32)
+    vc = rng.standard_normal((NB, BS, NH, HS)).astype(np.float32)
+    slots = np.array([3, -1, 0, 19, 8], np.int64)
+    kv = np.zeros((2, NL, t, NH * HS), np.float32)
+    kvx = xp.asarray(kv)
+    c_ops.load_and_reshape_flash(kvx, xp.asarray(kc), xp.asarray(vc), xp.asarray(slots), 1)
+    got = xp.tonumpy(kvx)
+    for ti, s in enumerate(slots):
+        wk = kc[s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(NH * HS, np.float32)
+        wv = vc[s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(NH * HS, np.float32)
+        np.testing.assert_array_equal(got[0, 1, ti], wk)
+        np.testing.assert_array_equal(got[1, 1, ti], wv)
+    assert not got[:, 0].any()
+    kc2, vc2 = np.zeros_like(kc), np.zeros_like(vc)
+    c_ops.reshape_and_cache_back_flash(got, kc2, vc2, slots, 1)
+    for s in range(NB * BS):
+        want = s in slots
+        assert (kc2.reshape(NB * BS, -1)[s] == (kc.reshape(NB * BS, -1)[s] if want else 0)).all()
+        assert (vc2.reshape(NB * BS, -1)[s] == (vc.reshape(NB * BS, -1)[s] if want else 0)).all()
+
+
+def test_flash_layer_out_of_range():
+    kc = np.zeros((NB, BS, NH, HS), np.float32)
+    kv = np.zeros((2, NL, 2, NH * HS), np.float32)
+    with raises_status("KVC_ERR_OUT_OF_RANGE"):
+        c_ops.load_and_reshape_flash(kv, kc, kc.copy(), np.array([0, 1], np.int64), NL)
