@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Benchmark helpers: timing, interleaved op/baseline pairs, memcpy baseline, reporting. */
 #define _GNU_SOURCE
 #include "bench.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Benchmark framework for `kvcore bench SUITE [--json]`. Each suite lives in bench/bench_<suite>.c
  * and reports every case next to a baseline measured in the same run, interleaved with the op
  * (op, baseline, op, baseline, ...), so that a disturbance of a shared machine hits both sides

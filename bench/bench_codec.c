@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `kvcore bench codec`: the CacheGen codec end to end (quantise, CDF, windowed coding, container;
  * and back) on a 7B-class fp16 chunk [2, 32 layers, 256 tokens, 8 x 128], in GB/s of fp16 bytes
  * next to memcpy of the same bytes with the same threads, with 1 thread and then --threads N

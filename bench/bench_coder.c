@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `kvcore bench coder`: CacheGen cdf / encode / decode / decode_packed in Msym/s on a
  * [32 layers, 256 tokens, 1024 channels] chunk with 32 bins, with 1 and 2 threads (or up to
  * --threads), next to the scalar reference coder of tests/ref timed alternately with it; and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `kvcore bench coder_dev`: the CacheGen ops (quantise, cdf, encode, decode, decode_packed) on the
  * active backend with its own memory (kvc_device_alloc: device memory on a GPU backend), in Msym/s
  * on a [32 layers, 256 tokens, 1024 channels] chunk with 32 bins, next to the CPU backend running

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `kvcore bench memory`: allocation + first touch of a pool for each kind of host memory (the free
  * is not timed), next to malloc + memset of the same bytes; batched memcpy and the split copy next
  * to one memcpy of the same bytes over the same threads; on a machine with two or more NUMA nodes,

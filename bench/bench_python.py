@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """What the Python package adds per call: each op through kvcore (Context method, and the
 lmcache_ops function LMCache would call) next to the same op called from C on the same shapes
 (bench/pybench-c, run in the same session, rounds interleaved). Shapes: 32 layers, 256 tokens,

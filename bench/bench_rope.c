@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `kvcore bench rope`: RoPE key re-rotation throughput in GB/s of key bytes (each byte counted once,
  * though it is read and written), next to memcpy of the same number of bytes with the same threads,
  * timed alternately with the op (bench_pair).

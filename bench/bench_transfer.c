@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* `kvcore bench transfer`: KV transfers of one 256-token chunk (32 layers, 8 KV heads x 128, fp16,
  * block size 16, random block ids) per format family and direction, next to memcpy of the same
  * bytes between the same two buffers (chunk -> pool for H2D, pool -> chunk for D2H) with the same

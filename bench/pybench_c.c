@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The C side of bench/bench_python.py: times one op called straight from C, on the shapes the Python
  * script uses (32 layers, 256 tokens, 8 KV heads x 128, fp16, block size 16), so the script can
  * report what the Python package adds per call. Usage: pybench-c CASE REPS; prints one JSON line

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Scalar reference CacheGen coder (see ref_coder.h): LMCache's loops, one bit at a time. */
 #include "ref_coder.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Registered benchmark suites (`kvcore bench --list`). Add one line per suite. */
 #include "suites.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The table of benchmark suites: one line per suite. */
 #ifndef KVC_BENCH_SUITES_H
 #define KVC_BENCH_SUITES_H

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Run nvcc or hipcc under libtool's compile mode. libtool adds host-compiler flags (-fPIC, -DPIC)
 # that nvcc only accepts through -Xcompiler; hipcc (clang) takes them directly.
 # Usage: gpucc-wrap.sh COMPILER [ARGS...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore example: compress a KV chunk with the CacheGen codec into a .kvc file, read the file
  * back, describe it and decompress it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore example: RoPE re-rotation of cached keys.
  *
  * Keys in a KV cache carry their rotary position embedding: key k of a token at position p is

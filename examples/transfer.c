@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore example: a context, a pinned NUMA-placed host buffer, and a KV transfer.
  *
  * An inference engine keeps its KV cache in pages ("blocks") of a paged pool; kvcore copies the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore: KV-cache compute kernels for LLM serving (CPU SIMD built in; CUDA and HIP modules).
  * Umbrella header: include this one; the topic headers live in kvcore/. Each states what may be
  * called concurrently; the common rule is in kvcore/context.h. The backend ABI

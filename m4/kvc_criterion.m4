@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_CHECK_CRITERION: Criterion is only needed for `make check`; without it the tests are not built
 # and `make check` says so and fails (never a silent pass).
 AC_DEFUN([KVC_CHECK_CRITERION], [

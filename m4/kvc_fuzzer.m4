@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_CHECK_FUZZER: libFuzzer targets need clang with -fsanitize=fuzzer (`make fuzz`). Without it the
 # corpus is still replayed under `make check` by a plain driver.
 AC_DEFUN([KVC_CHECK_FUZZER], [

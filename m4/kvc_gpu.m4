@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # GPU backend modules. Both follow one template (KVC_GPU_WITH): --with-X[=DIR] defaults to "guess"
 # (build the module when the compiler is found); an explicit --with-X that cannot be met stops configure.
 # The core library never links a GPU runtime: these flags are used only by the module targets.

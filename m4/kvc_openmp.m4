@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_CHECK_OPENMP: AC_OPENMP, on by default (--disable-openmp turns it off).
 AC_DEFUN([KVC_CHECK_OPENMP], [
   AC_LANG_PUSH([C])

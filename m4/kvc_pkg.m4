@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_REQUIRE_PKG(VAR, MODULE, WITH-NAME, HEADER, FUNC, LIB, HELP)
 # Required dependency: pkg-config first, then a plain header + library check; a clear error if absent.
 # Sets VAR_CFLAGS / VAR_LIBS (AC_SUBST) and keeps CPPFLAGS/LIBS unchanged.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_CHECK_PYTHON: the Python package python/kvcore (docs/PYTHON.md). `make install` installs it with
 # automake's Python support; `make check` runs its pytest suite with the same interpreter. Unless
 # PYTHON is set, the first python3 (on PATH, then /usr/bin/python3) that imports numpy and pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_CHECK_SANITIZERS: --enable-sanitizers builds everything with ASan + UBSan (aborting on UB).
 AC_DEFUN([KVC_CHECK_SANITIZERS], [
   AC_ARG_ENABLE([sanitizers],

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_SUMMARY_ADD(ITEM, VALUE) records one line; KVC_SUMMARY prints the table at the end of configure
 # and appends it to config.log.
 AC_DEFUN([KVC_SUMMARY_ADD], [

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_VERSION_FROM_FILE: read libtool -version-info from $srcdir/VERSION.
 AC_DEFUN([KVC_VERSION_FROM_FILE], [
   KVC_SO_VERSION=`sed -n 's/^libkvcore_so_version=//p' "$srcdir/VERSION"`

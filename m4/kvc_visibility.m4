@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_CHECK_VISIBILITY: -fvisibility=hidden goes into KVC_VISIBILITY_CFLAGS (used in AM_CFLAGS),
 # never into the user's CFLAGS, so a site's CFLAGS=-O3 -march=... cannot drop it.
 AC_DEFUN([KVC_CHECK_VISIBILITY], [

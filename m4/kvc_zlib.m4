@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # KVC_CHECK_ZLIB: zlib's crc32 checksums the sections of the CacheGen container.
 AC_DEFUN([KVC_CHECK_ZLIB], [
   KVC_REQUIRE_PKG([ZLIB], [zlib], [zlib], [zlib.h], [crc32], [z],

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """`pip install ./python` for a libkvcore built and installed separately: the library is found with
 pkg-config (PKG_CONFIG_PATH applies) and its libdir written into kvcore/_config.py, so the package
 loads that library (KVCORE_LIBRARY still overrides at run time)."""

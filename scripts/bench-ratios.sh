@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Consecutive runs of `kvcore bench transfer --json` and `kvcore bench rope --json` (issue #21's
 # check), then the worst ratio of every case over the runs next to its target:
 #   transfers of a head-major (HND) or fused head-major layout >= 0.85 of memcpy,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Install what kvcore needs to build and test on Debian (run as root); packages already present are
 # left alone. cmake, python3 and man-db are for the packaging checks (make installcheck, the recipe
 # check, man pages); numpy, pytest and torch (~80 MB) run the Python binding's tests. The CUDA

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # configure's summary (repeated at the end of config.log) shows real directories: no "${prefix}" or
 # "${exec_prefix}" left for the reader to expand, and the modules directory is the one the library
 # searches (the KVCORE_MODULE_PATH default of `kvcore info`). TAP.

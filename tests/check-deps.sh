@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The dependency rules of docs/ARCHITECTURE.md ("Who may include whom"), checked on the #include
 # lines of the source tree. Prints TAP: one test per folder, and one for the installed program's
 # file list. Run by `make check`; `sh tests/check-deps.sh [SRCDIR]` by hand.

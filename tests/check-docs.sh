@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The shipped documentation stands on its own (TAP): the installed headers, docs/ and the README
 # cite no document outside the distribution (the compatibility spec kvcore was written from, "SPEC",
 # "§" section numbers, ../shared), and every docs/NAME.md they mention exists.

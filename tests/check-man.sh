@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The man pages against the program (TAP): every command of `kvcore --help`, every option of each
 # `kvcore COMMAND --help`, every bench suite and every environment knob of `kvcore info` appears in
 # kvcore(1); the knobs in libkvcore(3) too; both pages format without groff warnings; every

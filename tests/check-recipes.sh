@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The Spack and EasyBuild recipes (contrib/) against this tree's ./configure --help: every option
 # they pass must exist, the Spack recipe's configure_args() is run for CPU, CUDA, ROCm and ~openmp
 # specs, the easyconfigs' names, versions and fields are checked (tests/check_recipes.py; TAP).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Checks the Spack and EasyBuild recipes in contrib/ against this source tree (TAP on stdout).
 
   check_recipes.py SRCDIR CONFIGURE_HELP_FILE       the checks (tests/check-recipes.sh runs them)

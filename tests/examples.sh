@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs the programs of examples/ (built by `make check`); each checks its own result and exits 0
 # only when it holds. TAP on stdout.
 set -u

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # `make installcheck`: use the installed kvcore as a user would, from its install directories only
 # (never the build tree): a C program built with pkg-config and one built with CMake's
 # find_package(kvcore), both run without LD_LIBRARY_PATH (rpath); the installed tool; the man

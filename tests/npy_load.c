@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "npy_load.h"
 
 #include <stdio.h>

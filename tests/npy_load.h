@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test-only .npy loader (independent of the library's own reader): little-endian, C order. */
 #ifndef KVC_TEST_NPY_LOAD_H
 #define KVC_TEST_NPY_LOAD_H

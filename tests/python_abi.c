@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ABI probe for the Python binding (python/kvcore/_abi.py mirrors these structs and constants with
  * ctypes): prints every struct's size, every field's offset and size, and every constant's value as
  * compiled from the public headers. test_abi.py compares both sides, so a header change that the

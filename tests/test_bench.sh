@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # `kvcore bench --json` lines as a consumer parses them (smoke runs with --quick; no timing is
 # asserted): every line names the CPU model and the ISA tier, carries the interleaved baseline's
 # statistics, and prints integers as integers (a byte count must not lose digits to %g).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen: LMCache golden vectors, SPEC Appendix A, the scalar reference coder (tests/ref) on
  * many shapes and distributions, capacity handling, every error status, random and truncated
  * decoder input, the quantiser against a double-precision reference, and real KV round trips.

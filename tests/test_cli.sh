@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The kvcore program as a user runs it, TAP on stdout: encode / decode / inspect (text and --json)
 # on the real K/V of tests/data, exit statuses for bad usage and for a corrupt container, the demo
 # (the README's main job) passing its own verification, and the command-line conventions: --help,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/test_cli.sh again, on a GPU context: the emulated device (tests/modules/gpu_emu.c, whose
 # device memory the host cannot dereference and whose ops refuse pageable host memory) loaded as
 # the "cuda" module and forced with KVCORE_BACKEND=cuda. encode / decode / inspect / demo must work

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen codec and .kvc container: round trips on real KV data with the quantiser's error bound,
  * LMCache-compatible streams, byte-exact re-encode, and every corruption rejected with its status. */
 #include <math.h>

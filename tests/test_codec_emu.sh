@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The codec suite (tests/test_codec) on a GPU context: its contexts come from kvc_test_cpu_context,
 # which KVC_TEST_BACKEND=cuda turns into a context on the emulated device (tests/modules/gpu_emu.c,
 # loaded as the "cuda" module). Host data runs on that context's CPU ops, so every result must be

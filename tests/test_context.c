@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Context creation, backend discovery/selection on recorded topologies, module loading errors. */
 #define _GNU_SOURCE /* sched_setaffinity */
 #include <sched.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* docs/ERRORS.md against the library and the public headers: the status table has one row per
  * status with its exact name and string, every status named in the file exists, and every public
  * function returning kvc_status_t (the headers in include/kvcore) has a row, as every row has a function. */

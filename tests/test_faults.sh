@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Faults around the files kvcore reads and writes, TAP on stdout. Each case asserts the exact
 # outcome: an output that existed before is byte for byte unchanged after a failed or killed write,
 # no temporary remains after SIGINT/SIGTERM, and SIGKILL leaves only OUT.tmp.PID.* (the documented

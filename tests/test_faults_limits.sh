@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Fault injection under resource limits (issue #20), TAP on stdout: RLIMIT_AS, RLIMIT_MEMLOCK,
 # RLIMIT_NPROC with many threads, a small /dev/shm in a private mount namespace, and a SIGKILLed
 # shared-memory creator followed by attach and reclaim. Each case runs tests/limits_helper under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* GPU backend modules (CUDA / HIP, src/backends/gpu with src/backends/cuda and src/backends/hip).
  *
  * Always (CPU-only CI): the modules are built and export only kvc_backend_entry, libkvcore.so needs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* File I/O: element types and tensors, .npy and .safetensors readers and writers (byte-exact
  * against numpy-written files, the safetensors reference's own test vectors and the tests/ref
  * oracle), the KV-cache loader and saver, and every malformed-input path with its exact status.

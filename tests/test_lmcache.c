@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* LMCache interchange (kvc_codec_import_lmcache / kvc_codec_export_lmcache): LMCache's golden
  * coder output imports and exports unchanged; an LMCache-style object built step by step (its
  * pipeline, SPEC §4.5: quantise, whole-chunk CDF, per-window coding) imports and decodes to the

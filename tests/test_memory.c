@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Host memory: allocation kinds and their reports (checked against hwloc's and the kernel's own
  * view), placement policies on the real machine and on recorded topologies, shared memory across
  * processes, limits (tmpfs size, RLIMIT_MEMLOCK, hugepages), copies against scalar oracles, leak

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The Python package's pytest suite (python/tests) against the library just built, as TAP: one line
 # per test (skips with pytest's reason). Skips as a whole only when configure found no Python 3;
 # a Python without numpy or pytest fails, saying what to install.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Completion and event recorders: contents and order, payloads with NUL bytes, drain empties,
  * timestamps, several threads recording and draining at once, and every bad argument. */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RoPE: golden vectors (LMCache rotary0), the scalar oracle over every dtype x pairing x partial/full x
  * stride on each ISA tier, the table builder against double precision, undo/redo identity, real keys
  * from a model, the fused-vs-delta accuracy, and every error status. */

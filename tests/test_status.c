@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Status codes: every value has a distinct name and string; unknown values are handled. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* KV transfers: every format x direction x element size against the scalar oracle (tests/ref),
  * round trips, real K/V from a real model, and every validation error with proof that nothing was
  * written. Each randomized case prints its parameters on failure. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers shared by the Criterion suites. */
 #ifndef KVC_TEST_UTIL_H
 #define KVC_TEST_UTIL_H

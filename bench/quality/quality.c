@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Quality bench for the CacheGen codec (bench/quality/README.md): a forward pass of the stories260K
  * Llama-2 model (read from its GGUF file) attends to a prefix KV cache that went through kvcore's
  * codec, and the next-token distributions are compared with those of the exact (fp16) cache.

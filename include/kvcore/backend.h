@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Backend ABI: what a backend (the built-in CPU backend, or a dlopen'ed GPU module) provides.
  *
  * A module exports exactly one symbol, kvc_backend_entry, returning a pointer to a const

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen: LMCache's quantiser and 32-bit arithmetic coder (docs/CACHEGEN.md), bit-exact on the wire.
  *
  * Tensors (all C order, element types fixed so LMCache's tensors can be passed as they are):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen codec: a KV chunk (KV_2LTD or MLA; fp16, bf16 or fp32) to and from a self-describing,
  * checksummed .kvc container (docs/FORMAT.md). The coded streams are LMCache's: per (plane, layer)
  * max-abs quantisation, a per-(plane, layer, channel) CDF over the whole chunk, and 32-bit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Context: loads the topology once, discovers backends, selects one. Every op takes a context.
  *
  * Thread safety (the rule every topic header refers to): one context may be shared by any number

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Symbol export macro: the library is built with -fvisibility=hidden; only KVC_API symbols are exported. */
 #ifndef KVCORE_EXPORT_H
 #define KVCORE_EXPORT_H

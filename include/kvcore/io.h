@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* File I/O: NumPy .npy and .safetensors readers and writers, and a KV-cache loader/saver on top.
  * docs/FILES.md lists exactly what each reader accepts and rejects.
  *

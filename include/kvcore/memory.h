@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Host memory: page-aligned, pinned, NUMA-placed, shared and hugepage allocations, and copies.
  *
  * One call allocates (kvc_mem_alloc, with a kvc_mem_params_t), one call frees by pointer

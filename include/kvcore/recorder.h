@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Completion and event recorders (docs/RECORDERS.md): record something "when the stream gets there"
  * and collect it later from any thread. A record goes through the backend's host callback on the
  * stream: on the CPU backend it is taken at once; GPU backends run it on the host once the work

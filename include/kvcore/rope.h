@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RoPE for stored keys (docs/ROPE.md): move rotary-encoded keys from their stored positions to new
  * positions in place (CacheBlend re-RoPE), build the cos/sin table, or rotate by the position delta
  * without a table. Keys are rotated in fp32 for every key dtype, with one rounding at the end; see

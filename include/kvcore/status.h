@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore status codes: 0 is success, errors are negative. The numeric values are stable ABI.
  * Thread safety: the functions here are pure; any thread may call them at any time. */
 #ifndef KVCORE_STATUS_H

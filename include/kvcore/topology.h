@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Topology queries (hwloc, loaded once per context): GPUs on the PCI bus and NUMA nodes.
  * Thread safety: a context's topology is read-only after creation, so every query may run
  * concurrently (context.h); the kernel-setting queries take no context and only read procfs/sysfs. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* KV transfers between an engine's paged KV cache and LMCache-style contiguous chunks.
  *
  * Every op is a byte-exact copy (no dtype conversion; element size 1, 2, 4 or 8 bytes). The core

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element types and the host tensor descriptor shared by the topics (file I/O, quantiser, codec,
  * RoPE). Tensors are C-contiguous (row-major) and little-endian, as on every host kvcore supports.
  * Thread safety: the dtype queries are pure; the tensor calls touch only the tensor they are given,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """kvcore from Python: KV-cache transfers, the CacheGen coder and codec, RoPE re-rotation, host
 memory and recorders, over libkvcore through ctypes (no torch or numpy C ABI is linked; every call
 releases the GIL). `kvcore.lmcache_ops` is a drop-in for LMCache's `c_ops`. See docs/PYTHON.md."""

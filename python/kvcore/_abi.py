@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The C ABI of libkvcore as ctypes declarations: enum values, struct layouts, prototypes.
 
 This is the only module that mirrors kvcore's headers; every other module uses its names. The

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Array inputs: numpy arrays, torch tensors, anything with __array_interface__,
 __cuda_array_interface__ or DLPack, reduced to (pointer, shape, byte strides, kvcore dtype, device).
 Nothing here copies: a kvcore call works on the caller's memory or refuses it."""

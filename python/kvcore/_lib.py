@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Finding and loading libkvcore, and turning its statuses into exceptions."""
 import ctypes
 import ctypes.util

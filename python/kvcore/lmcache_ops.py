@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Drop-in for LMCache's native ops (`lmcache.c_ops`): `import kvcore.lmcache_ops as c_ops`.
 
 Same function names, argument order, defaults, types, fields and enum integers as LMCache's module;

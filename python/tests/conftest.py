@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Fixtures shared by the kvcore binding tests: a CPU context, and `xp`, which runs a test once on
 numpy arrays and once on torch tensors (skipped, saying why, when torch is not installed)."""
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The ctypes mirror (kvcore._abi) against the compiled headers: every struct's size, every field's
 offset and size, every constant's value, as printed by tests/python_abi (built by make check)."""
 import ctypes

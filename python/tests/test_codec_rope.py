@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Codec (bytes in, arrays out, files) and RoPE through the binding; RoPE against a float64
 oracle of vLLM's rotation."""
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """CacheGen coder through the binding (Context and lmcache_ops) against scalar Python oracles of
 the CDF (docs/CACHEGEN.md formula), the 32-bit arithmetic encoder, and the quantiser."""
 import numpy as np

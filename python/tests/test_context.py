@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Context options and failures."""
 import os
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """An LMCache-style CPU offload written only against kvcore.lmcache_ops (plus torch for LMCache's
 own Python steps: quantisation and byte collection): a paged vLLM KV cache in torch -> 256-token
 chunks -> CacheGen bytes -> back into a fresh paged cache, verified."""

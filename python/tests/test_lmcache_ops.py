@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """kvcore.lmcache_ops as LMCache calls it: names, enum integers, types, pointer-table transfers on
 LMCache's own cross-backend test fixtures, and the ops kvcore does not have yet."""
 import inspect

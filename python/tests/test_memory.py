@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Host memory through the binding: views keep the memory (and its context) alive; LMCache's raw
 alloc_*/free_* pairs; copies (kvc_memcpy, LMCache's split async copy, batched copies)."""
 import gc

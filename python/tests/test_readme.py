@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """The README's Python example runs as written."""
 import contextlib
 import io

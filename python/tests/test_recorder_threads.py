@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Recorders through the binding, and calls from several Python threads: they must be correct at
 once and run in parallel (the GIL is released inside every libkvcore call)."""
 import threading

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Transfers through the binding against a numpy oracle: every format's engine tensors are viewed
 as [NB, BS, NH, HS] per (layer, plane), and a token row or block is copied by plain indexing."""
 import numpy as np

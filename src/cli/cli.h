@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The kvcore command-line tool: one function per subcommand. */
 #ifndef KVC_CLI_H
 #define KVC_CLI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore bench [SUITE...|all] [--json] [--threads N] [--quick] [--case TEXT] [--list] */
 #include <getopt.h>
 #include <stdio.h>

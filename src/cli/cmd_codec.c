@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore encode / decode / inspect: CacheGen-compress KV caches stored as .npy / .safetensors. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore demo: the main job on real data. Real K/V caches of a real model (embedded) are placed
  * into a vLLM-layout paged cache, offloaded to 256-token chunks with the block transfer, CacheGen-
  * encoded, decoded, loaded back into a fresh paged cache, and verified against the original.

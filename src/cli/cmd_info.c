@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore info [--json] [--all]: what this build and this machine offer. */
 #include <getopt.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The demo's default data (data/story_prompt_{K,V}.npy), embedded in the binary with .incbin so
  * `kvcore demo` needs no files at run time. KVC_DATA_DIR is set by the Makefile. */
 #include "demo_data.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Embedded demo data: real K/V caches of stories260K (data/README.md). */
 #ifndef KVC_CLI_DEMO_DATA_H
 #define KVC_CLI_DEMO_DATA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CLI's files: input type by magic bytes, reading files and streams (standard input, pipes,
  * devices) with bounds, output checks (existing file, same file as an input, terminal), atomic
  * writes, and removal of temporaries on SIGINT/SIGTERM/SIGHUP. */

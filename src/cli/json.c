@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Minimal JSON writer: escapes strings, tracks commas per nesting level. */
 #include "json.h"
 

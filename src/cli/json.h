@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Minimal JSON writer for the CLI's --json output (one object per line for bench suites). */
 #ifndef KVC_CLI_JSON_H
 #define KVC_CLI_JSON_H

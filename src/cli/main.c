@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* kvcore: command-line entry point and subcommand table. */
 #include <errno.h>
 #include <limits.h>

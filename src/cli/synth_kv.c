@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Synthetic KV caches (see synth_kv.h). */
 #include <math.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Synthetic KV caches with the structure CacheGen exploits, for `kvcore demo --synthetic` and
  * `kvcore bench codec`: deterministic for a seed. */
 #ifndef KVC_CLI_SYNTH_KV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Small helpers shared by the CLI commands. */
 #ifndef KVC_CLI_UTIL_H
 #define KVC_CLI_UTIL_H

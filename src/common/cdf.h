@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one definition of CacheGen's CDF normalisation (LMCache's, docs/CACHEGEN.md): the counts of
  * one stream over `tokens` symbols become a uint16 CDF of bins + 1 entries,
  *   cdf[s] = floor((65535 - bins) * count(symbol < s) / tokens) + s,   s = 0..bins,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Checked size arithmetic: every size computed from caller input goes through these, so an
  * overflow is an error and never a short buffer. Each returns 1 and sets *out on success, 0 on
  * overflow (then *out is unspecified). */

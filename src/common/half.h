@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one definition of fp16 / bf16 <-> fp32 conversion (round to nearest even; a NaN stays a
  * quiet NaN with its sign and upper payload bits, as F16C, NEON and the GPU runtimes convert).
  * Used by the core (container scales), the CPU backend's scalar tiers and the GPU kernels, so the

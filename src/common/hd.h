@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Host/device helpers of src/common: KVC_HD marks a function that nvcc/hipcc compile for both the
  * host and the device and that a plain C compiler compiles as static inline. Arithmetic that the CPU
  * backend, the GPU kernels and the core must compute identically is written once on top of these

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Backend discovery: the CPU backend is built in; GPU backends are modules opened with dlopen only
  * when hwloc shows a GPU of their vendor (or when forced / asked to load all), ABI-checked, then
  * probed. Selection: a forced backend must start or the context fails; otherwise the usable

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* MSB-first bit writer/reader over byte buffers, bounds-checked (for the container's coded tables). */
 #ifndef KVC_CORE_BITIO_H
 #define KVC_CORE_BITIO_H

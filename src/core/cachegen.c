@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen public API: argument validation (pointers, counts, size overflow) once, then the op of
  * the table where the data lives (residence.c). Checks that read the data are the backend's (see
  * backend.h). */

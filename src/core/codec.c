@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen codec: quantise -> counts/CDF -> windowed arithmetic coding -> .kvc container, and back.
  * All heavy lifting goes through the selected backend's ops (kvc_quantise, kvc_cg_encode,
  * kvc_cg_decode_packed, kvc_dequantise); this file only shapes the data and the container. */

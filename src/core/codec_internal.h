@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the codec (codec.c) and the LMCache interchange (codec_lmcache.c). */
 #ifndef KVC_CORE_CODEC_INTERNAL_H
 #define KVC_CORE_CODEC_INTERNAL_H

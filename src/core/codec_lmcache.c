@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* LMCache interchange: a CacheGen object of LMCache's (CDF table, per-window bytestreams and
  * lengths, per-token maxima) to and from a .kvc container. The coded streams are copied, never
  * re-coded, so both sides decode to the same symbols. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Streams of .kvc containers (docs/FORMAT.md "Streams"): a KV cache of any length coded chunk by
  * chunk through caller callbacks, so memory stays at one chunk and its container. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* .kvc container: header + five checksummed sections (docs/FORMAT.md). Every length and count read
  * from the buffer is checked before use; arithmetic on sizes is overflow-checked. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The .kvc container (docs/FORMAT.md): serialisation and strict validation only. The codec
  * (src/core/codec.c) fills / consumes the parsed view; this file never interprets symbols. */
 #ifndef KVC_CORE_CONTAINER_H

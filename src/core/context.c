@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Context: topology, backend discovery and selection, resolved ops table. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device memory through the selected backend (kvc_device_alloc / kvc_device_free / kvc_memcpy):
  * the context remembers every allocation so a bad free is an error instead of a crash, and
  * destroying the context frees what is left. */

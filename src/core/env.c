@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The one table of environment knobs; `kvcore info` prints it. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Environment knobs: every variable kvcore reads is declared in the table in env.c. */
 #ifndef KVC_CORE_ENV_H
 #define KVC_CORE_ENV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Host memory API: one allocation call, one free call by pointer, shared-memory attach, reports,
  * and the per-context registry that remembers every live allocation (leaks are reported and freed
  * at context destroy). Placement steps live in hostmem_place.c, shared memory in hostmem_shm.c. */

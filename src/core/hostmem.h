@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Host memory internals shared by hostmem*.c: the per-context registry of live allocations, and
  * the mapping, placement and shared-memory steps. */
 #ifndef KVC_CORE_HOSTMEM_H

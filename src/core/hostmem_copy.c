@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Copies: the split copy of LMCache's lmcache_memcpy_async and batched memcpy. Arguments are
  * validated here once; the backends only copy. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NUMA placement through hwloc: which node, binding, parallel first touch from threads bound to
  * the node, and where the pages ended up (hwloc_get_area_memlocation). Node sets are hwloc bitmaps
  * throughout, so node OS indexes past 63 work. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* POSIX shared memory: exclusive creation (an existing name is an error, never shared), an owner
  * lock (flock) held by the creator for the allocation's lifetime so that an abandoned segment can be
  * told from a live one and reclaimed, space reserved up front (a full /dev/shm is KVC_ERR_NO_SPACE

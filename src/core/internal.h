@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Core-private definitions shared by the files in src/core. */
 #ifndef KVC_CORE_INTERNAL_H
 #define KVC_CORE_INTERNAL_H

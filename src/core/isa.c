@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ISA detection: CPUID feature bits *and* XCR0 (the OS must save the wider registers), as Highway
  * does; CPUID alone would pick AVX-512 on kernels that disable it. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU SIMD tier, detected once (CPUID + XCR0) and capped by KVCORE_ISA. */
 #ifndef KVC_CORE_ISA_H
 #define KVC_CORE_ISA_H

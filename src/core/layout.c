@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Engine formats: predicates, names, and the expansion of (format, shape) into one byte-stride map.
  * Nothing else in kvcore knows the tensor shapes of kvc_format_t. */
 #include "config.h"

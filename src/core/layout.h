@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Engine formats expanded into explicit byte-stride maps (the one place that knows the shapes of
  * kvc_format_t), and the run shapes the copy engines iterate. */
 #ifndef KVC_CORE_LAYOUT_H

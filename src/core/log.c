@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging (KVCORE_LOG_LEVEL) and the per-thread last-error message. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging and error reporting inside the core. Logging is off by default and costs one integer
  * compare when off (the level check happens before any formatting). */
 #ifndef KVC_CORE_LOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Completion and event recorders. Each record is prepared (copied) by the caller's thread, handed to
  * the backend's host callback on the stream, and linked into the context's list by that callback
  * under a mutex, so nothing can fail once enqueued. Drain swaps the list out under the mutex and

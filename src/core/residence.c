@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Dispatch by residence (docs/ARCHITECTURE.md): on a context whose selected backend is a GPU, a
  * call's data pointers decide which op table runs it. Device memory pulls the call onto the GPU
  * module; host memory (pageable or registered) keeps it on the CPU table every context keeps;

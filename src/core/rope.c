@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RoPE public API: validate every argument once, then call the backend slot. */
 #include "config.h"
 

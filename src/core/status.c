@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Status strings and the errno -> status mapping. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Hugetlb pools, THP mode, cgroup limits and per-node free memory, read from sysfs/procfs. */
 #include "config.h"
 

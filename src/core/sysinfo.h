@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The kernel's memory settings read from sysfs/procfs: hugetlb pools, THP mode, cgroup limits,
  * per-node free memory. The *_at variants take the roots so tests can point them at fake trees;
  * this file depends on libc only (tests compile it in). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element types and host tensors (types.h): the dtype table every topic uses. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The element-type table and tensor helpers behind types.h, shared by the core and src/io. */
 #ifndef KVC_CORE_TENSOR_H
 #define KVC_CORE_TENSOR_H

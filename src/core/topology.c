@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Topology: hwloc with PCI devices, to find GPUs and NUMA nodes; one copy per context. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Public KV transfer ops: validate every argument once, build a plan, hand it to the backend.
  * Nothing is written before validation has passed, so a failed call changes no byte. */
 #include "config.h"

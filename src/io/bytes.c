@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Bytes source / sink and text buffer the file formats (npy.c, safetensors.c, kvcache.c) are built on. */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the file readers and writers in src/io: a bounds-checked byte source (a file or a
  * memory buffer) and a byte sink (a file or a memory buffer). The dtype table is the core's
  * (src/core/tensor.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* KV-cache files: either one fused tensor [2, NL, T, NH*HS] (LMCache's KV_2LTD memory object) or
  * separate K and V tensors [NL, T, NH, HS], in .npy or .safetensors. Loading always produces one
  * contiguous [2, NL, T, D] tensor, read straight into place (no second copy of the data). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NumPy .npy reader and writer. The header is a Python dict literal; it is parsed strictly (the
  * three keys numpy writes, each once, with the value types numpy checks) and every size is checked
  * against the bytes present before any data is touched. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* .safetensors reader and writer: 8-byte little-endian header length N, N bytes of JSON, data.
  * The JSON is parsed by a small strict RFC 8259 parser that knows the safetensors schema; the
  * validation follows the reference implementation (huggingface/safetensors, tensor.rs): the

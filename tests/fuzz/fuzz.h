@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Shared by the fuzz targets (tests/fuzz/fuzz_*.c). Each target defines LLVMFuzzerTestOneInput and
  * is built twice: with clang -fsanitize=fuzzer for `make fuzz`, and with the normal compiler and
  * tests/fuzz/replay.c for `make check`, which replays the committed corpus. Targets use only the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* .kvc containers: kvc_codec_inspect, kvc_codec_layer_stats and kvc_codec_decode on arbitrary
  * bytes (docs/FORMAT.md). Input: one mode byte, then the container.
  *   mode bit 0: repair the header's total size and every CRC before the calls, so that mutations

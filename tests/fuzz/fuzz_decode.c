@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen decoders (kvc_cg_decode, kvc_cg_decode_packed) on arbitrary CDFs, lengths, prefix sums
  * and bytes, every array in a buffer of exactly its documented size. Invariants: no access outside
  * the buffers; the scalar and the best-ISA kernels agree (status and symbols); decoded symbols are

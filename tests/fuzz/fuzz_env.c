@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Environment knobs and context parameters: KVCORE_BACKEND, KVCORE_ISA, KVCORE_LOG_LEVEL,
  * KVCORE_NUM_THREADS, KVCORE_DEVICE and KVCORE_MODULE_PATH set from the input, then
  * kvc_context_create (from the environment, or with the same strings as parameters) and every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* LMCache interchange: kvc_codec_import_lmcache on arbitrary arrays (an LMCache object is data from
  * another process or a remote cache), then decode and export of what it accepted.
  * Input: 8 header bytes (mode, dtype/layout, layers, tokens, channels, CDF width, windows, window

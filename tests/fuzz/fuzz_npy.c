@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* .npy images: kvc_npy_view and kvc_kvcache_load_mem on arbitrary bytes. Invariants: no access
  * outside the input; an accepted view has the size of its shape and lies inside the input; a loaded
  * KV cache is a consistent [2, NL, T, D] tensor. The last two bytes (array data, which the parser

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* .safetensors images: kvc_safetensors_open_mem and every reader call on the archive, then
  * kvc_kvcache_load_mem, on arbitrary bytes. Invariants: no access outside the input; every tensor's
  * bytes lie inside the data section and match its shape; find() returns each tensor's own index;

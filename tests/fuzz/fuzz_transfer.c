@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* KV transfer validation (kvc_transfer_tokens / _blocks / _layer, the flash pair) with random
  * formats, shapes, chunk layouts, slots, block ids and counts against small real buffers, each
  * allocated with exactly the size docs/TRANSFER.md gives for that format and shape (computed here,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Writes the seed corpus of the fuzz targets (tests/fuzz/corpus/<target>/seed-*) from the test
  * data, through the public API: small valid inputs of every kind each target understands. The
  * committed corpus was made with it; crash inputs found by fuzzing are added next to the seeds.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Regression driver: feeds every file of a fuzz target's corpus to its LLVMFuzzerTestOneInput, built
  * with the normal compiler (no libFuzzer), and prints TAP (one line per file). A crash or a broken
  * invariant aborts, which the TAP driver reports as an error.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # GPU check in one go (docs/GPU.md), for a machine with an NVIDIA GPU (H200: sm_90) and nvcc:
 # configure a separate build directory with the CUDA module for one architecture and no HIP, build,
 # run the GPU comparison suite (tests/test_gpu on the CUDA module against the CPU backend), the

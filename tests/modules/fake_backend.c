@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A fake backend module for the loader tests. FAKE_ABI_VERSION overrides the ABI it claims;
  * the device count comes from KVC_FAKE_NDEV (default 0). It leaves most op slots NULL so tests can
  * check that the core resolves them to stubs. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A backend module that runs the GPU kernels' arithmetic on the CPU and models a GPU's memory
  * spaces. The transfer addressing (gpu_transfer.h), the per-stream coder (gpu_coder.h) and the
  * quantiser's per-element code (gpu_quant.h) are the very functions the CUDA/HIP kernels call,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* NEON RoPE tier against the scalar tier, bit for bit, under qemu-aarch64 (see run.sh).
  *
  * What is compared, and against what:

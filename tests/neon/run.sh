@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # NEON RoPE tier vs scalar, bit for bit, on an x86 machine: cross-compile cpu_rope.c (scalar tier
 # and slots) + cpu_rope_neon.c + the harness for AArch64 and run it under qemu-aarch64.
 # Needs: gcc-aarch64-linux-gnu qemu-user (Debian/Ubuntu packages). Not part of `make check` or CI.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # make check-numa: boot a two-socket, two-node Linux guest under qemu and run kvcore's placement
 # checks inside it (docs/MEMORY.md, "Proof on a two-node kernel").
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reference CacheGen numbers (see cachegen_ref.h): conversions and the quantiser from their
  * definitions; the reference coder is bench/ref_coder.c. */
 #include "cachegen_ref.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Scalar reference (test oracle) for CacheGen, written from the definitions in docs/CACHEGEN.md one
  * bit and one element at a time. The coder half is bench/ref_coder.c (it is also the coder
  * benchmark's baseline, and the installed kvcore binary links no test code). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "io_ref.h"
 
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Test oracle for the file writers: the expected bytes of .npy and .safetensors files, built the
  * plainest way from the format descriptions (numpy/lib/format.py; the safetensors reference writer),
  * independently of src/io. */

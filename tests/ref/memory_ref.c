@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Scalar oracles for the copies (see memory_ref.h). */
 #include "memory_ref.h"
 

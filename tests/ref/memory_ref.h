@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Scalar oracles for the copies, written from SPEC §6.5 and §6.6 one step or byte at a time. */
 #ifndef KVC_TEST_MEMORY_REF_H
 #define KVC_TEST_MEMORY_REF_H

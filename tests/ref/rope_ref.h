@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Scalar RoPE oracle written from SPEC §5, one element at a time, in double precision, with its
  * own dtype conversions (independent of the library's). */
 #ifndef KVC_TEST_ROPE_REF_H

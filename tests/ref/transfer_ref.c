@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Scalar transfer oracle: row-major flattening of the shapes in SPEC.md 2.2, one element per copy. */
 #include "transfer_ref.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Runner of the Criterion stand-in (criterion/criterion.h): every registered test in a forked
  * child, TAP on stdout. A ThreadSanitizer report makes the child exit with TSan's exitcode (66)
  * and the test fail. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA module's only exported symbol: the shared GPU backend (src/backends/gpu) built against
  * the CUDA runtime (gpu_runtime.h in this folder). */
 #include "gpu_backend.h"

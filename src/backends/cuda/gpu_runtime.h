@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA side of the GPU backend: maps the "gpu" vocabulary the shared kernels and module glue
  * of src/backends/gpu are written in onto the CUDA runtime.
  * Its build fragment (src/backends/cuda/cuda.am) puts this folder on the include path, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen cdf / encode / decode / decode_packed on the GPU (SPEC §4.2-4.4).
  *
  * One thread per (layer, channel) stream, 128-thread blocks over consecutive streams, grid-stride:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* GPU backend internals shared by the module's files: per-context state, the staging ring for the
  * small host-side tables an op needs on the device, pointer translation, launch helpers, and the
  * op entry points the descriptor (module.cu) collects. Device code shared between files lives in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen arithmetic coder, one stream per GPU thread (docs/CACHEGEN.md), written as KVC_HD
  * functions so the same code runs in the kernels (cachegen.cu) and, on the CPU, in the tests.
  * Bit-exact with the CPU backend (src/backends/simd/cpu_cachegen_coder.h): the same bulk

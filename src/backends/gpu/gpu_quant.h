@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen quantiser arithmetic per element (cachegen.h, docs/CACHEGEN.md), as KVC_HD functions shared
  * by quant.cu and the CPU-side tests. Bit-exact with the CPU backend's scalar rows
  * (src/backends/simd/cpu_cachegen_quant.c): the same fp16/bf16 conversions (src/common/half.h),

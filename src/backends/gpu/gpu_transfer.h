@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Addressing of the GPU transfer kernel (transfer.cu) as KVC_HD functions, so tests can walk a
  * plan with the kernel's own arithmetic on the CPU. Work of a plan: per (layer l, plane p), the
  * pairs q = (unit, run) of `count` units (token rows or blocks) times outer_count*inner_count

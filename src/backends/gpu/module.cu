@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* GPU backend module (CUDA or HIP: the vendor folder supplies gpu_runtime.h and the entry): descriptor, probe, device and memory ops,
  * the staging ring and pointer translation the kernels of the other files use.
  * Probing only counts devices; no GPU context is created before the first op. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RoPE re-rotation of stored keys (rope.h, SPEC §5) on the GPU.
  * One thread per (token, head, pair), grid-stride over the flattened index (nothing depends on
  * the head count or the warp width). Math in fp32 with one rounding to the key dtype at the end,

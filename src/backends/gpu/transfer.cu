@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* KV transfer plans on the GPU: one kernel for per-token and per-block plans.
  *
  * A plan is a set of units (a token row, or a whole block) per (layer, plane), each split into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The HIP side of the GPU backend: maps the "gpu" vocabulary the shared kernels and module glue
  * of src/backends/gpu are written in onto the HIP runtime.
  * Its build fragment (src/backends/hip/hip.am) puts this folder on the include path, so

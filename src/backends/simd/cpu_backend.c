@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CPU backend: built into libkvcore, always available, cannot fail to probe. Every op runs
  * synchronously on the calling thread (OpenMP inside), so "streams" are immediate. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU backend internals shared by the files of src/backends/simd. */
 #ifndef KVC_CPU_BACKEND_H
 #define KVC_CPU_BACKEND_H

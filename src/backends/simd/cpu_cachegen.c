@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU CacheGen ops: data validation (before any output is written), OpenMP over blocks of
  * streams, and the scalar instantiation of the coder kernels. */
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU CacheGen ops (cpu_cachegen*.c) and the per-ISA kernels behind them. */
 #ifndef KVC_CPU_CACHEGEN_H
 #define KVC_CPU_CACHEGEN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* AVX2 CacheGen kernels: the coder with a SIMD compare-and-count symbol search, and the quantiser
  * rows with in-register fp16/bf16 conversion. Compiled with the avx2 tier's flags (Makefile.am,
  * KVC_AVX2_FLAGS: AVX2, FMA, F16C, BMI1/2, LZCNT, POPCNT, which the tier requires) and used for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The arithmetic coder's per-stream kernels (docs/CACHEGEN.md), compiled once per ISA tier: the
  * including file is built with that tier's flags (docs/ARCHITECTURE.md, "CPU ISA dispatch") and
  * defines:

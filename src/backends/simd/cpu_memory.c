@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU backend memory ops: pinning is mlock (bounded by RLIMIT_MEMLOCK unless CAP_IPC_LOCK), copies
  * are memcpy spread over the context's threads by byte ranges. Arguments were validated by the
  * core (src/core/hostmem_copy.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU backend: host memory ops (mlock pinning) and copies. */
 #ifndef KVC_CPU_MEMORY_H
 #define KVC_CPU_MEMORY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU RoPE slots: pick the kernels of the context's ISA tier, split tokens (or table rows) across
  * OpenMP threads, and hold the scalar tier. */
 #include "config.h"

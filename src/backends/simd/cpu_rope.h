@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU RoPE: the backend slots (cpu_rope.c) and the per-ISA kernels they dispatch to
  * (cpu_rope.c: scalar; cpu_rope_avx2.c, cpu_rope_avx512.c: compiled with their own -m flags;
  * cpu_rope_neon.c: AArch64, where NEON is baseline).

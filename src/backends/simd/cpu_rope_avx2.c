@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RoPE kernels for the AVX2 tier (AVX2 + FMA + F16C; built with -mavx2 -mfma -mf16c). 8 fp32
  * lanes; fp16 converted with F16C, bf16 with integer shifts; tails shorter than a vector go through
  * the scalar helpers with the same operation order. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RoPE kernels for the AVX-512 tier (F/BW/DQ/VL + FMA + F16C; built with the matching -m flags).
  * 16 fp32 lanes; tails use masked loads and stores, so every element goes through the vector code.
  * Whole vectors use plain loads and stores: masked memory operations are several times slower on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* RoPE kernels for the NEON tier (AArch64, where Advanced SIMD is baseline: no extra -m flags).
  * 4 fp32 lanes, 2 double lanes for the factors; fp16 converted with FCVT (round to nearest even,
  * the FPCR default), bf16 with integer shifts; tails shorter than a vector go through the scalar

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU KV transfers: the copy engine (cpu_transfer_engine.h) at the baseline ISA, and the dispatch
  * to the avx2 tier's instance (cpu_transfer_avx2.c) on the context's kvc_isa_t. */
 #include "config.h"

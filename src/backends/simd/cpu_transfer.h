@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* CPU kernels of the KV transfer plans (include/kvcore/backend.h). */
 #ifndef KVC_CPU_TRANSFER_H
 #define KVC_CPU_TRANSFER_H

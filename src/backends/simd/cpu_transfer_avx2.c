@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The copy engine (cpu_transfer_engine.h) compiled with the avx2 tier's flags: short runs are
  * copied inline with 32-byte moves. */
 #include "config.h"

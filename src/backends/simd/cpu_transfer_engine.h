@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CPU copy engine for KV transfer plans, compiled once per ISA tier (docs/ARCHITECTURE.md, "CPU
  * ISA dispatch"): cpu_transfer.c with the baseline flags, cpu_transfer_avx2.c with the avx2 tier's.
  * The including file defines XFER_FN(name), the names of the two entry points. memcpy of the

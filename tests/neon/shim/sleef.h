@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Stand-in for SLEEF, which is not installed for AArch64 here: cpu_rope.c's scalar sincos calls
  * Sleef_sincosf_u10. The harness never compares sincos between two implementations (the NEON tier
  * uses the scalar sincos itself), so libm's sinf/cosf (sin/cos for the table build's double

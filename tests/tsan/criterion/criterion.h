@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A stand-in for the part of Criterion the thread-safety suites use (tests/test_recorder.c,
  * tests/test_context.c), so that they run under ThreadSanitizer: Criterion's own runner cannot
  * start under TSan (Snaipe/Criterion#274). Each Test() registers itself; tests/tsan/runner.c runs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Spack recipe for kvcore. Use it from a repository of your own:
 #   spack repo add /path/to/kvcore/contrib/spack
 #   spack install kvcore@main +cuda cuda_arch=90      (or +rocm amdgpu_target=gfx942, or neither)
