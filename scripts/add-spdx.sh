@@ -23,7 +23,9 @@ list_files() {
     if [ -e .git ] && command -v git >/dev/null 2>&1; then
         git ls-files
     else
-        find . -path ./.git -prune -o -type f -print | sed 's|^\./||'
+        # a tarball: skip build directories configured inside it (they hold a config.status)
+        find . \( -path ./.git -o -type d ! -path . -exec test -e '{}/config.status' \; \) -prune -o -type f -print |
+            sed 's|^\./||'
     fi | while IFS= read -r f; do
         case $f in
             build-aux/tap-driver.sh) continue ;;              # third-party (automake), own licence
