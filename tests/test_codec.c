@@ -1336,3 +1336,170 @@ Test(codec_stream, bad_streams_have_exact_statuses)
     free(kv);
     kvc_context_destroy(ctx);
 }
+
+/* ---- chunk-parallel streams --------------------------------------------------------------------- */
+
+static kvc_context_t *threads_context(int threads)
+{
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                .num_threads = threads };
+    kvc_context_t *ctx = NULL;
+    cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_context_num_threads(ctx), threads, "the context got fewer threads than asked");
+    return ctx;
+}
+
+/* The per-chunk containers of tokens [0, T) in chunks of ct, back to back, with their sizes. */
+static membuf_t reference_stream(kvc_context_t *ctx, const uint16_t *kv, size_t nl, size_t Tall, size_t T, size_t C,
+                                 size_t nh, size_t hs, size_t ct, size_t *sizes)
+{
+    membuf_t ref = { 0 };
+    uint16_t *chunk = malloc(2 * nl * ct * C * 2);
+    for (size_t t0 = 0, i = 0; t0 < T; t0 += ct, i++) {
+        const size_t n = T - t0 < ct ? T - t0 : ct;
+        slice_tokens(kv, 2 * nl, Tall, C, t0, n, chunk);
+        kvc_codec_params_t cp = params_for(KVC_DTYPE_F16, nl, n, nh, hs);
+        uint8_t *buf;
+        size_t len;
+        cr_assert_eq(kvc_codec_encode(ctx, &cp, chunk, &buf, &len), KVC_OK);
+        mem_write(&ref, buf, len);
+        sizes[i] = len;
+        kvc_codec_free(buf);
+    }
+    free(chunk);
+    return ref;
+}
+
+/* A write callback that checks each container against the reference at its offset: fails at the
+ * first write out of order. fail_at: the write (1-based) that returns KVC_ERR_IO. */
+typedef struct {
+    const membuf_t *ref;
+    size_t pos, writes, fail_at;
+} ordered_sink_t;
+
+static kvc_status_t ordered_write(void *user, const void *buf, size_t len)
+{
+    ordered_sink_t *o = user;
+    if (++o->writes == o->fail_at) return KVC_ERR_IO;
+    cr_assert_leq(o->pos + len, o->ref->len, "write %zu runs past the reference stream", o->writes);
+    cr_assert(memcmp(buf, o->ref->p + o->pos, len) == 0, "write %zu at offset %zu is not the chunk due there", o->writes, o->pos);
+    o->pos += len;
+    return KVC_OK;
+}
+
+static size_t par_progress[16], par_progress_n;
+static void record_progress(void *user, size_t done, size_t total)
+{
+    (void)user;
+    cr_assert_eq(total, 460);
+    cr_assert_lt(par_progress_n, 16);
+    par_progress[par_progress_n++] = done;
+}
+
+static void record_progress_any(void *user, size_t done, size_t total)
+{
+    (void)user, (void)done, (void)total;
+    cr_assert_lt(par_progress_n, 16);
+    par_progress_n++;
+}
+
+/* T = 460 in chunks of 100 (4 x 100 + 60) with 1, 2 and 3 chunks in
+ * flight: each write is the chunk due at that offset, progress comes in order, the decode writes
+ * chunks in token order and equals the per-chunk decodes. */
+Test(codec_stream, chunk_parallel_is_ordered_and_byte_identical)
+{
+#ifdef __SANITIZE_THREAD__
+    cr_skip_test("libgomp is not built with TSan: OpenMP regions of several threads report false races (docs/HARDENING.md)");
+#endif
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    const size_t L = 2 * nl, C = nh * hs, T = 460, CT = 100;
+    size_t sizes[5];
+    kvc_context_t *ctx1 = threads_context(1);
+    membuf_t ref = reference_stream(ctx1, kv, nl, t, T, C, nh, hs, CT, sizes);
+    uint16_t *ref_dec = malloc(L * T * C * 2);
+    {
+        membuf_t m = { ref.p, ref.len, ref.len, 0, 0 };
+        stream_dst_t d = { ref_dec, L, T, C, 0, 0 };
+        cr_assert_eq(kvc_codec_decode_stream(ctx1, mem_read, &m, dst_write, &d, NULL), KVC_OK);
+    }
+    for (int k = 1; k <= 3; k++) {
+        kvc_context_t *ctx = threads_context(k);
+        kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, T, nh, hs);
+        p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
+        p.progress = record_progress;
+        par_progress_n = 0;
+        stream_src_t src = { kv, L, t, C, 0, 0 };
+        ordered_sink_t o = { &ref, 0, 0, 0 };
+        cr_assert_eq(kvc_codec_encode_stream(ctx, &p, CT, src_read, &src, ordered_write, &o), KVC_OK, "K=%d: %s", k, kvc_last_error());
+        cr_assert_eq(o.pos, ref.len, "K=%d", k);
+        cr_assert_eq(o.writes, 5);
+        cr_assert_eq(src.reads, 5);
+        cr_assert_eq(par_progress_n, 5);
+        for (size_t i = 0; i < 5; i++) cr_assert_eq(par_progress[i], i < 4 ? (i + 1) * CT : T, "K=%d progress %zu", k, i);
+
+        membuf_t m = { ref.p, ref.len, ref.len, 0, 777 }; /* short reads */
+        stream_dst_t d = { calloc(L * T * C, 2), L, T, C, 0, 0 };
+        kvc_codec_info_t info;
+        cr_assert_eq(kvc_codec_decode_stream(ctx, mem_read, &m, dst_write, &d, &info), KVC_OK, "K=%d: %s", k, kvc_last_error());
+        cr_assert_eq(d.chunks, 5);
+        cr_assert_eq(info.num_tokens, T);
+        cr_assert_eq(info.container_bytes, ref.len);
+        cr_assert(memcmp(d.out, ref_dec, L * T * C * 2) == 0, "K=%d: decode differs", k);
+        free(d.out);
+        kvc_context_destroy(ctx);
+    }
+    free(ref_dec);
+    free(ref.p);
+    free(kv);
+    kvc_context_destroy(ctx1);
+}
+
+/* Five chunks, 1 to 3 in flight: a read failing at chunk 2 returns its exact status with chunks 0
+ * and 1 written and nothing after; so do a failing write, and a damaged container 2 on decode. */
+Test(codec_stream, chunk_parallel_first_error_wins)
+{
+#ifdef __SANITIZE_THREAD__
+    cr_skip_test("libgomp is not built with TSan: OpenMP regions of several threads report false races (docs/HARDENING.md)");
+#endif
+    size_t nl, t, nh, hs;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    const size_t L = 2 * nl, C = nh * hs, T = 500, CT = 100;
+    size_t sizes[5];
+    kvc_context_t *ctx1 = threads_context(1);
+    membuf_t ref = reference_stream(ctx1, kv, nl, t, T, C, nh, hs, CT, sizes);
+    for (int k = 1; k <= 3; k++) {
+        kvc_context_t *ctx = threads_context(k);
+        kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, T, nh, hs);
+        p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
+        p.progress = record_progress_any;
+        par_progress_n = 0;
+        stream_src_t src = { kv, L, t, C, 0, 3 }; /* the third read: chunk 2 */
+        ordered_sink_t o = { &ref, 0, 0, 0 };
+        cr_assert_eq(kvc_codec_encode_stream(ctx, &p, CT, src_read, &src, ordered_write, &o), KVC_ERR_IO, "K=%d", k);
+        cr_assert_eq(src.reads, 3, "K=%d: no read after the failing one", k);
+        cr_assert_eq(o.writes, 2, "K=%d", k);
+        cr_assert_eq(o.pos, sizes[0] + sizes[1], "K=%d", k);
+        cr_assert_eq(par_progress_n, 2, "K=%d", k);
+
+        src.reads = src.fail_at = 0;
+        ordered_sink_t w = { &ref, 0, 0, 2 }; /* the second write fails */
+        cr_assert_eq(kvc_codec_encode_stream(ctx, &p, CT, src_read, &src, ordered_write, &w), KVC_ERR_IO, "K=%d", k);
+        cr_assert_eq(w.writes, 2, "K=%d: no write after the failing one", k);
+        cr_assert_eq(w.pos, sizes[0], "K=%d", k);
+
+        uint8_t *bad = malloc(ref.len);
+        memcpy(bad, ref.p, ref.len);
+        bad[sizes[0] + sizes[1] + 100] ^= 0x10; /* a section of container 2 */
+        membuf_t m = { bad, ref.len, ref.len, 0, 0 };
+        stream_dst_t d = { calloc(L * T * C, 2), L, T, C, 0, 0 };
+        cr_assert_eq(kvc_codec_decode_stream(ctx, mem_read, &m, dst_write, &d, NULL), KVC_ERR_CORRUPT, "K=%d", k);
+        cr_assert_eq(d.chunks, 2, "K=%d: chunks 0 and 1 written, nothing after", k);
+        free(d.out);
+        free(bad);
+        kvc_context_destroy(ctx);
+    }
+    free(ref.p);
+    free(kv);
+    kvc_context_destroy(ctx1);
+}

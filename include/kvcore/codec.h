@@ -168,9 +168,17 @@ KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_l
 /* ---- Streams: a KV cache of many chunks ----------------------------------------------------------
  * A stream (.kvcs) is ordinary containers back to back, one per chunk of up to chunk_tokens tokens
  * in token order; each is self-delimiting by its header's total size (docs/FORMAT.md "Streams").
- * Memory is bounded by one chunk: the encoder holds one input chunk and its container, the decoder
- * one container and its decoded chunk (plus the context's codec scratch), whatever the total T.
- * Each chunk is coded with all the context's threads. */
+ * Chunk-parallel: K = min(context threads, KVC_CODEC_STREAM_MAX_IN_FLIGHT) chunks are coded at
+ * once, one thread each (the codec's parallel regions nested in it run on that thread under
+ * OpenMP's default of one active level); with one thread, or when nested parallelism is enabled
+ * (OMP_MAX_ACTIVE_LEVELS > 1, where inner teams would multiply the threads), K = 1 and each chunk
+ * is coded with all the context's threads. Output is the same bytes for every K. Memory is bounded
+ * by K chunks: the encoder holds K input chunks and their containers, the decoder K containers and
+ * their decoded chunks, plus one codec scratch set per chunk in flight, whatever the total T.
+ * Callbacks (read, write, progress) are called only on the calling thread, in chunk order; the
+ * readers read up to K - 1 chunks ahead of the last write. On an error, the chunks before it are
+ * written and nothing after it (the chunks after it in flight are dropped). */
+#define KVC_CODEC_STREAM_MAX_IN_FLIGHT 4
 
 /* Fill dst with tokens [token0, token0 + ntokens) of the whole tensor, as one chunk in the
  * layout's shape ([2, NL, ntokens, C] or [NL, ntokens, HS], C order). A non-OK status stops the

@@ -198,7 +198,8 @@ static void encode_help(void)
            "  --window T        tokens per coded window (default 256, as LMCache)\n"
            "  --json            one JSON object on stdout (shape, sizes, ratio, seconds) instead of the summary\n"
            "  --chunk-tokens N  write a stream (.kvcs): one container per N tokens, read from the .npy by token\n"
-           "                    ranges, so memory holds one chunk whatever the file's size (docs/FORMAT.md)\n"
+           "                    ranges, so memory holds a few chunks (up to 4 coded at once, one per thread)\n"
+           "                    whatever the file's size (docs/FORMAT.md)\n"
            "Quality (docs/CACHEGEN.md):\n"
            "  --level N         a named profile, 0-%d (0 = LMCache's default; higher = smaller; every level stays\n"
            "                    LMCache-readable)\n"
@@ -210,7 +211,8 @@ static void encode_help(void)
 }
 
 /* --chunk-tokens: an .npy [2, NL, T, D] or [2, NL, T, NH, HS] read by token ranges (NL*2 strided
- * pieces per chunk) and written as a stream of containers; memory holds one chunk. */
+ * pieces per chunk) and written as a stream of containers; memory holds the chunks in flight
+ * (kvc_codec_encode_stream). */
 typedef struct {
     int fd;
     size_t data_offset, L, T, row; /* row: bytes per token of one (plane, layer) */

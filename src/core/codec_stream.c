@@ -1,13 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Streams of .kvc containers (docs/FORMAT.md "Streams"): a KV cache of any length coded chunk by
- * chunk through caller callbacks, so memory stays at one chunk and its container. */
+/* Streams of .kvc containers (docs/FORMAT.md "Streams"): a KV cache of any length coded through
+ * caller callbacks, K chunks at a time (one thread each), so memory stays at K chunks and their
+ * containers. Callbacks run on the calling thread only, in chunk order. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include <kvcore/codec.h>
+#include <kvcore/context.h>
+
+#ifdef KVC_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 #include "common/checked.h"
 #include "container.h"
@@ -21,6 +28,74 @@ static uint64_t le64(const uint8_t *p)
 }
 
 static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+
+
+/* Chunks in flight: min(threads, 4, chunks). Each is coded by one thread of an outer team; the
+ * codec's own parallel regions inside it are then nested and, under OpenMP's default of one
+ * active level, run on that one thread, so the stream uses K threads in all. When nesting is
+ * enabled (OMP_MAX_ACTIVE_LEVELS > 1) the inner teams would multiply the threads by K, so the
+ * stream then codes one chunk at a time with all the context's threads instead. */
+static size_t chunks_in_flight(const kvc_context_t *ctx, size_t chunks)
+{
+    size_t k = (size_t)(kvc_context_num_threads(ctx) > 0 ? kvc_context_num_threads(ctx) : 1);
+    if (k > KVC_CODEC_STREAM_MAX_IN_FLIGHT) k = KVC_CODEC_STREAM_MAX_IN_FLIGHT;
+    if (k > chunks) k = chunks;
+#ifdef KVC_HAVE_OPENMP
+    if (omp_get_max_active_levels() > omp_get_active_level() + 1) k = 1;
+#else
+    k = 1;
+#endif
+    return k ? k : 1;
+}
+
+typedef struct {
+    void *in;                 /* encode: the input chunk; decode: the container */
+    size_t in_cap;
+    uint8_t *out;             /* encode: the container (kvc_codec_free); decode: the decoded chunk */
+    size_t out_cap, len, t0, n;
+    kvc_codec_info_t info;    /* decode */
+    kvc_status_t st;
+    char msg[512];            /* kvc_last_error of a worker thread, re-raised on the calling thread */
+} slot_t;
+
+static void slots_free(slot_t *s, size_t k, int encode)
+{
+    if (!s) return;
+    for (size_t i = 0; i < k; i++) {
+        free(s[i].in);
+        if (encode) kvc_codec_free(s[i].out);
+        else free(s[i].out);
+    }
+    free(s);
+}
+
+/* Code slots [0, m) at once, one thread each. A slot after a failed one is skipped: it would
+ * never be written. */
+static void code_slots(kvc_context_t *ctx, const kvc_codec_params_t *cp, slot_t *s, size_t m, int encode)
+{
+    if (m == 0) return;
+    size_t failed = m;
+#ifdef KVC_HAVE_OPENMP
+#pragma omp parallel for schedule(static, 1) num_threads((int)m) if (m > 1)
+#endif
+    for (size_t i = 0; i < m; i++) {
+        s[i].st = KVC_OK;
+        if (i > __atomic_load_n(&failed, __ATOMIC_RELAXED)) continue;
+        if (encode) {
+            kvc_codec_params_t p = *cp;
+            p.num_tokens = s[i].n;
+            s[i].st = kvc_codec_encode(ctx, &p, s[i].in, &s[i].out, &s[i].len);
+        } else {
+            s[i].st = kvc_codec_decode(ctx, s[i].in, s[i].len, s[i].out, s[i].out_cap, NULL);
+        }
+        if (s[i].st != KVC_OK) {
+            snprintf(s[i].msg, sizeof(s[i].msg), "%s", kvc_last_error());
+            size_t f = __atomic_load_n(&failed, __ATOMIC_RELAXED);
+            while (i < f && !__atomic_compare_exchange_n(&failed, &f, i, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            }
+        }
+    }
+}
 
 KVC_API kvc_status_t kvc_codec_encode_stream(kvc_context_t *ctx, const kvc_codec_params_t *p, size_t chunk_tokens,
                                              kvc_codec_chunk_read_fn read, void *read_user,
@@ -42,25 +117,42 @@ KVC_API kvc_status_t kvc_codec_encode_stream(kvc_context_t *ctx, const kvc_codec
         !kvc_mul_ok(bytes, p->num_heads, &bytes) || !kvc_mul_ok(bytes, p->head_size, &bytes) ||
         !kvc_mul_ok(bytes, es, &bytes))
         return kvc_error(KVC_ERR_SHAPE, "codec stream encode: chunk size overflows");
-    void *chunk = malloc(bytes);
-    if (!chunk) return kvc_error(KVC_ERR_NO_MEMORY, "codec stream encode: no memory for a %zu-byte chunk", bytes);
+    const size_t K = chunks_in_flight(ctx, (T + n_max - 1) / n_max);
+    slot_t *s = calloc(K, sizeof(*s));
+    for (size_t i = 0; s && i < K; i++)
+        if (!(s[i].in = malloc(bytes))) {
+            slots_free(s, K, 1);
+            s = NULL;
+        }
+    if (!s) return kvc_error(KVC_ERR_NO_MEMORY, "codec stream encode: no memory for %zu chunks of %zu bytes", K, bytes);
     kvc_codec_params_t cp = *p;
     cp.field_mask &= ~(uint64_t)KVC_CODEC_PARAM_PROGRESS; /* progress is reported per chunk */
     kvc_status_t st = KVC_OK;
-    for (size_t t0 = 0; t0 < T && st == KVC_OK; t0 += n_max) {
-        const size_t n = T - t0 < n_max ? T - t0 : n_max;
-        st = read(read_user, t0, n, chunk);
-        if (st != KVC_OK) break;
-        cp.num_tokens = n;
-        uint8_t *out = NULL;
-        size_t len = 0;
-        st = kvc_codec_encode(ctx, &cp, chunk, &out, &len);
-        if (st == KVC_OK) st = write(write_user, out, len);
-        kvc_codec_free(out);
-        if (st == KVC_OK && (p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress)
-            p->progress(p->progress_user, t0 + n, T);
+    for (size_t t0 = 0; t0 < T && st == KVC_OK;) {
+        /* Read up to K chunks in order; the chunks before a failed read are still coded and
+         * written, as one at a time would. */
+        size_t m = 0;
+        kvc_status_t rst = KVC_OK;
+        while (m < K && t0 < T) {
+            const size_t n = T - t0 < n_max ? T - t0 : n_max;
+            if ((rst = read(read_user, t0, n, s[m].in)) != KVC_OK) break;
+            s[m].t0 = t0;
+            s[m].n = n;
+            m++;
+            t0 += n;
+        }
+        code_slots(ctx, &cp, s, m, 1);
+        for (size_t i = 0; i < m; i++) {
+            if (st == KVC_OK && s[i].st != KVC_OK) st = kvc_error(s[i].st, "%s", s[i].msg);
+            if (st == KVC_OK) st = write(write_user, s[i].out, s[i].len);
+            if (st == KVC_OK && (p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress)
+                p->progress(p->progress_user, s[i].t0 + s[i].n, T);
+            kvc_codec_free(s[i].out);
+            s[i].out = NULL;
+        }
+        if (st == KVC_OK) st = rst;
     }
-    free(chunk);
+    slots_free(s, K, 1);
     return st;
 }
 
@@ -84,86 +176,91 @@ static int same_kind(const kvc_codec_info_t *a, const kvc_codec_info_t *b)
            a->num_heads == b->num_heads && a->head_size == b->head_size && a->heads_known == b->heads_known;
 }
 
+/* Read container `index` of the stream into slot s (validated header, inspected, same kind as
+ * *kind, which chunk 0 sets). *end: the stream ended at a container boundary. */
+static kvc_status_t read_container(kvc_codec_bytes_read_fn read, void *user, size_t index, slot_t *s,
+                                   kvc_codec_info_t *kind, int *end)
+{
+    uint8_t hdr[KVC_CONTAINER_HEADER_BYTES];
+    size_t got = 0;
+    kvc_status_t st = read_full(read, user, hdr, sizeof(hdr), &got);
+    if (st != KVC_OK) return st;
+    if (got == 0 && index > 0) {
+        *end = 1;
+        return KVC_OK;
+    }
+    if (got < sizeof(hdr))
+        return kvc_error(KVC_ERR_CORRUPT, "codec stream: %s after %zu chunks (%zu of %d header bytes)",
+                         got ? "truncated container header" : "empty stream", index, got, KVC_CONTAINER_HEADER_BYTES);
+    /* The total size decides an allocation: trust it only from a header that checks out. */
+    if (memcmp(hdr, KVC_CONTAINER_MAGIC, 8) != 0 || (uint32_t)crc32_z(crc32_z(0L, Z_NULL, 0), hdr, 44) != le32(hdr + 44))
+        return kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu has no valid container header (magic or CRC)", index);
+    const uint64_t total = le64(hdr + 24);
+    if (total < KVC_CONTAINER_HEADER_BYTES || total > SIZE_MAX / 2)
+        return kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu claims %llu bytes", index, (unsigned long long)total);
+    if (total > s->in_cap) {
+        void *nb = realloc(s->in, (size_t)total);
+        if (!nb) return kvc_error(KVC_ERR_NO_MEMORY, "codec stream: no memory for a %llu-byte container", (unsigned long long)total);
+        s->in = nb;
+        s->in_cap = (size_t)total;
+    }
+    uint8_t *buf = s->in;
+    memcpy(buf, hdr, sizeof(hdr));
+    st = read_full(read, user, buf + sizeof(hdr), (size_t)total - sizeof(hdr), &got);
+    if (st != KVC_OK) return st;
+    if (got < (size_t)total - sizeof(hdr))
+        return kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu truncated (%zu of %llu bytes)", index, got + sizeof(hdr),
+                         (unsigned long long)total);
+    s->len = (size_t)total;
+    if ((st = kvc_codec_inspect(buf, s->len, &s->info)) != KVC_OK) return st;
+    if (index == 0) *kind = s->info;
+    else if (!same_kind(kind, &s->info))
+        return kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu differs from chunk 0 in dtype, layout, layers or heads", index);
+    if (s->info.original_bytes > s->out_cap) {
+        void *nb = realloc(s->out, s->info.original_bytes);
+        if (!nb) return kvc_error(KVC_ERR_NO_MEMORY, "codec stream: no memory for a %zu-byte chunk", s->info.original_bytes);
+        s->out = nb;
+        s->out_cap = s->info.original_bytes;
+    }
+    return KVC_OK;
+}
+
 KVC_API kvc_status_t kvc_codec_decode_stream(kvc_context_t *ctx, kvc_codec_bytes_read_fn read, void *read_user,
                                              kvc_codec_chunk_write_fn write, void *write_user,
                                              kvc_codec_info_t *first)
 {
     if (!ctx || !read || !write) return kvc_error(KVC_ERR_INVALID_ARG, "codec stream decode: ctx and callbacks must not be NULL");
-    uint8_t *buf = NULL, *out = NULL;
-    size_t buf_cap = 0, out_cap = 0, token0 = 0, chunks = 0;
-    kvc_codec_info_t head;
+    const size_t K = chunks_in_flight(ctx, SIZE_MAX);
+    slot_t *s = calloc(K, sizeof(*s));
+    if (!s) return kvc_error(KVC_ERR_NO_MEMORY, "codec stream decode: no memory");
+    size_t token0 = 0, chunks = 0;
+    kvc_codec_info_t head, kind;
     memset(&head, 0, sizeof(head));
+    memset(&kind, 0, sizeof(kind));
     kvc_status_t st = KVC_OK;
-    for (;;) {
-        uint8_t hdr[KVC_CONTAINER_HEADER_BYTES];
-        size_t got = 0;
-        st = read_full(read, read_user, hdr, sizeof(hdr), &got);
-        if (st != KVC_OK) break;
-        if (got == 0 && chunks > 0) break; /* the end of the stream, at a container boundary */
-        if (got < sizeof(hdr)) {
-            st = kvc_error(KVC_ERR_CORRUPT, "codec stream: %s after %zu chunks (%zu of %d header bytes)",
-                           got ? "truncated container header" : "empty stream", chunks, got, KVC_CONTAINER_HEADER_BYTES);
-            break;
-        }
-        /* The total size decides an allocation: trust it only from a header that checks out. */
-        if (memcmp(hdr, KVC_CONTAINER_MAGIC, 8) != 0 ||
-            (uint32_t)crc32_z(crc32_z(0L, Z_NULL, 0), hdr, 44) != le32(hdr + 44)) {
-            st = kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu has no valid container header (magic or CRC)", chunks);
-            break;
-        }
-        const uint64_t total = le64(hdr + 24);
-        if (total < KVC_CONTAINER_HEADER_BYTES || total > SIZE_MAX / 2) {
-            st = kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu claims %llu bytes", chunks, (unsigned long long)total);
-            break;
-        }
-        if (total > buf_cap) {
-            uint8_t *nb = realloc(buf, (size_t)total);
-            if (!nb) {
-                st = kvc_error(KVC_ERR_NO_MEMORY, "codec stream: no memory for a %llu-byte container", (unsigned long long)total);
-                break;
+    for (int end = 0; st == KVC_OK && !end;) {
+        /* Read up to K containers in order; those before a bad one are still decoded and written. */
+        size_t m = 0;
+        kvc_status_t rst = KVC_OK;
+        while (m < K && (rst = read_container(read, read_user, chunks + m, &s[m], &kind, &end)) == KVC_OK && !end) m++;
+        code_slots(ctx, NULL, s, m, 0);
+        for (size_t i = 0; i < m && st == KVC_OK; i++) {
+            if (s[i].st != KVC_OK) st = kvc_error(s[i].st, "%s", s[i].msg);
+            else st = write(write_user, token0, s[i].out, &s[i].info);
+            if (st != KVC_OK) break;
+            if (chunks == 0) {
+                head = s[i].info;
+            } else {
+                head.num_tokens += s[i].info.num_tokens;
+                head.original_bytes += s[i].info.original_bytes;
+                head.container_bytes += s[i].info.container_bytes;
             }
-            buf = nb;
-            buf_cap = (size_t)total;
+            token0 += s[i].info.num_tokens;
+            chunks++;
         }
-        memcpy(buf, hdr, sizeof(hdr));
-        st = read_full(read, read_user, buf + sizeof(hdr), (size_t)total - sizeof(hdr), &got);
-        if (st != KVC_OK) break;
-        if (got < (size_t)total - sizeof(hdr)) {
-            st = kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu truncated (%zu of %llu bytes)", chunks,
-                           got + sizeof(hdr), (unsigned long long)total);
-            break;
-        }
-        kvc_codec_info_t info;
-        st = kvc_codec_inspect(buf, (size_t)total, &info);
-        if (st != KVC_OK) break;
-        if (chunks > 0 && !same_kind(&head, &info)) {
-            st = kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu differs from chunk 0 in dtype, layout, layers or heads", chunks);
-            break;
-        }
-        if (info.original_bytes > out_cap) {
-            uint8_t *nb = realloc(out, info.original_bytes);
-            if (!nb) {
-                st = kvc_error(KVC_ERR_NO_MEMORY, "codec stream: no memory for a %zu-byte chunk", info.original_bytes);
-                break;
-            }
-            out = nb;
-            out_cap = info.original_bytes;
-        }
-        st = kvc_codec_decode(ctx, buf, (size_t)total, out, out_cap, NULL);
-        if (st == KVC_OK) st = write(write_user, token0, out, &info);
-        if (st != KVC_OK) break;
-        if (chunks == 0) {
-            head = info;
-        } else {
-            head.num_tokens += info.num_tokens;
-            head.original_bytes += info.original_bytes;
-            head.container_bytes += info.container_bytes;
-        }
-        token0 += info.num_tokens;
-        chunks++;
+        if (st == KVC_OK) st = rst;
     }
-    free(buf);
-    free(out);
+    slots_free(s, K, 0);
     if (st == KVC_OK && first) *first = head;
     return st;
 }
