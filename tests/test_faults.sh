@@ -148,7 +148,7 @@ for c in "decode -o $tmp/f.npy" "encode -o $tmp/f.kvc" "inspect"; do
     timeout 20 "$kvcore" "$@" "$tmp/fifo" >/dev/null 2>"$tmp/err"
     st=$?
     [ $st = 1 ] && grep -q "FIFO" "$tmp/err" && [ ! -e "$tmp/f.npy" ] && [ ! -e "$tmp/f.kvc" ]
-    verdict $? "$1: a FIFO without a writer is refused at once (exit $st), nothing written"
+    verdict $? "$1: a FIFO without a writer is refused after a bounded wait (exit $st), nothing written"
 done
 cat "$tmp/a.kvc" >"$tmp/fifo" &
 wpid=$!
@@ -158,6 +158,16 @@ kill $wpid 2>/dev/null # still blocked in open() when kvcore never opened the FI
 wait $wpid
 [ $st = 0 ] && cmp -s "$tmp/fromfifo.npy" "$tmp/ref.npy"
 verdict $? "decode: a FIFO with a writer is read like standard input"
+# A writer that opens the FIFO a second after kvcore did (a producer still starting up).
+sh -c "sleep 1; cat '$tmp/a.kvc' >'$tmp/fifo'" &
+wpid=$!
+rm -f "$tmp/fromfifo.npy"
+timeout 20 "$kvcore" decode -q "$tmp/fifo" -o "$tmp/fromfifo.npy" 2>"$tmp/err"
+st=$?
+kill $wpid 2>/dev/null
+wait $wpid
+[ $st = 0 ] && cmp -s "$tmp/fromfifo.npy" "$tmp/ref.npy"
+verdict $? "decode: a FIFO whose writer opens it a second later is waited for (exit $st)"
 for c in "decode -o $tmp/d.npy" "encode -o $tmp/d.kvc" "inspect"; do
     set -- $c
     timeout 20 "$kvcore" "$@" "$tmp" >/dev/null 2>"$tmp/err"

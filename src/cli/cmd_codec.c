@@ -781,7 +781,10 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
 {
     cli_format_t fmt = o->fmt;
     if (fmt == CLI_FMT_UNKNOWN && !format_of_name(out, &fmt)) fmt = CLI_FMT_NPY; /* '-' (checked before) */
-    if (strcmp(in_path, "-")) {
+    struct stat sb;
+    /* Only a regular file can be a stream; opening anything else here would let a FIFO's writer
+     * go ahead and then lose its data (SIGPIPE) when this descriptor closes. */
+    if (strcmp(in_path, "-") && stat(in_path, &sb) == 0 && S_ISREG(sb.st_mode)) {
         const int fd = open(in_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (fd >= 0 && is_stream(fd)) {
             int rc = decode_stream_one(ctx, o, in_path, fd, out);

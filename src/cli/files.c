@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,17 @@ static int type_error(const char *cmd, const cli_input_t *in, int want_kvc)
     return CLI_EXIT_ERROR;
 }
 
+/* A FIFO opened without blocking reads end-of-file until a writer opens it, so a producer that is
+ * still starting up would be taken for none. Give it CLI_FIFO_WAIT_MS: on Linux, poll() on such a
+ * descriptor reports neither data nor hang-up until a writer has connected. Where poll() says
+ * hang-up at once, the read that follows finds no data and the FIFO is refused as before. */
+static void wait_for_fifo_writer(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (poll(&p, 1, CLI_FIFO_WAIT_MS) < 0 && errno == EINTR) {
+    }
+}
+
 int cli_input_open(const char *cmd, const char *path, int want_kvc, cli_input_t *in)
 {
     memset(in, 0, sizeof(*in));
@@ -162,13 +174,16 @@ int cli_input_open(const char *cmd, const char *path, int want_kvc, cli_input_t 
         if (r >= 0) in->fmt = cli_sniff(head, (size_t)r);
         in->len = r > 0 ? (size_t)r : 0;
     } else {
-        if (fd != 0 && S_ISFIFO(sb.st_mode)) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        if (fd != 0 && S_ISFIFO(sb.st_mode)) {
+            wait_for_fifo_writer(fd);
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        }
         in->stream = 1;
         r = want_kvc ? read_container_stream(in, fd) : read_tensor_stream(in, fd);
         in->fmt = cli_sniff(in->data, in->len);
         if (r >= 0 && in->len == 0 && S_ISFIFO(sb.st_mode) && fd != 0) {
-            fprintf(stderr, "kvcore %s: %s is %s with no data (no process was writing to it)\n", cmd, in->label,
-                    kind_of(sb.st_mode));
+            fprintf(stderr, "kvcore %s: %s is %s with no data (no process wrote to it within %d s)\n", cmd, in->label,
+                    kind_of(sb.st_mode), CLI_FIFO_WAIT_MS / 1000);
             goto done;
         }
     }

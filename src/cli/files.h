@@ -29,6 +29,9 @@ typedef struct {
     size_t len;
 } cli_input_t;
 
+/* How long an input FIFO may wait for its writer to open it before it is refused as empty. */
+#define CLI_FIFO_WAIT_MS 3000
+
 /* Open an input and detect its type. want_kvc: a container (a stream is read only as far as its
  * header declares); else a tensor file (.npy / .safetensors). Prints the error; returns 0/1. */
 int cli_input_open(const char *cmd, const char *path, int want_kvc, cli_input_t *in);
