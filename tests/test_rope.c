@@ -786,6 +786,96 @@ Test(rope_tiers, fused_factors_bit_identical)
     free(pn);
 }
 
+/* Half-precision keys with the values a conversion can get wrong: subnormals (bf16 0x0001-0x007f,
+ * which AVX512_BF16's vcvtneps2bf16 would flush to zero; fp16 ones), NaNs with payloads, infinities,
+ * the largest finite values (a rotation can round them to infinity), zeros, next to ordinary values.
+ * (1) old == new gives every finite nonzero key with a finite partner back bit for bit on every
+ * tier; (2) random rotations
+ * give the same bits on the AVX2 and AVX-512 tiers (the same FMAs in the same order), fused and
+ * delta, NeoX and GPT-J, over whole vectors (head size 128) and tails (head size 40). */
+static uint16_t edge_half(kvc_dtype_t dt, uint64_t r)
+{
+    const uint16_t sign = (uint16_t)((r >> 40) & 1) << 15;
+    const int bf = dt == KVC_DTYPE_BF16;
+    switch (r % 8) {
+    case 0: return sign | (uint16_t)(1 + (r >> 20) % (bf ? 0x7f : 0x3ff)); /* subnormal */
+    case 1: return sign | (uint16_t)((bf ? 0x7f80 : 0x7c00) | (1 + (r >> 20) % (bf ? 0x7f : 0x3ff))); /* NaN */
+    case 2: return sign | (uint16_t)(bf ? 0x7f7f - (r >> 20) % 4 : 0x7bff - (r >> 20) % 4); /* near the largest */
+    case 3: return sign | (uint16_t)(bf ? 0x0080 + (r >> 20) % 0x100 : 0x0400 + (r >> 20) % 0x800); /* tiny normal */
+    default: return sign | (uint16_t)(bf ? 0x3c00 + (r >> 20) % 0x600 : 0x2c00 + (r >> 20) % 0x2000);
+    }
+}
+
+static int edge_finite_nonzero(kvc_dtype_t dt, uint16_t b)
+{
+    const uint16_t m = b & 0x7fff;
+    return m != 0 && m < (dt == KVC_DTYPE_BF16 ? 0x7f80 : 0x7c00);
+}
+
+Test(rope_tiers, half_edge_values_bit_identical)
+{
+    static const char *const tiers[] = { "scalar", "avx2", "avx512" };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16 };
+    const size_t n = 67, max_pos = 4096;
+    int compared = 0;
+    for (int d = 0; d < 2; d++)
+        for (size_t hs = 128; hs >= 40; hs = hs == 128 ? 40 : 0)
+            for (int neox = 0; neox < 2; neox++)
+                for (int variant = 0; variant < 3; variant++) { /* identity, fused, delta */
+                    const kvc_dtype_t dt = dts[d];
+                    uint16_t *in = malloc(n * hs * 2), *out[3] = { NULL, NULL, NULL };
+                    cr_assert_not_null(in);
+                    for (size_t e = 0; e < n * hs; e++) in[e] = edge_half(dt, rng_next());
+                    int64_t *po = random_positions(n, max_pos), *pn = random_positions(n, max_pos);
+                    const kvc_rope_keys_t shape = { .dtype = dt, .num_tokens = n, .num_heads = 1, .head_size = hs };
+                    const kvc_rope_params_t *style = ROPE_STYLE(neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ);
+                    for (int k = 0; k < 3; k++) {
+                        setenv("HWLOC_XMLFILE", kvc_test_data("topologies/16amd64-4distances.xml"), 1);
+                        setenv("HWLOC_COMPONENTS", "-pci", 1);
+                        setenv("KVCORE_ISA", tiers[k], 1);
+                        kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS,
+                                                    .backend = "cpu", .num_threads = 1 };
+                        kvc_context_t *ctx = NULL;
+                        cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
+                        if (strcmp(kvc_context_isa(ctx), tiers[k]) == 0) {
+                            kvc_rope_table_t tab = build_table(ctx, KVC_DTYPE_F32, max_pos, hs, 10000.0);
+                            out[k] = malloc(n * hs * 2);
+                            cr_assert_not_null(out[k]);
+                            memcpy(out[k], in, n * hs * 2);
+                            kvc_rope_keys_t keys = shape;
+                            keys.data = out[k];
+                            const kvc_status_t st =
+                                variant == 2 ? kvc_rope_k_delta(ctx, NULL, &keys, po, pn, hs, 10000.0, style)
+                                             : kvc_rope_k_fused(ctx, NULL, &keys, po, variant ? pn : po, &tab, style);
+                            cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
+                            free(tab.data);
+                            if (variant == 0) /* x*1 - y*0: x, unless the partner y is infinite or NaN */
+                                for (size_t e = 0; e < n * hs; e++) {
+                                    const size_t i = e % hs, partner = e - i + (neox ? (i + hs / 2) % hs : i ^ 1);
+                                    if (edge_finite_nonzero(dt, in[e]) && (edge_finite_nonzero(dt, in[partner]) || !(in[partner] & 0x7fff)))
+                                        cr_assert_eq(out[k][e], in[e], "%s %s %s hs %zu, old = new: element %zu 0x%04x -> 0x%04x",
+                                                     tiers[k], dt_name(dt), neox ? "neox" : "gptj", hs, e, in[e], out[k][e]);
+                                }
+                        }
+                        kvc_context_destroy(ctx);
+                    }
+                    if (out[1] && out[2]) {
+                        for (size_t e = 0; e < n * hs; e++)
+                            cr_assert_eq(out[2][e], out[1][e], "%s %s hs %zu %s: element %zu (in 0x%04x): avx512 0x%04x, avx2 0x%04x",
+                                         dt_name(dt), neox ? "neox" : "gptj", hs,
+                                         variant == 0 ? "identity" : variant == 1 ? "fused" : "delta", e, in[e], out[2][e],
+                                         out[1][e]);
+                        compared++;
+                    }
+                    for (int k = 0; k < 3; k++) free(out[k]);
+                    free(in);
+                    free(po);
+                    free(pn);
+                }
+    unsetenv("KVCORE_ISA");
+    fprintf(stderr, "# half-precision edge values: %d case(s) compared avx512 vs avx2\n", compared);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 #define ERR_KEY_ELEMS (4 * 2 * 8 + 8) /* 4 tokens x 2 heads x 8, f16, plus room for misalignment */

@@ -88,6 +88,16 @@ const kvc_rope_kernels_t kvc_rope_kernels_scalar = {
 static const kvc_rope_kernels_t *kernels_for(const kvc_backend_ctx_t *b)
 {
 #ifdef KVC_HAVE_X86_SIMD
+#ifdef KVC_ROPE_AVX512BF16
+    /* CPUID once (it traps to the hypervisor in a VM): 0 unknown, 1 no, 2 yes */
+    static int bf16;
+    int have = __atomic_load_n(&bf16, __ATOMIC_RELAXED);
+    if (!have && b->isa >= KVC_ISA_AVX512) {
+        have = kvc_rope_cpu_has_avx512bf16() ? 2 : 1;
+        __atomic_store_n(&bf16, have, __ATOMIC_RELAXED);
+    }
+    if (b->isa >= KVC_ISA_AVX512 && have == 2) return &kvc_rope_kernels_avx512bf16;
+#endif
     if (b->isa >= KVC_ISA_AVX512) return &kvc_rope_kernels_avx512;
     if (b->isa >= KVC_ISA_AVX2) return &kvc_rope_kernels_avx2;
 #elif defined(KVC_ROPE_HAVE_NEON)
@@ -98,7 +108,8 @@ static const kvc_rope_kernels_t *kernels_for(const kvc_backend_ctx_t *b)
     return &kvc_rope_kernels_scalar;
 }
 
-/* Per-thread c/s buffers: 2 * stride floats per thread, stride a multiple of 16 (one cache line). */
+/* Per-thread buffers: c and s (stride floats each), and the 2*stride floats each of prepare's
+ * layout: 6 * stride floats per thread, stride a multiple of 16 (one cache line). */
 typedef struct scratch {
     float *buf;
     size_t stride;
@@ -107,10 +118,10 @@ typedef struct scratch {
 static kvc_status_t scratch_alloc(kvc_backend_ctx_t *b, int threads, size_t half, scratch_t *out)
 {
     out->stride = (half + 15) & ~(size_t)15;
-    out->buf = aligned_alloc(64, (size_t)threads * 2 * out->stride * sizeof(float));
+    out->buf = aligned_alloc(64, (size_t)threads * 6 * out->stride * sizeof(float));
     if (!out->buf)
         return b->svc->set_error(KVC_ERR_NO_MEMORY, "rope: cannot allocate %d x %zu floats of scratch", threads,
-                                 2 * out->stride);
+                                 6 * out->stride);
     return KVC_OK;
 }
 
@@ -155,7 +166,9 @@ kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        float *c = sc.buf + (size_t)thread_id() * 2 * sc.stride, *s = c + sc.stride;
+        float *c = sc.buf + (size_t)thread_id() * 6 * sc.stride, *s = c + sc.stride;
+        float *cd = s + sc.stride, *sd = cd + 2 * sc.stride;
+        const float *rc = c, *rs = s; /* the factors in rotate's layout */
         int64_t last_old = -1, last_new = -1; /* consecutive tokens often share both positions */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
@@ -165,11 +178,12 @@ kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
             if (po != last_old || pn != last_new) {
                 k->factors((const char *)a->table.data + (size_t)po * row_bytes,
                            (const char *)a->table.data + (size_t)pn * row_bytes, a->table.dtype, half, c, s);
+                if (k->prepare && k->prepare(key->dtype, half, a->is_neox, c, s, cd, sd)) rc = cd, rs = sd;
                 last_old = po;
                 last_new = pn;
             }
             k->rotate((char *)key->data + t * key->token_stride * kes, key->dtype, key->num_heads, key->head_stride,
-                      half, a->is_neox, c, s);
+                      half, a->is_neox, rc, rs);
         }
     }
     free(sc.buf);
@@ -194,7 +208,9 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        float *c = sc.buf + (size_t)thread_id() * 2 * sc.stride, *s = c + sc.stride;
+        float *c = sc.buf + (size_t)thread_id() * 6 * sc.stride, *s = c + sc.stride;
+        float *cd = s + sc.stride, *sd = cd + 2 * sc.stride;
+        const float *rc = c, *rs = s; /* the factors in rotate's layout */
         int64_t last_delta = INT64_MIN; /* the delta is usually the same for a run of tokens */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
@@ -203,10 +219,11 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
             const int64_t delta = a->new_positions[t] - a->old_positions[t];
             if (delta != last_delta) {
                 k->sincos((double)delta, theta, half, c, s);
+                if (k->prepare && k->prepare(key->dtype, half, a->is_neox, c, s, cd, sd)) rc = cd, rs = sd;
                 last_delta = delta;
             }
             k->rotate((char *)key->data + t * key->token_stride * kes, key->dtype, key->num_heads, key->head_stride,
-                      half, a->is_neox, c, s);
+                      half, a->is_neox, rc, rs);
         }
     }
     free(sc.buf);

@@ -33,7 +33,8 @@ typedef struct kvc_rope_kernels {
      * the double angle, rounded once to fp32. */
     void (*sincos)(double d, const double *theta, size_t half, float *c, float *s);
     /* Rotate the first 2*half elements of num_heads heads starting at key (head stride in elements):
-     * x' = x*c - y*s, y' = y*c + x*s, math in fp32, one rounding to the key dtype. */
+     * x' = x*c - y*s, y' = y*c + x*s, math in fp32, one rounding to the key dtype. c and s are in
+     * the layout prepare gives (see below). */
     void (*rotate)(void *key, kvc_dtype_t dtype, size_t num_heads, size_t head_stride, size_t half, int is_neox,
                    const float *c, const float *s);
     /* dst[i] = src[i] converted to dtype (round to nearest even). */
@@ -46,12 +47,24 @@ typedef struct kvc_rope_kernels {
      * the same operations on every tier (see kvc_rope_angle_sum1). */
     void (*table_rows)(const double *ca, const double *sa, const double *cb, const double *sb, size_t n, size_t half,
                        float *rows);
+    /* Optional (NULL: rotate takes c and s as they are). Reorders the factors (c, s) of one token
+     * into the layout rotate wants for (dtype, half, is_neox), 2*half floats each in cd and sd,
+     * once per token rather than per head; returns 1 if it wrote cd and sd (pass those to rotate),
+     * 0 if rotate takes c and s unchanged. */
+    int (*prepare)(kvc_dtype_t dtype, size_t half, int is_neox, const float *c, const float *s, float *cd, float *sd);
 } kvc_rope_kernels_t;
 
 extern const kvc_rope_kernels_t kvc_rope_kernels_scalar;
 #ifdef KVC_HAVE_X86_SIMD
 extern const kvc_rope_kernels_t kvc_rope_kernels_avx2;
 extern const kvc_rope_kernels_t kvc_rope_kernels_avx512;
+/* The AVX-512 tier with bf16 keys narrowed by AVX512_BF16's vcvtneps2bf16 (same bits), where the
+ * compiler can build it and the CPU has it. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 10)
+#define KVC_ROPE_AVX512BF16 1
+extern const kvc_rope_kernels_t kvc_rope_kernels_avx512bf16;
+int kvc_rope_cpu_has_avx512bf16(void);
+#endif
 #endif
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #define KVC_ROPE_HAVE_NEON 1

@@ -140,16 +140,14 @@ static void rotate_generic(void *key, kvc_dtype_t dt, size_t num_heads, size_t h
 }
 
 /* The fast paths below compute every element with the operations of rotate_generic, in the same
- * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop:
- * - GPT-J: the factors are duplicated per pair once per token instead of once per head, with the
- *   sine negated (exactly, by its sign bit) in the even lanes: fmadd(v, cd, swapped * sd') is
- *   fmaddsub(v, cd, swapped * sd) lane for lane.
+ * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop. They
+ * take the factors in a layout that avx2_prepare writes once per token (per change of the
+ * factors), not once per head or per call:
+ * - GPT-J: the factors are duplicated per pair, with the sine negated (exactly, by its sign bit) in
+ *   the even lanes: fmadd(v, cd, swapped * sd') is fmaddsub(v, cd, swapped * sd) lane for lane.
  * - bf16: 16 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
  *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
- *   lanes hold elements {0-3, 8-11} and {4-7, 12-15}; the factors are permuted to match once per
- *   token. */
-#define KVC_MAX_FAST_HALF 512
-
+ *   lanes hold elements {0-3, 8-11} and {4-7, 12-15}; the factors are permuted to match. */
 /* bf16 round to nearest even of fp32 lanes, in the low 16 bits of each 32-bit lane (as f2bf8). */
 static inline __m256i bf16_bits(__m256 v)
 {
@@ -254,53 +252,72 @@ static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t
     }
 }
 
-static void avx2_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
-                        int is_neox, const float *c, const float *s)
+/* Which loop rotates (dt, half, is_neox), hence the layout prepare writes. */
+enum { PATH_GENERIC, PATH_NEOX, PATH_NEOX_BF16, PATH_GPTJ, PATH_GPTJ_BF16 };
+
+static int path_of(kvc_dtype_t dt, size_t half, int is_neox)
 {
-    float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(32))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(32)));
     const int bf = dt == KVC_DTYPE_BF16;
-    if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 16 : 8) : (bf ? 8 : 4))) {
-        rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
-        return;
-    }
-    if (is_neox) {
-        if (!bf) {
-            (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
-            return;
-        }
+    if (half % (is_neox ? (bf ? 16 : 8) : (bf ? 8 : 4))) return PATH_GENERIC;
+    if (is_neox) return bf ? PATH_NEOX_BF16 : PATH_NEOX;
+    return bf ? PATH_GPTJ_BF16 : PATH_GPTJ;
+}
+
+static int avx2_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c, const float *s, float *cd,
+                        float *sd)
+{
+    /* even lanes: -s (sign bit flipped, exact also for zeros) */
+    const __m256 neg_even = _mm256_castsi256_ps(_mm256_set1_epi64x(0x80000000u));
+    switch (path_of(dt, half, is_neox)) {
+    case PATH_NEOX_BF16:
         for (size_t i = 0; i < half; i += 16) {
             const __m256 c0 = _mm256_loadu_ps(c + i), c1 = _mm256_loadu_ps(c + i + 8);
             const __m256 s0 = _mm256_loadu_ps(s + i), s1 = _mm256_loadu_ps(s + i + 8);
-            _mm256_store_ps(cd + i, _mm256_permute2f128_ps(c0, c1, 0x20));
-            _mm256_store_ps(cd + i + 8, _mm256_permute2f128_ps(c0, c1, 0x31));
-            _mm256_store_ps(sd + i, _mm256_permute2f128_ps(s0, s1, 0x20));
-            _mm256_store_ps(sd + i + 8, _mm256_permute2f128_ps(s0, s1, 0x31));
+            _mm256_storeu_ps(cd + i, _mm256_permute2f128_ps(c0, c1, 0x20));
+            _mm256_storeu_ps(cd + i + 8, _mm256_permute2f128_ps(c0, c1, 0x31));
+            _mm256_storeu_ps(sd + i, _mm256_permute2f128_ps(s0, s1, 0x20));
+            _mm256_storeu_ps(sd + i + 8, _mm256_permute2f128_ps(s0, s1, 0x31));
         }
-        rotate_neox_bf16(key, num_heads, head_stride, half, cd, sd);
-        return;
-    }
-    /* even lanes: -s (sign bit flipped, exact also for zeros) */
-    const __m256 neg_even = _mm256_castsi256_ps(_mm256_set1_epi64x(0x80000000u));
-    if (!bf) {
+        return 1;
+    case PATH_GPTJ: {
         const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
         for (size_t i = 0; i < half; i += 4) {
-            _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c + i)), dup));
-            _mm256_store_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + i)), dup),
-                                                      neg_even));
+            _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c + i)), dup));
+            _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + i)), dup),
+                                                       neg_even));
         }
-        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
-        return;
+        return 1;
     }
-    /* bf16: 8 pairs per 16 elements; the low unpack holds pairs {0,1,4,5}, the high one {2,3,6,7} */
-    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5), hi = _mm256_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7);
-    for (size_t i = 0; i < half; i += 8) {
-        const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
-        _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, lo));
-        _mm256_store_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, hi));
-        _mm256_store_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, lo), neg_even));
-        _mm256_store_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, hi), neg_even));
+    case PATH_GPTJ_BF16: {
+        /* 8 pairs per 16 elements; the low unpack holds pairs {0,1,4,5}, the high one {2,3,6,7} */
+        const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5), hi = _mm256_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7);
+        for (size_t i = 0; i < half; i += 8) {
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, lo));
+            _mm256_storeu_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, hi));
+            _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, lo), neg_even));
+            _mm256_storeu_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, hi), neg_even));
+        }
+        return 1;
     }
-    rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
+    default: return 0; /* rotate takes (c, s) as they are */
+    }
+}
+
+static void avx2_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                        int is_neox, const float *c, const float *s)
+{
+    switch (path_of(dt, half, is_neox)) {
+    case PATH_NEOX:
+        (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+        break;
+    case PATH_NEOX_BF16: rotate_neox_bf16(key, num_heads, head_stride, half, c, s); break;
+    case PATH_GPTJ:
+        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, c, s);
+        break;
+    case PATH_GPTJ_BF16: rotate_gptj_bf16(key, num_heads, head_stride, half, c, s); break;
+    default: rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s); break;
+    }
 }
 
 static void avx2_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
@@ -356,4 +373,5 @@ const kvc_rope_kernels_t kvc_rope_kernels_avx2 = {
     .store = avx2_store,
     .sincos_f64 = avx2_sincos_f64,
     .table_rows = avx2_table_rows,
+    .prepare = avx2_prepare,
 };

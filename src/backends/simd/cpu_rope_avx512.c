@@ -5,6 +5,7 @@
  * some CPUs (measured 3.7 vs 21 GB/s for fp16 keys on an AMD EPYC with AVX-512). */
 #include "config.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <sleef.h>
@@ -156,16 +157,20 @@ static void rotate_generic(void *key, kvc_dtype_t dt, size_t num_heads, size_t h
 }
 
 /* The fast paths below compute every element with the operations of rotate_generic, in the same
- * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop:
- * - GPT-J: the factors are duplicated per pair once per token instead of once per head, with the
- *   sine negated (exactly, by its sign bit) in the even lanes: fmadd(v, cd, swapped * sd') is
- *   fmaddsub(v, cd, swapped * sd) lane for lane.
- * - bf16: 32 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
- *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
- *   lanes hold elements {0-3, 8-11, 16-19, 24-27} and {4-7, ...}; the factors are permuted to match
- *   once per token. No cross-lane widening or narrowing per element. */
-#define KVC_MAX_FAST_HALF 512
-
+ * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop. They
+ * take the factors in a layout that avx512_prepare writes once per token (per change of the
+ * factors), not once per head or per call:
+ * - GPT-J: the factors are duplicated per pair, with the sine negated (exactly, by its sign bit) in
+ *   the even lanes: fmadd(v, cd, swapped * sd') is fmaddsub(v, cd, swapped * sd) lane for lane.
+ * - bf16 without AVX512_BF16: 32 values are widened by interleaving them with zero words
+ *   (unpacklo/hi_epi16: a bf16 is the high half of its fp32) and narrowed by packus_epi32, both
+ *   within 128-bit lanes, so the lanes hold elements {0-3, 8-11, 16-19, 24-27} and {4-7, ...}; the
+ *   factors are permuted to match. No cross-lane widening or narrowing per element.
+ * - bf16 with AVX512_BF16 (the kvc_rope_kernels_avx512bf16 table): widened in order (zero-extend,
+ *   shift) and narrowed by vcvtneps2bf16, which rounds to nearest even and quiets NaNs exactly as
+ *   kvc_f32_to_bf16 does but flushes subnormal inputs to zero: a vector holding a subnormal takes
+ *   the integer rounding instead (vfpclassps tells), so the bits are those of every other tier. The
+ *   factors then have the fp16 layout. */
 /* bf16 round to nearest even of fp32 lanes, result in the low 16 bits of each 32-bit lane: the
  * same bits as f2bf16 (which narrows as well) with fewer operations: +0x7fff, +1 more where the
  * kept part is odd, and a NaN's bits with the quiet bit set instead. */
@@ -272,57 +277,146 @@ static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t
     }
 }
 
-static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
-                          int is_neox, const float *c, const float *s)
+/* Which loop rotates (dt, half, is_neox), hence the layout prepare writes. */
+enum { PATH_GENERIC, PATH_NEOX, PATH_NEOX_BF16, PATH_GPTJ, PATH_GPTJ_BF16 };
+
+static int path_of(kvc_dtype_t dt, size_t half, int is_neox, int bf16_in_order)
 {
-    float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64)));
-    const int bf = dt == KVC_DTYPE_BF16;
-    if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 32 : 16) : (bf ? 16 : 8))) {
-        rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
-        return;
-    }
-    if (is_neox) {
-        if (!bf) {
-            (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
-            return;
-        }
+    const int bf = dt == KVC_DTYPE_BF16 && !bf16_in_order;
+    if (half % (is_neox ? (bf ? 32 : 16) : (bf ? 16 : 8))) return PATH_GENERIC;
+    if (is_neox) return bf ? PATH_NEOX_BF16 : PATH_NEOX;
+    return bf ? PATH_GPTJ_BF16 : PATH_GPTJ;
+}
+
+static int prepare(int path, size_t half, const float *c, const float *s, float *cd, float *sd)
+{
+    /* even lanes: -s (sign bit flipped, exact also for zeros) */
+    const __m512 neg_even = _mm512_castsi512_ps(_mm512_set1_epi64(0x80000000u));
+    switch (path) {
+    case PATH_NEOX_BF16: {
         const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
         const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
         for (size_t i = 0; i < half; i += 32) {
             const __m512 c0 = _mm512_loadu_ps(c + i), c1 = _mm512_loadu_ps(c + i + 16);
             const __m512 s0 = _mm512_loadu_ps(s + i), s1 = _mm512_loadu_ps(s + i + 16);
-            _mm512_store_ps(cd + i, _mm512_permutex2var_ps(c0, lo, c1));
-            _mm512_store_ps(cd + i + 16, _mm512_permutex2var_ps(c0, hi, c1));
-            _mm512_store_ps(sd + i, _mm512_permutex2var_ps(s0, lo, s1));
-            _mm512_store_ps(sd + i + 16, _mm512_permutex2var_ps(s0, hi, s1));
+            _mm512_storeu_ps(cd + i, _mm512_permutex2var_ps(c0, lo, c1));
+            _mm512_storeu_ps(cd + i + 16, _mm512_permutex2var_ps(c0, hi, c1));
+            _mm512_storeu_ps(sd + i, _mm512_permutex2var_ps(s0, lo, s1));
+            _mm512_storeu_ps(sd + i + 16, _mm512_permutex2var_ps(s0, hi, s1));
         }
-        rotate_neox_bf16(key, num_heads, head_stride, half, cd, sd);
-        return;
+        return 1;
     }
-    /* even lanes: -s (sign bit flipped, exact also for zeros) */
-    const __m512 neg_even = _mm512_castsi512_ps(_mm512_set1_epi64(0x80000000u));
-    if (!bf) {
+    case PATH_GPTJ: {
         const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
         for (size_t i = 0; i < half; i += 8) {
-            _mm512_store_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i))));
-            _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))),
-                                                      neg_even));
+            _mm512_storeu_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i))));
+            _mm512_storeu_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))),
+                                                       neg_even));
         }
-        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
+        return 1;
+    }
+    case PATH_GPTJ_BF16: {
+        /* 16 pairs per 32 elements; the low unpack holds pairs {0,1,4,5,8,9,12,13}, the high one the rest */
+        const __m512i lo = _mm512_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13);
+        const __m512i hi = _mm512_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15);
+        for (size_t i = 0; i < half; i += 16) {
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            _mm512_storeu_ps(cd + 2 * i, _mm512_permutexvar_ps(lo, cv));
+            _mm512_storeu_ps(cd + 2 * i + 16, _mm512_permutexvar_ps(hi, cv));
+            _mm512_storeu_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(lo, sv), neg_even));
+            _mm512_storeu_ps(sd + 2 * i + 16, _mm512_xor_ps(_mm512_permutexvar_ps(hi, sv), neg_even));
+        }
+        return 1;
+    }
+    default: return 0; /* rotate takes (c, s) as they are */
+    }
+}
+
+static int avx512_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c, const float *s, float *cd,
+                          float *sd)
+{
+    return prepare(path_of(dt, half, is_neox, 0), half, c, s, cd, sd);
+}
+
+static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                          int is_neox, const float *c, const float *s)
+{
+    switch (path_of(dt, half, is_neox, 0)) {
+    case PATH_NEOX:
+        (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+        break;
+    case PATH_NEOX_BF16: rotate_neox_bf16(key, num_heads, head_stride, half, c, s); break;
+    case PATH_GPTJ:
+        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, c, s);
+        break;
+    case PATH_GPTJ_BF16: rotate_gptj_bf16(key, num_heads, head_stride, half, c, s); break;
+    default: rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s); break;
+    }
+}
+
+/* ---- AVX512_BF16: bf16 keys widened in order, narrowed by vcvtneps2bf16 (see above) */
+#ifdef KVC_ROPE_AVX512BF16
+#define BF16_TARGET __attribute__((target("avx512bf16")))
+
+static inline __m512 bf16_widen(const uint16_t *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+/* kvc_f32_to_bf16 on 16 lanes: the instruction, unless a lane is subnormal (which it flushes). */
+static inline BF16_TARGET void bf16_narrow(uint16_t *p, __m512 v)
+{
+    const __m256i r = _mm512_fpclass_ps_mask(v, 0x20) ? f2bf16(v) : (__m256i)_mm512_cvtneps_pbh(v);
+    _mm256_storeu_si256((__m256i *)p, r);
+}
+
+static BF16_TARGET void rotate_neox_bf16_in_order(char *key, size_t num_heads, size_t hstride, size_t half,
+                                                  const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 16) {
+            const __m512 xv = bf16_widen(x + i), yv = bf16_widen(y + i);
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            bf16_narrow(x + i, _mm512_fmsub_ps(xv, cv, _mm512_mul_ps(yv, sv)));
+            bf16_narrow(y + i, _mm512_fmadd_ps(yv, cv, _mm512_mul_ps(xv, sv)));
+        }
+    }
+}
+
+static BF16_TARGET void rotate_gptj_bf16_in_order(char *key, size_t num_heads, size_t hstride, size_t half,
+                                                  const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 16) {
+            const __m512 v = bf16_widen(k + i);
+            bf16_narrow(k + i, _mm512_fmadd_ps(v, _mm512_loadu_ps(cd + i),
+                                               _mm512_mul_ps(_mm512_permute_ps(v, 0xb1), _mm512_loadu_ps(sd + i))));
+        }
+    }
+}
+
+static int avx512bf16_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c, const float *s, float *cd,
+                              float *sd)
+{
+    return prepare(path_of(dt, half, is_neox, 1), half, c, s, cd, sd);
+}
+
+static void avx512bf16_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                              int is_neox, const float *c, const float *s)
+{
+    if (dt != KVC_DTYPE_BF16) {
+        avx512_rotate(key, dt, num_heads, head_stride, half, is_neox, c, s);
         return;
     }
-    /* bf16: 16 pairs per 32 elements; the low unpack holds pairs {0,1,4,5,8,9,12,13}, the high one the rest */
-    const __m512i lo = _mm512_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13);
-    const __m512i hi = _mm512_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15);
-    for (size_t i = 0; i < half; i += 16) {
-        const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
-        _mm512_store_ps(cd + 2 * i, _mm512_permutexvar_ps(lo, cv));
-        _mm512_store_ps(cd + 2 * i + 16, _mm512_permutexvar_ps(hi, cv));
-        _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(lo, sv), neg_even));
-        _mm512_store_ps(sd + 2 * i + 16, _mm512_xor_ps(_mm512_permutexvar_ps(hi, sv), neg_even));
+    switch (path_of(dt, half, is_neox, 1)) {
+    case PATH_NEOX: rotate_neox_bf16_in_order(key, num_heads, head_stride, half, c, s); break;
+    case PATH_GPTJ: rotate_gptj_bf16_in_order(key, num_heads, head_stride, half, c, s); break;
+    default: rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s); break;
     }
-    rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
 }
+#endif
 
 static void avx512_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
@@ -376,4 +470,24 @@ const kvc_rope_kernels_t kvc_rope_kernels_avx512 = {
     .store = avx512_store,
     .sincos_f64 = avx512_sincos_f64,
     .table_rows = avx512_table_rows,
+    .prepare = avx512_prepare,
 };
+
+#ifdef KVC_ROPE_AVX512BF16
+const kvc_rope_kernels_t kvc_rope_kernels_avx512bf16 = {
+    .factors = avx512_factors,
+    .sincos = avx512_sincos,
+    .rotate = avx512bf16_rotate,
+    .store = avx512_store,
+    .sincos_f64 = avx512_sincos_f64,
+    .table_rows = avx512_table_rows,
+    .prepare = avx512bf16_prepare,
+};
+
+/* CPUID.(EAX=7, ECX=1):EAX bit 5; the AVX-512 tier has checked the OS saves the registers. */
+int kvc_rope_cpu_has_avx512bf16(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
+}
+#endif
