@@ -89,20 +89,39 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
 
 /* ---- scalar helpers shared by the kernels (tails, the scalar tier) ---- */
 
-/* Combined rotation of one pair for the fused op: undo (co, so), apply (cn, sn).
- *   cd = cn*co + sn*so, sd = sn*co - cn*so   in double: each product of two floats is exact, so
- *                                            sd is exactly 0 when both rows are the same (equal
- *                                            positions), with or without FMA contraction;
- *   h  = sqrt(cd*cd + sd*sd)                 = |row_old| * |row_new| up to double rounding (no
- *                                            overflow or underflow is possible for float inputs);
- *   c = fp32(cd * (1/h)), s = fp32(sd * (1/h)).
+/* Combined rotation of one pair for the fused op: undo (co, so), apply (cn, sn), normalised.
+ *   cd = cn*co + sn*so, sd = sn*co - cn*so   in fp32, each with Kahan's FMA form (kvc_rope_sop,
+ *                                            kvc_rope_dop): within about one rounding of the exact
+ *                                            value, and sd exactly 0 when both rows are the same
+ *                                            (the two products are then one real number, rounded
+ *                                            and corrected identically);
+ *   n = fma(cd, cd, sd*sd), h = sqrt(n)      = |row_old| * |row_new| within ~2 fp32 roundings;
+ *   c = cd / h, s = sd / h                   (divisions, not a reciprocal: cd / sqrt(cd*cd) is
+ *                                            exactly 1, so old == new gives c = 1, s = 0).
  * Normalising removes the rows' norm error (c^2 + s^2 of rounded table entries is not 1), so for
- * old == new the result is exactly c = 1 (sqrt(cd*cd) == cd in binary floating point, and
- * cd * (1/cd) is within 2^-52 of 1, which rounds to 1 in fp32), s = 0: the keys come back
- * bit-identical. A zero row (h == 0) gives c = s = 0, as the textbook two steps would. The SIMD tiers
- * do the same operations in the same order (mul, add, sqrt, div, mul; no FMA), so the factors are
- * bit-identical across tiers. */
-static inline void kvc_rope_combine1(float co, float so, float cn, float sn, float *c, float *s)
+ * old == new the keys come back bit-identical. Where n is outside [2^-60, 2^60] (a zero row, rows
+ * far from unit length, NaN) the pair takes kvc_rope_combine1_f64 instead, which cannot overflow or
+ * underflow. Every tier does these operations in this order (all IEEE: FMA, sqrt, division), with
+ * the same per-lane choice, so the factors are bit-identical across tiers. */
+static inline float kvc_rope_sop(float a, float b, float c, float d) /* a*b + c*d */
+{
+    const float w = c * d;
+    return fmaf(a, b, w) + fmaf(c, d, -w);
+}
+
+static inline float kvc_rope_dop(float a, float b, float c, float d) /* a*b - c*d */
+{
+    const float w = c * d;
+    return fmaf(a, b, -w) - fmaf(c, d, -w);
+}
+
+#define KVC_ROPE_NORM_MIN 0x1p-60f
+#define KVC_ROPE_NORM_MAX 0x1p60f
+
+/* The fallback, in double: each product of two floats is exact, so sd is exactly 0 for equal rows;
+ * h = sqrt(cd*cd + sd*sd) cannot overflow or underflow; c = fp32(cd * (1/h)), and c = s = 0 for a
+ * zero row (h == 0), as the textbook two steps would give. */
+static inline void kvc_rope_combine1_f64(float co, float so, float cn, float sn, float *c, float *s)
 {
     const double cd = (double)cn * (double)co + (double)sn * (double)so;
     const double sd = (double)sn * (double)co - (double)cn * (double)so;
@@ -110,6 +129,19 @@ static inline void kvc_rope_combine1(float co, float so, float cn, float sn, flo
     const double inv = h == 0 ? 0.0 : 1.0 / h;
     *c = (float)(cd * inv);
     *s = (float)(sd * inv);
+}
+
+static inline void kvc_rope_combine1(float co, float so, float cn, float sn, float *c, float *s)
+{
+    const float cd = kvc_rope_sop(cn, co, sn, so), sd = kvc_rope_dop(sn, co, cn, so);
+    const float n = fmaf(cd, cd, sd * sd);
+    if (n >= KVC_ROPE_NORM_MIN && n <= KVC_ROPE_NORM_MAX) {
+        const float h = sqrtf(n);
+        *c = cd / h;
+        *s = sd / h;
+    } else {
+        kvc_rope_combine1_f64(co, so, cn, sn, c, s);
+    }
 }
 
 /* One table entry by the angle sum, in double: cos(a+b) and sin(a+b) from the cos/sin of a and b.

@@ -42,21 +42,21 @@ static inline void store8(void *p, kvc_dtype_t dt, __m256 v)
     }
 }
 
-/* kvc_rope_combine1 on four pairs, in double. */
-static inline void combine4(__m128 co4, __m128 so4, __m128 cn4, __m128 sn4, float *c, float *s)
+/* kvc_rope_sop / kvc_rope_dop on 8 lanes */
+static inline __m256 sop8(__m256 a, __m256 b, __m256 c, __m256 d)
 {
-    const __m256d co = _mm256_cvtps_pd(co4), so = _mm256_cvtps_pd(so4);
-    const __m256d cn = _mm256_cvtps_pd(cn4), sn = _mm256_cvtps_pd(sn4);
-    const __m256d cd = _mm256_add_pd(_mm256_mul_pd(cn, co), _mm256_mul_pd(sn, so));
-    const __m256d sd = _mm256_sub_pd(_mm256_mul_pd(sn, co), _mm256_mul_pd(cn, so));
-    const __m256d zero = _mm256_setzero_pd();
-    const __m256d h = _mm256_sqrt_pd(_mm256_add_pd(_mm256_mul_pd(cd, cd), _mm256_mul_pd(sd, sd)));
-    /* 1/h, or 0 where h == 0 (a zero row) */
-    const __m256d inv = _mm256_blendv_pd(_mm256_div_pd(_mm256_set1_pd(1.0), h), zero, _mm256_cmp_pd(h, zero, _CMP_EQ_OQ));
-    _mm_storeu_ps(c, _mm256_cvtpd_ps(_mm256_mul_pd(cd, inv)));
-    _mm_storeu_ps(s, _mm256_cvtpd_ps(_mm256_mul_pd(sd, inv)));
+    const __m256 w = _mm256_mul_ps(c, d);
+    return _mm256_add_ps(_mm256_fmadd_ps(a, b, w), _mm256_fmsub_ps(c, d, w));
 }
 
+static inline __m256 dop8(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 w = _mm256_mul_ps(c, d);
+    return _mm256_sub_ps(_mm256_fmsub_ps(a, b, w), _mm256_fmsub_ps(c, d, w));
+}
+
+/* kvc_rope_combine1 on 8 pairs; lanes whose n is out of range take the double fallback, as in the
+ * scalar helper; the tail goes through the scalar helper. */
 static void avx2_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                          float *s)
 {
@@ -66,10 +66,18 @@ static void avx2_factors(const void *row_old, const void *row_new, kvc_dtype_t d
     for (; i + 8 <= half; i += 8) {
         const __m256 co = load8(ro + i * es, dt), so = load8(ro + (half + i) * es, dt);
         const __m256 cn = load8(rn + i * es, dt), sn = load8(rn + (half + i) * es, dt);
-        combine4(_mm256_castps256_ps128(co), _mm256_castps256_ps128(so), _mm256_castps256_ps128(cn),
-                 _mm256_castps256_ps128(sn), c + i, s + i);
-        combine4(_mm256_extractf128_ps(co, 1), _mm256_extractf128_ps(so, 1), _mm256_extractf128_ps(cn, 1),
-                 _mm256_extractf128_ps(sn, 1), c + i + 4, s + i + 4);
+        const __m256 cd = sop8(cn, co, sn, so), sd = dop8(sn, co, cn, so);
+        const __m256 n = _mm256_fmadd_ps(cd, cd, _mm256_mul_ps(sd, sd));
+        const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_set1_ps(KVC_ROPE_NORM_MIN), _CMP_GE_OQ),
+                                        _mm256_cmp_ps(n, _mm256_set1_ps(KVC_ROPE_NORM_MAX), _CMP_LE_OQ));
+        const __m256 h = _mm256_sqrt_ps(n);
+        _mm256_storeu_ps(c + i, _mm256_div_ps(cd, h));
+        _mm256_storeu_ps(s + i, _mm256_div_ps(sd, h));
+        for (unsigned bad = (unsigned)_mm256_movemask_ps(ok) ^ 0xffu; bad; bad &= bad - 1) {
+            const size_t j = i + (size_t)__builtin_ctz(bad);
+            kvc_rope_combine1_f64(kvc_rope_load1(ro, dt, j), kvc_rope_load1(ro, dt, half + j), kvc_rope_load1(rn, dt, j),
+                                  kvc_rope_load1(rn, dt, half + j), c + j, s + j);
+        }
     }
     for (; i < half; i++) {
         const float co = kvc_rope_load1(ro, dt, i), so = kvc_rope_load1(ro, dt, half + i);

@@ -71,39 +71,52 @@ static inline void store16(void *p, kvc_dtype_t dt, __m512 v, __mmask16 m)
     }
 }
 
-/* kvc_rope_combine1 on eight pairs, in double. */
-static inline __m256 combine8(__m256 co8, __m256 so8, __m256 cn8, __m256 sn8, __m256 *s_out)
+/* kvc_rope_sop / kvc_rope_dop on 16 lanes */
+static inline __m512 sop16(__m512 a, __m512 b, __m512 c, __m512 d)
 {
-    const __m512d co = _mm512_cvtps_pd(co8), so = _mm512_cvtps_pd(so8);
-    const __m512d cn = _mm512_cvtps_pd(cn8), sn = _mm512_cvtps_pd(sn8);
-    const __m512d cd = _mm512_add_pd(_mm512_mul_pd(cn, co), _mm512_mul_pd(sn, so));
-    const __m512d sd = _mm512_sub_pd(_mm512_mul_pd(sn, co), _mm512_mul_pd(cn, so));
-    const __m512d h = _mm512_sqrt_pd(_mm512_add_pd(_mm512_mul_pd(cd, cd), _mm512_mul_pd(sd, sd)));
-    /* 1/h, or 0 where h == 0 (a zero row, or a lane past the end: masked loads give zeros) */
-    const __m512d inv = _mm512_maskz_div_pd(_mm512_cmp_pd_mask(h, _mm512_setzero_pd(), _CMP_NEQ_UQ),
-                                            _mm512_set1_pd(1.0), h);
-    *s_out = _mm512_cvtpd_ps(_mm512_mul_pd(sd, inv));
-    return _mm512_cvtpd_ps(_mm512_mul_pd(cd, inv));
+    const __m512 w = _mm512_mul_ps(c, d);
+    return _mm512_add_ps(_mm512_fmadd_ps(a, b, w), _mm512_fmsub_ps(c, d, w));
 }
 
-static inline __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
-static inline __m256 hi8(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
-static inline __m512 join16(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
+static inline __m512 dop16(__m512 a, __m512 b, __m512 c, __m512 d)
+{
+    const __m512 w = _mm512_mul_ps(c, d);
+    return _mm512_sub_ps(_mm512_fmsub_ps(a, b, w), _mm512_fmsub_ps(c, d, w));
+}
+
+/* kvc_rope_combine1 on 16 pairs at i (m: the valid lanes); lanes whose n is out of range take the
+ * double fallback, as in the scalar helper. */
+static inline void factors16(__m512 co, __m512 so, __m512 cn, __m512 sn, const char *ro, const char *rn,
+                             kvc_dtype_t dt, size_t half, size_t i, __mmask16 m, float *c, float *s)
+{
+    const __m512 cd = sop16(cn, co, sn, so), sd = dop16(sn, co, cn, so);
+    const __m512 n = _mm512_fmadd_ps(cd, cd, _mm512_mul_ps(sd, sd));
+    const __mmask16 ok = _mm512_cmp_ps_mask(n, _mm512_set1_ps(KVC_ROPE_NORM_MIN), _CMP_GE_OQ) &
+                         _mm512_cmp_ps_mask(n, _mm512_set1_ps(KVC_ROPE_NORM_MAX), _CMP_LE_OQ);
+    const __m512 h = _mm512_sqrt_ps(n);
+    storef(c + i, _mm512_div_ps(cd, h), m);
+    storef(s + i, _mm512_div_ps(sd, h), m);
+    for (unsigned bad = (unsigned)(m & ~ok); __builtin_expect(bad != 0, 0); bad &= bad - 1) {
+        const size_t j = i + (size_t)__builtin_ctz(bad);
+        kvc_rope_combine1_f64(kvc_rope_load1(ro, dt, j), kvc_rope_load1(ro, dt, half + j), kvc_rope_load1(rn, dt, j),
+                              kvc_rope_load1(rn, dt, half + j), c + j, s + j);
+    }
+}
 
 static void avx512_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                            float *s)
 {
     const size_t es = kvc_dtype_size(dt);
     const char *ro = row_old, *rn = row_new;
-    for (size_t i = 0; i < half; i += 16) {
+    size_t i = 0;
+    if (dt == KVC_DTYPE_F32) /* the usual table: plain loads for whole vectors */
+        for (const float *fo = row_old, *fn = row_new; i + 16 <= half; i += 16)
+            factors16(_mm512_loadu_ps(fo + i), _mm512_loadu_ps(fo + half + i), _mm512_loadu_ps(fn + i),
+                      _mm512_loadu_ps(fn + half + i), ro, rn, dt, half, i, 0xffff, c, s);
+    for (; i < half; i += 16) {
         const __mmask16 m = mask16(half - i);
-        const __m512 co = load16(ro + i * es, dt, m), so = load16(ro + (half + i) * es, dt, m);
-        const __m512 cn = load16(rn + i * es, dt, m), sn = load16(rn + (half + i) * es, dt, m);
-        __m256 s0, s1;
-        const __m256 c0 = combine8(lo8(co), lo8(so), lo8(cn), lo8(sn), &s0);
-        const __m256 c1 = combine8(hi8(co), hi8(so), hi8(cn), hi8(sn), &s1);
-        storef(c + i, join16(c0, c1), m);
-        storef(s + i, join16(s0, s1), m);
+        factors16(load16(ro + i * es, dt, m), load16(ro + (half + i) * es, dt, m), load16(rn + i * es, dt, m),
+                  load16(rn + (half + i) * es, dt, m), ro, rn, dt, half, i, m, c, s);
     }
 }
 
@@ -308,7 +321,18 @@ static int prepare(int path, size_t half, const float *c, const float *s, float 
     }
     case PATH_GPTJ: {
         const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-        for (size_t i = 0; i < half; i += 8) {
+        const __m512i dup_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+        size_t i = 0;
+        /* whole 64-byte loads: c and s were just written by 64-byte stores, which a narrower load at
+         * an offset may not be forwarded from */
+        for (; i + 16 <= half; i += 16) {
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            _mm512_storeu_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, cv));
+            _mm512_storeu_ps(cd + 2 * i + 16, _mm512_permutexvar_ps(dup_hi, cv));
+            _mm512_storeu_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, sv), neg_even));
+            _mm512_storeu_ps(sd + 2 * i + 16, _mm512_xor_ps(_mm512_permutexvar_ps(dup_hi, sv), neg_even));
+        }
+        for (; i < half; i += 8) {
             _mm512_storeu_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i))));
             _mm512_storeu_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))),
                                                        neg_even));
