@@ -108,21 +108,47 @@ static const kvc_rope_kernels_t *kernels_for(const kvc_backend_ctx_t *b)
     return &kvc_rope_kernels_scalar;
 }
 
-/* Per-thread buffers: c and s (stride floats each), and the 2*stride floats each of prepare's
- * layout: 6 * stride floats per thread, stride a multiple of 16 (one cache line). */
+/* Per-thread buffers, `sets` of them: c and s (stride floats each), and the 2*stride floats each of
+ * prepare's layout: 6 * stride floats per set, stride a multiple of 16 (one cache line). */
 typedef struct scratch {
     float *buf;
-    size_t stride;
+    size_t stride, sets;
 } scratch_t;
 
-static kvc_status_t scratch_alloc(kvc_backend_ctx_t *b, int threads, size_t half, scratch_t *out)
+static kvc_status_t scratch_alloc(kvc_backend_ctx_t *b, int threads, size_t half, size_t sets, scratch_t *out)
 {
     out->stride = (half + 15) & ~(size_t)15;
-    out->buf = aligned_alloc(64, (size_t)threads * 6 * out->stride * sizeof(float));
+    out->sets = sets;
+    out->buf = aligned_alloc(64, (size_t)threads * sets * 6 * out->stride * sizeof(float));
     if (!out->buf)
         return b->svc->set_error(KVC_ERR_NO_MEMORY, "rope: cannot allocate %d x %zu floats of scratch", threads,
-                                 6 * out->stride);
+                                 sets * 6 * out->stride);
     return KVC_OK;
+}
+
+/* One token's factors, in rotate's layout (rc, rs). */
+typedef struct factor_set {
+    float *c, *s, *cd, *sd;
+    const float *rc, *rs;
+} factor_set_t;
+
+static factor_set_t factor_set(const scratch_t *sc, int thread, size_t set)
+{
+    float *c = sc->buf + ((size_t)thread * sc->sets + set) * 6 * sc->stride;
+    factor_set_t f = { .c = c, .s = c + sc->stride, .cd = c + 2 * sc->stride, .sd = c + 4 * sc->stride };
+    f.rc = f.c;
+    f.rs = f.s;
+    return f;
+}
+
+static void set_prepare(const kvc_rope_kernels_t *k, kvc_dtype_t dt, size_t half, int is_neox, factor_set_t *f)
+{
+    f->rc = f->c;
+    f->rs = f->s;
+    if (k->prepare && k->prepare(dt, half, is_neox, f->c, f->s, f->cd, f->sd)) {
+        f->rc = f->cd;
+        f->rs = f->sd;
+    }
 }
 
 static int thread_id(void)
@@ -152,6 +178,19 @@ static double *theta_alloc(kvc_backend_ctx_t *b, size_t rot_dim, double base)
     return theta;
 }
 
+static int thread_count(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Each thread rotates a contiguous range of tokens. The factors of the next token (when its
+ * positions differ) are computed before the current token is rotated, into the other of two sets:
+ * their long dependency chain (FMAs, square root, divisions) then overlaps the rotation instead of
+ * stalling it. */
 kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a)
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
@@ -160,30 +199,37 @@ kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
     const size_t row_bytes = a->table.rot_dim * kvc_dtype_size(a->table.dtype);
     const int threads = threads_for(b, key->num_tokens);
     scratch_t sc;
-    kvc_status_t st = scratch_alloc(b, threads, half, &sc);
+    kvc_status_t st = scratch_alloc(b, threads, half, 2, &sc);
     if (st != KVC_OK) return st;
+    const char *table = a->table.data;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        float *c = sc.buf + (size_t)thread_id() * 6 * sc.stride, *s = c + sc.stride;
-        float *cd = s + sc.stride, *sd = cd + 2 * sc.stride;
-        const float *rc = c, *rs = s; /* the factors in rotate's layout */
-        int64_t last_old = -1, last_new = -1; /* consecutive tokens often share both positions */
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (size_t t = 0; t < key->num_tokens; t++) {
-            const int64_t po = a->old_positions[t], pn = a->new_positions[t];
-            if (po != last_old || pn != last_new) {
-                k->factors((const char *)a->table.data + (size_t)po * row_bytes,
-                           (const char *)a->table.data + (size_t)pn * row_bytes, a->table.dtype, half, c, s);
-                if (k->prepare && k->prepare(key->dtype, half, a->is_neox, c, s, cd, sd)) rc = cd, rs = sd;
-                last_old = po;
-                last_new = pn;
+        const int tid = thread_id();
+        const size_t nt = (size_t)thread_count(), n = key->num_tokens;
+        const size_t lo = n / nt * (size_t)tid + (n % nt < (size_t)tid ? n % nt : (size_t)tid);
+        const size_t hi = lo + n / nt + ((size_t)tid < n % nt);
+        factor_set_t f[2] = { factor_set(&sc, tid, 0), factor_set(&sc, tid, 1) };
+        int cur = 0;
+        if (lo < hi) {
+            k->factors(table + (size_t)a->old_positions[lo] * row_bytes, table + (size_t)a->new_positions[lo] * row_bytes,
+                       a->table.dtype, half, f[0].c, f[0].s);
+            set_prepare(k, key->dtype, half, a->is_neox, &f[0]);
+        }
+        for (size_t t = lo; t < hi; t++) {
+            int next = cur; /* consecutive tokens often share both positions */
+            if (t + 1 < hi && (a->old_positions[t + 1] != a->old_positions[t] ||
+                               a->new_positions[t + 1] != a->new_positions[t])) {
+                next = cur ^ 1;
+                k->factors(table + (size_t)a->old_positions[t + 1] * row_bytes,
+                           table + (size_t)a->new_positions[t + 1] * row_bytes, a->table.dtype, half, f[next].c,
+                           f[next].s);
+                set_prepare(k, key->dtype, half, a->is_neox, &f[next]);
             }
             k->rotate((char *)key->data + t * key->token_stride * kes, key->dtype, key->num_heads, key->head_stride,
-                      half, a->is_neox, rc, rs);
+                      half, a->is_neox, f[cur].rc, f[cur].rs);
+            cur = next;
         }
     }
     free(sc.buf);
@@ -199,7 +245,7 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
     if (!theta) return KVC_ERR_NO_MEMORY;
     const int threads = threads_for(b, key->num_tokens);
     scratch_t sc;
-    kvc_status_t st = scratch_alloc(b, threads, half, &sc);
+    kvc_status_t st = scratch_alloc(b, threads, half, 1, &sc);
     if (st != KVC_OK) {
         free(theta);
         return st;
@@ -208,9 +254,7 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        float *c = sc.buf + (size_t)thread_id() * 6 * sc.stride, *s = c + sc.stride;
-        float *cd = s + sc.stride, *sd = cd + 2 * sc.stride;
-        const float *rc = c, *rs = s; /* the factors in rotate's layout */
+        factor_set_t f = factor_set(&sc, thread_id(), 0);
         int64_t last_delta = INT64_MIN; /* the delta is usually the same for a run of tokens */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
@@ -218,12 +262,12 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
         for (size_t t = 0; t < key->num_tokens; t++) {
             const int64_t delta = a->new_positions[t] - a->old_positions[t];
             if (delta != last_delta) {
-                k->sincos((double)delta, theta, half, c, s);
-                if (k->prepare && k->prepare(key->dtype, half, a->is_neox, c, s, cd, sd)) rc = cd, rs = sd;
+                k->sincos((double)delta, theta, half, f.c, f.s);
+                set_prepare(k, key->dtype, half, a->is_neox, &f);
                 last_delta = delta;
             }
             k->rotate((char *)key->data + t * key->token_stride * kes, key->dtype, key->num_heads, key->head_stride,
-                      half, a->is_neox, rc, rs);
+                      half, a->is_neox, f.rc, f.rs);
         }
     }
     free(sc.buf);
