@@ -296,7 +296,8 @@ enum { PATH_GENERIC, PATH_NEOX, PATH_NEOX_BF16, PATH_GPTJ, PATH_GPTJ_BF16 };
 static int path_of(kvc_dtype_t dt, size_t half, int is_neox, int bf16_in_order)
 {
     const int bf = dt == KVC_DTYPE_BF16 && !bf16_in_order;
-    if (half % (is_neox ? (bf ? 32 : 16) : (bf ? 16 : 8))) return PATH_GENERIC;
+    /* bf16 goes 32 elements at a time either way */
+    if (half % (is_neox ? (dt == KVC_DTYPE_BF16 ? 32 : 16) : (dt == KVC_DTYPE_BF16 ? 16 : 8))) return PATH_GENERIC;
     if (is_neox) return bf ? PATH_NEOX_BF16 : PATH_NEOX;
     return bf ? PATH_GPTJ_BF16 : PATH_GPTJ;
 }
@@ -387,36 +388,47 @@ static inline __m512 bf16_widen(const uint16_t *p)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
 
-/* kvc_f32_to_bf16 on 16 lanes: the instruction, unless a lane is subnormal (which it flushes). */
-static inline BF16_TARGET void bf16_narrow(uint16_t *p, __m512 v)
+/* kvc_f32_to_bf16 on 2 x 16 lanes (lo: elements 0-15, hi: 16-31): the instruction, unless a lane
+ * is subnormal (which it flushes). */
+static inline BF16_TARGET void bf16_narrow32(uint16_t *p, __m512 lo, __m512 hi)
 {
-    const __m256i r = _mm512_fpclass_ps_mask(v, 0x20) ? f2bf16(v) : (__m256i)_mm512_cvtneps_pbh(v);
-    _mm256_storeu_si256((__m256i *)p, r);
+    if (_mm512_kor(_mm512_fpclass_ps_mask(lo, 0x20), _mm512_fpclass_ps_mask(hi, 0x20))) {
+        _mm256_storeu_si256((__m256i *)p, f2bf16(lo));
+        _mm256_storeu_si256((__m256i *)(p + 16), f2bf16(hi));
+    } else {
+        _mm512_storeu_si512(p, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
 }
 
+/* half a multiple of 32 */
 static BF16_TARGET void rotate_neox_bf16_in_order(char *key, size_t num_heads, size_t hstride, size_t half,
                                                   const float *c, const float *s)
 {
     for (size_t h = 0; h < num_heads; h++) {
         uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
-        for (size_t i = 0; i < half; i += 16) {
-            const __m512 xv = bf16_widen(x + i), yv = bf16_widen(y + i);
-            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
-            bf16_narrow(x + i, _mm512_fmsub_ps(xv, cv, _mm512_mul_ps(yv, sv)));
-            bf16_narrow(y + i, _mm512_fmadd_ps(yv, cv, _mm512_mul_ps(xv, sv)));
+        for (size_t i = 0; i < half; i += 32) {
+            const __m512 x0 = bf16_widen(x + i), x1 = bf16_widen(x + i + 16);
+            const __m512 y0 = bf16_widen(y + i), y1 = bf16_widen(y + i + 16);
+            const __m512 c0 = _mm512_loadu_ps(c + i), c1 = _mm512_loadu_ps(c + i + 16);
+            const __m512 s0 = _mm512_loadu_ps(s + i), s1 = _mm512_loadu_ps(s + i + 16);
+            bf16_narrow32(x + i, _mm512_fmsub_ps(x0, c0, _mm512_mul_ps(y0, s0)), _mm512_fmsub_ps(x1, c1, _mm512_mul_ps(y1, s1)));
+            bf16_narrow32(y + i, _mm512_fmadd_ps(y0, c0, _mm512_mul_ps(x0, s0)), _mm512_fmadd_ps(y1, c1, _mm512_mul_ps(x1, s1)));
         }
     }
 }
 
+/* 2*half a multiple of 32 */
 static BF16_TARGET void rotate_gptj_bf16_in_order(char *key, size_t num_heads, size_t hstride, size_t half,
                                                   const float *cd, const float *sd)
 {
     for (size_t h = 0; h < num_heads; h++) {
         uint16_t *k = (uint16_t *)key + h * hstride;
-        for (size_t i = 0; i < 2 * half; i += 16) {
-            const __m512 v = bf16_widen(k + i);
-            bf16_narrow(k + i, _mm512_fmadd_ps(v, _mm512_loadu_ps(cd + i),
-                                               _mm512_mul_ps(_mm512_permute_ps(v, 0xb1), _mm512_loadu_ps(sd + i))));
+        for (size_t i = 0; i < 2 * half; i += 32) {
+            const __m512 v0 = bf16_widen(k + i), v1 = bf16_widen(k + i + 16);
+            bf16_narrow32(k + i,
+                          _mm512_fmadd_ps(v0, _mm512_loadu_ps(cd + i), _mm512_mul_ps(_mm512_permute_ps(v0, 0xb1), _mm512_loadu_ps(sd + i))),
+                          _mm512_fmadd_ps(v1, _mm512_loadu_ps(cd + i + 16),
+                                          _mm512_mul_ps(_mm512_permute_ps(v1, 0xb1), _mm512_loadu_ps(sd + i + 16))));
         }
     }
 }
