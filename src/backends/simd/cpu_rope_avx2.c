@@ -168,7 +168,20 @@ static inline __m256i bf16_bits(__m256 v)
 
 static inline __m256 bf16_lo(__m256i v) { return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v)); }
 static inline __m256 bf16_hi(__m256i v) { return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v)); }
-static inline __m256i bf16_pack(__m256 lo, __m256 hi) { return _mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi)); }
+/* bf16_bits without the NaN case: +0x7fff, +1 more where the kept part is odd */
+static inline __m256i bf16_bits_finite(__m256 v)
+{
+    const __m256i x = _mm256_castps_si256(v);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), odd), 16);
+}
+
+/* One unordered compare tells whether either vector holds a NaN (rare): only then the quieting. */
+static inline __m256i bf16_pack(__m256 lo, __m256 hi)
+{
+    if (_mm256_movemask_ps(_mm256_cmp_ps(lo, hi, _CMP_UNORD_Q))) return _mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi));
+    return _mm256_packus_epi32(bf16_bits_finite(lo), bf16_bits_finite(hi));
+}
 
 static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
 {

@@ -198,7 +198,21 @@ static inline __m512i bf16_bits(__m512 v)
 
 static inline __m512 bf16_lo(__m512i v) { return _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v)); }
 static inline __m512 bf16_hi(__m512i v) { return _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v)); }
-static inline __m512i bf16_pack(__m512 lo, __m512 hi) { return _mm512_packus_epi32(bf16_bits(lo), bf16_bits(hi)); }
+/* bf16_bits without the NaN case */
+static inline __m512i bf16_bits_finite(__m512 v)
+{
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i t = _mm512_add_epi32(x, _mm512_set1_epi32(0x7fff));
+    return _mm512_srli_epi32(_mm512_mask_add_epi32(t, _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x10000)), t,
+                                                   _mm512_set1_epi32(1)), 16);
+}
+
+/* One unordered compare tells whether either vector holds a NaN (rare): only then the quieting. */
+static inline __m512i bf16_pack(__m512 lo, __m512 hi)
+{
+    if (_mm512_cmp_ps_mask(lo, hi, _CMP_UNORD_Q)) return _mm512_packus_epi32(bf16_bits(lo), bf16_bits(hi));
+    return _mm512_packus_epi32(bf16_bits_finite(lo), bf16_bits_finite(hi));
+}
 
 static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
 {
