@@ -90,11 +90,11 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
 /* ---- scalar helpers shared by the kernels (tails, the scalar tier) ---- */
 
 /* Combined rotation of one pair for the fused op: undo (co, so), apply (cn, sn), normalised.
- *   cd = cn*co + sn*so, sd = sn*co - cn*so   in fp32, each with Kahan's FMA form (kvc_rope_sop,
+ *   cd = cn*co + sn*so, sd = sn*co - cn*so   in fp32 with FMA-corrected products (kvc_rope_sop,
  *                                            kvc_rope_dop): within about one rounding of the exact
- *                                            value, and sd exactly 0 when both rows are the same
- *                                            (the two products are then one real number, rounded
- *                                            and corrected identically);
+ *                                            value; sd is exactly 0 when both rows are the same
+ *                                            (the two products are then one real number), and
+ *                                            new -> old gives the same cd and exactly -sd;
  *   n = fma(cd, cd, sd*sd), h = sqrt(n)      = |row_old| * |row_new| within ~2 fp32 roundings;
  *   c = cd / h, s = sd / h                   (divisions, not a reciprocal: cd / sqrt(cd*cd) is
  *                                            exactly 1, so old == new gives c = 1, s = 0).
@@ -109,10 +109,13 @@ static inline float kvc_rope_sop(float a, float b, float c, float d) /* a*b + c*
     return fmaf(a, b, w) + fmaf(c, d, -w);
 }
 
-static inline float kvc_rope_dop(float a, float b, float c, float d) /* a*b - c*d */
+/* a*b - c*d as (RN(ab) - RN(cd)) + (err(ab) - err(cd)): antisymmetric (swapping the products
+ * negates it exactly, so the factors of new -> old are exactly (c, -s) of old -> new), and exactly
+ * 0 when the products are equal */
+static inline float kvc_rope_dop(float a, float b, float c, float d)
 {
-    const float w = c * d;
-    return fmaf(a, b, -w) - fmaf(c, d, -w);
+    const float p = a * b, q = c * d;
+    return (p - q) + (fmaf(a, b, -p) - fmaf(c, d, -q));
 }
 
 #define KVC_ROPE_NORM_MIN 0x1p-60f

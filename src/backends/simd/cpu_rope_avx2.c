@@ -51,8 +51,8 @@ static inline __m256 sop8(__m256 a, __m256 b, __m256 c, __m256 d)
 
 static inline __m256 dop8(__m256 a, __m256 b, __m256 c, __m256 d)
 {
-    const __m256 w = _mm256_mul_ps(c, d);
-    return _mm256_sub_ps(_mm256_fmsub_ps(a, b, w), _mm256_fmsub_ps(c, d, w));
+    const __m256 p = _mm256_mul_ps(a, b), q = _mm256_mul_ps(c, d);
+    return _mm256_add_ps(_mm256_sub_ps(p, q), _mm256_sub_ps(_mm256_fmsub_ps(a, b, p), _mm256_fmsub_ps(c, d, q)));
 }
 
 /* kvc_rope_combine1 on 8 pairs; lanes whose n is out of range take the double fallback, as in the

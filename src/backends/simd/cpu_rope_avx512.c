@@ -80,8 +80,8 @@ static inline __m512 sop16(__m512 a, __m512 b, __m512 c, __m512 d)
 
 static inline __m512 dop16(__m512 a, __m512 b, __m512 c, __m512 d)
 {
-    const __m512 w = _mm512_mul_ps(c, d);
-    return _mm512_sub_ps(_mm512_fmsub_ps(a, b, w), _mm512_fmsub_ps(c, d, w));
+    const __m512 p = _mm512_mul_ps(a, b), q = _mm512_mul_ps(c, d);
+    return _mm512_add_ps(_mm512_sub_ps(p, q), _mm512_sub_ps(_mm512_fmsub_ps(a, b, p), _mm512_fmsub_ps(c, d, q)));
 }
 
 /* kvc_rope_combine1 on 16 pairs at i (m: the valid lanes); lanes whose n is out of range take the

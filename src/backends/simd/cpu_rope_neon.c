@@ -61,8 +61,8 @@ static inline float32x4_t sop4(float32x4_t a, float32x4_t b, float32x4_t c, floa
 
 static inline float32x4_t dop4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d)
 {
-    const float32x4_t w = vmulq_f32(c, d), nw = vnegq_f32(w);
-    return vsubq_f32(vfmaq_f32(nw, a, b), vfmaq_f32(nw, c, d));
+    const float32x4_t p = vmulq_f32(a, b), q = vmulq_f32(c, d);
+    return vaddq_f32(vsubq_f32(p, q), vsubq_f32(vfmaq_f32(vnegq_f32(p), a, b), vfmaq_f32(vnegq_f32(q), c, d)));
 }
 
 static void neon_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
