@@ -386,9 +386,9 @@ Test(rope_golden, rotary0_avx512) { golden("avx512"); }
 
 /* ---------------------------------------------------------------- undo/redo identity */
 
-/* old == new: the combined rotation is built in double from the same table row twice: sd = so*co -
- * co*so is exactly 0 (products of two floats are exact in double), cd = co^2 + so^2, and
- * normalising by sqrt(cd^2 + sd^2) == cd gives c = 1, s = 0 exactly. Every element is then x*1 - y*0
+/* old == new: the combined rotation is built from the same table row twice: sd = so*co - co*so is
+ * exactly 0 (the two products are one real number, rounded and corrected alike), cd ~ co^2 + so^2,
+ * and dividing by sqrt(fp32(cd^2)) == |cd| gives c = 1, s = 0 exactly. Every element is then x*1 - y*0
  * = x: asserted bit-identical for every key dtype, with an fp32 table and with a table in the key
  * dtype (whose rows' norms are off by up to ~2^-10 / ~2^-7), NeoX and GPT-J, contiguous and fused
  * K/V head strides. The issue asks for "identity within 1 ulp of fp32 math"; this is 0 ulp. */
@@ -436,10 +436,11 @@ Test(rope_identity, same_positions_avx2) { identity("avx2"); }
 Test(rope_identity, same_positions_avx512) { identity("avx512"); }
 
 /* There and back (old -> new -> old) with fp32 keys: two combined rotations, the second exactly the
- * inverse factors of the first (cd is the same double, sd its negation), each within about 1.5 fp32
- * roundings of the pair's magnitude: asserted |x'' - x| <= 2^-22 * (|x| + |y|). Measured: 2.92 x
- * 2^-24 (|x| + |y|) on the SIMD tiers, 3.08 scalar (the fp32 composition used before measured 4.07 /
- * 4.38, hence the looser 2^-21 it was tested against). */
+ * inverse factors of the first (the same cd, exactly -sd), each within about 1.5 fp32 roundings of
+ * the pair's magnitude: asserted |x'' - x| <= 2^-22 * (|x| + |y|). Measured: 3.49 x 2^-24 (|x| + |y|)
+ * on the SIMD tiers, 3.48 scalar with the fp32 factors of 2026-12-01 (2.92 / 3.08 with the double
+ * ones before; the unnormalised fp32 composition before those measured 4.07 / 4.38, hence the
+ * looser 2^-21 it was tested against). */
 static void round_trip(const char *isa)
 {
     kvc_context_t *ctx = tier_context(isa);
