@@ -48,10 +48,12 @@ void kvc_rope_sincos_f64_scalar(double d, const double *theta, size_t half, doub
 void kvc_rope_table_rows_scalar(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
                                 size_t half, float *rows)
 {
-    for (size_t k = 0; k < n; k++)
+    for (size_t r = 0; r < n; r++) {
+        const size_t b = r / KVC_ROPE_TABLE_BLOCK, k = r % KVC_ROPE_TABLE_BLOCK;
         for (size_t i = 0; i < half; i++)
-            kvc_rope_angle_sum1(ca[i], sa[i], cb[k * half + i], sb[k * half + i], rows + k * 2 * half + i,
-                                rows + k * 2 * half + half + i);
+            kvc_rope_angle_sum1(ca[b * half + i], sa[b * half + i], cb[k * half + i], sb[k * half + i],
+                                rows + r * 2 * half + i, rows + r * 2 * half + half + i);
+    }
 }
 
 static void scalar_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
@@ -303,13 +305,13 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_table_t *tb = &a->table;
     const size_t half = tb->rot_dim / 2, es = kvc_dtype_size(tb->dtype), B = KVC_ROPE_TABLE_BLOCK;
-    const size_t blocks = (tb->max_position + B - 1) / B;
+    const size_t G = KVC_ROPE_TABLE_GROUP, blocks = (tb->max_position + B - 1) / B, groups = (blocks + G - 1) / G;
     double *theta = theta_alloc(b, tb->rot_dim, a->base);
     if (!theta) return KVC_ERR_NO_MEMORY;
-    const int threads = threads_for(b, blocks);
+    const int threads = threads_for(b, groups);
     /* shared: steps (B rows of cos, B rows of sin), the step B*theta (cos, sin); per thread: the
-     * block's first angles (cos, sin), and B fp32 rows for tables in fp16/bf16 */
-    const size_t shared = 2 * B * half + 2 * half, per_thread = 2 * half + (B * tb->rot_dim + 1) / 2;
+     * first angles of G blocks (cos, sin), and G*B fp32 rows for tables in fp16/bf16 */
+    const size_t shared = 2 * B * half + 2 * half, per_thread = 2 * G * half + (G * B * tb->rot_dim + 1) / 2;
     double *steps = malloc((shared + (size_t)threads * per_thread) * sizeof(double));
     if (!steps) {
         free(theta);
@@ -325,20 +327,27 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        double *ca = steps + shared + (size_t)thread_id() * per_thread, *sa = ca + half;
-        float *rows = (float *)(sa + half);
-        size_t have = (size_t)-1; /* the block whose first angles ca/sa hold */
+        double *ca = steps + shared + (size_t)thread_id() * per_thread, *sa = ca + G * half;
+        float *rows = (float *)(sa + G * half);
+        size_t have = (size_t)-1; /* the block whose first angles ca/sa (first set) hold */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-        for (size_t j = 0; j < blocks; j++) {
-            const size_t p0 = j * B, n = tb->max_position - p0 < B ? tb->max_position - p0 : B;
-            const size_t j0 = j - j % TABLE_ANCHOR_EVERY;
+        for (size_t g = 0; g < groups; g++) {
+            const size_t j = g * G, nb = blocks - j < G ? blocks - j : G, p0 = j * B;
+            const size_t n = tb->max_position - p0 < nb * B ? tb->max_position - p0 : nb * B;
+            const size_t j0 = j - j % TABLE_ANCHOR_EVERY; /* G divides TABLE_ANCHOR_EVERY */
             if (have == (size_t)-1 || have + 1 != j || j == j0) {
                 k->sincos_f64((double)(j0 * B), theta, half, ca, sa);
                 have = j0;
+            } else { /* continue the chain from the previous group's last block */
+                memcpy(ca, ca + (G - 1) * half, half * sizeof(double));
+                memcpy(sa, sa + (G - 1) * half, half * sizeof(double));
             }
             for (; have < j; have++) angle_add_f64(ca, sa, cB, sB, half, ca, sa);
+            for (size_t i = 1; i < nb; i++) /* block j + i: one angle sum after block j + i - 1 */
+                angle_add_f64(ca + (i - 1) * half, sa + (i - 1) * half, cB, sB, half, ca + i * half, sa + i * half);
+            have = j + nb - 1;
             char *dst = (char *)tb->data + p0 * tb->rot_dim * es;
             k->table_rows(ca, sa, sc, ss, n, half, tb->dtype == KVC_DTYPE_F32 ? (float *)dst : rows);
             if (tb->dtype != KVC_DTYPE_F32) k->store(dst, tb->dtype, rows, n * tb->rot_dim);

@@ -41,10 +41,13 @@ typedef struct kvc_rope_kernels {
     void (*store)(void *dst, kvc_dtype_t dtype, const float *src, size_t n);
     /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) in double (SLEEF's u35: within 3.5 double ulp). */
     void (*sincos_f64)(double d, const double *theta, size_t half, double *c, double *s);
-    /* n consecutive fp32 table rows (cos half, sin half; rows contiguous) whose angles are
-     * a_i + b_ki: from the cos/sin of a (ca, sa) and of b for row k (cb, sb + k*half),
+    /* n consecutive fp32 table rows (cos half, sin half; rows contiguous) of consecutive blocks of
+     * KVC_ROPE_TABLE_BLOCK rows: row r = b*BLOCK + k has the angles a_bi + b_ki, from the cos/sin
+     * of block b's first angles (ca, sa + b*half) and of the step k (cb, sb + k*half),
      *   cos = fp32(fma(ca, cb, -(sa*sb))), sin = fp32(fma(sa, cb, ca*sb))   in double,
-     * the same operations on every tier (see kvc_rope_angle_sum1). */
+     * the same operations on every tier (see kvc_rope_angle_sum1). The SIMD tiers load each step
+     * once for all the blocks: the steps (64 KiB for rot_dim 128) do not fit in L1, and reading
+     * them from L2 for every row bounded the build. */
     void (*table_rows)(const double *ca, const double *sa, const double *cb, const double *sb, size_t n, size_t half,
                        float *rows);
     /* Optional (NULL: rotate takes c and s as they are). Reorders the factors (c, s) of one token
@@ -79,8 +82,10 @@ void kvc_rope_table_rows_scalar(const double *ca, const double *sa, const double
                                 size_t half, float *rows);
 
 /* Rows per block of kvc_rope_cache_build: each block's angles are its first row's plus a step
- * k * theta_i, k < KVC_ROPE_TABLE_BLOCK, whose cos/sin are computed once per build. */
+ * k * theta_i, k < KVC_ROPE_TABLE_BLOCK, whose cos/sin are computed once per build. Blocks are
+ * built KVC_ROPE_TABLE_GROUP at a time (a divisor of the anchor spacing, 64 blocks). */
 #define KVC_ROPE_TABLE_BLOCK 64
+#define KVC_ROPE_TABLE_GROUP 4
 
 /* Backend slots. */
 kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a);

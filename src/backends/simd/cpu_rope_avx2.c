@@ -372,18 +372,26 @@ static void avx2_sincos_f64(double d, const double *theta, size_t half, double *
 static void avx2_table_rows(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
                             size_t half, float *rows)
 {
-    for (size_t k = 0; k < n; k++) {
-        float *c = rows + k * 2 * half, *s = c + half;
+    const size_t B = KVC_ROPE_TABLE_BLOCK;
+    for (size_t k = 0; k < B && k < n; k++) {
         const double *cbk = cb + k * half, *sbk = sb + k * half;
+        const size_t nb = (n - k + B - 1) / B; /* blocks that have a row k */
         size_t i = 0;
         for (; i + 4 <= half; i += 4) {
-            const __m256d a_c = _mm256_loadu_pd(ca + i), a_s = _mm256_loadu_pd(sa + i);
             const __m256d b_c = _mm256_loadu_pd(cbk + i), b_s = _mm256_loadu_pd(sbk + i);
-            /* kvc_rope_angle_sum1 */
-            _mm_storeu_ps(c + i, _mm256_cvtpd_ps(_mm256_fmsub_pd(a_c, b_c, _mm256_mul_pd(a_s, b_s))));
-            _mm_storeu_ps(s + i, _mm256_cvtpd_ps(_mm256_fmadd_pd(a_s, b_c, _mm256_mul_pd(a_c, b_s))));
+            for (size_t bl = 0; bl < nb; bl++) {
+                float *c = rows + (bl * B + k) * 2 * half + i;
+                const __m256d a_c = _mm256_loadu_pd(ca + bl * half + i), a_s = _mm256_loadu_pd(sa + bl * half + i);
+                /* kvc_rope_angle_sum1 */
+                _mm_storeu_ps(c, _mm256_cvtpd_ps(_mm256_fmsub_pd(a_c, b_c, _mm256_mul_pd(a_s, b_s))));
+                _mm_storeu_ps(c + half, _mm256_cvtpd_ps(_mm256_fmadd_pd(a_s, b_c, _mm256_mul_pd(a_c, b_s))));
+            }
         }
-        for (; i < half; i++) kvc_rope_angle_sum1(ca[i], sa[i], cbk[i], sbk[i], c + i, s + i);
+        for (; i < half; i++)
+            for (size_t bl = 0; bl < nb; bl++) {
+                float *c = rows + (bl * B + k) * 2 * half + i;
+                kvc_rope_angle_sum1(ca[bl * half + i], sa[bl * half + i], cbk[i], sbk[i], c, c + half);
+            }
     }
 }
 

@@ -488,27 +488,42 @@ static void avx512_sincos_f64(double d, const double *theta, size_t half, double
     }
 }
 
+/* kvc_rope_angle_sum1 on 8 entries */
+static inline void angle_sum8(__m512d a_c, __m512d a_s, __m512d b_c, __m512d b_s, __m256 *c, __m256 *s)
+{
+    *c = _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s)));
+    *s = _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s)));
+}
+
 static void avx512_table_rows(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
                               size_t half, float *rows)
 {
-    const size_t whole = half & ~(size_t)7;
-    for (size_t k = 0; k < n; k++) {
-        float *c = rows + k * 2 * half, *s = c + half;
+    const size_t B = KVC_ROPE_TABLE_BLOCK, whole = half & ~(size_t)7;
+    for (size_t k = 0; k < B && k < n; k++) {
         const double *cbk = cb + k * half, *sbk = sb + k * half;
+        const size_t nb = (n - k + B - 1) / B; /* blocks that have a row k */
         /* plain loads and stores for whole vectors: masked ones are slow on some CPUs (see above) */
         for (size_t i = 0; i < whole; i += 8) {
-            const __m512d a_c = _mm512_loadu_pd(ca + i), a_s = _mm512_loadu_pd(sa + i);
             const __m512d b_c = _mm512_loadu_pd(cbk + i), b_s = _mm512_loadu_pd(sbk + i);
-            /* kvc_rope_angle_sum1 */
-            _mm256_storeu_ps(c + i, _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s))));
-            _mm256_storeu_ps(s + i, _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s))));
+            for (size_t bl = 0; bl < nb; bl++) {
+                float *c = rows + (bl * B + k) * 2 * half + i;
+                __m256 rc, rs;
+                angle_sum8(_mm512_loadu_pd(ca + bl * half + i), _mm512_loadu_pd(sa + bl * half + i), b_c, b_s, &rc, &rs);
+                _mm256_storeu_ps(c, rc);
+                _mm256_storeu_ps(c + half, rs);
+            }
         }
         if (whole < half) {
             const __mmask8 m = mask8(half - whole);
-            const __m512d a_c = _mm512_maskz_loadu_pd(m, ca + whole), a_s = _mm512_maskz_loadu_pd(m, sa + whole);
             const __m512d b_c = _mm512_maskz_loadu_pd(m, cbk + whole), b_s = _mm512_maskz_loadu_pd(m, sbk + whole);
-            _mm256_mask_storeu_ps(c + whole, m, _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s))));
-            _mm256_mask_storeu_ps(s + whole, m, _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s))));
+            for (size_t bl = 0; bl < nb; bl++) {
+                float *c = rows + (bl * B + k) * 2 * half + whole;
+                __m256 rc, rs;
+                angle_sum8(_mm512_maskz_loadu_pd(m, ca + bl * half + whole), _mm512_maskz_loadu_pd(m, sa + bl * half + whole),
+                           b_c, b_s, &rc, &rs);
+                _mm256_mask_storeu_ps(c, m, rc);
+                _mm256_mask_storeu_ps(c + half, m, rs);
+            }
         }
     }
 }
