@@ -311,7 +311,8 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
     const int threads = threads_for(b, groups);
     /* shared: steps (B rows of cos, B rows of sin), the step B*theta (cos, sin); per thread: the
      * first angles of G blocks (cos, sin), and G*B fp32 rows for tables in fp16/bf16 */
-    const size_t shared = 2 * B * half + 2 * half, per_thread = 2 * G * half + (G * B * tb->rot_dim + 1) / 2;
+    const size_t shared = 2 * B * half + 2 * half;
+    const size_t per_thread = 2 * G * half + (tb->dtype == KVC_DTYPE_F32 ? 0 : (G * B * tb->rot_dim + 1) / 2);
     double *steps = malloc((shared + (size_t)threads * per_thread) * sizeof(double));
     if (!steps) {
         free(theta);
