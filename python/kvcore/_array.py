@@ -140,7 +140,7 @@ def _from_dlpack(b, obj, name):
     return b
 
 
-_NP_DTYPES = {_np.dtype(t): code for t, code in _TYPESTR.items()}
+NP_DTYPES = {_np.dtype(t): code for t, code in _TYPESTR.items()}
 _CPU = ("cpu", 0)
 
 
@@ -149,7 +149,7 @@ def buf(obj, name, writable=False):
     b = Buf()
     b.name, b.keep, b.contig = name, obj, None
     if type(obj) is _np.ndarray:  # the common case, without building the interface dict's tuples
-        code = _NP_DTYPES.get(obj.dtype)
+        code = NP_DTYPES.get(obj.dtype)
         if code is None:
             _fail(_abi.KVC_ERR_DTYPE, f"{name}: element type {obj.dtype.str!r} has no kvcore equivalent "
                                       "(little-endian numbers and bool only; bfloat16 through torch or DLPack)")

@@ -175,6 +175,33 @@ def test_engine_too_small(ctx):
         ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, np.array([0, 1, 2], np.int64))
 
 
+@pytest.mark.parametrize("bad,status", [
+    ("read_only", "KVC_ERR_INVALID_ARG"), ("strided", "KVC_ERR_SHAPE"), ("float32", "KVC_ERR_DTYPE"),
+    ("short", "KVC_ERR_SHAPE"), ("complex", "KVC_ERR_DTYPE"), ("list", "KVC_ERR_INVALID_ARG")])
+def test_every_engine_tensor_checked(ctx, bad, status):
+    """The last of the layers is wrong in one way: the numpy fast path must not let it through."""
+    e, shape, chunk = _setup()
+    for x in e:
+        x.fill(1)  # so a transfer that ran would show in the chunk
+    last = e[-1]
+    if bad == "read_only":
+        last.setflags(write=False)
+    elif bad == "strided":
+        last = np.repeat(last, 2, axis=-1)[..., ::2]
+    elif bad == "float32":
+        last = np.zeros(last.size // 2, np.float32)
+    elif bad == "short":
+        last = last.reshape(-1)[:-1]
+    elif bad == "complex":
+        last = np.zeros(last.size // 4, np.complex64)
+    else:
+        last = last.tolist()
+    e[-1] = last
+    with raises_status(status):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, np.array([0, 1, 2], np.int64))
+    assert not chunk.any()
+
+
 def test_wrong_pointer_count(ctx):
     e, shape, chunk = _setup()
     with raises_status("KVC_ERR_SHAPE"):
