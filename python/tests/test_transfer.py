@@ -202,6 +202,38 @@ def test_every_engine_tensor_checked(ctx, bad, status):
     assert not chunk.any()
 
 
+@pytest.mark.parametrize("bad,status", [
+    ("strided", "KVC_ERR_SHAPE"), ("float32", "KVC_ERR_DTYPE"), ("int8", "KVC_ERR_DTYPE"),
+    ("short", "KVC_ERR_SHAPE"), ("complex", "KVC_ERR_DTYPE"), ("numpy", None)])
+def test_every_torch_engine_tensor_checked(ctx, bad, status):
+    """The same with torch tensors (a mixed list takes the general path and works)."""
+    torch = pytest.importorskip("torch")
+    e, shape, chunk = _setup()
+    e = [torch.ones(x.shape, dtype=torch.float16) for x in e]
+    last = e[-1]
+    if bad == "strided":
+        last = torch.repeat_interleave(last, 2, dim=-1)[..., ::2]
+    elif bad == "float32":
+        last = torch.ones(last.numel() // 2, dtype=torch.float32)
+    elif bad == "int8":
+        last = torch.ones(last.numel() * 2, dtype=torch.int8)
+    elif bad == "short":
+        last = last.reshape(-1)[:-1]
+    elif bad == "complex":
+        last = torch.ones(last.numel() // 4, dtype=torch.complex64)
+    else:
+        last = last.numpy()
+    e[-1] = last
+    slots = np.array([0, 1, 2], np.int64)
+    if status is None:
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, slots)
+        assert (chunk == 1).all()
+        return
+    with raises_status(status):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, slots)
+    assert not chunk.any()
+
+
 def test_wrong_pointer_count(ctx):
     e, shape, chunk = _setup()
     with raises_status("KVC_ERR_SHAPE"):
