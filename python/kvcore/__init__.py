@@ -14,7 +14,7 @@ from ._array import buf as _buf, require as _require, DTYPE_NAMES as _DTYPE_NAME
     torch_dtypes as _torch_dtypes
 from ._lib import KvcoreError, UnsupportedError, check as _check, lib as _lib, path as library_path
 
-__all__ = ["Context", "HostBuffer", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
+__all__ = ["Context", "HostBuffer", "DeviceBuffer", "DeviceArray", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
            "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "default_bins", "inspect", "recorder_now",
            "format_name", "format_ptr_count", "status_name", "load_kvcache", "save_kvcache"]
 
@@ -196,6 +196,55 @@ class HostBuffer:
         if self.ptr and self._ctx._h:
             _lib.kvc_mem_free(self._ctx._h, _C.c_void_p(self.ptr))
             self.ptr = 0
+
+
+class DeviceBuffer:
+    """Memory from kvc_device_alloc: on a GPU context device memory, described by
+    __cuda_array_interface__ (the protocol torch, CuPy and Numba read, on ROCm too); on the CPU
+    context plain host memory (__array_interface__). Freed when the last reference to it is gone;
+    every view (view()) holds one. The buffer keeps its Context alive."""
+
+    def __init__(self, ctx, ptr, size):
+        self._ctx, self.ptr, self.size = ctx, ptr, size
+        self._host = ctx.backend == "cpu"
+        ctx._buffers.add(self)
+
+    def _interface(self, typestr, shape):
+        return {"shape": shape, "typestr": typestr, "data": (self.ptr, False), "version": 3, "strides": None}
+
+    def __getattr__(self, name):
+        # exactly one of the two protocols, so nothing mistakes device memory for host memory
+        if name == ("__array_interface__" if self._host else "__cuda_array_interface__"):
+            return self._interface("|u1", (self.size,))
+        raise AttributeError(name)
+
+    def view(self, dtype, shape=None):
+        """A typed array over the buffer (C order; shape defaults to 1-D over all of it)."""
+        return DeviceArray(self, _np.dtype(dtype), shape)
+
+    def __del__(self):
+        if self.ptr and self._ctx._h:
+            _lib.kvc_device_free(self._ctx._h, _C.c_void_p(self.ptr))
+            self.ptr = 0
+
+
+class DeviceArray:
+    """A typed view of a DeviceBuffer, passed to kvcore (or torch.as_tensor, CuPy) like an array."""
+
+    def __init__(self, buf, dtype, shape):
+        n = buf.size // dtype.itemsize
+        shape = (n,) if shape is None else tuple(int(d) for d in shape)
+        need = dtype.itemsize
+        for d in shape:
+            need *= d
+        if need > buf.size:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"view of {need} bytes over a {buf.size}-byte device buffer")
+        self._buf, self.dtype, self.shape = buf, dtype, shape
+
+    def __getattr__(self, name):
+        if name == ("__array_interface__" if self._buf._host else "__cuda_array_interface__"):
+            return self._buf._interface(self.dtype.str, self.shape)
+        raise AttributeError(name)
 
 
 def _report_dict(r):
@@ -734,6 +783,12 @@ class Context:
         ptr, rep = _C.c_void_p(), _abi.MemReport()
         _check(_lib.kvc_mem_alloc(self._handle(), size, _C.byref(p), _C.byref(ptr), _C.byref(rep)))
         return HostBuffer(self, ptr.value, size, _report_dict(rep))
+
+    def alloc_device(self, size):
+        """Device memory of this context's backend (kvc_device_alloc) as a DeviceBuffer."""
+        ptr = _C.c_void_p()
+        _check(_lib.kvc_device_alloc(self._handle(), size, _C.byref(ptr)))
+        return DeviceBuffer(self, ptr.value, size)
 
     def attach_shared(self, name, pinned=False):
         """Map a shared segment created by alloc_host(shared_name=...) (any process)."""
