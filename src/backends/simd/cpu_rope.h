@@ -23,6 +23,7 @@
 #include <kvcore/rope.h>
 
 #include "common/half.h"
+#include "common/rope.h" /* kvc_rope_combine1 */
 
 typedef struct kvc_rope_kernels {
     /* The single rotation that undoes row_old and applies row_new (rows: cos half, sin half), for
@@ -93,64 +94,6 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
 kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
 
 /* ---- scalar helpers shared by the kernels (tails, the scalar tier) ---- */
-
-/* Combined rotation of one pair for the fused op: undo (co, so), apply (cn, sn), normalised.
- *   cd = cn*co + sn*so, sd = sn*co - cn*so   in fp32 with FMA-corrected products (kvc_rope_sop,
- *                                            kvc_rope_dop): within about one rounding of the exact
- *                                            value; sd is exactly 0 when both rows are the same
- *                                            (the two products are then one real number), and
- *                                            new -> old gives the same cd and exactly -sd;
- *   n = fma(cd, cd, sd*sd), h = sqrt(n)      = |row_old| * |row_new| within ~2 fp32 roundings;
- *   c = cd / h, s = sd / h                   (divisions, not a reciprocal: cd / sqrt(cd*cd) is
- *                                            exactly 1, so old == new gives c = 1, s = 0).
- * Normalising removes the rows' norm error (c^2 + s^2 of rounded table entries is not 1), so for
- * old == new the keys come back bit-identical. Where n is outside [2^-60, 2^60] (a zero row, rows
- * far from unit length, NaN) the pair takes kvc_rope_combine1_f64 instead, which cannot overflow or
- * underflow. Every tier does these operations in this order (all IEEE: FMA, sqrt, division), with
- * the same per-lane choice, so the factors are bit-identical across tiers. */
-static inline float kvc_rope_sop(float a, float b, float c, float d) /* a*b + c*d */
-{
-    const float w = c * d;
-    return fmaf(a, b, w) + fmaf(c, d, -w);
-}
-
-/* a*b - c*d as (RN(ab) - RN(cd)) + (err(ab) - err(cd)): antisymmetric (swapping the products
- * negates it exactly, so the factors of new -> old are exactly (c, -s) of old -> new), and exactly
- * 0 when the products are equal */
-static inline float kvc_rope_dop(float a, float b, float c, float d)
-{
-    const float p = a * b, q = c * d;
-    return (p - q) + (fmaf(a, b, -p) - fmaf(c, d, -q));
-}
-
-#define KVC_ROPE_NORM_MIN 0x1p-60f
-#define KVC_ROPE_NORM_MAX 0x1p60f
-
-/* The fallback, in double: each product of two floats is exact, so sd is exactly 0 for equal rows;
- * h = sqrt(cd*cd + sd*sd) cannot overflow or underflow; c = fp32(cd * (1/h)), and c = s = 0 for a
- * zero row (h == 0), as the textbook two steps would give. */
-static inline void kvc_rope_combine1_f64(float co, float so, float cn, float sn, float *c, float *s)
-{
-    const double cd = (double)cn * (double)co + (double)sn * (double)so;
-    const double sd = (double)sn * (double)co - (double)cn * (double)so;
-    const double h = sqrt(cd * cd + sd * sd);
-    const double inv = h == 0 ? 0.0 : 1.0 / h;
-    *c = (float)(cd * inv);
-    *s = (float)(sd * inv);
-}
-
-static inline void kvc_rope_combine1(float co, float so, float cn, float sn, float *c, float *s)
-{
-    const float cd = kvc_rope_sop(cn, co, sn, so), sd = kvc_rope_dop(sn, co, cn, so);
-    const float n = fmaf(cd, cd, sd * sd);
-    if (n >= KVC_ROPE_NORM_MIN && n <= KVC_ROPE_NORM_MAX) {
-        const float h = sqrtf(n);
-        *c = cd / h;
-        *s = sd / h;
-    } else {
-        kvc_rope_combine1_f64(co, so, cn, sn, c, s);
-    }
-}
 
 /* One table entry by the angle sum, in double: cos(a+b) and sin(a+b) from the cos/sin of a and b.
  * Each input is within a few double ulps (SLEEF u35, or a few angle sums), so the result is within
