@@ -302,7 +302,17 @@ static int avx2_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c
         return 1;
     case PATH_GPTJ: {
         const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-        for (size_t i = 0; i < half; i += 4) {
+        const __m256i dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+        size_t i = 0;
+        /* whole 32-byte loads of what the factors just stored with 32-byte stores */
+        for (; i + 8 <= half; i += 8) {
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, dup));
+            _mm256_storeu_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, dup_hi));
+            _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, dup), neg_even));
+            _mm256_storeu_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, dup_hi), neg_even));
+        }
+        for (; i < half; i += 4) {
             _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c + i)), dup));
             _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + i)), dup),
                                                        neg_even));
