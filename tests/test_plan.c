@@ -615,6 +615,6 @@ Test(plan, cb_plan_errors_have_exact_status_and_write_nothing)
     CB_FAIL(KVC_ERR_FORMAT, "groups[0]", f.group.format = 99);
     CB_FAIL(KVC_ERR_ALIGNMENT, "ropes[0]: keys->data", f.slot_fast[0] = f.slot[0].fast + 1);
     CB_FAIL(KVC_ERR_OVERLAP, "ropes[1]: table->data", f.group.table.data = f.slot[1].fast);
-    CB_FAIL(KVC_ERR_OVERLAP, "scatters[3]: chunk", f.slot_fast[1] = f.eng.fast[1]);
+    CB_FAIL(KVC_ERR_OVERLAP, "scatters[1]: chunk", f.slot_fast[1] = f.eng.fast[1]);
     kvc_context_destroy(ctx);
 }
