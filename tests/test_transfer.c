@@ -214,7 +214,7 @@ Test(transfer, format_values_and_predicates)
     cr_assert_eq(KVC_FMT_NL_X_NB_BS_NH_CS, 13);
     cr_assert_eq(KVC_H2D, 0);
     cr_assert_eq(KVC_D2H, 1);
-    /* SPEC 2.3 sets over 0-10, extended by 11-13 as SPEC 2.2 lists them. */
+    /* LMCache's predicate sets over 0-10, extended by 11-13 (docs/LMCACHE.md). */
     const char *cross = "10000000100000", *kvlist = "00001000010000", *layers = "01110111001111",
                *mla = "00010100000000", *hnd = "00000011101010", *fused = "00000000001111",
                *two = "01000010000000";
@@ -246,7 +246,7 @@ Test(transfer, format_values_and_predicates)
     cr_assert_eq(kvc_format_ptr_count(1, 0), -1);
 }
 
-/* Hand-computed positions (SPEC 3.1 / 3.6 tables) for a small LMCache-like case, so the oracle
+/* Hand-computed positions (docs/LMCACHE.md tables) for a small LMCache-like case, so the oracle
  * itself is checked against literal numbers: NL 2, NB 2, BS 5, NH 2, HS 8, fp32. */
 Test(transfer, hand_computed_positions)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Scalar transfer oracle: row-major flattening of the shapes in SPEC.md 2.2, one element per copy. */
+/* Scalar transfer oracle: row-major flattening of the shapes of docs/TRANSFER.md and docs/LMCACHE.md, one element per copy. */
 #include "transfer_ref.h"
 
 #include <string.h>
