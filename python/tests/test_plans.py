@@ -205,3 +205,30 @@ def test_object_plan_is_one_c_call(monkeypatch):
     monkeypatch.setattr(c_ops._lib, "kvc_memcpy_async", None)
     c_ops.execute_object_group_transfer(0, "cpu", 64, [], [c_ops.BatchStep([], [])])
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("case,status", [("bad_block_id", "KVC_ERR_OUT_OF_RANGE"),
+                                         ("alignment_0", "KVC_ERR_INVALID_ARG"),
+                                         ("copy_overlap", "KVC_ERR_INVALID_ARG"),
+                                         ("objects_mismatch", "KVC_ERR_SHAPE")])
+def test_object_plan_errors_in_a_later_step_write_nothing(case, status):
+    """Errors only the C calls could find (a block id outside the pool, a bad copy) in step 1: step 0
+    must not have run either (the old Python composition ran it)."""
+    from test_lmcache_ops import _group_plan
+    e, view, pool, ids, spec, steps, temps, row = _group_plan()
+    before = [x.copy() for x in e]
+    align = 1 << 20
+    if case == "bad_block_id":
+        ids[5] = NB + 3
+    elif case == "alignment_0":
+        align = 0
+    elif case == "copy_overlap":
+        sc = steps[1].staging[0]
+        steps[1].staging[0] = c_ops.StagingCopy(sc.dest, sc.dest + 4, sc.nbytes, sc.host_offset)
+    else:
+        steps[1].launches[0] = c_ops.LaunchVar(0, 4, 2, 2, 0)  # 2 blocks fill one object, not two
+    for direction in (0, 1):
+        with raises_status(status):
+            c_ops.execute_object_group_transfer(direction, "cpu", align, [spec], steps)
+        assert not pool.any() and not any(t.any() for t in temps)
+        assert all((x == b).all() for x, b in zip(e, before))
