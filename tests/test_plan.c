@@ -544,6 +544,8 @@ Test(plan, object_plan_errors_have_exact_status_and_write_nothing)
     OG_FAIL(KVC_ERR_OUT_OF_RANGE, "steps[2].launches[0]: group_idx -1", f.launches[2][0].group_idx = -1);
     OG_FAIL(KVC_ERR_OUT_OF_RANGE, "num_objects 0", f.launches[2][0].num_objects = 0);
     OG_FAIL(KVC_ERR_OUT_OF_RANGE, "num_objects 3", f.launches[2][0].num_objects = 3);
+    /* LMCache's kernel takes four objects at most, whatever the group holds (only 2 entries are read) */
+    OG_FAIL(KVC_ERR_OUT_OF_RANGE, "outside [1, 4]", f.groups[0].num_objects = 6; f.launches[2][0].num_objects = 5);
     OG_FAIL(KVC_ERR_OUT_OF_RANGE, "capacity 12", f.launches[2][0].block_ids_offset = 10);
     OG_FAIL(KVC_ERR_OUT_OF_RANGE, "capacity 12", f.launches[2][0].block_ids_offset = -1);
     OG_FAIL(KVC_ERR_OUT_OF_RANGE, "capacity 12", f.launches[2][0].total_blocks = -1);
