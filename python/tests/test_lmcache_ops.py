@@ -184,8 +184,6 @@ def test_missing_ops_say_what_is_missing():
         with raises_status("KVC_ERR_FORMAT") as info:
             c_ops.multi_layer_kv_transfer(kv, np.zeros(2, np.int64), np.zeros(4, np.int64), "cpu", 16, 1, f, 16)
         assert c_ops.EngineKVFormat(f).name in info.value.message
-    with pytest.raises(NotImplementedError, match="execute_cb_retrieve_plan_flat"):
-        c_ops.execute_cb_retrieve_plan_flat("cpu", 64, [], None, None, None, None)
     d = c_ops.PageBufferShapeDesc(kv_interleaved=True)
     with raises_status("KVC_ERR_UNSUPPORTED"):
         c_ops.multi_layer_block_kv_transfer(np.zeros(1, np.int64), [], np.zeros(0, np.int64), "cpu", 1, d, 16, 1, 0)

@@ -127,11 +127,10 @@ static kvc_status_t check_overlap(const pool_t *p, const char *what, int64_t ind
     return KVC_OK;
 }
 
-static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
-                               void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
-                               int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
+static struct kvc_token_plan token_plan(const kvc_layout_t *l, int direction, int64_t layers, void *const *ptrs,
+                                        void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
+                                        int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
 {
-    if (skip == num_tokens) return KVC_OK;
     struct kvc_token_plan p = { .direction = direction,
                                 .num_layers = layers,
                                 .num_planes = l->planes,
@@ -147,14 +146,32 @@ static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int di
                                 .index_on_device = device_slot_limit > 0,
                                 .index_limit = device_slot_limit };
     p.engine.ptrs = ptrs;
-    kvc_route_t to;
-    const kvc_status_t st = route_xfer(ctx, "transfer", &p.engine, layers, l->planes, chunk, NULL, 0, "slots",
-                                       device_slot_limit > 0 ? slots : NULL, &to);
-    if (st != KVC_OK) return st;
-    return to.ops->transfer_tokens(to.b, &p);
+    return p;
 }
 
-KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
+static kvc_status_t run_token_plan(kvc_context_t *ctx, const struct kvc_token_plan *p)
+{
+    kvc_route_t to;
+    const kvc_status_t st = route_xfer(ctx, "transfer", &p->engine, p->num_layers, p->num_planes, p->chunk, NULL, 0,
+                                       "slots", p->index_on_device ? p->slots : NULL, &to);
+    if (st != KVC_OK) return st;
+    return to.ops->transfer_tokens(to.b, p);
+}
+
+static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
+                               void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
+                               int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
+{
+    if (skip == num_tokens) return KVC_OK;
+    const struct kvc_token_plan p =
+        token_plan(l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit, stream);
+    return run_token_plan(ctx, &p);
+}
+
+/* Validates a per-token transfer whose chunk holds chunk_rows (>= num_tokens) rows per layer and
+ * plane, and fills *p; *empty when nothing moves. */
+kvc_status_t kvc_tokens_prepare(kvc_context_t *ctx, const kvc_token_transfer_t *a, int64_t chunk_rows,
+                                struct kvc_token_plan *p, int *empty)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
     kvc_status_t st = check_direction(a->direction);
@@ -164,21 +181,34 @@ KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_tra
     if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
                               kvc_format_name(a->format))) != KVC_OK)
         return st;
-    const int64_t T = a->num_tokens;
+    const int64_t T = a->num_tokens, R = chunk_rows;
     if (!a->chunk && T > 0) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     const int dev = kvc_res_on_device(ctx, a->slots);
     if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
                            a->skip_prefix_tokens, dev)) != KVC_OK)
         return st;
+    if (R < T || kvc_mul3(l.planes * a->shape.nl, R, l.row_bytes) < 0)
+        return kvc_error(KVC_ERR_SHAPE, "chunk of %lld rows per layer for %lld tokens", (long long)R, (long long)T);
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
-    if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes * a->shape.nl, T, l.row_bytes))) != KVC_OK)
+    if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes * a->shape.nl, R, l.row_bytes))) != KVC_OK)
         return st;
-    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * T * l.row_bytes,
-                                .layer_stride = T * l.row_bytes,
+    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * R * l.row_bytes,
+                                .layer_stride = R * l.row_bytes,
                                 .token_stride = l.row_bytes,
                                 .head_stride = l.head_bytes };
-    return run_tokens(ctx, &l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots,
-                      a->skip_prefix_tokens, T, dev ? a->shape.nb * a->shape.bs : 0, a->stream);
+    *empty = a->skip_prefix_tokens == T;
+    *p = token_plan(&l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots, a->skip_prefix_tokens, T,
+                    dev ? a->shape.nb * a->shape.bs : 0, a->stream);
+    return KVC_OK;
+}
+
+KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
+{
+    struct kvc_token_plan p;
+    int empty = 0;
+    const kvc_status_t st = kvc_tokens_prepare(ctx, a, a ? a->num_tokens : 0, &p, &empty);
+    if (st != KVC_OK || empty) return st;
+    return run_token_plan(ctx, &p);
 }
 
 KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_transfer_t *a)
@@ -252,7 +282,8 @@ KVC_API kvc_status_t kvc_reshape_and_cache_back_flash(kvc_context_t *ctx, const 
     return flash(ctx, a, KVC_H2D);
 }
 
-KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a)
+/* Validates a block transfer and fills *p; *empty when nothing moves. */
+kvc_status_t kvc_blocks_prepare(kvc_context_t *ctx, const kvc_block_transfer_t *a, struct kvc_block_plan *p, int *empty)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
     kvc_status_t st = check_direction(a->direction);
@@ -282,12 +313,12 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
     const int64_t object_bytes = kvc_mul3(l.planes * a->shape.nl, C, l.row_bytes);
     for (int64_t i = 0; i < a->num_objects; i++)
         if ((st = check_overlap(&pool, "objects", i, a->objects[i], object_bytes)) != KVC_OK) return st;
-    if (a->skip_prefix_blocks == n) return KVC_OK;
+    *empty = a->skip_prefix_blocks == n;
     const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * C * l.row_bytes,
                                 .layer_stride = C * l.row_bytes,
                                 .token_stride = l.row_bytes,
                                 .head_stride = l.head_bytes };
-    struct kvc_block_plan p = { .direction = a->direction,
+    *p = (struct kvc_block_plan){ .direction = a->direction,
                                 .num_layers = a->shape.nl,
                                 .num_planes = l.planes,
                                 .engine = l.engine,
@@ -302,10 +333,20 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
                                 .stream = a->stream,
                                 .index_on_device = dev,
                                 .index_limit = a->shape.nb };
-    p.engine.ptrs = a->engine_ptrs;
+    p->engine.ptrs = a->engine_ptrs;
+    return KVC_OK;
+}
+
+KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a)
+{
+    struct kvc_block_plan p;
+    int empty = 0;
+    kvc_status_t st = kvc_blocks_prepare(ctx, a, &p, &empty);
+    if (st != KVC_OK || empty) return st;
     kvc_route_t to;
-    if ((st = route_xfer(ctx, "transfer_blocks", &p.engine, a->shape.nl, l.planes, NULL, a->objects,
-                         (n - 1) / bpo + 1, "block_ids", dev ? a->block_ids : NULL, &to)) != KVC_OK)
+    if ((st = route_xfer(ctx, "transfer_blocks", &p.engine, p.num_layers, p.num_planes, NULL, p.objects,
+                         (p.end_block - 1) / p.blocks_per_object + 1, "block_ids",
+                         p.index_on_device ? p.block_ids : NULL, &to)) != KVC_OK)
         return st;
     return to.ops->transfer_blocks(to.b, &p);
 }
