@@ -282,6 +282,11 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
 static void angle_add_f64(const double *ca, const double *sa, const double *cb, const double *sb, size_t half,
                           double *co, double *so)
 {
+    /* in place (co == ca) in the build's chain: each entry reads only its own index, so vectors
+     * are safe, and each lane does the same IEEE operations */
+#ifdef _OPENMP
+#pragma omp simd
+#endif
     for (size_t i = 0; i < half; i++) {
         const double c = ca[i] * cb[i] - sa[i] * sb[i], s = sa[i] * cb[i] + ca[i] * sb[i];
         co[i] = c;
