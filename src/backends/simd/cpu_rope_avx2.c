@@ -153,9 +153,10 @@ static void rotate_generic(void *key, kvc_dtype_t dt, size_t num_heads, size_t h
  * factors), not once per head or per call:
  * - GPT-J: the factors are duplicated per pair, with the sine negated (exactly, by its sign bit) in
  *   the even lanes: fmadd(v, cd, swapped * sd') is fmaddsub(v, cd, swapped * sd) lane for lane.
- * - bf16: 16 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
- *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
- *   lanes hold elements {0-3, 8-11} and {4-7, 12-15}; the factors are permuted to match. */
+ * - bf16: 16 values are widened into their even and odd elements (a bf16 is the high half of its
+ *   fp32: a shift left and a mask, no shuffle) and narrowed back by one word blend. For GPT-J the
+ *   even elements are the pairs' x and the odd ones their y, so the rotation needs neither a pair
+ *   swap nor a factor layout; for NeoX the factors are split into even and odd elements. */
 /* bf16 round to nearest even of fp32 lanes, in the low 16 bits of each 32-bit lane (as f2bf8). */
 static inline __m256i bf16_bits(__m256 v)
 {
@@ -166,21 +167,30 @@ static inline __m256i bf16_bits(__m256 v)
     return _mm256_blendv_epi8(r, quiet, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
 }
 
-static inline __m256 bf16_lo(__m256i v) { return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v)); }
-static inline __m256 bf16_hi(__m256i v) { return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v)); }
-/* bf16_bits without the NaN case: +0x7fff, +1 more where the kept part is odd */
-static inline __m256i bf16_bits_finite(__m256 v)
+/* bf16_bits without the NaN case, the result left in the high half: +0x7fff, +1 more where the
+ * kept part is odd (bit 16, turned into 1 by an unsigned min rather than a shift: shifts share
+ * fewer execution ports than plain integer operations on common x86 cores) */
+static inline __m256i bf16_round_hi(__m256 v)
 {
     const __m256i x = _mm256_castps_si256(v);
-    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), odd), 16);
+    const __m256i odd = _mm256_min_epu32(_mm256_and_si256(x, _mm256_set1_epi32(0x10000)), _mm256_set1_epi32(1));
+    return _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), odd);
 }
 
-/* One unordered compare tells whether either vector holds a NaN (rare): only then the quieting. */
-static inline __m256i bf16_pack(__m256 lo, __m256 hi)
+/* The even and odd elements of 16 bf16, as fp32. */
+static inline __m256 bf16_even(__m256i w) { return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)); }
+static inline __m256 bf16_odd(__m256i w)
 {
-    if (_mm256_movemask_ps(_mm256_cmp_ps(lo, hi, _CMP_UNORD_Q))) return _mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi));
-    return _mm256_packus_epi32(bf16_bits_finite(lo), bf16_bits_finite(hi));
+    return _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* 16 bf16 from their even and odd elements in fp32. One unordered compare tells whether either
+ * vector holds a NaN (rare): only then the quieting. */
+static inline __m256i bf16_join(__m256 even, __m256 odd)
+{
+    if (_mm256_movemask_ps(_mm256_cmp_ps(even, odd, _CMP_UNORD_Q)))
+        return _mm256_or_si256(bf16_bits(even), _mm256_slli_epi32(bf16_bits(odd), 16));
+    return _mm256_blend_epi16(_mm256_srli_epi32(bf16_round_hi(even), 16), bf16_round_hi(odd), 0xaa);
 }
 
 static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
@@ -212,20 +222,20 @@ static void rotate_neox_f32(char *key, size_t num_heads, size_t hstride, size_t 
     }
 }
 
-/* half a multiple of 16; cp/sp: the factors in unpack order (see above). */
+/* half a multiple of 16; cp/sp: per 16 pairs, the factors of the 8 even pairs, then the 8 odd. */
 static void rotate_neox_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cp, const float *sp)
 {
     for (size_t h = 0; h < num_heads; h++) {
         uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
         for (size_t i = 0; i < half; i += 16) {
             const __m256i xw = _mm256_loadu_si256((const __m256i *)(x + i)), yw = _mm256_loadu_si256((const __m256i *)(y + i));
-            const __m256 xl = bf16_lo(xw), xh = bf16_hi(xw), yl = bf16_lo(yw), yh = bf16_hi(yw);
-            const __m256 cl = _mm256_loadu_ps(cp + i), ch = _mm256_loadu_ps(cp + i + 8);
-            const __m256 sl = _mm256_loadu_ps(sp + i), sh = _mm256_loadu_ps(sp + i + 8);
-            _mm256_storeu_si256((__m256i *)(x + i), bf16_pack(_mm256_fmsub_ps(xl, cl, _mm256_mul_ps(yl, sl)),
-                                                              _mm256_fmsub_ps(xh, ch, _mm256_mul_ps(yh, sh))));
-            _mm256_storeu_si256((__m256i *)(y + i), bf16_pack(_mm256_fmadd_ps(yl, cl, _mm256_mul_ps(xl, sl)),
-                                                              _mm256_fmadd_ps(yh, ch, _mm256_mul_ps(xh, sh))));
+            const __m256 xe = bf16_even(xw), xo = bf16_odd(xw), ye = bf16_even(yw), yo = bf16_odd(yw);
+            const __m256 ce = _mm256_loadu_ps(cp + i), co = _mm256_loadu_ps(cp + i + 8);
+            const __m256 se = _mm256_loadu_ps(sp + i), so = _mm256_loadu_ps(sp + i + 8);
+            _mm256_storeu_si256((__m256i *)(x + i), bf16_join(_mm256_fmsub_ps(xe, ce, _mm256_mul_ps(ye, se)),
+                                                              _mm256_fmsub_ps(xo, co, _mm256_mul_ps(yo, so))));
+            _mm256_storeu_si256((__m256i *)(y + i), bf16_join(_mm256_fmadd_ps(ye, ce, _mm256_mul_ps(xe, se)),
+                                                              _mm256_fmadd_ps(yo, co, _mm256_mul_ps(xo, so))));
         }
     }
 }
@@ -256,19 +266,17 @@ static void rotate_gptj_f32(char *key, size_t num_heads, size_t hstride, size_t 
     }
 }
 
-/* 2*half a multiple of 16; cd/sd in unpack order. */
-static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *cd, const float *sd)
+/* 2*half a multiple of 16; c/s as they are: the even elements are x, the odd ones y. */
+static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
 {
     for (size_t h = 0; h < num_heads; h++) {
         uint16_t *k = (uint16_t *)key + h * hstride;
-        for (size_t i = 0; i < 2 * half; i += 16) {
-            const __m256i w = _mm256_loadu_si256((const __m256i *)(k + i));
-            const __m256 l = bf16_lo(w), hv = bf16_hi(w);
-            const __m256 rl = _mm256_fmadd_ps(l, _mm256_loadu_ps(cd + i),
-                                              _mm256_mul_ps(_mm256_permute_ps(l, 0xb1), _mm256_loadu_ps(sd + i)));
-            const __m256 rh = _mm256_fmadd_ps(hv, _mm256_loadu_ps(cd + i + 8),
-                                              _mm256_mul_ps(_mm256_permute_ps(hv, 0xb1), _mm256_loadu_ps(sd + i + 8)));
-            _mm256_storeu_si256((__m256i *)(k + i), bf16_pack(rl, rh));
+        for (size_t i = 0; i < half; i += 8) {
+            const __m256i w = _mm256_loadu_si256((const __m256i *)(k + 2 * i));
+            const __m256 x = bf16_even(w), y = bf16_odd(w);
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm256_storeu_si256((__m256i *)(k + 2 * i), bf16_join(_mm256_fmsub_ps(x, cv, _mm256_mul_ps(y, sv)),
+                                                                  _mm256_fmadd_ps(y, cv, _mm256_mul_ps(x, sv))));
         }
     }
 }
@@ -294,10 +302,12 @@ static int avx2_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c
         for (size_t i = 0; i < half; i += 16) {
             const __m256 c0 = _mm256_loadu_ps(c + i), c1 = _mm256_loadu_ps(c + i + 8);
             const __m256 s0 = _mm256_loadu_ps(s + i), s1 = _mm256_loadu_ps(s + i + 8);
-            _mm256_storeu_ps(cd + i, _mm256_permute2f128_ps(c0, c1, 0x20));
-            _mm256_storeu_ps(cd + i + 8, _mm256_permute2f128_ps(c0, c1, 0x31));
-            _mm256_storeu_ps(sd + i, _mm256_permute2f128_ps(s0, s1, 0x20));
-            _mm256_storeu_ps(sd + i + 8, _mm256_permute2f128_ps(s0, s1, 0x31));
+            /* shuffle_ps takes elements {0,2} (or {1,3}) of each 128-bit lane of c0 then c1; the
+             * 64-bit permute puts the lanes back in order */
+            _mm256_storeu_ps(cd + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(c0, c1, 0x88)), 0xd8)));
+            _mm256_storeu_ps(cd + i + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(c0, c1, 0xdd)), 0xd8)));
+            _mm256_storeu_ps(sd + i, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(s0, s1, 0x88)), 0xd8)));
+            _mm256_storeu_ps(sd + i + 8, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(s0, s1, 0xdd)), 0xd8)));
         }
         return 1;
     case PATH_GPTJ: {
@@ -316,18 +326,6 @@ static int avx2_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c
             _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c + i)), dup));
             _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + i)), dup),
                                                        neg_even));
-        }
-        return 1;
-    }
-    case PATH_GPTJ_BF16: {
-        /* 8 pairs per 16 elements; the low unpack holds pairs {0,1,4,5}, the high one {2,3,6,7} */
-        const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5), hi = _mm256_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7);
-        for (size_t i = 0; i < half; i += 8) {
-            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
-            _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, lo));
-            _mm256_storeu_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, hi));
-            _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, lo), neg_even));
-            _mm256_storeu_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, hi), neg_even));
         }
         return 1;
     }
