@@ -324,16 +324,27 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
         return b->svc->set_error(KVC_ERR_NO_MEMORY, "rope: cannot allocate the table build's scratch");
     }
     double *sc = steps, *ss = steps + B * half, *cB = steps + 2 * B * half, *sB = cB + half;
-    for (size_t r = 0; r < B; r += r < 8 ? 1 : 8) k->sincos_f64((double)r, theta, half, sc + r * half, ss + r * half);
-    for (size_t r = 9; r < B; r++)
-        if (r % 8) angle_add_f64(sc + (r & ~(size_t)7) * half, ss + (r & ~(size_t)7) * half, sc + (r % 8) * half,
-                                 ss + (r % 8) * half, half, sc + r * half, ss + r * half);
-    k->sincos_f64((double)B, theta, half, cB, sB);
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        double *ca = steps + shared + (size_t)thread_id() * per_thread, *sa = ca + G * half;
+        /* the steps, shared by all threads and computed by all of them (serial, they were a tenth
+         * of a 2-thread build): the direct rows 0-7, 8, 16, ..., 56 and B, then the others */
+        const size_t tid = (size_t)thread_id(), nt = (size_t)thread_count();
+        for (size_t q = tid; q < 16; q += nt) {
+            const size_t r = q < 8 ? q : q < 15 ? (q - 7) * 8 : B;
+            k->sincos_f64((double)r, theta, half, r < B ? sc + r * half : cB, r < B ? ss + r * half : sB);
+        }
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        for (size_t r = 9 + tid; r < B; r += nt)
+            if (r % 8) angle_add_f64(sc + (r & ~(size_t)7) * half, ss + (r & ~(size_t)7) * half, sc + (r % 8) * half,
+                                     ss + (r % 8) * half, half, sc + r * half, ss + r * half);
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        double *ca = steps + shared + tid * per_thread, *sa = ca + G * half;
         float *rows = (float *)(sa + G * half);
         size_t have = (size_t)-1; /* the block whose first angles ca/sa (first set) hold */
 #ifdef _OPENMP
