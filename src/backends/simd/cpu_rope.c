@@ -316,9 +316,13 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
     const int threads = threads_for(b, groups);
     /* shared: steps (B rows of cos, B rows of sin), the step B*theta (cos, sin); per thread: the
      * first angles of G blocks (cos, sin), and G*B fp32 rows for tables in fp16/bf16 */
-    const size_t shared = 2 * B * half + 2 * half;
-    const size_t per_thread = 2 * G * half + (tb->dtype == KVC_DTYPE_F32 ? 0 : (G * B * tb->rot_dim + 1) / 2);
-    double *steps = malloc((shared + (size_t)threads * per_thread) * sizeof(double));
+    /* 64-byte aligned, each part a whole number of cache lines: with malloc's 16-byte alignment
+     * most of the AVX-512 tier's 64-byte loads of the steps crossed a cache line (12.7 against 8.2 ns
+     * a row, depending on where the heap happened to be) */
+    const size_t shared = (2 * B * half + 2 * half + 7) & ~(size_t)7;
+    const size_t per_thread = (2 * G * half + (tb->dtype == KVC_DTYPE_F32 ? 0 : (G * B * tb->rot_dim + 1) / 2) + 7) &
+                              ~(size_t)7;
+    double *steps = aligned_alloc(64, (shared + (size_t)threads * per_thread) * sizeof(double));
     if (!steps) {
         free(theta);
         return b->svc->set_error(KVC_ERR_NO_MEMORY, "rope: cannot allocate the table build's scratch");
