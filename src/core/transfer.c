@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <kvcore/transfer.h>
 
@@ -94,16 +95,23 @@ static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, const kvc_eng
 typedef struct {
     void *const *ptrs;
     int64_t n, bytes;
+    const kvc_layout_t *l; /* format 17: entry i holds plane i % nparts, of its own size */
     uintptr_t lo, hi;
 } pool_t;
 
+static int64_t pool_bytes(const pool_t *p, int64_t i)
+{
+    return p->l ? p->l->part[i % p->l->nparts].tensor_bytes : p->bytes;
+}
+
 static pool_t pool_of(int format, const kvc_layout_t *l, int64_t nb, void *const *ptrs, int64_t n)
 {
-    pool_t p = { ptrs, n, nb * l->engine.block_stride * (kvc_format_is_two_major(format) ? 2 : 1), UINTPTR_MAX, 0 };
+    pool_t p = { ptrs, n, nb * l->engine.block_stride * (kvc_format_is_two_major(format) ? 2 : 1),
+                 format == KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS ? l : NULL, UINTPTR_MAX, 0 };
     for (int64_t i = 0; i < n; i++) {
         const uintptr_t a = (uintptr_t)ptrs[i];
         if (a < p.lo) p.lo = a;
-        if (a + (uintptr_t)p.bytes > p.hi) p.hi = a + (uintptr_t)p.bytes;
+        if (a + (uintptr_t)pool_bytes(&p, i) > p.hi) p.hi = a + (uintptr_t)pool_bytes(&p, i);
     }
     return p;
 }
@@ -115,19 +123,46 @@ static kvc_status_t check_overlap(const pool_t *p, const char *what, int64_t ind
     const uintptr_t b0 = (uintptr_t)buf, b1 = b0 + (uintptr_t)bytes;
     if (bytes <= 0 || b1 <= p->lo || b0 >= p->hi) return KVC_OK;
     for (int64_t i = 0; i < p->n; i++) {
-        const uintptr_t e0 = (uintptr_t)p->ptrs[i], e1 = e0 + (uintptr_t)p->bytes;
+        const uintptr_t e0 = (uintptr_t)p->ptrs[i], e1 = e0 + (uintptr_t)pool_bytes(p, i);
         if (b0 < e1 && e0 < b1) {
             char name[48];
             if (index >= 0) snprintf(name, sizeof(name), "%s[%lld]", what, (long long)index);
             else snprintf(name, sizeof(name), "%s", what);
             return kvc_error(KVC_ERR_OVERLAP, "%s [%p, +%lld bytes) overlaps engine tensor %lld [%p, +%lld bytes)", name,
-                             buf, (long long)bytes, (long long)i, p->ptrs[i], (long long)p->bytes);
+                             buf, (long long)bytes, (long long)i, p->ptrs[i], (long long)pool_bytes(p, i));
         }
     }
     return KVC_OK;
 }
 
-static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
+/* A table of n addresses, each moved by `shift` bytes (a part stored at an offset inside every
+ * engine tensor, or inside every object). *out is the table to use; *owned, when set, is freed by
+ * the caller after the backend call (backends read host tables during the call). */
+static kvc_status_t shifted_table(void *const *table, int64_t n, int64_t shift, void *const **out, void ***owned)
+{
+    *owned = NULL;
+    *out = table;
+    if (!shift || n <= 0) return KVC_OK;
+    void **t = malloc((size_t)n * sizeof(void *));
+    if (!t) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for a table of %lld addresses", (long long)n);
+    for (int64_t i = 0; i < n; i++) t[i] = (char *)table[i] + shift;
+    *owned = t;
+    *out = t;
+    return KVC_OK;
+}
+
+/* Formats whose rows are several parts run one backend call per part; each call would check a
+ * device-resident index table on its own and report a bad entry once per part. */
+static kvc_status_t check_parts_index(const kvc_layout_t *l, int on_device, const char *what, int format)
+{
+    if (l->nparts > 1 && on_device)
+        return kvc_error(KVC_ERR_UNSUPPORTED, "%s in device memory with format %s: its rows are %d parts moved by "
+                                              "separate launches; pass a host %s table",
+                         what, kvc_format_name(format), l->nparts, what);
+    return KVC_OK;
+}
+
+static kvc_status_t run_tokens_one(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
                                void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
                                int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
 {
@@ -154,6 +189,33 @@ static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int di
     return to.ops->transfer_tokens(to.b, &p);
 }
 
+/* One plan, or one per part of a multi-part row (formats 14, 17), in row order. */
+static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
+                               void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
+                               int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
+{
+    if (skip == num_tokens) return KVC_OK;
+    if (l->nparts == 1)
+        return run_tokens_one(ctx, l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit,
+                              stream);
+    kvc_status_t st = KVC_OK;
+    for (int i = 0; i < l->nparts && st == KVC_OK; i++) {
+        const kvc_layout_part_t *pt = &l->part[i];
+        const kvc_layout_t v = kvc_layout_part_view(l, i);
+        void *const *table;
+        void **owned;
+        st = shifted_table(ptrs + pt->ptr_first, l->ptr_count - pt->ptr_first, pt->ptr_shift, &table, &owned);
+        if (st == KVC_OK) {
+            kvc_chunk_map_t c = cmap;
+            c.head_stride = pt->bytes;
+            st = run_tokens_one(ctx, &v, direction, layers, table, (char *)chunk + pt->chunk_offset, c, slots, skip,
+                                num_tokens, device_slot_limit, stream);
+        }
+        free(owned);
+    }
+    return st;
+}
+
 KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
@@ -170,6 +232,7 @@ KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_tra
     if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
                            a->skip_prefix_tokens, dev)) != KVC_OK)
         return st;
+    if ((st = check_parts_index(&l, dev, "slots", a->format)) != KVC_OK) return st;
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
     if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes * a->shape.nl, T, l.row_bytes))) != KVC_OK)
         return st;
@@ -201,6 +264,7 @@ KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_tran
     const int dev = kvc_res_on_device(ctx, a->slots);
     if ((st = check_tokens(&l, &a->shape, l.planes, T, a->slots, a->slot_type, a->num_slots, 0, dev)) != KVC_OK)
         return st;
+    if ((st = check_parts_index(&l, dev, "slots", a->format)) != KVC_OK) return st;
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
     if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes, T, l.row_bytes))) != KVC_OK) return st;
     const kvc_chunk_map_t c = { .plane_stride = a->token_major ? l.row_bytes : T * l.row_bytes,
@@ -252,6 +316,34 @@ KVC_API kvc_status_t kvc_reshape_and_cache_back_flash(kvc_context_t *ctx, const 
     return flash(ctx, a, KVC_H2D);
 }
 
+static kvc_status_t run_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a, const kvc_layout_t *l,
+                               void *const *ptrs, void *const *objects, kvc_chunk_map_t c, int dev)
+{
+    const int64_t n = a->num_block_ids, bpo = a->chunk_tokens / a->shape.bs;
+    struct kvc_block_plan p = { .direction = a->direction,
+                                .num_layers = a->shape.nl,
+                                .num_planes = l->planes,
+                                .engine = l->engine,
+                                .objects = objects,
+                                .blocks_per_object = bpo,
+                                .chunk_map = c,
+                                .block_ids = a->block_ids,
+                                .first_block = a->skip_prefix_blocks,
+                                .end_block = n,
+                                .runs = kvc_layout_block_runs(l, &c),
+                                .bytes = kvc_mul3(a->shape.nl * l->planes, (n - a->skip_prefix_blocks) * a->shape.bs,
+                                                  l->row_bytes),
+                                .stream = a->stream,
+                                .index_on_device = dev,
+                                .index_limit = a->shape.nb };
+    p.engine.ptrs = ptrs;
+    kvc_route_t to;
+    kvc_status_t st = route_xfer(ctx, "transfer_blocks", &p.engine, a->shape.nl, l->planes, NULL, objects,
+                                 (n - 1) / bpo + 1, "block_ids", dev ? a->block_ids : NULL, &to);
+    if (st != KVC_OK) return st;
+    return to.ops->transfer_blocks(to.b, &p);
+}
+
 KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
@@ -278,6 +370,7 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
     if ((st = check_indices("block_ids", a->block_ids, a->block_id_type, n, a->skip_prefix_blocks, a->shape.nb, 0,
                             "nb blocks", dev)) != KVC_OK)
         return st;
+    if ((st = check_parts_index(&l, dev, "block_ids", a->format)) != KVC_OK) return st;
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
     const int64_t object_bytes = kvc_mul3(l.planes * a->shape.nl, C, l.row_bytes);
     for (int64_t i = 0; i < a->num_objects; i++)
@@ -287,25 +380,22 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
                                 .layer_stride = C * l.row_bytes,
                                 .token_stride = l.row_bytes,
                                 .head_stride = l.head_bytes };
-    struct kvc_block_plan p = { .direction = a->direction,
-                                .num_layers = a->shape.nl,
-                                .num_planes = l.planes,
-                                .engine = l.engine,
-                                .objects = a->objects,
-                                .blocks_per_object = bpo,
-                                .chunk_map = c,
-                                .block_ids = a->block_ids,
-                                .first_block = a->skip_prefix_blocks,
-                                .end_block = n,
-                                .runs = kvc_layout_block_runs(&l, &c),
-                                .bytes = kvc_mul3(a->shape.nl * l.planes, (n - a->skip_prefix_blocks) * bs, l.row_bytes),
-                                .stream = a->stream,
-                                .index_on_device = dev,
-                                .index_limit = a->shape.nb };
-    p.engine.ptrs = a->engine_ptrs;
-    kvc_route_t to;
-    if ((st = route_xfer(ctx, "transfer_blocks", &p.engine, a->shape.nl, l.planes, NULL, a->objects,
-                         (n - 1) / bpo + 1, "block_ids", dev ? a->block_ids : NULL, &to)) != KVC_OK)
-        return st;
-    return to.ops->transfer_blocks(to.b, &p);
+    if (l.nparts == 1) return run_blocks(ctx, a, &l, a->engine_ptrs, a->objects, c, dev);
+    for (int i = 0; i < l.nparts && st == KVC_OK; i++) { /* formats 14, 17: one plan per part of a row */
+        const kvc_layout_part_t *pt = &l.part[i];
+        const kvc_layout_t v = kvc_layout_part_view(&l, i);
+        void *const *ptrs, *const *objs;
+        void **owned_ptrs, **owned_objs = NULL;
+        st = shifted_table(a->engine_ptrs + pt->ptr_first, l.ptr_count - pt->ptr_first, pt->ptr_shift, &ptrs,
+                           &owned_ptrs);
+        if (st == KVC_OK) st = shifted_table(a->objects, a->num_objects, pt->chunk_offset, &objs, &owned_objs);
+        if (st == KVC_OK) {
+            kvc_chunk_map_t pc = c;
+            pc.head_stride = pt->bytes;
+            st = run_blocks(ctx, a, &v, ptrs, objs, pc, dev);
+        }
+        free(owned_ptrs);
+        free(owned_objs);
+    }
+    return st;
 }
