@@ -79,7 +79,7 @@ KVC_API int kvc_format_is_mla(int format);         /* 3, 5, 14, 17: one latent p
 KVC_API int kvc_format_is_hnd(int format);         /* 6, 7, 8, 10, 12, 15: heads outside tokens in a block */
 KVC_API int kvc_format_is_fused_packed(int format);/* 10-13: K|V fused in the trailing dimension */
 KVC_API int kvc_format_is_two_major(int format);   /* 1, 6, 15: the K/V axis outside the block axis */
-KVC_API int kvc_format_is_pbs_fused(int format);   /* 4, 5: blocks and tokens folded into one axis */
+KVC_API int kvc_format_is_pbs_fused(int format);   /* 5: blocks and tokens folded into one axis */
 KVC_API int kvc_format_is_kv_second_tuple(int format); /* 16, 17: each layer a tuple of tensors */
 /* "NL_X_TWO_NB_BS_NH_HS" etc.; "unknown" for values outside the enum. 17 is "NL_X_NP_X_NB_BS_ONE_HS". */
 KVC_API const char *kvc_format_name(int format);

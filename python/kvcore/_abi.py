@@ -58,7 +58,8 @@ class ContextParams(C.Structure):
 
 
 # ---------------------------------------------------------------- transfer.h
-FORMAT_COUNT = 14  # kvcore implements EngineKVFormat 0 .. FORMAT_COUNT-1
+FORMAT_COUNT = 18  # kvcore implements EngineKVFormat 0 .. FORMAT_COUNT-1
+MAX_PLANES = 4  # format 17: planes per layer
 H2D, D2H = 0, 1
 INDEX_INT32, INDEX_INT64 = 1, 2
 CHUNK_DEFAULT, CHUNK_SPLIT_KV, CHUNK_FUSED_PACKED = 0, 1, 2
@@ -66,7 +67,8 @@ CHUNK_DEFAULT, CHUNK_SPLIT_KV, CHUNK_FUSED_PACKED = 0, 1, 2
 
 class PageShape(C.Structure):
     _fields_ = [("kv_size", C.c_int32), ("element_size", C.c_int32), ("nl", C.c_int64), ("nb", C.c_int64),
-                ("bs", C.c_int64), ("nh", C.c_int64), ("hs", C.c_int64), ("block_stride_elems", C.c_int64)]
+                ("bs", C.c_int64), ("nh", C.c_int64), ("hs", C.c_int64), ("block_stride_elems", C.c_int64),
+                ("num_planes", C.c_int32), ("plane_bytes", C.c_int64 * 4)]
 
 
 class TokenTransfer(C.Structure):
@@ -255,7 +257,7 @@ CONSTANTS = dict(
     KVC_CONTEXT_PARAM_BACKEND=CONTEXT_PARAM_BACKEND, KVC_CONTEXT_PARAM_DEVICE=CONTEXT_PARAM_DEVICE,
     KVC_CONTEXT_PARAM_MODULE_PATH=CONTEXT_PARAM_MODULE_PATH, KVC_CONTEXT_PARAM_LOAD_ALL=CONTEXT_PARAM_LOAD_ALL,
     KVC_CONTEXT_PARAM_NUM_THREADS=CONTEXT_PARAM_NUM_THREADS,
-    KVC_FORMAT_COUNT=FORMAT_COUNT, KVC_H2D=H2D, KVC_D2H=D2H, KVC_INDEX_INT32=INDEX_INT32,
+    KVC_FORMAT_COUNT=FORMAT_COUNT, KVC_MAX_PLANES=MAX_PLANES, KVC_H2D=H2D, KVC_D2H=D2H, KVC_INDEX_INT32=INDEX_INT32,
     KVC_INDEX_INT64=INDEX_INT64, KVC_CHUNK_DEFAULT=CHUNK_DEFAULT, KVC_CHUNK_SPLIT_KV=CHUNK_SPLIT_KV,
     KVC_CHUNK_FUSED_PACKED=CHUNK_FUSED_PACKED,
     KVC_CG_MAX_BINS=CG_MAX_BINS,
@@ -304,6 +306,8 @@ PROTOTYPES = {
     "kvc_format_is_pbs_fused": (C.c_int, [C.c_int]),
     "kvc_format_name": (C.c_char_p, [C.c_int]),
     "kvc_format_ptr_count": (C.c_int64, [C.c_int, C.c_int64]),
+    "kvc_format_is_kv_second_tuple": (C.c_int, [C.c_int]),
+    "kvc_shape_ptr_count": (C.c_int64, [C.c_int, C.POINTER(PageShape)]),
     "kvc_transfer_tokens": (_S, [_P, C.POINTER(TokenTransfer)]),
     "kvc_transfer_blocks": (_S, [_P, C.POINTER(BlockTransfer)]),
     "kvc_transfer_layer": (_S, [_P, C.POINTER(LayerTransfer)]),
