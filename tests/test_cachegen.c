@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CacheGen: LMCache golden vectors, SPEC Appendix A, the scalar reference coder (tests/ref) on
+/* CacheGen: LMCache golden vectors, docs/LMCACHE.md's reference vectors, the scalar reference coder (tests/ref) on
  * many shapes and distributions, capacity handling, every error status, random and truncated
  * decoder input, the quantiser against a double-precision reference, and real KV round trips.
  * Every coder check runs on each CPU ISA tier the machine has (KVCORE_ISA=scalar, avx2, avx512). */
@@ -217,7 +217,7 @@ Test(cachegen_golden, coder0_nb32) { golden_check("coder0_nb32"); }
 Test(cachegen_golden, coder1_nb16) { golden_check("coder1_nb16"); }
 Test(cachegen_golden, coder1_nb32) { golden_check("coder1_nb32"); }
 
-/* ------------------------------------------------------------------ SPEC Appendix A */
+/* ------------------------------------------------------------------ docs/LMCACHE.md's reference vectors */
 
 Test(cachegen_appendix, cdf_0013)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* LMCache interchange (kvc_codec_import_lmcache / kvc_codec_export_lmcache): LMCache's golden
  * coder output imports and exports unchanged; an LMCache-style object built step by step (its
- * pipeline, SPEC §4.5: quantise, whole-chunk CDF, per-window coding) imports and decodes to the
+ * pipeline, docs/LMCACHE.md: quantise, whole-chunk CDF, per-window coding) imports and decodes to the
  * oracle's dequantisation; kvcore containers survive export + import byte for byte; every
  * validation error has its exact status. */
 #include <math.h>
@@ -111,7 +111,7 @@ Test(lmcache, golden_objects_import_and_export_unchanged)
     }
 }
 
-/* LMCache's pipeline (SPEC §4.5) on real K/V, step by step with kvcore's ops, which the coder
+/* LMCache's pipeline (docs/LMCACHE.md) on real K/V, step by step with kvcore's ops, which the coder
  * tests prove byte-identical to LMCache's: quantise, CDF over the whole chunk, code each window of
  * 256 tokens. The resulting arrays are what LMCache would hold. */
 typedef struct {
@@ -200,7 +200,7 @@ static void lm_free(lm_object_t *o)
     free(o->cdf);
 }
 
-/* The oracle's dequantisation, SPEC §4.5: x = (q - M) / M * max, rounded to fp16 (within one fp16
+/* The oracle's dequantisation, docs/LMCACHE.md: x = (q - M) / M * max, rounded to fp16 (within one fp16
  * rounding of kvcore's fp32 evaluation order). */
 static void assert_dequantised(const lm_object_t *o, const uint16_t *dec)
 {

@@ -1316,7 +1316,7 @@ Test(memory, live_allocations_and_leak_report_at_destroy)
 
 Test(memory, split_pieces_follow_the_spec)
 {
-    /* SPEC §7.2 cases plus unaligned offsets, large alignments and tiny copies. */
+    /* docs/LMCACHE.md cases plus unaligned offsets, large alignments and tiny copies. */
     const size_t cases[][3] = { { 0, 64, 64 },   { 32, 32, 64 },     { 32, 64, 64 },   { 0, 192, 64 },
                                 { 64, 128, 64 }, { 16, 200, 64 },    { 0, 1, 1 },      { 5, 17, 1 },
                                 { 7, 1000, 8 },  { 4095, 2, 4096 },  { 0, 4096, 4096 }, { 123, 100000, 65536 },
@@ -1345,7 +1345,7 @@ Test(memory, split_pieces_follow_the_spec)
 Test(memory, split_copy_equals_memcpy)
 {
     kvc_context_t *ctx = real_ctx();
-    /* SPEC §7.2: 256-byte buffers, alignment 64, both directions. */
+    /* docs/LMCACHE.md: 256-byte buffers, alignment 64, both directions. */
     const size_t cases[][2] = { { 0, 64 }, { 32, 32 }, { 32, 64 }, { 0, 192 }, { 64, 128 }, { 16, 200 } };
     unsigned char host[256], dev[256], want[256];
     for (int dir = 0; dir < 2; dir++)

@@ -157,7 +157,7 @@ static void check_fused(kvc_context_t *ctx, const layout_t *l, kvc_dtype_t kdt, 
     void *in = malloc(total * kvc_dtype_size(kdt));
     memcpy(in, key, total * kvc_dtype_size(kdt));
     /* A random table is not a rotation: kvcore takes each row as the rotation by its angle (the
-     * SPEC's two steps divided by the two rows' norms, see rope_ref_fused_pair_unit), and so must
+     * LMCache's two steps divided by the two rows' norms, see rope_ref_fused_pair_unit), and so must
      * the result here. */
     kvc_rope_table_t tab = random_table ? (kvc_rope_table_t){ .data = alloc_filled(max_pos * l->rot, tdt, -1.5, 1.5),
                                                               .dtype = tdt, .max_position = max_pos, .rot_dim = l->rot }
@@ -177,7 +177,7 @@ static void check_fused(kvc_context_t *ctx, const layout_t *l, kvc_dtype_t kdt, 
                 const double so = rope_ref_get(tab.data, tdt, (size_t)po[t] * l->rot + half + i);
                 const double cn = rope_ref_get(tab.data, tdt, (size_t)pn[t] * l->rot + i);
                 const double sn = rope_ref_get(tab.data, tdt, (size_t)pn[t] * l->rot + half + i);
-                /* Expected: the SPEC's two steps in double (the oracle), divided by the norms of the
+                /* Expected: LMCache's two steps in double (the oracle), divided by the norms of the
                  * two rows. kvcore normalises the combined rotation (docs/ROPE.md), so a rounded
                  * table row's norm error (up to ~2^-23 for fp32 entries, ~2^-10 for fp16, ~2^-7 for
                  * bf16) does not scale the keys, while the plain two-step oracle keeps it: comparing

@@ -242,7 +242,7 @@ Test(transfer, format_values_and_predicates)
     cr_assert_eq(KVC_FMT_NL_X_NB_BS_NH_CS, 13);
     cr_assert_eq(KVC_H2D, 0);
     cr_assert_eq(KVC_D2H, 1);
-    /* LMCache's format_facts (engine_kv_format.h) for 0-17. */
+    /* LMCache's format_facts for 0-17 (docs/LMCACHE.md, docs/TRANSFER.md). */
     const char *cross = "100000001000000000", *kvlist = "000010000100000000", *layers = "011101110011111111",
                *mla = "000101000000001001", *hnd = "000000111010100100", *fused = "000000000011110000",
                *two = "010000100000000100", *tuple = "000000000000000011";
@@ -299,7 +299,7 @@ Test(transfer, format_values_and_predicates)
     cr_assert_eq(kvc_format_ptr_count(1, 0), -1);
 }
 
-/* Hand-computed positions (SPEC 3.1 / 3.6 tables) for a small LMCache-like case, so the oracle
+/* Hand-computed positions (docs/LMCACHE.md tables) for a small LMCache-like case, so the oracle
  * itself is checked against literal numbers: NL 2, NB 2, BS 5, NH 2, HS 8, fp32. */
 Test(transfer, hand_computed_positions)
 {

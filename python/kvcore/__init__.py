@@ -10,10 +10,11 @@ import weakref as _weakref
 import numpy as _np
 
 from . import _abi
-from ._array import buf as _buf, require as _require, DTYPE_NAMES as _DTYPE_NAMES
+from ._array import buf as _buf, require as _require, DTYPE_NAMES as _DTYPE_NAMES, NP_DTYPES as _NP_KVC_DTYPES, \
+    torch_dtypes as _torch_dtypes
 from ._lib import KvcoreError, UnsupportedError, check as _check, lib as _lib, path as library_path
 
-__all__ = ["Context", "HostBuffer", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
+__all__ = ["Context", "HostBuffer", "DeviceBuffer", "DeviceArray", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
            "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "default_bins", "inspect", "recorder_now",
            "format_name", "format_ptr_count", "shape_ptr_count", "status_name", "load_kvcache", "save_kvcache"]
 
@@ -202,6 +203,55 @@ class HostBuffer:
             self.ptr = 0
 
 
+class DeviceBuffer:
+    """Memory from kvc_device_alloc: on a GPU context device memory, described by
+    __cuda_array_interface__ (the protocol torch, CuPy and Numba read, on ROCm too); on the CPU
+    context plain host memory (__array_interface__). Freed when the last reference to it is gone;
+    every view (view()) holds one. The buffer keeps its Context alive."""
+
+    def __init__(self, ctx, ptr, size):
+        self._ctx, self.ptr, self.size = ctx, ptr, size
+        self._host = ctx.backend == "cpu"
+        ctx._buffers.add(self)
+
+    def _interface(self, typestr, shape):
+        return {"shape": shape, "typestr": typestr, "data": (self.ptr, False), "version": 3, "strides": None}
+
+    def __getattr__(self, name):
+        # exactly one of the two protocols, so nothing mistakes device memory for host memory
+        if name == ("__array_interface__" if self._host else "__cuda_array_interface__"):
+            return self._interface("|u1", (self.size,))
+        raise AttributeError(name)
+
+    def view(self, dtype, shape=None):
+        """A typed array over the buffer (C order; shape defaults to 1-D over all of it)."""
+        return DeviceArray(self, _np.dtype(dtype), shape)
+
+    def __del__(self):
+        if self.ptr and self._ctx._h:
+            _lib.kvc_device_free(self._ctx._h, _C.c_void_p(self.ptr))
+            self.ptr = 0
+
+
+class DeviceArray:
+    """A typed view of a DeviceBuffer, passed to kvcore (or torch.as_tensor, CuPy) like an array."""
+
+    def __init__(self, buf, dtype, shape):
+        n = buf.size // dtype.itemsize
+        shape = (n,) if shape is None else tuple(int(d) for d in shape)
+        need = dtype.itemsize
+        for d in shape:
+            need *= d
+        if need > buf.size:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"view of {need} bytes over a {buf.size}-byte device buffer")
+        self._buf, self.dtype, self.shape = buf, dtype, shape
+
+    def __getattr__(self, name):
+        if name == ("__array_interface__" if self._buf._host else "__cuda_array_interface__"):
+            return self._buf._interface(self.dtype.str, self.shape)
+        raise AttributeError(name)
+
+
 def _report_dict(r):
     d = {}
     for name, _ in _abi.MemReport._fields_:
@@ -320,7 +370,7 @@ class Context:
         flattened layer by layer; for 17 an unset shape.num_planes is taken from the first tuple."""
         tensors = engine if isinstance(engine, (list, tuple)) else [engine]
         fmt = int(fmt)
-        if any(isinstance(t, (list, tuple)) for t in tensors):
+        if fmt in (16, 17) and any(isinstance(t, (list, tuple)) for t in tensors):
             if fmt == 17 and shape.num_planes == 0:
                 _set_planes(shape, [self._arr(t, f"engine[0][{i}]") for i, t in enumerate(tensors[0])],
                             shape.nb * shape.bs)
@@ -331,8 +381,11 @@ class Context:
         if len(tensors) != want:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, f"engine: format {fmt} with nl={shape.nl} takes {want} "
                                                   f"tensor(s), got {len(tensors)}")
-        bufs = [self._arr(t, f"engine[{i}]", writable=True) for i, t in enumerate(tensors)]
         need = _engine_bytes(fmt, shape) if fmt in _VALID else 0
+        ptrs = _fast_engine_ptrs(tensors, shape.element_size, need, self.backend == "cpu")
+        if ptrs is not None:
+            return ptrs, len(tensors), tensors
+        bufs = [self._arr(t, f"engine[{i}]", writable=True) for i, t in enumerate(tensors)]
         for i, b in enumerate(bufs):
             if b.itemsize != shape.element_size and b.dtype != _U8 and fmt != 17:
                 raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{b.name}: element size {b.itemsize}, shape says "
@@ -746,6 +799,12 @@ class Context:
         _check(_lib.kvc_mem_alloc(self._handle(), size, _C.byref(p), _C.byref(ptr), _C.byref(rep)))
         return HostBuffer(self, ptr.value, size, _report_dict(rep))
 
+    def alloc_device(self, size):
+        """Device memory of this context's backend (kvc_device_alloc) as a DeviceBuffer."""
+        ptr = _C.c_void_p()
+        _check(_lib.kvc_device_alloc(self._handle(), size, _C.byref(ptr)))
+        return DeviceBuffer(self, ptr.value, size)
+
     def attach_shared(self, name, pinned=False):
         """Map a shared segment created by alloc_host(shared_name=...) (any process)."""
         ptr, size, rep = _C.c_void_p(), _C.c_size_t(), _abi.MemReport()
@@ -774,6 +833,43 @@ def _set_planes(shape, planes, slots):
     shape.num_planes = len(planes)
     for i, b in enumerate(planes):
         shape.plane_bytes[i] = b.nbytes // slots if slots > 0 else 0
+
+
+_U8_DTYPE = _np.dtype(_np.uint8)
+
+
+def _fast_engine_ptrs(tensors, element_size, need, cpu_only):
+    """The pointer table for the usual engine list (all numpy arrays, or all torch tensors: writable,
+    C-contiguous, of a kvcore type, with enough bytes) at 0.3-0.4 us a tensor instead of the general
+    path's 1.5 us (numpy) or 4 us (torch): a 32-layer list costs 10-13 us, not 48-127 (8-25 % of a
+    32 MiB block transfer). None when any tensor needs the general path, which then also reports
+    what is wrong."""
+    if not tensors:
+        return None
+    ptrs = (_C.c_void_p * len(tensors))()
+    need = max(need, 1)  # from_buffer refuses an empty array
+    if type(tensors[0]) is _np.ndarray:
+        for i, t in enumerate(tensors):
+            if type(t) is not _np.ndarray:
+                return None
+            f, dt = t.flags, t.dtype
+            if not (f.c_contiguous and f.writeable) or t.nbytes < need or \
+                    (t.itemsize != element_size and dt is not _U8_DTYPE) or dt not in _NP_KVC_DTYPES:
+                return None
+            ptrs[i] = _C.addressof(_C.c_char.from_buffer(t))  # the buffer protocol: no dict built
+        return ptrs
+    tt = type(tensors[0])
+    if not tt.__module__.startswith("torch") or not hasattr(tt, "data_ptr"):
+        return None
+    table = _torch_dtypes()
+    for i, t in enumerate(tensors):
+        if type(t) is not tt or (cpu_only and not t.is_cpu) or not t.is_contiguous():
+            return None
+        es, code = t.element_size(), table.get(t.dtype)
+        if code is None or (es != element_size and code != _abi.DTYPE_U8) or t.numel() * es < need:
+            return None
+        ptrs[i] = t.data_ptr()
+    return ptrs
 
 
 def _engine_bytes(fmt, shape):

@@ -293,6 +293,8 @@ PROTOTYPES = {
     "kvc_context_num_threads": (C.c_int, [_P]),
     "kvc_stream_synchronize": (_S, [_P, _P]),
     "kvc_memcpy": (_S, [_P, _P, _P, _Z]),
+    "kvc_device_alloc": (_S, [_P, _Z, C.POINTER(_P)]),
+    "kvc_device_free": (_S, [_P, _P]),
     "kvc_device_pci_bus_id": (_S, [_P, C.c_int, C.c_char_p, _Z]),
     "kvc_build_config": (C.c_char_p, []),
     "kvc_format_is_valid": (C.c_int, [C.c_int]),

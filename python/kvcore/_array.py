@@ -66,16 +66,28 @@ def _fail(status, msg):
     raise KvcoreError(status, msg)
 
 
+_TORCH_DTYPES = None
+
+
+def torch_dtypes():
+    """torch dtype -> kvc_dtype_t, built on first use (torch is imported only when a tensor comes)."""
+    global _TORCH_DTYPES
+    if _TORCH_DTYPES is None:
+        import torch
+        table = {torch.float16: _abi.DTYPE_F16, torch.bfloat16: _abi.DTYPE_BF16, torch.float32: _abi.DTYPE_F32,
+                 torch.float64: _abi.DTYPE_F64, torch.uint8: _abi.DTYPE_U8, torch.int8: _abi.DTYPE_I8,
+                 torch.int16: _abi.DTYPE_I16, torch.int32: _abi.DTYPE_I32, torch.int64: _abi.DTYPE_I64,
+                 torch.bool: _abi.DTYPE_BOOL}
+        for attr, code in (("float8_e4m3fn", _abi.DTYPE_F8_E4M3), ("float8_e5m2", _abi.DTYPE_F8_E5M2),
+                           ("uint16", _abi.DTYPE_U16), ("uint32", _abi.DTYPE_U32), ("uint64", _abi.DTYPE_U64)):
+            if hasattr(torch, attr):
+                table[getattr(torch, attr)] = code
+        _TORCH_DTYPES = table
+    return _TORCH_DTYPES
+
+
 def _torch_dtype_code(t, name):
-    import torch
-    table = {torch.float16: _abi.DTYPE_F16, torch.bfloat16: _abi.DTYPE_BF16, torch.float32: _abi.DTYPE_F32,
-             torch.float64: _abi.DTYPE_F64, torch.uint8: _abi.DTYPE_U8, torch.int8: _abi.DTYPE_I8,
-             torch.int16: _abi.DTYPE_I16, torch.int32: _abi.DTYPE_I32, torch.int64: _abi.DTYPE_I64,
-             torch.bool: _abi.DTYPE_BOOL}
-    for attr, code in (("float8_e4m3fn", _abi.DTYPE_F8_E4M3), ("float8_e5m2", _abi.DTYPE_F8_E5M2),
-                       ("uint16", _abi.DTYPE_U16), ("uint32", _abi.DTYPE_U32), ("uint64", _abi.DTYPE_U64)):
-        if hasattr(torch, attr):
-            table[getattr(torch, attr)] = code
+    table = torch_dtypes()
     if t.dtype not in table:
         _fail(_abi.KVC_ERR_DTYPE, f"{name}: torch dtype {t.dtype} has no kvcore equivalent")
     return table[t.dtype]
@@ -140,7 +152,7 @@ def _from_dlpack(b, obj, name):
     return b
 
 
-_NP_DTYPES = {_np.dtype(t): code for t, code in _TYPESTR.items()}
+NP_DTYPES = {_np.dtype(t): code for t, code in _TYPESTR.items()}
 _CPU = ("cpu", 0)
 
 
@@ -149,7 +161,7 @@ def buf(obj, name, writable=False):
     b = Buf()
     b.name, b.keep, b.contig = name, obj, None
     if type(obj) is _np.ndarray:  # the common case, without building the interface dict's tuples
-        code = _NP_DTYPES.get(obj.dtype)
+        code = NP_DTYPES.get(obj.dtype)
         if code is None:
             _fail(_abi.KVC_ERR_DTYPE, f"{name}: element type {obj.dtype.str!r} has no kvcore equivalent "
                                       "(little-endian numbers and bool only; bfloat16 through torch or DLPack)")

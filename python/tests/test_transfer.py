@@ -262,6 +262,65 @@ def test_engine_too_small(ctx):
         ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, np.array([0, 1, 2], np.int64))
 
 
+@pytest.mark.parametrize("bad,status", [
+    ("read_only", "KVC_ERR_INVALID_ARG"), ("strided", "KVC_ERR_SHAPE"), ("float32", "KVC_ERR_DTYPE"),
+    ("short", "KVC_ERR_SHAPE"), ("complex", "KVC_ERR_DTYPE"), ("list", "KVC_ERR_INVALID_ARG")])
+def test_every_engine_tensor_checked(ctx, bad, status):
+    """The last of the layers is wrong in one way: the numpy fast path must not let it through."""
+    e, shape, chunk = _setup()
+    for x in e:
+        x.fill(1)  # so a transfer that ran would show in the chunk
+    last = e[-1]
+    if bad == "read_only":
+        last.setflags(write=False)
+    elif bad == "strided":
+        last = np.repeat(last, 2, axis=-1)[..., ::2]
+    elif bad == "float32":
+        last = np.zeros(last.size // 2, np.float32)
+    elif bad == "short":
+        last = last.reshape(-1)[:-1]
+    elif bad == "complex":
+        last = np.zeros(last.size // 4, np.complex64)
+    else:
+        last = last.tolist()
+    e[-1] = last
+    with raises_status(status):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, np.array([0, 1, 2], np.int64))
+    assert not chunk.any()
+
+
+@pytest.mark.parametrize("bad,status", [
+    ("strided", "KVC_ERR_SHAPE"), ("float32", "KVC_ERR_DTYPE"), ("int8", "KVC_ERR_DTYPE"),
+    ("short", "KVC_ERR_SHAPE"), ("complex", "KVC_ERR_DTYPE"), ("numpy", None)])
+def test_every_torch_engine_tensor_checked(ctx, bad, status):
+    """The same with torch tensors (a mixed list takes the general path and works)."""
+    torch = pytest.importorskip("torch")
+    e, shape, chunk = _setup()
+    e = [torch.ones(x.shape, dtype=torch.float16) for x in e]
+    last = e[-1]
+    if bad == "strided":
+        last = torch.repeat_interleave(last, 2, dim=-1)[..., ::2]
+    elif bad == "float32":
+        last = torch.ones(last.numel() // 2, dtype=torch.float32)
+    elif bad == "int8":
+        last = torch.ones(last.numel() * 2, dtype=torch.int8)
+    elif bad == "short":
+        last = last.reshape(-1)[:-1]
+    elif bad == "complex":
+        last = torch.ones(last.numel() // 4, dtype=torch.complex64)
+    else:
+        last = last.numpy()
+    e[-1] = last
+    slots = np.array([0, 1, 2], np.int64)
+    if status is None:
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, slots)
+        assert (chunk == 1).all()
+        return
+    with raises_status(status):
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, slots)
+    assert not chunk.any()
+
+
 def test_wrong_pointer_count(ctx):
     e, shape, chunk = _setup()
     with raises_status("KVC_ERR_SHAPE"):

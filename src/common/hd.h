@@ -71,6 +71,53 @@ KVC_HD float kvc_fsub(float a, float b)
 #endif
 }
 
+/* The same for double (the RoPE factors are combined in double on every backend). */
+KVC_HD double kvc_dmul(double a, double b)
+{
+#ifdef KVC_DEVICE_PASS
+    return __dmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
+KVC_HD double kvc_dadd(double a, double b)
+{
+#ifdef KVC_DEVICE_PASS
+    return __dadd_rn(a, b);
+#else
+    return a + b;
+#endif
+}
+
+KVC_HD double kvc_dsub(double a, double b)
+{
+#ifdef KVC_DEVICE_PASS
+    return __dsub_rn(a, b);
+#else
+    return a - b;
+#endif
+}
+
+KVC_HD double kvc_ddiv(double a, double b)
+{
+#ifdef KVC_DEVICE_PASS
+    return __ddiv_rn(a, b);
+#else
+    return a / b;
+#endif
+}
+
+/* Correctly rounded square root (IEEE 754 on the host; __dsqrt_rn on the device). */
+KVC_HD double kvc_dsqrt(double a)
+{
+#ifdef KVC_DEVICE_PASS
+    return __dsqrt_rn(a);
+#else
+    return __builtin_sqrt(a);
+#endif
+}
+
 /* Round to the nearest integer, ties to even (the default rounding mode). */
 KVC_HD float kvc_rint(float y)
 {

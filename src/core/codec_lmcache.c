@@ -72,7 +72,7 @@ static kvc_status_t check_chunk(const kvc_lmcache_chunk_t *in, size_t *planes, u
     return KVC_OK;
 }
 
-/* Whole-chunk counts behind LMCache's CDF rows, when every row is exactly the SPEC §4.2
+/* Whole-chunk counts behind LMCache's CDF rows, when every row is exactly the docs/LMCACHE.md
  * normalisation of counts over T tokens (recoverable while (65535 - B) >= T: the map from
  * cumulative count to CDF entry is then one-to-one). Returns 0 (keep the table verbatim) else. */
 static int counts_from_cdf(const uint16_t *cdf, size_t S, unsigned B, uint64_t T, uint32_t *counts)

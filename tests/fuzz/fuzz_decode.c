@@ -14,7 +14,7 @@
 
 static kvc_context_t *ctx_scalar, *ctx_best;
 
-/* SPEC §4.2 normalisation (as kvc_cg_cdf): strictly increasing whatever the counts. */
+/* docs/LMCACHE.md normalisation (as kvc_cg_cdf): strictly increasing whatever the counts. */
 static void cdf_from_counts(const uint8_t *cnt, unsigned bins, uint16_t *cdf)
 {
     uint64_t total = 0, cum = 0;

@@ -37,6 +37,7 @@
 #include "../../src/backends/gpu/gpu_coder.h"
 #include "../../src/backends/gpu/gpu_quant.h"
 #include "../../src/backends/gpu/gpu_transfer.h"
+#include "../../src/common/rope.h"
 
 #define ARENA_BYTES ((size_t)2 << 30) /* sparse: only touched pages cost memory */
 #define ARENA_ALIGN 256
@@ -627,8 +628,8 @@ static kvc_status_t emu_rope_fused(kvc_backend_ctx_t *b, const struct kvc_rope_a
                 const uint64_t ro = (uint64_t)op[t] * rot, rn = (uint64_t)np[t] * rot;
                 const float co = rope_load(table, td, ro + i), so = rope_load(table, td, ro + half + i);
                 const float cn = rope_load(table, td, rn + i), sn = rope_load(table, td, rn + half + i);
-                const float c = kvc_fadd(kvc_fmul(cn, co), kvc_fmul(sn, so));
-                const float s = kvc_fsub(kvc_fmul(sn, co), kvc_fmul(cn, so));
+                float c, s;
+                kvc_rope_combine1(co, so, cn, sn, &c, &s);
                 rope_rotate(&a->keys, data, t, h, i, half, a->is_neox, c, s);
             }
     return KVC_OK;

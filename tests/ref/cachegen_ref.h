@@ -16,7 +16,7 @@ uint16_t ref_f32_to_f16(float f);
 float ref_bf16_to_f32(uint16_t h);
 uint16_t ref_f32_to_bf16(float f);
 
-/* SPEC §4.5 for one row of n fp32 values with M = bins/2 - 1, in double precision: returns the
+/* docs/LMCACHE.md for one row of n fp32 values with M = bins/2 - 1, in double precision: returns the
  * scale (largest finite |x|, 0 if none) and writes the exact quotient y = x*M/scale per element
  * (0 for NaN, and for inf when scale is 0; clamped to [-M, M]) and the symbol M + rint(y). */
 float ref_quantise_row(const float *x, size_t n, unsigned M, double *y, uint8_t *q);

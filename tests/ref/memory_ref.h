@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Scalar oracles for the copies, written from SPEC §6.5 and §6.6 one step or byte at a time. */
+/* Scalar oracles for the copies, written from docs/LMCACHE.md one step or byte at a time. */
 #ifndef KVC_TEST_MEMORY_REF_H
 #define KVC_TEST_MEMORY_REF_H
 
 #include <stddef.h>
 
-/* The pieces lmcache_memcpy_async issues (SPEC §6.5 loop, literally): offsets and lengths relative
+/* The pieces lmcache_memcpy_async issues (docs/LMCACHE.md loop, literally): offsets and lengths relative
  * to the start of the copy. Returns the number of pieces (writes at most max). */
 size_t ref_split_pieces(size_t nbytes, size_t host_buffer_offset, size_t alignment, size_t *off, size_t *len,
                         size_t max);

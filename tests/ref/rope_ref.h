@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Scalar RoPE oracle written from SPEC §5, one element at a time, in double precision, with its
+/* Scalar RoPE oracle written from docs/LMCACHE.md, one element at a time, in double precision, with its
  * own dtype conversions (independent of the library's). */
 #ifndef KVC_TEST_ROPE_REF_H
 #define KVC_TEST_ROPE_REF_H
@@ -25,7 +25,7 @@ size_t rope_ref_y(size_t i, size_t rot_dim, int is_neox);
 /* theta_i = base^(-2i/rot_dim). */
 double rope_ref_theta(size_t i, size_t rot_dim, double base);
 
-/* SPEC §5 fused re-rotation in double for one pair: undo (co, so), apply (cn, sn). */
+/* docs/LMCACHE.md fused re-rotation in double for one pair: undo (co, so), apply (cn, sn). */
 void rope_ref_fused_pair(double x, double y, double co, double so, double cn, double sn, double *xo, double *yo);
 
 /* kvcore's fused re-rotation: rope_ref_fused_pair divided by the norms of the two table rows,

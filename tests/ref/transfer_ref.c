@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Scalar transfer oracle: row-major flattening of the shapes in SPEC.md 2.2, one element per copy
- * (formats 14 and 17: one byte per copy, located within the row's pieces). */
+/* Scalar transfer oracle: row-major flattening of the shapes of docs/TRANSFER.md and docs/LMCACHE.md, one
+ * element per copy (formats 14 and 17: one byte per copy, located within the row's pieces). */
 #include "transfer_ref.h"
 
 #include <string.h>

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Scalar oracle for the KV transfers, written from SPEC.md 2.2/2.5/3.1-3.6: every element is
+/* Scalar oracle for the KV transfers, written from the layouts and op rules of docs/LMCACHE.md: every element is
  * located by flattening the engine tensor's shape (one element at a time), independently of the
  * library's stride plans. It does not validate: call it with valid arguments only. */
 #ifndef KVC_REF_TRANSFER_H

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CacheGen cdf / encode / decode / decode_packed on the GPU (SPEC §4.2-4.4).
+/* CacheGen cdf / encode / decode / decode_packed on the GPU (docs/LMCACHE.md).
  *
  * One thread per (layer, channel) stream, 128-thread blocks over consecutive streams, grid-stride:
  * neighbouring threads read neighbouring channels of a token row (coalesced). The encoder and

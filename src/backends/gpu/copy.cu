@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Copies (memory.h): LMCache's region-split async copy (SPEC §6.5) and batched copies, queued on
+/* Copies (memory.h): LMCache's region-split async copy (docs/LMCACHE.md) and batched copies, queued on
  * the caller's stream. */
 #include "gpu_backend.h"
 

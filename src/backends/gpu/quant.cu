@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CacheGen quantise / dequantise on the GPU (cachegen.h, SPEC §4.5).
+/* CacheGen quantise / dequantise on the GPU (cachegen.h, docs/LMCACHE.md).
  * One 256-thread block per (layer, token) row, grid-stride over rows: the row's scale is a
  * shared-memory tree reduction of max |x| (exact, so independent of the order), then the threads
  * stride over the row's channels. Per-element arithmetic is gpu_quant.h, shared with the tests.

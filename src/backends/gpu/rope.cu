@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* RoPE re-rotation of stored keys (rope.h, SPEC §5) on the GPU.
+/* RoPE re-rotation of stored keys (rope.h, docs/LMCACHE.md) on the GPU.
  * One thread per (token, head, pair), grid-stride over the flattened index (nothing depends on
  * the head count or the warp width). Math in fp32 with one rounding to the key dtype at the end,
  * the operations of the CPU backend's scalar tier in the same order (none contracted); angles
@@ -20,6 +20,7 @@
 #include <kvcore/rope.h>
 
 #include "common/half.h"
+#include "common/rope.h"
 
 #define ROPE_THREADS 256
 
@@ -115,8 +116,8 @@ static __global__ void __launch_bounds__(ROPE_THREADS)
         const uint64_t ro = (uint64_t)old_pos[t] * rot_dim, rn = (uint64_t)new_pos[t] * rot_dim;
         const float co = rope_load(table, table_dtype, ro + i), so = rope_load(table, table_dtype, ro + half + i);
         const float cn = rope_load(table, table_dtype, rn + i), sn = rope_load(table, table_dtype, rn + half + i);
-        const float c = kvc_fadd(kvc_fmul(cn, co), kvc_fmul(sn, so));
-        const float s = kvc_fsub(kvc_fmul(sn, co), kvc_fmul(cn, so));
+        float c, s;
+        kvc_rope_combine1(co, so, cn, sn, &c, &s);
         rope_rotate(&k, t, h, i, half, is_neox, c, s);
     }
 }

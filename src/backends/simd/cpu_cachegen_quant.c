@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CPU quantise / dequantise (SPEC §4.5 with defined edge cases, see cachegen.h): the OpenMP
+/* CPU quantise / dequantise (docs/LMCACHE.md with defined edge cases, see cachegen.h): the OpenMP
  * drivers and the scalar row kernels every ISA must match bit for bit. */
 #include "config.h"
 

@@ -23,6 +23,7 @@
 #include <kvcore/rope.h>
 
 #include "common/half.h"
+#include "common/rope.h" /* kvc_rope_combine1 */
 
 typedef struct kvc_rope_kernels {
     /* The single rotation that undoes row_old and applies row_new (rows: cos half, sin half), for
@@ -75,29 +76,6 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
 kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
 
 /* ---- scalar helpers shared by the kernels (tails, the scalar tier) ---- */
-
-/* Combined rotation of one pair for the fused op: undo (co, so), apply (cn, sn).
- *   cd = cn*co + sn*so, sd = sn*co - cn*so   in double: each product of two floats is exact, so
- *                                            sd is exactly 0 when both rows are the same (equal
- *                                            positions), with or without FMA contraction;
- *   h  = sqrt(cd*cd + sd*sd)                 = |row_old| * |row_new| up to double rounding (no
- *                                            overflow or underflow is possible for float inputs);
- *   c = fp32(cd * (1/h)), s = fp32(sd * (1/h)).
- * Normalising removes the rows' norm error (c^2 + s^2 of rounded table entries is not 1), so for
- * old == new the result is exactly c = 1 (sqrt(cd*cd) == cd in binary floating point, and
- * cd * (1/cd) is within 2^-52 of 1, which rounds to 1 in fp32), s = 0: the keys come back
- * bit-identical. A zero row (h == 0) gives c = s = 0, as the textbook two steps would. The SIMD tiers
- * do the same operations in the same order (mul, add, sqrt, div, mul; no FMA), so the factors are
- * bit-identical across tiers. */
-static inline void kvc_rope_combine1(float co, float so, float cn, float sn, float *c, float *s)
-{
-    const double cd = (double)cn * (double)co + (double)sn * (double)so;
-    const double sd = (double)sn * (double)co - (double)cn * (double)so;
-    const double h = sqrt(cd * cd + sd * sd);
-    const double inv = h == 0 ? 0.0 : 1.0 / h;
-    *c = (float)(cd * inv);
-    *s = (float)(sd * inv);
-}
 
 /* One table entry by the angle sum, in double: cos(a+b) and sin(a+b) from the cos/sin of a and b.
  * Each input is within a few double ulps (SLEEF u35, or a few angle sums), so the result is within
