@@ -235,6 +235,36 @@ def test_dsa_indexer_format_14(xp):
         c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(src), "cpu", pbs, 1, 14)
 
 
+def test_single_layer_formats_14_15(xp):
+    """single_layer_kv_transfer reads 14's [NB, BS, R] and 15's [2, NB, NH, 1, BS, HS] from the tensor."""
+    from test_transfer import dsa_indexer
+    slots = np.array([9, -1, 0, 23], np.int64)
+    e, read = dsa_indexer(nl=1)
+    lmc = xp.asarray(np.zeros((4, 132), np.uint8))
+    c_ops.single_layer_kv_transfer(lmc, xp.asarray(e[0]), xp.asarray(slots), 1, 14)
+    got = xp.tonumpy(lmc)
+    for i, s in enumerate(slots):
+        np.testing.assert_array_equal(got[i], read(0, s) if s >= 0 else np.zeros(132, np.uint8))
+    e, shape, view, planes, row = engine_for(15, np.float32)
+    lmc = xp.asarray(np.zeros((4, 2, row), np.float32))  # token-major
+    c_ops.single_layer_kv_transfer(lmc, xp.asarray(e[1]), xp.asarray(slots), 1, 15, token_major=True)
+    got = xp.tonumpy(lmc)
+    for i, s in enumerate(slots):
+        for p in range(2):
+            want = view(1, p)[s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(row, np.float32)
+            np.testing.assert_array_equal(got[i, p], want)
+    ts, table = ptrs(e, xp)  # and all layers per token (HND: head_size is needed, as for 6)
+    kv = xp.asarray(np.zeros((2, NL, 4, row), np.float32))
+    c_ops.multi_layer_kv_transfer(kv, table, xp.asarray(slots), "cpu", NB * BS, 1, 15, block_size=BS,
+                                  head_size=shape.hs)
+    got = xp.tonumpy(kv)
+    for i, s in enumerate(slots):
+        for l in range(NL):
+            for p in range(2):
+                want = view(l, p)[s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(row, np.float32)
+                np.testing.assert_array_equal(got[p, l, i], want)
+
+
 def test_tuple_formats_16_17(xp):
     """16: per-layer (K, V) with pointers K_0, V_0, K_1, V_1; 17: per-layer planes, chunk rows their
     concatenation; both through the per-token, block and single-layer ops."""
