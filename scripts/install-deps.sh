@@ -20,6 +20,7 @@ if [ -n "$missing" ]; then
     fi
     echo "install-deps: installing$missing"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq $missing >/dev/null
+    # wait for another apt/dpkg (unattended upgrades, a parallel job) rather than fail at once
+    apt-get -o DPkg::Lock::Timeout=600 update -qq
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq $missing >/dev/null
 fi

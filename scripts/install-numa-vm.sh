@@ -16,6 +16,6 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "install-numa-vm: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
+apt-get -o DPkg::Lock::Timeout=600 update -qq
 # No recommends: the guest needs the kernel image and qemu's x86 system emulator, nothing else.
-apt-get install -y -qq --no-install-recommends $missing >/dev/null
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $missing >/dev/null
