@@ -135,19 +135,44 @@ static kvc_status_t check_overlap(const pool_t *p, const char *what, int64_t ind
     return KVC_OK;
 }
 
-/* A table of n addresses, each moved by `shift` bytes (a part stored at an offset inside every
- * engine tensor, or inside every object). *out is the table to use; *owned, when set, is freed by
- * the caller after the backend call (backends read host tables during the call). */
-static kvc_status_t shifted_table(void *const *table, int64_t n, int64_t shift, void *const **out, void ***owned)
+/* The tables each part of a multi-part row (formats 14, 17) reads: a slice of the caller's engine
+ * pointer table, or a copy with every entry moved to the part's area (14's scales), and the object
+ * list with every entry moved to the part's column. All are made before the first part runs, so a
+ * failed allocation writes nothing. Backends read host tables during the call only. */
+typedef struct {
+    void *const *ptrs[KVC_LAYOUT_MAX_PARTS], *const *objs[KVC_LAYOUT_MAX_PARTS];
+    void **owned[2 * KVC_LAYOUT_MAX_PARTS];
+} part_tables_t;
+
+static void part_tables_free(part_tables_t *t)
 {
-    *owned = NULL;
-    *out = table;
-    if (!shift || n <= 0) return KVC_OK;
+    for (int i = 0; i < 2 * KVC_LAYOUT_MAX_PARTS; i++) free(t->owned[i]);
+}
+
+static void *const *shifted(void *const *table, int64_t n, int64_t shift, void ***owned)
+{
+    if (!shift || n <= 0) return table;
     void **t = malloc((size_t)n * sizeof(void *));
-    if (!t) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for a table of %lld addresses", (long long)n);
-    for (int64_t i = 0; i < n; i++) t[i] = (char *)table[i] + shift;
+    if (t)
+        for (int64_t i = 0; i < n; i++) t[i] = (char *)table[i] + shift;
     *owned = t;
-    *out = t;
+    return t;
+}
+
+static kvc_status_t part_tables(const kvc_layout_t *l, void *const *ptrs, void *const *objs, int64_t nobj,
+                                part_tables_t *t)
+{
+    *t = (part_tables_t){ 0 };
+    for (int i = 0; i < l->nparts; i++) {
+        const kvc_layout_part_t *pt = &l->part[i];
+        t->ptrs[i] = shifted(ptrs + pt->ptr_first, l->ptr_count - pt->ptr_first, pt->ptr_shift, &t->owned[2 * i]);
+        t->objs[i] = objs ? shifted(objs, nobj, pt->chunk_offset, &t->owned[2 * i + 1]) : NULL;
+        if (!t->ptrs[i] || (objs && !t->objs[i])) {
+            part_tables_free(t);
+            *t = (part_tables_t){ 0 };
+            return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the address tables of a %d-part row", l->nparts);
+        }
+    }
     return KVC_OK;
 }
 
@@ -198,21 +223,16 @@ static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int di
     if (l->nparts == 1)
         return run_tokens_one(ctx, l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit,
                               stream);
-    kvc_status_t st = KVC_OK;
+    part_tables_t t;
+    kvc_status_t st = part_tables(l, ptrs, NULL, 0, &t);
     for (int i = 0; i < l->nparts && st == KVC_OK; i++) {
-        const kvc_layout_part_t *pt = &l->part[i];
         const kvc_layout_t v = kvc_layout_part_view(l, i);
-        void *const *table;
-        void **owned;
-        st = shifted_table(ptrs + pt->ptr_first, l->ptr_count - pt->ptr_first, pt->ptr_shift, &table, &owned);
-        if (st == KVC_OK) {
-            kvc_chunk_map_t c = cmap;
-            c.head_stride = pt->bytes;
-            st = run_tokens_one(ctx, &v, direction, layers, table, (char *)chunk + pt->chunk_offset, c, slots, skip,
-                                num_tokens, device_slot_limit, stream);
-        }
-        free(owned);
+        kvc_chunk_map_t c = cmap;
+        c.head_stride = l->part[i].bytes;
+        st = run_tokens_one(ctx, &v, direction, layers, t.ptrs[i], (char *)chunk + l->part[i].chunk_offset, c, slots,
+                            skip, num_tokens, device_slot_limit, stream);
     }
+    part_tables_free(&t);
     return st;
 }
 
@@ -381,21 +401,14 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
                                 .token_stride = l.row_bytes,
                                 .head_stride = l.head_bytes };
     if (l.nparts == 1) return run_blocks(ctx, a, &l, a->engine_ptrs, a->objects, c, dev);
-    for (int i = 0; i < l.nparts && st == KVC_OK; i++) { /* formats 14, 17: one plan per part of a row */
-        const kvc_layout_part_t *pt = &l.part[i];
+    part_tables_t t; /* formats 14, 17: one plan per part of a row */
+    if ((st = part_tables(&l, a->engine_ptrs, a->objects, a->num_objects, &t)) != KVC_OK) return st;
+    for (int i = 0; i < l.nparts && st == KVC_OK; i++) {
         const kvc_layout_t v = kvc_layout_part_view(&l, i);
-        void *const *ptrs, *const *objs;
-        void **owned_ptrs, **owned_objs = NULL;
-        st = shifted_table(a->engine_ptrs + pt->ptr_first, l.ptr_count - pt->ptr_first, pt->ptr_shift, &ptrs,
-                           &owned_ptrs);
-        if (st == KVC_OK) st = shifted_table(a->objects, a->num_objects, pt->chunk_offset, &objs, &owned_objs);
-        if (st == KVC_OK) {
-            kvc_chunk_map_t pc = c;
-            pc.head_stride = pt->bytes;
-            st = run_blocks(ctx, a, &v, ptrs, objs, pc, dev);
-        }
-        free(owned_ptrs);
-        free(owned_objs);
+        kvc_chunk_map_t pc = c;
+        pc.head_stride = l.part[i].bytes;
+        st = run_blocks(ctx, a, &v, t.ptrs[i], t.objs[i], pc, dev);
     }
+    part_tables_free(&t);
     return st;
 }
