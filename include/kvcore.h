@@ -19,5 +19,6 @@
 #include <kvcore/transfer.h>
 #include <kvcore/cachegen.h>
 #include <kvcore/codec.h>
+#include <kvcore/plan.h>
 
 #endif

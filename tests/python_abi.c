@@ -10,6 +10,7 @@
 #include <kvcore/context.h>
 #include <kvcore/io.h>
 #include <kvcore/memory.h>
+#include <kvcore/plan.h>
 #include <kvcore/recorder.h>
 #include <kvcore/rope.h>
 #include <kvcore/status.h>
@@ -123,6 +124,28 @@ int main(void)
         F(kvc_mem_report_t, pages_unplaced); F(kvc_mem_report_t, location_count); F(kvc_mem_report_t, location);
         F(kvc_mem_report_t, location_known); F(kvc_mem_report_t, fallbacks); F(kvc_mem_report_t, fallback_text);
         F(kvc_mem_report_t, attached); F(kvc_mem_report_t, name);
+    S(kvc_staging_copy_t); F(kvc_staging_copy_t, dest); F(kvc_staging_copy_t, src); F(kvc_staging_copy_t, nbytes);
+        F(kvc_staging_copy_t, host_offset);
+    S(kvc_launch_var_t); F(kvc_launch_var_t, group_idx); F(kvc_launch_var_t, block_ids_offset);
+        F(kvc_launch_var_t, total_blocks); F(kvc_launch_var_t, num_objects); F(kvc_launch_var_t, skip_prefix_blocks);
+    S(kvc_batch_step_t); F(kvc_batch_step_t, staging); F(kvc_batch_step_t, num_staging);
+        F(kvc_batch_step_t, launches); F(kvc_batch_step_t, num_launches);
+    S(kvc_kernel_group_t); F(kvc_kernel_group_t, format); F(kvc_kernel_group_t, shape);
+        F(kvc_kernel_group_t, engine_ptrs); F(kvc_kernel_group_t, num_engine_ptrs); F(kvc_kernel_group_t, objects);
+        F(kvc_kernel_group_t, num_objects); F(kvc_kernel_group_t, chunk_layout); F(kvc_kernel_group_t, chunk_tokens);
+        F(kvc_kernel_group_t, block_ids); F(kvc_kernel_group_t, block_ids_capacity);
+    S(kvc_object_plan_t); F(kvc_object_plan_t, field_mask); F(kvc_object_plan_t, direction);
+        F(kvc_object_plan_t, host_buffer_alignment); F(kvc_object_plan_t, groups); F(kvc_object_plan_t, num_groups);
+        F(kvc_object_plan_t, steps); F(kvc_object_plan_t, num_steps); F(kvc_object_plan_t, stream);
+    S(kvc_cb_group_t); F(kvc_cb_group_t, format); F(kvc_cb_group_t, shape); F(kvc_cb_group_t, engine_ptrs);
+        F(kvc_cb_group_t, num_engine_ptrs); F(kvc_cb_group_t, temp_slots); F(kvc_cb_group_t, num_temp_slots);
+        F(kvc_cb_group_t, slot_tokens); F(kvc_cb_group_t, slot_mapping); F(kvc_cb_group_t, slot_mapping_capacity);
+        F(kvc_cb_group_t, table); F(kvc_cb_group_t, key_dtype); F(kvc_cb_group_t, rope_num_heads);
+        F(kvc_cb_group_t, rope_head_stride); F(kvc_cb_group_t, rope_base_offset); F(kvc_cb_group_t, style);
+    S(kvc_cb_plan_t); F(kvc_cb_plan_t, field_mask); F(kvc_cb_plan_t, host_buffer_alignment); F(kvc_cb_plan_t, groups);
+        F(kvc_cb_plan_t, num_groups); F(kvc_cb_plan_t, staging); F(kvc_cb_plan_t, num_staging); F(kvc_cb_plan_t, ropes);
+        F(kvc_cb_plan_t, num_ropes); F(kvc_cb_plan_t, scatters); F(kvc_cb_plan_t, num_scatters);
+        F(kvc_cb_plan_t, step_offsets); F(kvc_cb_plan_t, num_steps); F(kvc_cb_plan_t, stream);
     K(KVC_OK); K(KVC_ERR_INVALID_ARG); K(KVC_ERR_NO_MEMORY); K(KVC_ERR_UNSUPPORTED); K(KVC_ERR_NO_DEVICE);
     K(KVC_ERR_OUT_OF_RANGE); K(KVC_ERR_NO_SPACE); K(KVC_ERR_CORRUPT); K(KVC_ERR_VERSION); K(KVC_ERR_EXISTS);
     K(KVC_ERR_NOT_FOUND); K(KVC_ERR_IO); K(KVC_ERR_ABI); K(KVC_ERR_BACKEND); K(KVC_ERR_PERMISSION);

@@ -1582,3 +1582,161 @@ static void device_tables_with_multi_part_rows_refused(target_t target)
 Test(gpu, device_tables_with_multi_part_rows_refused) { device_tables_with_multi_part_rows_refused(TARGET_GPU); }
 Test(emu, device_tables_with_multi_part_rows_refused) { device_tables_with_multi_part_rows_refused(TARGET_EMU); }
 Test(emu, device_resident_index_tables) { device_resident_index_tables(TARGET_EMU); }
+
+/* ------------------------------------------------------------------ plans (plan.h) */
+
+/* Plans the emulation's run_plan slot ran (0 on a real GPU, where nothing counts them). */
+static unsigned long emu_plans(target_t target)
+{
+    if (target != TARGET_EMU) return 0;
+    void *h = dlopen(kvc_test_build("tests/modules/.libs/gpu_emu.so"), RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h, "the emulation module is not loaded: %s", dlerror());
+    unsigned long (*count)(void) = (unsigned long (*)(void))dlsym(h, "kvc_emu_plans");
+    cr_assert_not_null(count);
+    const unsigned long n = count();
+    dlclose(h);
+    return n;
+}
+
+/* An object-group plan and a CacheBlend plan on device buffers (block ids, slot mapping and table
+ * in device memory too) give the CPU backend's bytes (RoPE: within rope_close), through the
+ * module's run_plan slot; the same plan on host buffers runs on the CPU ops. Two steps reuse one
+ * staging buffer, so the order is visible. */
+static void plans_on_device(target_t target)
+{
+    kvc_context_t *dev = open_target(target), *cpu = kvc_test_cpu_context();
+    const kvc_page_shape_t s = { .kv_size = 2, .element_size = 2, .nl = 1, .nb = 4, .bs = 4, .nh = 2, .hs = 8 };
+    const size_t pool = 2 * 4 * 4 * 2 * 8 * 2, obj = 2 * 8 * 16 * 2;
+    uint8_t *host_pool = malloc(pool), *chunks = malloc(3 * obj), *hobj0 = calloc(1, obj), *hobj1 = calloc(1, obj);
+    fill_random(host_pool, pool, 21);
+    fill_random(chunks, 3 * obj, 22);
+    void *eng = dev_copy_of(dev, host_pool, pool), *dptrs[1] = { eng }, *hptrs[1] = { host_pool };
+    void *dobj[2] = { dev_copy_of(dev, hobj0, obj), dev_copy_of(dev, hobj1, obj) }, *hobj[2] = { hobj0, hobj1 };
+    int64_t ids[4] = { 2, 0, 3, 1 };
+    int64_t *ids_d = dev_copy_of(dev, ids, sizeof(ids));
+    for (int dir = 0; dir < 2; dir++) {
+        uint8_t *hchunks = malloc(3 * obj), *dchunks = malloc(3 * obj);
+        memcpy(hchunks, chunks, 3 * obj);
+        memcpy(dchunks, chunks, 3 * obj);
+        for (int side = 0; side < 2; side++) {
+            void **objs = side ? dobj : hobj;
+            uint8_t *c = side ? dchunks : hchunks;
+            kvc_staging_copy_t cp[3];
+            for (int k = 0; k < 3; k++) {
+                void *o = objs[k == 1];
+                cp[k] = dir == KVC_H2D ? (kvc_staging_copy_t){ o, c + k * obj, obj, 16 * (size_t)k }
+                                       : (kvc_staging_copy_t){ c + k * obj, o, obj, 16 * (size_t)k };
+            }
+            const kvc_kernel_group_t g = { .format = KVC_FMT_NL_X_TWO_NB_BS_NH_HS, .shape = s,
+                                           .engine_ptrs = side ? dptrs : hptrs, .num_engine_ptrs = 1,
+                                           .objects = objs, .num_objects = 2, .chunk_tokens = 8,
+                                           .block_ids = side ? ids_d : ids, .block_ids_capacity = 4 };
+            const kvc_launch_var_t lv[2] = { { 0, 0, 4, 2, 0 }, { 0, 2, 2, 1, 0 } };
+            const kvc_batch_step_t st[2] = { { cp, 2, &lv[0], 1 }, { cp + 2, 1, &lv[1], 1 } };
+            const kvc_object_plan_t p = { .direction = dir, .host_buffer_alignment = 64, .groups = &g,
+                                          .num_groups = 1, .steps = st, .num_steps = 2 };
+            const unsigned long before = emu_plans(target);
+            cr_assert_eq(kvc_execute_object_plan(side ? dev : cpu, &p), KVC_OK, "%s", kvc_last_error());
+            if (side) {
+                cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error());
+                if (target == TARGET_EMU) cr_assert_eq(emu_plans(target), before + 1, "not run by run_plan");
+            }
+        }
+        assert_same(dev, eng, host_pool, pool, dir ? "object plan D2H: engine" : "object plan H2D: engine");
+        cr_assert(!memcmp(dchunks, hchunks, 3 * obj), "object plan %s: host chunks differ", dir ? "D2H" : "H2D");
+        free(hchunks);
+        free(dchunks);
+    }
+    /* The same plan on host buffers of the GPU context: the CPU ops run it, not run_plan. */
+    {
+        kvc_staging_copy_t cp = { hobj0, chunks, obj, 0 };
+        const kvc_kernel_group_t g = { .format = KVC_FMT_NL_X_TWO_NB_BS_NH_HS, .shape = s, .engine_ptrs = hptrs,
+                                       .num_engine_ptrs = 1, .objects = hobj, .num_objects = 2, .chunk_tokens = 8,
+                                       .block_ids = ids, .block_ids_capacity = 4 };
+        const kvc_launch_var_t lv = { 0, 0, 2, 1, 0 };
+        const kvc_batch_step_t st = { &cp, 1, &lv, 1 };
+        const kvc_object_plan_t p = { .direction = KVC_H2D, .host_buffer_alignment = 64, .groups = &g,
+                                      .num_groups = 1, .steps = &st, .num_steps = 1 };
+        const unsigned long before = emu_plans(target);
+        cr_assert_eq(kvc_execute_object_plan(dev, &p), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(emu_plans(target), before, "host data went to the module");
+        /* pageable engine with a device object: refused, naming both */
+        void *mixed[2] = { dobj[0], dobj[1] };
+        kvc_kernel_group_t g2 = g;
+        g2.objects = mixed;
+        kvc_object_plan_t p2 = p;
+        p2.groups = &g2;
+        cp.dest = dobj[0];
+        cr_assert_eq(kvc_execute_object_plan(dev, &p2), KVC_ERR_INVALID_ARG);
+        cr_assert(strstr(kvc_last_error(), "pageable"), "%s", kvc_last_error());
+    }
+    /* CacheBlend: slot of 4 tokens [2, 1, 4, 16] f16, rotated then scattered, twice. */
+    const size_t ST = 4, slot_bytes = 2 * ST * 16 * 2, MAXP = 32, ROT = 8;
+    uint16_t *tab = malloc(MAXP * ROT * 2);
+    kvc_rope_table_t table = { .data = tab, .dtype = KVC_DTYPE_F16, .max_position = MAXP, .rot_dim = ROT };
+    cr_assert_eq(kvc_rope_cache_build(cpu, NULL, &table, 10000.0), KVC_OK, "%s", kvc_last_error());
+    void *tab_d = dev_copy_of(dev, tab, MAXP * ROT * 2);
+    uint8_t *hslot = calloc(1, slot_bytes), *src = malloc(2 * slot_bytes);
+    for (size_t i = 0; i < slot_bytes; i++) { /* finite f16 keys in [-2, 2) */
+        const uint16_t b = f32_to_bits16((float)((int)(i * 37 % 400) - 200) / 100.0f, KVC_DTYPE_F16);
+        memcpy(src + 2 * (i % (slot_bytes / 2)) + (i >= slot_bytes / 2 ? slot_bytes : 0), &b, 2);
+    }
+    void *dslot = dev_copy_of(dev, hslot, slot_bytes), *dslots[1] = { dslot }, *hslots[1] = { hslot };
+    int64_t map[8] = { 5, -1, 9, 0, 14, 3, 7, 12 };
+    int64_t *map_d = dev_copy_of(dev, map, sizeof(map));
+    for (size_t i = 0; i < pool / 2; i++) { /* finite f16 engine values (rope_close compares values) */
+        const uint16_t b = f32_to_bits16((float)((int)(i * 53 % 300) - 150) / 50.0f, KVC_DTYPE_F16);
+        memcpy(host_pool + 2 * i, &b, 2);
+    }
+    cr_assert_eq(kvc_memcpy(dev, eng, host_pool, pool), KVC_OK, "%s", kvc_last_error());
+    uint8_t *eng_before = malloc(pool);
+    memcpy(eng_before, host_pool, pool);
+    for (int side = 0; side < 2; side++) {
+        const kvc_cb_group_t g = { .format = KVC_FMT_NL_X_TWO_NB_BS_NH_HS, .shape = s,
+                                   .engine_ptrs = side ? dptrs : hptrs, .num_engine_ptrs = 1,
+                                   .temp_slots = side ? dslots : hslots, .num_temp_slots = 1, .slot_tokens = ST,
+                                   .slot_mapping = side ? map_d : map, .slot_mapping_capacity = 8,
+                                   .table = { side ? tab_d : tab, KVC_DTYPE_F16, MAXP, ROT },
+                                   .key_dtype = KVC_DTYPE_F16, .rope_num_heads = 2, .rope_head_stride = 8 };
+        void *slot = side ? dslot : hslot;
+        const int64_t staging[2][4] = { { (int64_t)(uintptr_t)slot, (int64_t)(uintptr_t)src, (int64_t)slot_bytes, 0 },
+                                        { (int64_t)(uintptr_t)slot, (int64_t)(uintptr_t)(src + slot_bytes),
+                                          (int64_t)slot_bytes, 8 } };
+        const int64_t ropes[2][4] = { { 0, 0, 2, 9 }, { 0, 0, 11, 1 } };
+        const int64_t scatters[2][4] = { { 0, 0, 0, 4 }, { 0, 0, 4, 3 } };
+        const int64_t offsets[2][3] = { { 1, 1, 1 }, { 2, 2, 2 } };
+        const kvc_cb_plan_t p = { .host_buffer_alignment = 32, .groups = &g, .num_groups = 1,
+                                  .staging = &staging[0][0], .num_staging = 2, .ropes = &ropes[0][0], .num_ropes = 2,
+                                  .scatters = &scatters[0][0], .num_scatters = 2, .step_offsets = &offsets[0][0],
+                                  .num_steps = 2 };
+        const unsigned long before = emu_plans(target);
+        cr_assert_eq(kvc_execute_cb_plan(side ? dev : cpu, &p), KVC_OK, "%s", kvc_last_error());
+        if (side) {
+            cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error());
+            if (target == TARGET_EMU) cr_assert_eq(emu_plans(target), before + 1, "not run by run_plan");
+        }
+    }
+    cr_assert(memcmp(eng_before, host_pool, pool), "the CacheBlend plan wrote nothing");
+    rope_close(dev, eng, host_pool, KVC_DTYPE_F16, pool / 2, "CacheBlend plan: engine");
+    rope_close(dev, dslot, hslot, KVC_DTYPE_F16, slot_bytes / 2, "CacheBlend plan: temp slot");
+    kvc_device_free(dev, tab_d);
+    kvc_device_free(dev, dslot);
+    kvc_device_free(dev, map_d);
+    kvc_device_free(dev, eng);
+    kvc_device_free(dev, ids_d);
+    kvc_device_free(dev, dobj[0]);
+    kvc_device_free(dev, dobj[1]);
+    free(tab);
+    free(hslot);
+    free(src);
+    free(eng_before);
+    free(host_pool);
+    free(chunks);
+    free(hobj0);
+    free(hobj1);
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, plans_on_device) { plans_on_device(TARGET_GPU); }
+Test(emu, plans_on_device) { plans_on_device(TARGET_EMU); }

@@ -254,6 +254,35 @@ struct kvc_rope_delta_args {
     int64_t position_limit;
 };
 
+/* ---------------------------------------------------------------- plans (plan.h) */
+
+/* A plan (kvc_execute_object_plan, kvc_execute_cb_plan) reaches a backend as one ordered list of
+ * the ops above, each validated and resolved by the core exactly as the single calls are. The
+ * backend runs them in list order on the plan's stream: later ops read what earlier ones wrote
+ * (staging buffers are reused from step to step), so the order is load-bearing. */
+enum kvc_plan_op_kind {
+    KVC_PLAN_OP_COPY = 1,   /* u.copy: memcpy_split */
+    KVC_PLAN_OP_BLOCKS = 2, /* u.blocks: transfer_blocks */
+    KVC_PLAN_OP_TOKENS = 3, /* u.tokens: transfer_tokens */
+    KVC_PLAN_OP_ROPE = 4,   /* u.rope: rope_k_fused */
+};
+
+struct kvc_plan_op {
+    int32_t kind; /* enum kvc_plan_op_kind */
+    union {
+        struct kvc_copy_split copy;
+        struct kvc_block_plan blocks;
+        struct kvc_token_plan tokens;
+        struct kvc_rope_args rope;
+    } u;
+};
+
+struct kvc_plan_args {
+    const struct kvc_plan_op *ops;
+    size_t count;
+    kvc_stream_t stream; /* every op's own stream field holds the same stream */
+};
+
 /* ---------------------------------------------------------------- the backend */
 
 typedef void (*kvc_host_fn_t)(void *arg);
@@ -324,6 +353,8 @@ typedef struct kvc_backend_ops {
     /* --- residence: *kind = the kvc_residence_kind_t of ptr. A module without this slot gets every call
      * (its old behaviour); the CPU backend does not need it (all its memory is host memory). --- */
     kvc_status_t (*pointer_kind)(kvc_backend_ctx_t *b, const void *ptr, int *kind);
+    /* --- plans (plan.h): run a->ops in order on one stream; stop at the first failing op --- */
+    kvc_status_t (*run_plan)(kvc_backend_ctx_t *b, const struct kvc_plan_args *a);
 } kvc_backend_ops_t;
 
 typedef struct kvc_backend {
@@ -341,6 +372,24 @@ typedef struct kvc_backend {
 } kvc_backend_t;
 
 typedef const kvc_backend_t *(*kvc_backend_entry_fn)(void);
+
+/* run_plan for a backend whose single-op slots do the work: each op through its slot of ops, in
+ * order (the CPU backend, the GPU modules and the emulation module share it). */
+static inline kvc_status_t kvc_plan_run_ops(kvc_backend_ctx_t *b, const kvc_backend_ops_t *ops,
+                                            const struct kvc_plan_args *a)
+{
+    kvc_status_t st = KVC_OK;
+    for (size_t i = 0; i < a->count && st == KVC_OK; i++) {
+        const struct kvc_plan_op *op = &a->ops[i];
+        switch (op->kind) {
+        case KVC_PLAN_OP_COPY: st = ops->memcpy_split(b, &op->u.copy); break;
+        case KVC_PLAN_OP_BLOCKS: st = ops->transfer_blocks(b, &op->u.blocks); break;
+        case KVC_PLAN_OP_TOKENS: st = ops->transfer_tokens(b, &op->u.tokens); break;
+        default: st = ops->rope_k_fused(b, &op->u.rope); break; /* KVC_PLAN_OP_ROPE */
+        }
+    }
+    return st;
+}
 
 #ifdef __cplusplus
 }

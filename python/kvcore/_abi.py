@@ -227,6 +227,50 @@ class MemReport(C.Structure):
                 ("attached", C.c_int), ("name", C.c_char * 256)]
 
 
+# ---------------------------------------------------------------- plan.h
+class StagingCopy(C.Structure):
+    _fields_ = [("dest", C.c_void_p), ("src", C.c_void_p), ("nbytes", C.c_size_t), ("host_offset", C.c_size_t)]
+
+
+class LaunchVar(C.Structure):
+    _fields_ = [("group_idx", C.c_int64), ("block_ids_offset", C.c_int64), ("total_blocks", C.c_int64),
+                ("num_objects", C.c_int64), ("skip_prefix_blocks", C.c_int64)]
+
+
+class BatchStep(C.Structure):
+    _fields_ = [("staging", C.c_void_p), ("num_staging", C.c_int64), ("launches", C.c_void_p),
+                ("num_launches", C.c_int64)]
+
+
+class KernelGroup(C.Structure):
+    _fields_ = [("format", C.c_int), ("shape", PageShape), ("engine_ptrs", C.c_void_p),
+                ("num_engine_ptrs", C.c_int64), ("objects", C.c_void_p), ("num_objects", C.c_int64),
+                ("chunk_layout", C.c_int), ("chunk_tokens", C.c_int64), ("block_ids", C.c_void_p),
+                ("block_ids_capacity", C.c_int64)]
+
+
+class ObjectPlan(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("direction", C.c_int), ("host_buffer_alignment", C.c_size_t),
+                ("groups", C.c_void_p), ("num_groups", C.c_int64), ("steps", C.c_void_p), ("num_steps", C.c_int64),
+                ("stream", C.c_void_p)]
+
+
+class CbGroup(C.Structure):
+    _fields_ = [("format", C.c_int), ("shape", PageShape), ("engine_ptrs", C.c_void_p),
+                ("num_engine_ptrs", C.c_int64), ("temp_slots", C.c_void_p), ("num_temp_slots", C.c_int64),
+                ("slot_tokens", C.c_int64), ("slot_mapping", C.c_void_p), ("slot_mapping_capacity", C.c_int64),
+                ("table", RopeTable), ("key_dtype", C.c_int), ("rope_num_heads", C.c_int64),
+                ("rope_head_stride", C.c_int64), ("rope_base_offset", C.c_int64), ("style", C.c_int)]
+
+
+class CbPlan(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("host_buffer_alignment", C.c_size_t), ("groups", C.c_void_p),
+                ("num_groups", C.c_int64), ("staging", C.c_void_p), ("num_staging", C.c_int64),
+                ("ropes", C.c_void_p), ("num_ropes", C.c_int64), ("scatters", C.c_void_p),
+                ("num_scatters", C.c_int64), ("step_offsets", C.c_void_p), ("num_steps", C.c_int64),
+                ("stream", C.c_void_p)]
+
+
 # Every struct mirrored above, by its C name, for the layout check (tests/python_abi.c).
 STRUCTS = {
     "kvc_tensor_t": Tensor, "kvc_kvcache_io_params_t": KvcacheIoParams, "kvc_kvcache_dims_t": KvcacheDims,
@@ -240,6 +284,9 @@ STRUCTS = {
     "kvc_rope_table_t": RopeTable, "kvc_completion_record_t": CompletionRecord, "kvc_str_meta_t": StrMeta,
     "kvc_int_meta_t": IntMeta, "kvc_event_record_t": EventRecord, "kvc_mem_params_t": MemParams,
     "kvc_mem_report_t": MemReport,
+    "kvc_staging_copy_t": StagingCopy, "kvc_launch_var_t": LaunchVar, "kvc_batch_step_t": BatchStep,
+    "kvc_kernel_group_t": KernelGroup, "kvc_object_plan_t": ObjectPlan, "kvc_cb_group_t": CbGroup,
+    "kvc_cb_plan_t": CbPlan,
 }
 
 # Every constant above, by its C name, for the value check.
@@ -346,4 +393,6 @@ PROTOTYPES = {
     "kvc_batched_memcpy": (_S, [_P, _P, _P, _P, _Z, _P]),
     "kvc_kvcache_load": (_S, [C.c_char_p, C.POINTER(KvcacheIoParams), C.POINTER(Tensor), C.POINTER(KvcacheDims)]),
     "kvc_kvcache_save": (_S, [C.c_char_p, C.POINTER(Tensor), C.POINTER(KvcacheIoParams)]),
+    "kvc_execute_object_plan": (_S, [_P, C.POINTER(ObjectPlan)]),
+    "kvc_execute_cb_plan": (_S, [_P, C.POINTER(CbPlan)]),
 }

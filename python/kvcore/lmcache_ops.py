@@ -402,62 +402,124 @@ def _address(x, name):
     return int(x) if isinstance(x, int) else context()._arr(x, name).ptr
 
 
+def _addresses(objs, name):
+    """A ctypes array of addresses from a list of ints or arrays."""
+    return (_C.c_void_p * max(len(objs), 1))(*[_address(o, f"{name}[{i}]") for i, o in enumerate(objs)])
+
+
 def execute_object_group_transfer(direction, device, host_buffer_alignment, kernel_group_specs, batch_steps):
-    """LMCache's plan executor, composed in Python of the C calls it stands for: per step, the
-    staging copies (kvc_memcpy_async; before the launches for H2D, after them for D2H) and the
-    block-transfer launches (kvc_transfer_blocks). The plan's structure (group indices, object
-    counts, block-id ranges) is checked for every step before the first copy; an error the C calls
-    find inside a later step (a block id out of range) leaves the earlier steps done."""
+    """LMCache's plan executor: kvc_execute_object_plan (docs/PLANS.md). Per step, the staging
+    copies (before the launches for H2D, after them for D2H) and the block-transfer launches, in
+    order, in one call that validates the whole plan before the first copy."""
     ctx = context()
     d = _direction(direction)
-    groups = []
+    keep = []  # ctypes arrays the plan points into
+    groups = (_abi.KernelGroup * max(len(kernel_group_specs), 1))()
     for gi, g in enumerate(kernel_group_specs):
+        where = f"kernel_group_specs[{gi}]"
         fmt = _format(g.engine_kv_format)
         shape = _page_shape(g.shape_desc)
-        objs = [int(o) for o in g.lmcache_objects_ptrs]
-        groups.append((fmt, shape, _address(g.paged_buffer_ptrs, f"kernel_group_specs[{gi}].paged_buffer_ptrs"),
-                       _nptr(fmt, shape), (_C.c_void_p * len(objs))(*objs), len(objs),
-                       int(g.lmcache_chunk_size), int(g.block_ids_base), int(g.block_ids_capacity)))
-    plan = []
+        objs = _addresses(list(g.lmcache_objects_ptrs), f"{where}.lmcache_objects_ptrs")
+        keep.append(objs)
+        groups[gi] = _abi.KernelGroup(fmt, shape, _address(g.paged_buffer_ptrs, f"{where}.paged_buffer_ptrs"),
+                                      _nptr(fmt, shape), _C.addressof(objs),
+                                      len(g.lmcache_objects_ptrs), 0, int(g.lmcache_chunk_size),
+                                      _address(g.block_ids_base, f"{where}.block_ids_base"),
+                                      int(g.block_ids_capacity))
+    steps = (_abi.BatchStep * max(len(batch_steps), 1))()
     for si, step in enumerate(batch_steps):
-        launches = []
-        for li, lv in enumerate(step.launches):
-            where = f"batch_steps[{si}].launches[{li}]"
-            if not 0 <= lv.group_idx < len(groups):
-                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: group_idx {lv.group_idx} outside "
-                                                             f"[0, {len(groups)})")
-            fmt, shape, ptrs, nptr, otab, nobj, ctok, base, cap = groups[lv.group_idx]
-            if not 1 <= lv.num_objects <= nobj:
-                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: num_objects {lv.num_objects}, the group "
-                                                             f"has {nobj} buffers")
-            if lv.block_ids_offset < 0 or lv.total_blocks < 0 or lv.block_ids_offset + lv.total_blocks > cap:
-                raise KvcoreError(_abi.KVC_ERR_OUT_OF_RANGE, f"{where}: block ids [{lv.block_ids_offset}, "
-                                                             f"{lv.block_ids_offset + lv.total_blocks}) outside the "
-                                                             f"group's capacity {cap}")
-            launches.append(_abi.BlockTransfer(fmt, d, shape, ptrs, nptr, _C.addressof(otab), lv.num_objects, 0, ctok,
-                                               base + 8 * lv.block_ids_offset, _abi.INDEX_INT64, lv.total_blocks,
-                                               lv.skip_prefix_n_blocks, None))
-        plan.append((step.staging, launches))
-    h = ctx._handle()
+        copies = (_abi.StagingCopy * max(len(step.staging), 1))(*[
+            _abi.StagingCopy(_address(c.dest, "dest"), _address(c.src, "src"), int(c.nbytes), int(c.host_offset))
+            for c in step.staging])
+        launches = (_abi.LaunchVar * max(len(step.launches), 1))(*[
+            _abi.LaunchVar(int(lv.group_idx), int(lv.block_ids_offset), int(lv.total_blocks), int(lv.num_objects),
+                           int(lv.skip_prefix_n_blocks)) for lv in step.launches])
+        keep += [copies, launches]
+        steps[si] = _abi.BatchStep(_C.addressof(copies), len(step.staging), _C.addressof(launches),
+                                   len(step.launches))
+    plan = _abi.ObjectPlan(0, d, int(host_buffer_alignment), _C.addressof(groups), len(kernel_group_specs),
+                           _C.addressof(steps), len(batch_steps), _stream())
+    _lib_check(_lib.kvc_execute_object_plan(ctx._handle(), _C.byref(plan)))
 
-    def staging(copies):
-        for sc in copies:
-            _lib_check(_lib.kvc_memcpy_async(h, _C.c_void_p(int(sc.dest)), _C.c_void_p(int(sc.src)), int(sc.nbytes),
-                                             d, int(sc.host_offset), int(host_buffer_alignment), None))
-    for copies, launches in plan:
-        if d == TransferDirection.H2D:
-            staging(copies)
-        for a in launches:
-            _lib_check(_lib.kvc_transfer_blocks(h, _C.byref(a)))
-        if d == TransferDirection.D2H:
-            staging(copies)
+
+# at::ScalarType of CBGroupSpec.key_scalar_type -> kvcore dtype
+_SCALAR_TYPES = {5: _abi.DTYPE_F16, 6: _abi.DTYPE_F32, 15: _abi.DTYPE_BF16}
+
+
+def _plan_table(t, name, width):
+    """An int64 [n, width] table (numpy array or list of rows), C-contiguous."""
+    a = _np.ascontiguousarray(_np.asarray(t, dtype=_np.int64))
+    if a.size == 0:
+        a = a.reshape(0, width)
+    if a.ndim != 2 or a.shape[1] != width:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name} table must be [n, {width}], got shape {list(a.shape)}")
+    return a
+
+
+def _cb_group(g, gi, keep):
+    where = f"group_specs[{gi}]"
+    fmt = _format(g.engine_kv_format)
+    nl, hidden, head, bs, es = (int(g.num_layers), int(g.hidden_elems), int(g.head_size), int(g.block_size),
+                                int(g.element_size))
+    # The scatter's geometry, as multi_layer_kv_transfer derives it (fused rows: each head K|V).
+    if fmt in _FUSED:
+        kv_size, hs = 1, 2 * head
+    elif fmt in _MLA:
+        kv_size, hs = 1, hidden
+    else:
+        kv_size, hs = 2, head
+    if hs <= 0 or bs <= 0 or hidden % hs or int(g.page_buffer_size) % bs:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{where}: hidden_elems {hidden}, head_size {head}, block_size {bs} "
+                                              f"and page_buffer_size {g.page_buffer_size} do not fit together")
+    ptr_fmt = fmt
+    if fmt == int(EngineKVFormat.NB_NL_TWO_BS_NH_HS):  # NL layer pointers [2, PBS, D], as in the per-token op
+        ptr_fmt = int(EngineKVFormat.NL_X_TWO_NB_BS_NH_HS)
+    shape = _abi.PageShape(kv_size=kv_size, element_size=es, nl=nl, nb=int(g.page_buffer_size) // bs, bs=bs,
+                           nh=hidden // hs, hs=hs)
+    slots = _addresses(list(g.temp_buffer_ptrs), f"{where}.temp_buffer_ptrs")
+    keep.append(slots)
+    key_dtype = _SCALAR_TYPES.get(int(g.key_scalar_type))
+    table = _abi.RopeTable(None, key_dtype or 0, 0, int(g.rot_dim))
+    css = g.cos_sin_cache
+    if not (isinstance(css, (int, _np.integer)) and css == 0):
+        if key_dtype is None:
+            raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{where}.key_scalar_type {g.key_scalar_type}: kvcore rotates "
+                                                  "f16 (5), f32 (6) and bf16 (15) keys")
+        if isinstance(css, (int, _np.integer)):
+            rows = getattr(g, "max_position", None)
+            if rows is None:
+                raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"{where}.cos_sin_cache is a bare address: set "
+                                                            "max_position on the CBGroupSpec (the table's rows) "
+                                                            "or pass the table itself")
+            table.data, table.max_position = css, int(rows)
+        else:
+            t = context()._arr(css, f"{where}.cos_sin_cache", ndim=2)
+            table.data, table.dtype, table.max_position = t.ptr, t.dtype, t.shape[0]
+    return _abi.CbGroup(ptr_fmt, shape, _address(g.paged_kv_ptrs, f"{where}.paged_kv_ptrs"),
+                        _lib.kvc_format_ptr_count(ptr_fmt, nl), _C.addressof(slots), len(g.temp_buffer_ptrs),
+                        int(g.slot_tokens), _address(g.slot_mapping_base, f"{where}.slot_mapping_base"),
+                        int(g.slot_mapping_capacity), table, key_dtype or 0, int(g.rope_num_kv_heads),
+                        int(g.rope_head_stride), int(g.rope_base_offset),
+                        _abi.ROPE_NEOX if g.is_neox else _abi.ROPE_GPTJ)
 
 
 def execute_cb_retrieve_plan_flat(device, host_buffer_alignment, group_specs, staging, ropes, scatters,
                                   step_offsets):
-    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "execute_cb_retrieve_plan_flat (CacheBlend retrieve: staging, "
-                                                     "K-only re-rotation, per-token scatter) is not implemented by "
-                                                     "kvcore yet")
+    """LMCache's CacheBlend retrieve: kvc_execute_cb_plan (docs/PLANS.md). Tables are int64:
+    staging [n, 4] (dest, src, nbytes, host_offset; or a list of StagingCopy), ropes [n, 4]
+    (group_idx, slot_idx, old_st, cur_st), scatters [n, 4] (group_idx, slot_idx,
+    slot_mapping_offset, n_tok), step_offsets [n_steps, 3] (cumulative exclusive ends)."""
+    ctx = context()
+    keep = []
+    if isinstance(staging, (list, tuple)) and staging and not isinstance(staging[0], (list, tuple)):
+        staging = [[_address(c.dest, "dest"), _address(c.src, "src"), int(c.nbytes), int(c.host_offset)]
+                   for c in staging]
+    tabs = [_plan_table(t, n, w) for t, n, w in ((staging, "staging", 4), (ropes, "ropes", 4),
+                                                  (scatters, "scatters", 4), (step_offsets, "step_offsets", 3))]
+    groups = (_abi.CbGroup * max(len(group_specs), 1))(*[_cb_group(g, i, keep) for i, g in enumerate(group_specs)])
+    plan = _abi.CbPlan(0, int(host_buffer_alignment), _C.addressof(groups), len(group_specs),
+                       *[v for t in tabs for v in (t.ctypes.data, t.shape[0])], _stream())
+    _lib_check(_lib.kvc_execute_cb_plan(ctx._handle(), _C.byref(plan)))
 
 
 # ---------------------------------------------------------------- copies

@@ -189,8 +189,6 @@ def test_block_transfer_pointer_mode(xp, fmt):
 
 
 def test_missing_ops_say_what_is_missing():
-    with pytest.raises(NotImplementedError, match="execute_cb_retrieve_plan_flat"):
-        c_ops.execute_cb_retrieve_plan_flat("cpu", 64, [], None, None, None, None)
     d = c_ops.PageBufferShapeDesc(kv_interleaved=True)
     with raises_status("KVC_ERR_UNSUPPORTED"):
         c_ops.multi_layer_block_kv_transfer(np.zeros(1, np.int64), [], np.zeros(0, np.int64), "cpu", 1, d, 16, 1, 0)

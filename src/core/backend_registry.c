@@ -48,6 +48,7 @@ static kvc_status_t st_ropec(kvc_backend_ctx_t *b, const struct kvc_rope_cache_a
 static kvc_status_t st_roped(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a) { (void)b; (void)a; UNSUP("rope_k_delta"); }
 static kvc_status_t st_cb(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t f, void *a) { (void)b; (void)s; (void)f; (void)a; UNSUP("launch_host_callback"); }
 static kvc_status_t st_kind(kvc_backend_ctx_t *b, const void *p, int *k) { (void)b; (void)p; (void)k; UNSUP("pointer_kind"); }
+static kvc_status_t st_plan(kvc_backend_ctx_t *b, const struct kvc_plan_args *a) { (void)b; (void)a; UNSUP("run_plan"); }
 #undef UNSUP
 
 static const kvc_backend_ops_t stub_ops = {
@@ -56,7 +57,7 @@ static const kvc_backend_ops_t stub_ops = {
     .pci_bus_id = st_pci, .transfer_tokens = st_tok, .transfer_blocks = st_blk, .cg_cdf = st_cdf,
     .cg_encode = st_enc, .cg_decode = st_dec, .cg_decode_packed = st_decp, .quantise = st_q, .dequantise = st_q,
     .rope_k_fused = st_rope, .rope_cache_build = st_ropec, .rope_k_delta = st_roped, .launch_host_callback = st_cb,
-    .pointer_kind = st_kind,
+    .pointer_kind = st_kind, .run_plan = st_plan,
 };
 
 void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc)

@@ -13,6 +13,20 @@ static int wraps(const void *p, size_t n) { return (uintptr_t)p > UINTPTR_MAX - 
 
 static int overlap(uintptr_t a, size_t na, uintptr_t b, size_t nb) { return a < b + nb && b < a + na; }
 
+kvc_status_t kvc_copy_check(void *dst, const void *src, size_t nbytes, size_t host_buffer_offset,
+                            size_t host_buffer_alignment)
+{
+    if (!dst || !src) return kvc_error(KVC_ERR_INVALID_ARG, "dst and src must not be NULL (nbytes %zu)", nbytes);
+    if (host_buffer_offset > SIZE_MAX - nbytes || host_buffer_offset + nbytes > SIZE_MAX - host_buffer_alignment)
+        return kvc_error(KVC_ERR_INVALID_ARG, "host_buffer_offset %zu + nbytes %zu overflows", host_buffer_offset,
+                         nbytes);
+    if (wraps(dst, nbytes) || wraps(src, nbytes))
+        return kvc_error(KVC_ERR_INVALID_ARG, "a %zu-byte range at dst or src wraps around the address space", nbytes);
+    if (overlap((uintptr_t)dst, nbytes, (uintptr_t)src, nbytes))
+        return kvc_error(KVC_ERR_INVALID_ARG, "dst [%p, +%zu) and src [%p, +%zu) overlap", dst, nbytes, src, nbytes);
+    return KVC_OK;
+}
+
 KVC_API kvc_status_t kvc_memcpy_async(kvc_context_t *ctx, void *dst, const void *src, size_t nbytes,
                                       kvc_direction_t direction, size_t host_buffer_offset,
                                       size_t host_buffer_alignment, kvc_stream_t stream)
@@ -25,14 +39,8 @@ KVC_API kvc_status_t kvc_memcpy_async(kvc_context_t *ctx, void *dst, const void 
     if (direction != KVC_H2D && direction != KVC_D2H)
         return kvc_error(KVC_ERR_INVALID_ARG, "direction %d is neither KVC_H2D nor KVC_D2H", (int)direction);
     if (nbytes == 0) return KVC_OK;
-    if (!dst || !src) return kvc_error(KVC_ERR_INVALID_ARG, "dst and src must not be NULL (nbytes %zu)", nbytes);
-    if (host_buffer_offset > SIZE_MAX - nbytes || host_buffer_offset + nbytes > SIZE_MAX - host_buffer_alignment)
-        return kvc_error(KVC_ERR_INVALID_ARG, "host_buffer_offset %zu + nbytes %zu overflows", host_buffer_offset,
-                         nbytes);
-    if (wraps(dst, nbytes) || wraps(src, nbytes))
-        return kvc_error(KVC_ERR_INVALID_ARG, "a %zu-byte range at dst or src wraps around the address space", nbytes);
-    if (overlap((uintptr_t)dst, nbytes, (uintptr_t)src, nbytes))
-        return kvc_error(KVC_ERR_INVALID_ARG, "dst [%p, +%zu) and src [%p, +%zu) overlap", dst, nbytes, src, nbytes);
+    const kvc_status_t st = kvc_copy_check(dst, src, nbytes, host_buffer_offset, host_buffer_alignment);
+    if (st != KVC_OK) return st;
     const struct kvc_copy_split a = { .dst = dst,
                                       .src = src,
                                       .nbytes = nbytes,

@@ -93,6 +93,19 @@ kvc_status_t kvc_res_route(const kvc_residence_t *r, kvc_route_t *out);
  * core then leaves to the module to validate). */
 int kvc_res_on_device(kvc_context_t *ctx, const void *p);
 
+/* transfer.c / rope.c: the single calls' validation, for plans (plan.c). Each validates its call
+ * exactly as the public function does and fills the backend's argument struct; *empty is set when
+ * nothing would move. Routing stays with the caller. */
+kvc_status_t kvc_tokens_prepare(kvc_context_t *ctx, const kvc_token_transfer_t *a, int64_t chunk_rows,
+                                struct kvc_token_plan *p, int *empty);
+kvc_status_t kvc_blocks_prepare(kvc_context_t *ctx, const kvc_block_transfer_t *a, struct kvc_block_plan *p, int *empty);
+kvc_status_t kvc_rope_fused_prepare(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
+                                    const int64_t *old_positions, const int64_t *new_positions,
+                                    const kvc_rope_table_t *table, struct kvc_rope_args *a, int *empty);
+/* hostmem_copy.c: kvc_memcpy_async's checks of one copy (nbytes > 0; the alignment is checked). */
+kvc_status_t kvc_copy_check(void *dst, const void *src, size_t nbytes, size_t host_buffer_offset,
+                            size_t host_buffer_alignment);
+
 /* recorder.c: the context's recorders (destroy frees records not drained; NULL is a no-op) */
 kvc_status_t kvc_recorder_create(kvc_recorder_t **out);
 void kvc_recorder_destroy(kvc_recorder_t *r);

@@ -158,16 +158,17 @@ static kvc_status_t route_rope(kvc_context_t *ctx, const char *op, const void *k
     return kvc_res_route(&r, to);
 }
 
-KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
-                                      const int64_t *old_positions, const int64_t *new_positions,
-                                      const kvc_rope_table_t *table, const kvc_rope_params_t *params)
+/* Validates a fused re-rotation and fills *a (is_neox already set); *empty when there are no tokens. */
+kvc_status_t kvc_rope_fused_prepare(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
+                                    const int64_t *old_positions, const int64_t *new_positions,
+                                    const kvc_rope_table_t *table, struct kvc_rope_args *a, int *empty)
 {
-    if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
-    struct kvc_rope_args a = { .stream = stream, .old_positions = old_positions, .new_positions = new_positions };
+    a->stream = stream;
+    a->old_positions = old_positions;
+    a->new_positions = new_positions;
     size_t span = 0;
-    kvc_status_t st = resolve_style(params, &a.is_neox);
-    if (st == KVC_OK) st = check_keys(keys, &a.keys, &span);
-    if (st == KVC_OK) st = check_table(table, a.keys.head_size);
+    kvc_status_t st = check_keys(keys, &a->keys, &span);
+    if (st == KVC_OK) st = check_table(table, a->keys.head_size);
     if (st == KVC_OK)
         st = check_apart(keys, span, "table->data", table->data,
                          table->max_position * table->rot_dim * rope_elem_size(table->dtype));
@@ -177,12 +178,26 @@ KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, c
     if (table->dtype != keys->dtype && table->dtype != KVC_DTYPE_F32)
         return kvc_error(KVC_ERR_DTYPE, "table dtype %s must be the key dtype (%s) or f32", kvc_dtype_name(table->dtype),
                          kvc_dtype_name(keys->dtype));
-    if (a.keys.num_tokens == 0) return KVC_OK;
-    a.position_limit = (int64_t)table->max_position;
-    st = check_position_tables(ctx, old_positions, new_positions, a.keys.num_tokens, a.position_limit,
-                               &a.positions_on_device);
+    *empty = a->keys.num_tokens == 0;
+    if (*empty) return KVC_OK;
+    a->position_limit = (int64_t)table->max_position;
+    st = check_position_tables(ctx, old_positions, new_positions, a->keys.num_tokens, a->position_limit,
+                               &a->positions_on_device);
     if (st != KVC_OK) return st;
-    a.table = *table;
+    a->table = *table;
+    return KVC_OK;
+}
+
+KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_keys_t *keys,
+                                      const int64_t *old_positions, const int64_t *new_positions,
+                                      const kvc_rope_table_t *table, const kvc_rope_params_t *params)
+{
+    if (!ctx) return kvc_error(KVC_ERR_INVALID_ARG, "ctx must not be NULL");
+    struct kvc_rope_args a = { 0 };
+    int empty = 0;
+    kvc_status_t st = resolve_style(params, &a.is_neox);
+    if (st == KVC_OK) st = kvc_rope_fused_prepare(ctx, stream, keys, old_positions, new_positions, table, &a, &empty);
+    if (st != KVC_OK || empty) return st;
     kvc_route_t to;
     st = route_rope(ctx, "rope_k_fused", keys->data, table->data, a.positions_on_device ? old_positions : NULL,
                     a.positions_on_device ? new_positions : NULL, &to);

@@ -187,11 +187,10 @@ static kvc_status_t check_parts_index(const kvc_layout_t *l, int on_device, cons
     return KVC_OK;
 }
 
-static kvc_status_t run_tokens_one(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
-                               void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
-                               int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
+static struct kvc_token_plan token_plan(const kvc_layout_t *l, int direction, int64_t layers, void *const *ptrs,
+                                        void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
+                                        int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
 {
-    if (skip == num_tokens) return KVC_OK;
     struct kvc_token_plan p = { .direction = direction,
                                 .num_layers = layers,
                                 .num_planes = l->planes,
@@ -207,11 +206,16 @@ static kvc_status_t run_tokens_one(kvc_context_t *ctx, const kvc_layout_t *l, in
                                 .index_on_device = device_slot_limit > 0,
                                 .index_limit = device_slot_limit };
     p.engine.ptrs = ptrs;
+    return p;
+}
+
+static kvc_status_t run_token_plan(kvc_context_t *ctx, const struct kvc_token_plan *p)
+{
     kvc_route_t to;
-    const kvc_status_t st = route_xfer(ctx, "transfer", &p.engine, layers, l->planes, chunk, NULL, 0, "slots",
-                                       device_slot_limit > 0 ? slots : NULL, &to);
+    const kvc_status_t st = route_xfer(ctx, "transfer", &p->engine, p->num_layers, p->num_planes, p->chunk, NULL, 0,
+                                       "slots", p->index_on_device ? p->slots : NULL, &to);
     if (st != KVC_OK) return st;
-    return to.ops->transfer_tokens(to.b, &p);
+    return to.ops->transfer_tokens(to.b, p);
 }
 
 /* One plan, or one per part of a multi-part row (formats 14, 17), in row order. */
@@ -220,23 +224,29 @@ static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int di
                                int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
 {
     if (skip == num_tokens) return KVC_OK;
-    if (l->nparts == 1)
-        return run_tokens_one(ctx, l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit,
-                              stream);
+    if (l->nparts == 1) {
+        const struct kvc_token_plan p =
+            token_plan(l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit, stream);
+        return run_token_plan(ctx, &p);
+    }
     part_tables_t t;
     kvc_status_t st = part_tables(l, ptrs, NULL, 0, &t);
     for (int i = 0; i < l->nparts && st == KVC_OK; i++) {
         const kvc_layout_t v = kvc_layout_part_view(l, i);
         kvc_chunk_map_t c = cmap;
         c.head_stride = l->part[i].bytes;
-        st = run_tokens_one(ctx, &v, direction, layers, t.ptrs[i], (char *)chunk + l->part[i].chunk_offset, c, slots,
-                            skip, num_tokens, device_slot_limit, stream);
+        const struct kvc_token_plan p = token_plan(&v, direction, layers, t.ptrs[i], (char *)chunk + l->part[i].chunk_offset,
+                                                   c, slots, skip, num_tokens, device_slot_limit, stream);
+        st = run_token_plan(ctx, &p);
     }
     part_tables_free(&t);
     return st;
 }
 
-KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
+/* Validates a per-token transfer whose chunk holds chunk_rows (>= num_tokens) rows per layer and
+ * plane: its layout, chunk map and whether the slots are device memory. */
+static kvc_status_t tokens_check(kvc_context_t *ctx, const kvc_token_transfer_t *a, int64_t chunk_rows,
+                                 kvc_layout_t *lo, kvc_chunk_map_t *cmap, int *on_device)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
     kvc_status_t st = check_direction(a->direction);
@@ -246,22 +256,63 @@ KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_tra
     if ((st = check_ptr_table("engine_ptrs", a->engine_ptrs, a->num_engine_ptrs, l.ptr_count,
                               kvc_format_name(a->format))) != KVC_OK)
         return st;
-    const int64_t T = a->num_tokens;
+    const int64_t T = a->num_tokens, R = chunk_rows;
     if (!a->chunk && T > 0) return kvc_error(KVC_ERR_INVALID_ARG, "chunk is NULL");
     const int dev = kvc_res_on_device(ctx, a->slots);
     if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
                            a->skip_prefix_tokens, dev)) != KVC_OK)
         return st;
     if ((st = check_parts_index(&l, dev, "slots", a->format)) != KVC_OK) return st;
+    if (R < T || kvc_mul3(l.planes * a->shape.nl, R, l.row_bytes) < 0)
+        return kvc_error(KVC_ERR_SHAPE, "chunk of %lld rows per layer for %lld tokens", (long long)R, (long long)T);
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
-    if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes * a->shape.nl, T, l.row_bytes))) != KVC_OK)
+    if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes * a->shape.nl, R, l.row_bytes))) != KVC_OK)
         return st;
-    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * T * l.row_bytes,
-                                .layer_stride = T * l.row_bytes,
-                                .token_stride = l.row_bytes,
-                                .head_stride = l.head_bytes };
-    return run_tokens(ctx, &l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots,
-                      a->skip_prefix_tokens, T, dev ? a->shape.nb * a->shape.bs : 0, a->stream);
+    *cmap = (kvc_chunk_map_t){ .plane_stride = a->shape.nl * R * l.row_bytes,
+                               .layer_stride = R * l.row_bytes,
+                               .token_stride = l.row_bytes,
+                               .head_stride = l.head_bytes };
+    *lo = l;
+    *on_device = dev;
+    return KVC_OK;
+}
+
+/* Plans (plan.c) take one backend plan per transfer: formats whose rows are several parts are
+ * refused there. */
+static kvc_status_t single_part(const kvc_layout_t *l, int format)
+{
+    if (l->nparts > 1)
+        return kvc_error(KVC_ERR_UNSUPPORTED, "format %s in a plan: its rows are %d parts, one launch each; use "
+                                              "kvc_transfer_tokens / kvc_transfer_blocks",
+                         kvc_format_name(format), l->nparts);
+    return KVC_OK;
+}
+
+kvc_status_t kvc_tokens_prepare(kvc_context_t *ctx, const kvc_token_transfer_t *a, int64_t chunk_rows,
+                                struct kvc_token_plan *p, int *empty)
+{
+    kvc_layout_t l;
+    kvc_chunk_map_t c;
+    int dev = 0;
+    kvc_status_t st = tokens_check(ctx, a, chunk_rows, &l, &c, &dev);
+    if (st == KVC_OK) st = single_part(&l, a->format);
+    if (st != KVC_OK) return st;
+    const int64_t T = a->num_tokens;
+    *empty = a->skip_prefix_tokens == T;
+    *p = token_plan(&l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots, a->skip_prefix_tokens, T,
+                    dev ? a->shape.nb * a->shape.bs : 0, a->stream);
+    return KVC_OK;
+}
+
+KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
+{
+    kvc_layout_t l;
+    kvc_chunk_map_t c;
+    int dev = 0;
+    const kvc_status_t st = tokens_check(ctx, a, a ? a->num_tokens : 0, &l, &c, &dev);
+    if (st != KVC_OK) return st;
+    return run_tokens(ctx, &l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots, a->skip_prefix_tokens,
+                      a->num_tokens, dev ? a->shape.nb * a->shape.bs : 0, a->stream);
 }
 
 KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_transfer_t *a)
@@ -336,35 +387,9 @@ KVC_API kvc_status_t kvc_reshape_and_cache_back_flash(kvc_context_t *ctx, const 
     return flash(ctx, a, KVC_H2D);
 }
 
-static kvc_status_t run_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a, const kvc_layout_t *l,
-                               void *const *ptrs, void *const *objects, kvc_chunk_map_t c, int dev)
-{
-    const int64_t n = a->num_block_ids, bpo = a->chunk_tokens / a->shape.bs;
-    struct kvc_block_plan p = { .direction = a->direction,
-                                .num_layers = a->shape.nl,
-                                .num_planes = l->planes,
-                                .engine = l->engine,
-                                .objects = objects,
-                                .blocks_per_object = bpo,
-                                .chunk_map = c,
-                                .block_ids = a->block_ids,
-                                .first_block = a->skip_prefix_blocks,
-                                .end_block = n,
-                                .runs = kvc_layout_block_runs(l, &c),
-                                .bytes = kvc_mul3(a->shape.nl * l->planes, (n - a->skip_prefix_blocks) * a->shape.bs,
-                                                  l->row_bytes),
-                                .stream = a->stream,
-                                .index_on_device = dev,
-                                .index_limit = a->shape.nb };
-    p.engine.ptrs = ptrs;
-    kvc_route_t to;
-    kvc_status_t st = route_xfer(ctx, "transfer_blocks", &p.engine, a->shape.nl, l->planes, NULL, objects,
-                                 (n - 1) / bpo + 1, "block_ids", dev ? a->block_ids : NULL, &to);
-    if (st != KVC_OK) return st;
-    return to.ops->transfer_blocks(to.b, &p);
-}
-
-KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a)
+/* Validates a block transfer: its layout, chunk map and whether the block ids are device memory. */
+static kvc_status_t blocks_check(kvc_context_t *ctx, const kvc_block_transfer_t *a, kvc_layout_t *lo,
+                                 kvc_chunk_map_t *cmap, int *on_device)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
     kvc_status_t st = check_direction(a->direction);
@@ -395,19 +420,82 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
     const int64_t object_bytes = kvc_mul3(l.planes * a->shape.nl, C, l.row_bytes);
     for (int64_t i = 0; i < a->num_objects; i++)
         if ((st = check_overlap(&pool, "objects", i, a->objects[i], object_bytes)) != KVC_OK) return st;
-    if (a->skip_prefix_blocks == n) return KVC_OK;
-    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * C * l.row_bytes,
-                                .layer_stride = C * l.row_bytes,
-                                .token_stride = l.row_bytes,
-                                .head_stride = l.head_bytes };
-    if (l.nparts == 1) return run_blocks(ctx, a, &l, a->engine_ptrs, a->objects, c, dev);
+    *cmap = (kvc_chunk_map_t){ .plane_stride = a->shape.nl * C * l.row_bytes,
+                               .layer_stride = C * l.row_bytes,
+                               .token_stride = l.row_bytes,
+                               .head_stride = l.head_bytes };
+    *lo = l;
+    *on_device = dev;
+    return KVC_OK;
+}
+
+static struct kvc_block_plan block_plan(const kvc_block_transfer_t *a, const kvc_layout_t *l, void *const *ptrs,
+                                        void *const *objects, kvc_chunk_map_t c, int dev)
+{
+    const int64_t n = a->num_block_ids;
+    struct kvc_block_plan p = { .direction = a->direction,
+                                .num_layers = a->shape.nl,
+                                .num_planes = l->planes,
+                                .engine = l->engine,
+                                .objects = objects,
+                                .blocks_per_object = a->chunk_tokens / a->shape.bs,
+                                .chunk_map = c,
+                                .block_ids = a->block_ids,
+                                .first_block = a->skip_prefix_blocks,
+                                .end_block = n,
+                                .runs = kvc_layout_block_runs(l, &c),
+                                .bytes = kvc_mul3(a->shape.nl * l->planes, (n - a->skip_prefix_blocks) * a->shape.bs,
+                                                  l->row_bytes),
+                                .stream = a->stream,
+                                .index_on_device = dev,
+                                .index_limit = a->shape.nb };
+    p.engine.ptrs = ptrs;
+    return p;
+}
+
+/* Validates a block transfer and fills *p; *empty when nothing moves. */
+kvc_status_t kvc_blocks_prepare(kvc_context_t *ctx, const kvc_block_transfer_t *a, struct kvc_block_plan *p, int *empty)
+{
+    kvc_layout_t l;
+    kvc_chunk_map_t c;
+    int dev = 0;
+    kvc_status_t st = blocks_check(ctx, a, &l, &c, &dev);
+    if (st == KVC_OK) st = single_part(&l, a->format);
+    if (st != KVC_OK) return st;
+    *empty = a->skip_prefix_blocks == a->num_block_ids;
+    *p = block_plan(a, &l, a->engine_ptrs, a->objects, c, dev);
+    return KVC_OK;
+}
+
+static kvc_status_t run_block_plan(kvc_context_t *ctx, const struct kvc_block_plan *p)
+{
+    kvc_route_t to;
+    kvc_status_t st = route_xfer(ctx, "transfer_blocks", &p->engine, p->num_layers, p->num_planes, NULL, p->objects,
+                                 (p->end_block - 1) / p->blocks_per_object + 1, "block_ids",
+                                 p->index_on_device ? p->block_ids : NULL, &to);
+    if (st != KVC_OK) return st;
+    return to.ops->transfer_blocks(to.b, p);
+}
+
+KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a)
+{
+    kvc_layout_t l;
+    kvc_chunk_map_t c;
+    int dev = 0;
+    kvc_status_t st = blocks_check(ctx, a, &l, &c, &dev);
+    if (st != KVC_OK || a->skip_prefix_blocks == a->num_block_ids) return st;
+    if (l.nparts == 1) {
+        const struct kvc_block_plan p = block_plan(a, &l, a->engine_ptrs, a->objects, c, dev);
+        return run_block_plan(ctx, &p);
+    }
     part_tables_t t; /* formats 14, 17: one plan per part of a row */
     if ((st = part_tables(&l, a->engine_ptrs, a->objects, a->num_objects, &t)) != KVC_OK) return st;
     for (int i = 0; i < l.nparts && st == KVC_OK; i++) {
         const kvc_layout_t v = kvc_layout_part_view(&l, i);
         kvc_chunk_map_t pc = c;
         pc.head_stride = l.part[i].bytes;
-        st = run_blocks(ctx, a, &v, t.ptrs[i], t.objs[i], pc, dev);
+        const struct kvc_block_plan p = block_plan(a, &v, t.ptrs[i], t.objs[i], pc, dev);
+        st = run_block_plan(ctx, &p);
     }
     part_tables_free(&t);
     return st;

@@ -655,6 +655,20 @@ static kvc_status_t emu_rope_delta(kvc_backend_ctx_t *b, const struct kvc_rope_d
     return KVC_OK;
 }
 
+static unsigned long plans;
+/* Plans the module ran (tests/test_gpu.c: a plan reached run_plan, not the single-op slots). */
+KVC_API unsigned long kvc_emu_plans(void);
+KVC_API unsigned long kvc_emu_plans(void) { return __atomic_load_n(&plans, __ATOMIC_RELAXED); }
+
+static const kvc_backend_t emu;
+
+/* As the real module (plan.cu): the ops in order through this module's own slots. */
+static kvc_status_t emu_run_plan(kvc_backend_ctx_t *b, const struct kvc_plan_args *a)
+{
+    __atomic_add_fetch(&plans, 1, __ATOMIC_RELAXED);
+    return kvc_plan_run_ops(b, &emu.ops, a);
+}
+
 static const kvc_backend_t emu = {
     .abi_version = KVC_BACKEND_ABI_VERSION,
     .struct_size = sizeof(kvc_backend_t),
@@ -682,7 +696,8 @@ static const kvc_backend_t emu = {
              .rope_k_fused = emu_rope_fused,
              .rope_k_delta = emu_rope_delta,
              .launch_host_callback = emu_host_fn,
-             .pointer_kind = emu_kind },
+             .pointer_kind = emu_kind,
+             .run_plan = emu_run_plan },
 };
 
 KVC_API const kvc_backend_t *kvc_backend_entry(void) { return &emu; }

@@ -157,6 +157,9 @@ kvc_status_t kvc_gpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
 kvc_status_t kvc_gpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rope_cache_args *a);
 kvc_status_t kvc_gpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_delta_args *a);
 
+/* plan.cu (plan.h) */
+kvc_status_t kvc_gpu_run_plan(kvc_backend_ctx_t *b, const struct kvc_plan_args *a);
+
 /* module.cu: the descriptor the vendor entry (src/backends/<vendor>/entry.cu) hands out. */
 const kvc_backend_t *kvc_gpu_descriptor(void);
 

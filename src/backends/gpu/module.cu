@@ -295,6 +295,7 @@ static kvc_backend_t make_descriptor(void)
     d.ops.rope_cache_build = kvc_gpu_rope_cache_build;
     d.ops.rope_k_delta = kvc_gpu_rope_k_delta;
     d.ops.pointer_kind = gpu_pointer_kind_op;
+    d.ops.run_plan = kvc_gpu_run_plan;
     return d;
 }
 

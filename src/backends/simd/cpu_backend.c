@@ -125,6 +125,14 @@ static kvc_status_t cpu_launch_host_callback(kvc_backend_ctx_t *b, kvc_stream_t 
     return KVC_OK;
 }
 
+extern const kvc_backend_t kvc_cpu_backend;
+
+/* The ops in order, each through this backend's own slot (synchronous: each finishes first). */
+static kvc_status_t cpu_run_plan(kvc_backend_ctx_t *b, const struct kvc_plan_args *a)
+{
+    return kvc_plan_run_ops(b, &kvc_cpu_backend.ops, a);
+}
+
 const kvc_backend_t kvc_cpu_backend = {
     .abi_version = KVC_BACKEND_ABI_VERSION,
     .struct_size = sizeof(kvc_backend_t),
@@ -154,5 +162,6 @@ const kvc_backend_t kvc_cpu_backend = {
         .cg_decode_packed = cpu_cg_decode_packed,
         .quantise = cpu_quantise,
         .dequantise = cpu_dequantise,
+        .run_plan = cpu_run_plan,
     },
 };
