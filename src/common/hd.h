@@ -71,7 +71,7 @@ KVC_HD float kvc_fsub(float a, float b)
 #endif
 }
 
-/* The same for double (the RoPE factors are combined in double on every backend). */
+/* The same for double (the RoPE factors' double fallback, src/common/rope.h). */
 KVC_HD double kvc_dmul(double a, double b)
 {
 #ifdef KVC_DEVICE_PASS
@@ -115,6 +115,26 @@ KVC_HD double kvc_dsqrt(double a)
     return __dsqrt_rn(a);
 #else
     return __builtin_sqrt(a);
+#endif
+}
+
+/* fp32 fused multiply-add, rounded once, and the correctly rounded fp32 square root (the RoPE
+ * factors, src/common/rope.h). */
+KVC_HD float kvc_ffma(float a, float b, float c)
+{
+#ifdef KVC_DEVICE_PASS
+    return __fmaf_rn(a, b, c);
+#else
+    return __builtin_fmaf(a, b, c);
+#endif
+}
+
+KVC_HD float kvc_fsqrt(float a)
+{
+#ifdef KVC_DEVICE_PASS
+    return __fsqrt_rn(a);
+#else
+    return __builtin_sqrtf(a);
 #endif
 }
 

@@ -48,10 +48,12 @@ void kvc_rope_sincos_f64_scalar(double d, const double *theta, size_t half, doub
 void kvc_rope_table_rows_scalar(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
                                 size_t half, float *rows)
 {
-    for (size_t k = 0; k < n; k++)
+    for (size_t r = 0; r < n; r++) {
+        const size_t b = r / KVC_ROPE_TABLE_BLOCK, k = r % KVC_ROPE_TABLE_BLOCK;
         for (size_t i = 0; i < half; i++)
-            kvc_rope_angle_sum1(ca[i], sa[i], cb[k * half + i], sb[k * half + i], rows + k * 2 * half + i,
-                                rows + k * 2 * half + half + i);
+            kvc_rope_angle_sum1(ca[b * half + i], sa[b * half + i], cb[k * half + i], sb[k * half + i],
+                                rows + r * 2 * half + i, rows + r * 2 * half + half + i);
+    }
 }
 
 static void scalar_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
@@ -88,6 +90,16 @@ const kvc_rope_kernels_t kvc_rope_kernels_scalar = {
 static const kvc_rope_kernels_t *kernels_for(const kvc_backend_ctx_t *b)
 {
 #ifdef KVC_HAVE_X86_SIMD
+#ifdef KVC_ROPE_AVX512BF16
+    /* CPUID once (it traps to the hypervisor in a VM): 0 unknown, 1 no, 2 yes */
+    static int bf16;
+    int have = __atomic_load_n(&bf16, __ATOMIC_RELAXED);
+    if (!have && b->isa >= KVC_ISA_AVX512) {
+        have = kvc_rope_cpu_has_avx512bf16() ? 2 : 1;
+        __atomic_store_n(&bf16, have, __ATOMIC_RELAXED);
+    }
+    if (b->isa >= KVC_ISA_AVX512 && have == 2) return &kvc_rope_kernels_avx512bf16;
+#endif
     if (b->isa >= KVC_ISA_AVX512) return &kvc_rope_kernels_avx512;
     if (b->isa >= KVC_ISA_AVX2) return &kvc_rope_kernels_avx2;
 #elif defined(KVC_ROPE_HAVE_NEON)
@@ -98,20 +110,47 @@ static const kvc_rope_kernels_t *kernels_for(const kvc_backend_ctx_t *b)
     return &kvc_rope_kernels_scalar;
 }
 
-/* Per-thread c/s buffers: 2 * stride floats per thread, stride a multiple of 16 (one cache line). */
+/* Per-thread buffers, `sets` of them: c and s (stride floats each), and the 2*stride floats each of
+ * prepare's layout: 6 * stride floats per set, stride a multiple of 16 (one cache line). */
 typedef struct scratch {
     float *buf;
-    size_t stride;
+    size_t stride, sets;
 } scratch_t;
 
-static kvc_status_t scratch_alloc(kvc_backend_ctx_t *b, int threads, size_t half, scratch_t *out)
+static kvc_status_t scratch_alloc(kvc_backend_ctx_t *b, int threads, size_t half, size_t sets, scratch_t *out)
 {
     out->stride = (half + 15) & ~(size_t)15;
-    out->buf = aligned_alloc(64, (size_t)threads * 2 * out->stride * sizeof(float));
+    out->sets = sets;
+    out->buf = aligned_alloc(64, (size_t)threads * sets * 6 * out->stride * sizeof(float));
     if (!out->buf)
         return b->svc->set_error(KVC_ERR_NO_MEMORY, "rope: cannot allocate %d x %zu floats of scratch", threads,
-                                 2 * out->stride);
+                                 sets * 6 * out->stride);
     return KVC_OK;
+}
+
+/* One token's factors, in rotate's layout (rc, rs). */
+typedef struct factor_set {
+    float *c, *s, *cd, *sd;
+    const float *rc, *rs;
+} factor_set_t;
+
+static factor_set_t factor_set(const scratch_t *sc, int thread, size_t set)
+{
+    float *c = sc->buf + ((size_t)thread * sc->sets + set) * 6 * sc->stride;
+    factor_set_t f = { .c = c, .s = c + sc->stride, .cd = c + 2 * sc->stride, .sd = c + 4 * sc->stride };
+    f.rc = f.c;
+    f.rs = f.s;
+    return f;
+}
+
+static void set_prepare(const kvc_rope_kernels_t *k, kvc_dtype_t dt, size_t half, int is_neox, factor_set_t *f)
+{
+    f->rc = f->c;
+    f->rs = f->s;
+    if (k->prepare && k->prepare(dt, half, is_neox, f->c, f->s, f->cd, f->sd)) {
+        f->rc = f->cd;
+        f->rs = f->sd;
+    }
 }
 
 static int thread_id(void)
@@ -141,6 +180,19 @@ static double *theta_alloc(kvc_backend_ctx_t *b, size_t rot_dim, double base)
     return theta;
 }
 
+static int thread_count(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Each thread rotates a contiguous range of tokens. The factors of the next token (when its
+ * positions differ) are computed before the current token is rotated, into the other of two sets:
+ * their long dependency chain (FMAs, square root, divisions) then overlaps the rotation instead of
+ * stalling it. */
 kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a)
 {
     const kvc_rope_kernels_t *k = kernels_for(b);
@@ -149,27 +201,37 @@ kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
     const size_t row_bytes = a->table.rot_dim * kvc_dtype_size(a->table.dtype);
     const int threads = threads_for(b, key->num_tokens);
     scratch_t sc;
-    kvc_status_t st = scratch_alloc(b, threads, half, &sc);
+    kvc_status_t st = scratch_alloc(b, threads, half, 2, &sc);
     if (st != KVC_OK) return st;
+    const char *table = a->table.data;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        float *c = sc.buf + (size_t)thread_id() * 2 * sc.stride, *s = c + sc.stride;
-        int64_t last_old = -1, last_new = -1; /* consecutive tokens often share both positions */
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
-        for (size_t t = 0; t < key->num_tokens; t++) {
-            const int64_t po = a->old_positions[t], pn = a->new_positions[t];
-            if (po != last_old || pn != last_new) {
-                k->factors((const char *)a->table.data + (size_t)po * row_bytes,
-                           (const char *)a->table.data + (size_t)pn * row_bytes, a->table.dtype, half, c, s);
-                last_old = po;
-                last_new = pn;
+        const int tid = thread_id();
+        const size_t nt = (size_t)thread_count(), n = key->num_tokens;
+        const size_t lo = n / nt * (size_t)tid + (n % nt < (size_t)tid ? n % nt : (size_t)tid);
+        const size_t hi = lo + n / nt + ((size_t)tid < n % nt);
+        factor_set_t f[2] = { factor_set(&sc, tid, 0), factor_set(&sc, tid, 1) };
+        int cur = 0;
+        if (lo < hi) {
+            k->factors(table + (size_t)a->old_positions[lo] * row_bytes, table + (size_t)a->new_positions[lo] * row_bytes,
+                       a->table.dtype, half, f[0].c, f[0].s);
+            set_prepare(k, key->dtype, half, a->is_neox, &f[0]);
+        }
+        for (size_t t = lo; t < hi; t++) {
+            int next = cur; /* consecutive tokens often share both positions */
+            if (t + 1 < hi && (a->old_positions[t + 1] != a->old_positions[t] ||
+                               a->new_positions[t + 1] != a->new_positions[t])) {
+                next = cur ^ 1;
+                k->factors(table + (size_t)a->old_positions[t + 1] * row_bytes,
+                           table + (size_t)a->new_positions[t + 1] * row_bytes, a->table.dtype, half, f[next].c,
+                           f[next].s);
+                set_prepare(k, key->dtype, half, a->is_neox, &f[next]);
             }
             k->rotate((char *)key->data + t * key->token_stride * kes, key->dtype, key->num_heads, key->head_stride,
-                      half, a->is_neox, c, s);
+                      half, a->is_neox, f[cur].rc, f[cur].rs);
+            cur = next;
         }
     }
     free(sc.buf);
@@ -185,7 +247,7 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
     if (!theta) return KVC_ERR_NO_MEMORY;
     const int threads = threads_for(b, key->num_tokens);
     scratch_t sc;
-    kvc_status_t st = scratch_alloc(b, threads, half, &sc);
+    kvc_status_t st = scratch_alloc(b, threads, half, 1, &sc);
     if (st != KVC_OK) {
         free(theta);
         return st;
@@ -194,7 +256,7 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        float *c = sc.buf + (size_t)thread_id() * 2 * sc.stride, *s = c + sc.stride;
+        factor_set_t f = factor_set(&sc, thread_id(), 0);
         int64_t last_delta = INT64_MIN; /* the delta is usually the same for a run of tokens */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
@@ -202,11 +264,12 @@ kvc_status_t kvc_cpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
         for (size_t t = 0; t < key->num_tokens; t++) {
             const int64_t delta = a->new_positions[t] - a->old_positions[t];
             if (delta != last_delta) {
-                k->sincos((double)delta, theta, half, c, s);
+                k->sincos((double)delta, theta, half, f.c, f.s);
+                set_prepare(k, key->dtype, half, a->is_neox, &f);
                 last_delta = delta;
             }
             k->rotate((char *)key->data + t * key->token_stride * kes, key->dtype, key->num_heads, key->head_stride,
-                      half, a->is_neox, c, s);
+                      half, a->is_neox, f.rc, f.rs);
         }
     }
     free(sc.buf);
@@ -242,13 +305,14 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
     const kvc_rope_kernels_t *k = kernels_for(b);
     const kvc_rope_table_t *tb = &a->table;
     const size_t half = tb->rot_dim / 2, es = kvc_dtype_size(tb->dtype), B = KVC_ROPE_TABLE_BLOCK;
-    const size_t blocks = (tb->max_position + B - 1) / B;
+    const size_t G = KVC_ROPE_TABLE_GROUP, blocks = (tb->max_position + B - 1) / B, groups = (blocks + G - 1) / G;
     double *theta = theta_alloc(b, tb->rot_dim, a->base);
     if (!theta) return KVC_ERR_NO_MEMORY;
-    const int threads = threads_for(b, blocks);
+    const int threads = threads_for(b, groups);
     /* shared: steps (B rows of cos, B rows of sin), the step B*theta (cos, sin); per thread: the
-     * block's first angles (cos, sin), and B fp32 rows for tables in fp16/bf16 */
-    const size_t shared = 2 * B * half + 2 * half, per_thread = 2 * half + (B * tb->rot_dim + 1) / 2;
+     * first angles of G blocks (cos, sin), and G*B fp32 rows for tables in fp16/bf16 */
+    const size_t shared = 2 * B * half + 2 * half;
+    const size_t per_thread = 2 * G * half + (tb->dtype == KVC_DTYPE_F32 ? 0 : (G * B * tb->rot_dim + 1) / 2);
     double *steps = malloc((shared + (size_t)threads * per_thread) * sizeof(double));
     if (!steps) {
         free(theta);
@@ -264,20 +328,27 @@ kvc_status_t kvc_cpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
 #pragma omp parallel num_threads(threads)
 #endif
     {
-        double *ca = steps + shared + (size_t)thread_id() * per_thread, *sa = ca + half;
-        float *rows = (float *)(sa + half);
-        size_t have = (size_t)-1; /* the block whose first angles ca/sa hold */
+        double *ca = steps + shared + (size_t)thread_id() * per_thread, *sa = ca + G * half;
+        float *rows = (float *)(sa + G * half);
+        size_t have = (size_t)-1; /* the block whose first angles ca/sa (first set) hold */
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-        for (size_t j = 0; j < blocks; j++) {
-            const size_t p0 = j * B, n = tb->max_position - p0 < B ? tb->max_position - p0 : B;
-            const size_t j0 = j - j % TABLE_ANCHOR_EVERY;
+        for (size_t g = 0; g < groups; g++) {
+            const size_t j = g * G, nb = blocks - j < G ? blocks - j : G, p0 = j * B;
+            const size_t n = tb->max_position - p0 < nb * B ? tb->max_position - p0 : nb * B;
+            const size_t j0 = j - j % TABLE_ANCHOR_EVERY; /* G divides TABLE_ANCHOR_EVERY */
             if (have == (size_t)-1 || have + 1 != j || j == j0) {
                 k->sincos_f64((double)(j0 * B), theta, half, ca, sa);
                 have = j0;
+            } else { /* continue the chain from the previous group's last block */
+                memcpy(ca, ca + (G - 1) * half, half * sizeof(double));
+                memcpy(sa, sa + (G - 1) * half, half * sizeof(double));
             }
             for (; have < j; have++) angle_add_f64(ca, sa, cB, sB, half, ca, sa);
+            for (size_t i = 1; i < nb; i++) /* block j + i: one angle sum after block j + i - 1 */
+                angle_add_f64(ca + (i - 1) * half, sa + (i - 1) * half, cB, sB, half, ca + i * half, sa + i * half);
+            have = j + nb - 1;
             char *dst = (char *)tb->data + p0 * tb->rot_dim * es;
             k->table_rows(ca, sa, sc, ss, n, half, tb->dtype == KVC_DTYPE_F32 ? (float *)dst : rows);
             if (tb->dtype != KVC_DTYPE_F32) k->store(dst, tb->dtype, rows, n * tb->rot_dim);

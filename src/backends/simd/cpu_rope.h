@@ -34,25 +34,41 @@ typedef struct kvc_rope_kernels {
      * the double angle, rounded once to fp32. */
     void (*sincos)(double d, const double *theta, size_t half, float *c, float *s);
     /* Rotate the first 2*half elements of num_heads heads starting at key (head stride in elements):
-     * x' = x*c - y*s, y' = y*c + x*s, math in fp32, one rounding to the key dtype. */
+     * x' = x*c - y*s, y' = y*c + x*s, math in fp32, one rounding to the key dtype. c and s are in
+     * the layout prepare gives (see below). */
     void (*rotate)(void *key, kvc_dtype_t dtype, size_t num_heads, size_t head_stride, size_t half, int is_neox,
                    const float *c, const float *s);
     /* dst[i] = src[i] converted to dtype (round to nearest even). */
     void (*store)(void *dst, kvc_dtype_t dtype, const float *src, size_t n);
     /* c[i] = cos(d*theta[i]), s[i] = sin(d*theta[i]) in double (SLEEF's u35: within 3.5 double ulp). */
     void (*sincos_f64)(double d, const double *theta, size_t half, double *c, double *s);
-    /* n consecutive fp32 table rows (cos half, sin half; rows contiguous) whose angles are
-     * a_i + b_ki: from the cos/sin of a (ca, sa) and of b for row k (cb, sb + k*half),
+    /* n consecutive fp32 table rows (cos half, sin half; rows contiguous) of consecutive blocks of
+     * KVC_ROPE_TABLE_BLOCK rows: row r = b*BLOCK + k has the angles a_bi + b_ki, from the cos/sin
+     * of block b's first angles (ca, sa + b*half) and of the step k (cb, sb + k*half),
      *   cos = fp32(fma(ca, cb, -(sa*sb))), sin = fp32(fma(sa, cb, ca*sb))   in double,
-     * the same operations on every tier (see kvc_rope_angle_sum1). */
+     * the same operations on every tier (see kvc_rope_angle_sum1). The SIMD tiers load each step
+     * once for all the blocks: the steps (64 KiB for rot_dim 128) do not fit in L1, and reading
+     * them from L2 for every row bounded the build. */
     void (*table_rows)(const double *ca, const double *sa, const double *cb, const double *sb, size_t n, size_t half,
                        float *rows);
+    /* Optional (NULL: rotate takes c and s as they are). Reorders the factors (c, s) of one token
+     * into the layout rotate wants for (dtype, half, is_neox), 2*half floats each in cd and sd,
+     * once per token rather than per head; returns 1 if it wrote cd and sd (pass those to rotate),
+     * 0 if rotate takes c and s unchanged. */
+    int (*prepare)(kvc_dtype_t dtype, size_t half, int is_neox, const float *c, const float *s, float *cd, float *sd);
 } kvc_rope_kernels_t;
 
 extern const kvc_rope_kernels_t kvc_rope_kernels_scalar;
 #ifdef KVC_HAVE_X86_SIMD
 extern const kvc_rope_kernels_t kvc_rope_kernels_avx2;
 extern const kvc_rope_kernels_t kvc_rope_kernels_avx512;
+/* The AVX-512 tier with bf16 keys narrowed by AVX512_BF16's vcvtneps2bf16 (same bits), where the
+ * compiler can build it and the CPU has it. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 10)
+#define KVC_ROPE_AVX512BF16 1
+extern const kvc_rope_kernels_t kvc_rope_kernels_avx512bf16;
+int kvc_rope_cpu_has_avx512bf16(void);
+#endif
 #endif
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #define KVC_ROPE_HAVE_NEON 1
@@ -67,8 +83,10 @@ void kvc_rope_table_rows_scalar(const double *ca, const double *sa, const double
                                 size_t half, float *rows);
 
 /* Rows per block of kvc_rope_cache_build: each block's angles are its first row's plus a step
- * k * theta_i, k < KVC_ROPE_TABLE_BLOCK, whose cos/sin are computed once per build. */
+ * k * theta_i, k < KVC_ROPE_TABLE_BLOCK, whose cos/sin are computed once per build. Blocks are
+ * built KVC_ROPE_TABLE_GROUP at a time (a divisor of the anchor spacing, 64 blocks). */
 #define KVC_ROPE_TABLE_BLOCK 64
+#define KVC_ROPE_TABLE_GROUP 4
 
 /* Backend slots. */
 kvc_status_t kvc_cpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_args *a);

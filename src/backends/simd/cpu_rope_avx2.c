@@ -42,21 +42,21 @@ static inline void store8(void *p, kvc_dtype_t dt, __m256 v)
     }
 }
 
-/* kvc_rope_combine1 on four pairs, in double. */
-static inline void combine4(__m128 co4, __m128 so4, __m128 cn4, __m128 sn4, float *c, float *s)
+/* kvc_rope_sop / kvc_rope_dop on 8 lanes */
+static inline __m256 sop8(__m256 a, __m256 b, __m256 c, __m256 d)
 {
-    const __m256d co = _mm256_cvtps_pd(co4), so = _mm256_cvtps_pd(so4);
-    const __m256d cn = _mm256_cvtps_pd(cn4), sn = _mm256_cvtps_pd(sn4);
-    const __m256d cd = _mm256_add_pd(_mm256_mul_pd(cn, co), _mm256_mul_pd(sn, so));
-    const __m256d sd = _mm256_sub_pd(_mm256_mul_pd(sn, co), _mm256_mul_pd(cn, so));
-    const __m256d zero = _mm256_setzero_pd();
-    const __m256d h = _mm256_sqrt_pd(_mm256_add_pd(_mm256_mul_pd(cd, cd), _mm256_mul_pd(sd, sd)));
-    /* 1/h, or 0 where h == 0 (a zero row) */
-    const __m256d inv = _mm256_blendv_pd(_mm256_div_pd(_mm256_set1_pd(1.0), h), zero, _mm256_cmp_pd(h, zero, _CMP_EQ_OQ));
-    _mm_storeu_ps(c, _mm256_cvtpd_ps(_mm256_mul_pd(cd, inv)));
-    _mm_storeu_ps(s, _mm256_cvtpd_ps(_mm256_mul_pd(sd, inv)));
+    const __m256 w = _mm256_mul_ps(c, d);
+    return _mm256_add_ps(_mm256_fmadd_ps(a, b, w), _mm256_fmsub_ps(c, d, w));
 }
 
+static inline __m256 dop8(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 p = _mm256_mul_ps(a, b), q = _mm256_mul_ps(c, d);
+    return _mm256_add_ps(_mm256_sub_ps(p, q), _mm256_sub_ps(_mm256_fmsub_ps(a, b, p), _mm256_fmsub_ps(c, d, q)));
+}
+
+/* kvc_rope_combine1 on 8 pairs; lanes whose n is out of range take the double fallback, as in the
+ * scalar helper; the tail goes through the scalar helper. */
 static void avx2_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                          float *s)
 {
@@ -66,10 +66,18 @@ static void avx2_factors(const void *row_old, const void *row_new, kvc_dtype_t d
     for (; i + 8 <= half; i += 8) {
         const __m256 co = load8(ro + i * es, dt), so = load8(ro + (half + i) * es, dt);
         const __m256 cn = load8(rn + i * es, dt), sn = load8(rn + (half + i) * es, dt);
-        combine4(_mm256_castps256_ps128(co), _mm256_castps256_ps128(so), _mm256_castps256_ps128(cn),
-                 _mm256_castps256_ps128(sn), c + i, s + i);
-        combine4(_mm256_extractf128_ps(co, 1), _mm256_extractf128_ps(so, 1), _mm256_extractf128_ps(cn, 1),
-                 _mm256_extractf128_ps(sn, 1), c + i + 4, s + i + 4);
+        const __m256 cd = sop8(cn, co, sn, so), sd = dop8(sn, co, cn, so);
+        const __m256 n = _mm256_fmadd_ps(cd, cd, _mm256_mul_ps(sd, sd));
+        const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(n, _mm256_set1_ps(KVC_ROPE_NORM_MIN), _CMP_GE_OQ),
+                                        _mm256_cmp_ps(n, _mm256_set1_ps(KVC_ROPE_NORM_MAX), _CMP_LE_OQ));
+        const __m256 h = _mm256_sqrt_ps(n);
+        _mm256_storeu_ps(c + i, _mm256_div_ps(cd, h));
+        _mm256_storeu_ps(s + i, _mm256_div_ps(sd, h));
+        for (unsigned bad = (unsigned)_mm256_movemask_ps(ok) ^ 0xffu; bad; bad &= bad - 1) {
+            const size_t j = i + (size_t)__builtin_ctz(bad);
+            kvc_rope_combine1_f64(kvc_rope_load1(ro, dt, j), kvc_rope_load1(ro, dt, half + j), kvc_rope_load1(rn, dt, j),
+                                  kvc_rope_load1(rn, dt, half + j), c + j, s + j);
+        }
     }
     for (; i < half; i++) {
         const float co = kvc_rope_load1(ro, dt, i), so = kvc_rope_load1(ro, dt, half + i);
@@ -140,16 +148,14 @@ static void rotate_generic(void *key, kvc_dtype_t dt, size_t num_heads, size_t h
 }
 
 /* The fast paths below compute every element with the operations of rotate_generic, in the same
- * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop:
- * - GPT-J: the factors are duplicated per pair once per token instead of once per head, with the
- *   sine negated (exactly, by its sign bit) in the even lanes: fmadd(v, cd, swapped * sd') is
- *   fmaddsub(v, cd, swapped * sd) lane for lane.
+ * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop. They
+ * take the factors in a layout that avx2_prepare writes once per token (per change of the
+ * factors), not once per head or per call:
+ * - GPT-J: the factors are duplicated per pair, with the sine negated (exactly, by its sign bit) in
+ *   the even lanes: fmadd(v, cd, swapped * sd') is fmaddsub(v, cd, swapped * sd) lane for lane.
  * - bf16: 16 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
  *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
- *   lanes hold elements {0-3, 8-11} and {4-7, 12-15}; the factors are permuted to match once per
- *   token. */
-#define KVC_MAX_FAST_HALF 512
-
+ *   lanes hold elements {0-3, 8-11} and {4-7, 12-15}; the factors are permuted to match. */
 /* bf16 round to nearest even of fp32 lanes, in the low 16 bits of each 32-bit lane (as f2bf8). */
 static inline __m256i bf16_bits(__m256 v)
 {
@@ -162,7 +168,20 @@ static inline __m256i bf16_bits(__m256 v)
 
 static inline __m256 bf16_lo(__m256i v) { return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v)); }
 static inline __m256 bf16_hi(__m256i v) { return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v)); }
-static inline __m256i bf16_pack(__m256 lo, __m256 hi) { return _mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi)); }
+/* bf16_bits without the NaN case: +0x7fff, +1 more where the kept part is odd */
+static inline __m256i bf16_bits_finite(__m256 v)
+{
+    const __m256i x = _mm256_castps_si256(v);
+    const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+    return _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7fff)), odd), 16);
+}
+
+/* One unordered compare tells whether either vector holds a NaN (rare): only then the quieting. */
+static inline __m256i bf16_pack(__m256 lo, __m256 hi)
+{
+    if (_mm256_movemask_ps(_mm256_cmp_ps(lo, hi, _CMP_UNORD_Q))) return _mm256_packus_epi32(bf16_bits(lo), bf16_bits(hi));
+    return _mm256_packus_epi32(bf16_bits_finite(lo), bf16_bits_finite(hi));
+}
 
 static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
 {
@@ -254,53 +273,82 @@ static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t
     }
 }
 
-static void avx2_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
-                        int is_neox, const float *c, const float *s)
+/* Which loop rotates (dt, half, is_neox), hence the layout prepare writes. */
+enum { PATH_GENERIC, PATH_NEOX, PATH_NEOX_BF16, PATH_GPTJ, PATH_GPTJ_BF16 };
+
+static int path_of(kvc_dtype_t dt, size_t half, int is_neox)
 {
-    float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(32))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(32)));
     const int bf = dt == KVC_DTYPE_BF16;
-    if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 16 : 8) : (bf ? 8 : 4))) {
-        rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
-        return;
-    }
-    if (is_neox) {
-        if (!bf) {
-            (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
-            return;
-        }
+    if (half % (is_neox ? (bf ? 16 : 8) : (bf ? 8 : 4))) return PATH_GENERIC;
+    if (is_neox) return bf ? PATH_NEOX_BF16 : PATH_NEOX;
+    return bf ? PATH_GPTJ_BF16 : PATH_GPTJ;
+}
+
+static int avx2_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c, const float *s, float *cd,
+                        float *sd)
+{
+    /* even lanes: -s (sign bit flipped, exact also for zeros) */
+    const __m256 neg_even = _mm256_castsi256_ps(_mm256_set1_epi64x(0x80000000u));
+    switch (path_of(dt, half, is_neox)) {
+    case PATH_NEOX_BF16:
         for (size_t i = 0; i < half; i += 16) {
             const __m256 c0 = _mm256_loadu_ps(c + i), c1 = _mm256_loadu_ps(c + i + 8);
             const __m256 s0 = _mm256_loadu_ps(s + i), s1 = _mm256_loadu_ps(s + i + 8);
-            _mm256_store_ps(cd + i, _mm256_permute2f128_ps(c0, c1, 0x20));
-            _mm256_store_ps(cd + i + 8, _mm256_permute2f128_ps(c0, c1, 0x31));
-            _mm256_store_ps(sd + i, _mm256_permute2f128_ps(s0, s1, 0x20));
-            _mm256_store_ps(sd + i + 8, _mm256_permute2f128_ps(s0, s1, 0x31));
+            _mm256_storeu_ps(cd + i, _mm256_permute2f128_ps(c0, c1, 0x20));
+            _mm256_storeu_ps(cd + i + 8, _mm256_permute2f128_ps(c0, c1, 0x31));
+            _mm256_storeu_ps(sd + i, _mm256_permute2f128_ps(s0, s1, 0x20));
+            _mm256_storeu_ps(sd + i + 8, _mm256_permute2f128_ps(s0, s1, 0x31));
         }
-        rotate_neox_bf16(key, num_heads, head_stride, half, cd, sd);
-        return;
-    }
-    /* even lanes: -s (sign bit flipped, exact also for zeros) */
-    const __m256 neg_even = _mm256_castsi256_ps(_mm256_set1_epi64x(0x80000000u));
-    if (!bf) {
+        return 1;
+    case PATH_GPTJ: {
         const __m256i dup = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-        for (size_t i = 0; i < half; i += 4) {
-            _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c + i)), dup));
-            _mm256_store_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + i)), dup),
-                                                      neg_even));
+        const __m256i dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+        size_t i = 0;
+        /* whole 32-byte loads of what the factors just stored with 32-byte stores */
+        for (; i + 8 <= half; i += 8) {
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, dup));
+            _mm256_storeu_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, dup_hi));
+            _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, dup), neg_even));
+            _mm256_storeu_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, dup_hi), neg_even));
         }
-        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
-        return;
+        for (; i < half; i += 4) {
+            _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(c + i)), dup));
+            _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_loadu_ps(s + i)), dup),
+                                                       neg_even));
+        }
+        return 1;
     }
-    /* bf16: 8 pairs per 16 elements; the low unpack holds pairs {0,1,4,5}, the high one {2,3,6,7} */
-    const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5), hi = _mm256_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7);
-    for (size_t i = 0; i < half; i += 8) {
-        const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
-        _mm256_store_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, lo));
-        _mm256_store_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, hi));
-        _mm256_store_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, lo), neg_even));
-        _mm256_store_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, hi), neg_even));
+    case PATH_GPTJ_BF16: {
+        /* 8 pairs per 16 elements; the low unpack holds pairs {0,1,4,5}, the high one {2,3,6,7} */
+        const __m256i lo = _mm256_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5), hi = _mm256_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7);
+        for (size_t i = 0; i < half; i += 8) {
+            const __m256 cv = _mm256_loadu_ps(c + i), sv = _mm256_loadu_ps(s + i);
+            _mm256_storeu_ps(cd + 2 * i, _mm256_permutevar8x32_ps(cv, lo));
+            _mm256_storeu_ps(cd + 2 * i + 8, _mm256_permutevar8x32_ps(cv, hi));
+            _mm256_storeu_ps(sd + 2 * i, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, lo), neg_even));
+            _mm256_storeu_ps(sd + 2 * i + 8, _mm256_xor_ps(_mm256_permutevar8x32_ps(sv, hi), neg_even));
+        }
+        return 1;
     }
-    rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
+    default: return 0; /* rotate takes (c, s) as they are */
+    }
+}
+
+static void avx2_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                        int is_neox, const float *c, const float *s)
+{
+    switch (path_of(dt, half, is_neox)) {
+    case PATH_NEOX:
+        (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+        break;
+    case PATH_NEOX_BF16: rotate_neox_bf16(key, num_heads, head_stride, half, c, s); break;
+    case PATH_GPTJ:
+        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, c, s);
+        break;
+    case PATH_GPTJ_BF16: rotate_gptj_bf16(key, num_heads, head_stride, half, c, s); break;
+    default: rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s); break;
+    }
 }
 
 static void avx2_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
@@ -334,18 +382,26 @@ static void avx2_sincos_f64(double d, const double *theta, size_t half, double *
 static void avx2_table_rows(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
                             size_t half, float *rows)
 {
-    for (size_t k = 0; k < n; k++) {
-        float *c = rows + k * 2 * half, *s = c + half;
+    const size_t B = KVC_ROPE_TABLE_BLOCK;
+    for (size_t k = 0; k < B && k < n; k++) {
         const double *cbk = cb + k * half, *sbk = sb + k * half;
+        const size_t nb = (n - k + B - 1) / B; /* blocks that have a row k */
         size_t i = 0;
         for (; i + 4 <= half; i += 4) {
-            const __m256d a_c = _mm256_loadu_pd(ca + i), a_s = _mm256_loadu_pd(sa + i);
             const __m256d b_c = _mm256_loadu_pd(cbk + i), b_s = _mm256_loadu_pd(sbk + i);
-            /* kvc_rope_angle_sum1 */
-            _mm_storeu_ps(c + i, _mm256_cvtpd_ps(_mm256_fmsub_pd(a_c, b_c, _mm256_mul_pd(a_s, b_s))));
-            _mm_storeu_ps(s + i, _mm256_cvtpd_ps(_mm256_fmadd_pd(a_s, b_c, _mm256_mul_pd(a_c, b_s))));
+            for (size_t bl = 0; bl < nb; bl++) {
+                float *c = rows + (bl * B + k) * 2 * half + i;
+                const __m256d a_c = _mm256_loadu_pd(ca + bl * half + i), a_s = _mm256_loadu_pd(sa + bl * half + i);
+                /* kvc_rope_angle_sum1 */
+                _mm_storeu_ps(c, _mm256_cvtpd_ps(_mm256_fmsub_pd(a_c, b_c, _mm256_mul_pd(a_s, b_s))));
+                _mm_storeu_ps(c + half, _mm256_cvtpd_ps(_mm256_fmadd_pd(a_s, b_c, _mm256_mul_pd(a_c, b_s))));
+            }
         }
-        for (; i < half; i++) kvc_rope_angle_sum1(ca[i], sa[i], cbk[i], sbk[i], c + i, s + i);
+        for (; i < half; i++)
+            for (size_t bl = 0; bl < nb; bl++) {
+                float *c = rows + (bl * B + k) * 2 * half + i;
+                kvc_rope_angle_sum1(ca[bl * half + i], sa[bl * half + i], cbk[i], sbk[i], c, c + half);
+            }
     }
 }
 
@@ -356,4 +412,5 @@ const kvc_rope_kernels_t kvc_rope_kernels_avx2 = {
     .store = avx2_store,
     .sincos_f64 = avx2_sincos_f64,
     .table_rows = avx2_table_rows,
+    .prepare = avx2_prepare,
 };

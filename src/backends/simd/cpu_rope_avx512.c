@@ -5,6 +5,7 @@
  * some CPUs (measured 3.7 vs 21 GB/s for fp16 keys on an AMD EPYC with AVX-512). */
 #include "config.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <sleef.h>
@@ -70,39 +71,52 @@ static inline void store16(void *p, kvc_dtype_t dt, __m512 v, __mmask16 m)
     }
 }
 
-/* kvc_rope_combine1 on eight pairs, in double. */
-static inline __m256 combine8(__m256 co8, __m256 so8, __m256 cn8, __m256 sn8, __m256 *s_out)
+/* kvc_rope_sop / kvc_rope_dop on 16 lanes */
+static inline __m512 sop16(__m512 a, __m512 b, __m512 c, __m512 d)
 {
-    const __m512d co = _mm512_cvtps_pd(co8), so = _mm512_cvtps_pd(so8);
-    const __m512d cn = _mm512_cvtps_pd(cn8), sn = _mm512_cvtps_pd(sn8);
-    const __m512d cd = _mm512_add_pd(_mm512_mul_pd(cn, co), _mm512_mul_pd(sn, so));
-    const __m512d sd = _mm512_sub_pd(_mm512_mul_pd(sn, co), _mm512_mul_pd(cn, so));
-    const __m512d h = _mm512_sqrt_pd(_mm512_add_pd(_mm512_mul_pd(cd, cd), _mm512_mul_pd(sd, sd)));
-    /* 1/h, or 0 where h == 0 (a zero row, or a lane past the end: masked loads give zeros) */
-    const __m512d inv = _mm512_maskz_div_pd(_mm512_cmp_pd_mask(h, _mm512_setzero_pd(), _CMP_NEQ_UQ),
-                                            _mm512_set1_pd(1.0), h);
-    *s_out = _mm512_cvtpd_ps(_mm512_mul_pd(sd, inv));
-    return _mm512_cvtpd_ps(_mm512_mul_pd(cd, inv));
+    const __m512 w = _mm512_mul_ps(c, d);
+    return _mm512_add_ps(_mm512_fmadd_ps(a, b, w), _mm512_fmsub_ps(c, d, w));
 }
 
-static inline __m256 lo8(__m512 v) { return _mm512_castps512_ps256(v); }
-static inline __m256 hi8(__m512 v) { return _mm512_extractf32x8_ps(v, 1); }
-static inline __m512 join16(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
+static inline __m512 dop16(__m512 a, __m512 b, __m512 c, __m512 d)
+{
+    const __m512 p = _mm512_mul_ps(a, b), q = _mm512_mul_ps(c, d);
+    return _mm512_add_ps(_mm512_sub_ps(p, q), _mm512_sub_ps(_mm512_fmsub_ps(a, b, p), _mm512_fmsub_ps(c, d, q)));
+}
+
+/* kvc_rope_combine1 on 16 pairs at i (m: the valid lanes); lanes whose n is out of range take the
+ * double fallback, as in the scalar helper. */
+static inline void factors16(__m512 co, __m512 so, __m512 cn, __m512 sn, const char *ro, const char *rn,
+                             kvc_dtype_t dt, size_t half, size_t i, __mmask16 m, float *c, float *s)
+{
+    const __m512 cd = sop16(cn, co, sn, so), sd = dop16(sn, co, cn, so);
+    const __m512 n = _mm512_fmadd_ps(cd, cd, _mm512_mul_ps(sd, sd));
+    const __mmask16 ok = _mm512_cmp_ps_mask(n, _mm512_set1_ps(KVC_ROPE_NORM_MIN), _CMP_GE_OQ) &
+                         _mm512_cmp_ps_mask(n, _mm512_set1_ps(KVC_ROPE_NORM_MAX), _CMP_LE_OQ);
+    const __m512 h = _mm512_sqrt_ps(n);
+    storef(c + i, _mm512_div_ps(cd, h), m);
+    storef(s + i, _mm512_div_ps(sd, h), m);
+    for (unsigned bad = (unsigned)(m & ~ok); __builtin_expect(bad != 0, 0); bad &= bad - 1) {
+        const size_t j = i + (size_t)__builtin_ctz(bad);
+        kvc_rope_combine1_f64(kvc_rope_load1(ro, dt, j), kvc_rope_load1(ro, dt, half + j), kvc_rope_load1(rn, dt, j),
+                              kvc_rope_load1(rn, dt, half + j), c + j, s + j);
+    }
+}
 
 static void avx512_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
                            float *s)
 {
     const size_t es = kvc_dtype_size(dt);
     const char *ro = row_old, *rn = row_new;
-    for (size_t i = 0; i < half; i += 16) {
+    size_t i = 0;
+    if (dt == KVC_DTYPE_F32) /* the usual table: plain loads for whole vectors */
+        for (const float *fo = row_old, *fn = row_new; i + 16 <= half; i += 16)
+            factors16(_mm512_loadu_ps(fo + i), _mm512_loadu_ps(fo + half + i), _mm512_loadu_ps(fn + i),
+                      _mm512_loadu_ps(fn + half + i), ro, rn, dt, half, i, 0xffff, c, s);
+    for (; i < half; i += 16) {
         const __mmask16 m = mask16(half - i);
-        const __m512 co = load16(ro + i * es, dt, m), so = load16(ro + (half + i) * es, dt, m);
-        const __m512 cn = load16(rn + i * es, dt, m), sn = load16(rn + (half + i) * es, dt, m);
-        __m256 s0, s1;
-        const __m256 c0 = combine8(lo8(co), lo8(so), lo8(cn), lo8(sn), &s0);
-        const __m256 c1 = combine8(hi8(co), hi8(so), hi8(cn), hi8(sn), &s1);
-        storef(c + i, join16(c0, c1), m);
-        storef(s + i, join16(s0, s1), m);
+        factors16(load16(ro + i * es, dt, m), load16(ro + (half + i) * es, dt, m), load16(rn + i * es, dt, m),
+                  load16(rn + (half + i) * es, dt, m), ro, rn, dt, half, i, m, c, s);
     }
 }
 
@@ -156,16 +170,20 @@ static void rotate_generic(void *key, kvc_dtype_t dt, size_t num_heads, size_t h
 }
 
 /* The fast paths below compute every element with the operations of rotate_generic, in the same
- * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop:
- * - GPT-J: the factors are duplicated per pair once per token instead of once per head, with the
- *   sine negated (exactly, by its sign bit) in the even lanes: fmadd(v, cd, swapped * sd') is
- *   fmaddsub(v, cd, swapped * sd) lane for lane.
- * - bf16: 32 values are widened by interleaving them with zero words (unpacklo/hi_epi16: a bf16 is
- *   the high half of its fp32) and narrowed by packus_epi32, both within 128-bit lanes, so the
- *   lanes hold elements {0-3, 8-11, 16-19, 24-27} and {4-7, ...}; the factors are permuted to match
- *   once per token. No cross-lane widening or narrowing per element. */
-#define KVC_MAX_FAST_HALF 512
-
+ * order (so the results are bit-identical), on whole vectors with the dtype fixed per loop. They
+ * take the factors in a layout that avx512_prepare writes once per token (per change of the
+ * factors), not once per head or per call:
+ * - GPT-J: the factors are duplicated per pair, with the sine negated (exactly, by its sign bit) in
+ *   the even lanes: fmadd(v, cd, swapped * sd') is fmaddsub(v, cd, swapped * sd) lane for lane.
+ * - bf16 without AVX512_BF16: 32 values are widened by interleaving them with zero words
+ *   (unpacklo/hi_epi16: a bf16 is the high half of its fp32) and narrowed by packus_epi32, both
+ *   within 128-bit lanes, so the lanes hold elements {0-3, 8-11, 16-19, 24-27} and {4-7, ...}; the
+ *   factors are permuted to match. No cross-lane widening or narrowing per element.
+ * - bf16 with AVX512_BF16 (the kvc_rope_kernels_avx512bf16 table): widened in order (zero-extend,
+ *   shift) and narrowed by vcvtneps2bf16, which rounds to nearest even and quiets NaNs exactly as
+ *   kvc_f32_to_bf16 does but flushes subnormal inputs to zero: a vector holding a subnormal takes
+ *   the integer rounding instead (vfpclassps tells), so the bits are those of every other tier. The
+ *   factors then have the fp16 layout. */
 /* bf16 round to nearest even of fp32 lanes, result in the low 16 bits of each 32-bit lane: the
  * same bits as f2bf16 (which narrows as well) with fewer operations: +0x7fff, +1 more where the
  * kept part is odd, and a NaN's bits with the quiet bit set instead. */
@@ -180,7 +198,21 @@ static inline __m512i bf16_bits(__m512 v)
 
 static inline __m512 bf16_lo(__m512i v) { return _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v)); }
 static inline __m512 bf16_hi(__m512i v) { return _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v)); }
-static inline __m512i bf16_pack(__m512 lo, __m512 hi) { return _mm512_packus_epi32(bf16_bits(lo), bf16_bits(hi)); }
+/* bf16_bits without the NaN case */
+static inline __m512i bf16_bits_finite(__m512 v)
+{
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i t = _mm512_add_epi32(x, _mm512_set1_epi32(0x7fff));
+    return _mm512_srli_epi32(_mm512_mask_add_epi32(t, _mm512_test_epi32_mask(x, _mm512_set1_epi32(0x10000)), t,
+                                                   _mm512_set1_epi32(1)), 16);
+}
+
+/* One unordered compare tells whether either vector holds a NaN (rare): only then the quieting. */
+static inline __m512i bf16_pack(__m512 lo, __m512 hi)
+{
+    if (_mm512_cmp_ps_mask(lo, hi, _CMP_UNORD_Q)) return _mm512_packus_epi32(bf16_bits(lo), bf16_bits(hi));
+    return _mm512_packus_epi32(bf16_bits_finite(lo), bf16_bits_finite(hi));
+}
 
 static void rotate_neox_f16(char *key, size_t num_heads, size_t hstride, size_t half, const float *c, const float *s)
 {
@@ -272,57 +304,169 @@ static void rotate_gptj_bf16(char *key, size_t num_heads, size_t hstride, size_t
     }
 }
 
-static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
-                          int is_neox, const float *c, const float *s)
+/* Which loop rotates (dt, half, is_neox), hence the layout prepare writes. */
+enum { PATH_GENERIC, PATH_NEOX, PATH_NEOX_BF16, PATH_GPTJ, PATH_GPTJ_BF16 };
+
+static int path_of(kvc_dtype_t dt, size_t half, int is_neox, int bf16_in_order)
 {
-    float cd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64))), sd[2 * KVC_MAX_FAST_HALF] __attribute__((aligned(64)));
-    const int bf = dt == KVC_DTYPE_BF16;
-    if (half > KVC_MAX_FAST_HALF || half % (is_neox ? (bf ? 32 : 16) : (bf ? 16 : 8))) {
-        rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s);
-        return;
-    }
-    if (is_neox) {
-        if (!bf) {
-            (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
-            return;
-        }
+    const int bf = dt == KVC_DTYPE_BF16 && !bf16_in_order;
+    /* bf16 goes 32 elements at a time either way */
+    if (half % (is_neox ? (dt == KVC_DTYPE_BF16 ? 32 : 16) : (dt == KVC_DTYPE_BF16 ? 16 : 8))) return PATH_GENERIC;
+    if (is_neox) return bf ? PATH_NEOX_BF16 : PATH_NEOX;
+    return bf ? PATH_GPTJ_BF16 : PATH_GPTJ;
+}
+
+static int prepare(int path, size_t half, const float *c, const float *s, float *cd, float *sd)
+{
+    /* even lanes: -s (sign bit flipped, exact also for zeros) */
+    const __m512 neg_even = _mm512_castsi512_ps(_mm512_set1_epi64(0x80000000u));
+    switch (path) {
+    case PATH_NEOX_BF16: {
         const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);
         const __m512i hi = _mm512_setr_epi32(4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
         for (size_t i = 0; i < half; i += 32) {
             const __m512 c0 = _mm512_loadu_ps(c + i), c1 = _mm512_loadu_ps(c + i + 16);
             const __m512 s0 = _mm512_loadu_ps(s + i), s1 = _mm512_loadu_ps(s + i + 16);
-            _mm512_store_ps(cd + i, _mm512_permutex2var_ps(c0, lo, c1));
-            _mm512_store_ps(cd + i + 16, _mm512_permutex2var_ps(c0, hi, c1));
-            _mm512_store_ps(sd + i, _mm512_permutex2var_ps(s0, lo, s1));
-            _mm512_store_ps(sd + i + 16, _mm512_permutex2var_ps(s0, hi, s1));
+            _mm512_storeu_ps(cd + i, _mm512_permutex2var_ps(c0, lo, c1));
+            _mm512_storeu_ps(cd + i + 16, _mm512_permutex2var_ps(c0, hi, c1));
+            _mm512_storeu_ps(sd + i, _mm512_permutex2var_ps(s0, lo, s1));
+            _mm512_storeu_ps(sd + i + 16, _mm512_permutex2var_ps(s0, hi, s1));
         }
-        rotate_neox_bf16(key, num_heads, head_stride, half, cd, sd);
-        return;
+        return 1;
     }
-    /* even lanes: -s (sign bit flipped, exact also for zeros) */
-    const __m512 neg_even = _mm512_castsi512_ps(_mm512_set1_epi64(0x80000000u));
-    if (!bf) {
+    case PATH_GPTJ: {
         const __m512i dup = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
-        for (size_t i = 0; i < half; i += 8) {
-            _mm512_store_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i))));
-            _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))),
-                                                      neg_even));
+        const __m512i dup_hi = _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
+        size_t i = 0;
+        /* whole 64-byte loads: c and s were just written by 64-byte stores, which a narrower load at
+         * an offset may not be forwarded from */
+        for (; i + 16 <= half; i += 16) {
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            _mm512_storeu_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, cv));
+            _mm512_storeu_ps(cd + 2 * i + 16, _mm512_permutexvar_ps(dup_hi, cv));
+            _mm512_storeu_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, sv), neg_even));
+            _mm512_storeu_ps(sd + 2 * i + 16, _mm512_xor_ps(_mm512_permutexvar_ps(dup_hi, sv), neg_even));
         }
-        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, cd, sd);
+        for (; i < half; i += 8) {
+            _mm512_storeu_ps(cd + 2 * i, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(c + i))));
+            _mm512_storeu_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_loadu_ps(s + i))),
+                                                       neg_even));
+        }
+        return 1;
+    }
+    case PATH_GPTJ_BF16: {
+        /* 16 pairs per 32 elements; the low unpack holds pairs {0,1,4,5,8,9,12,13}, the high one the rest */
+        const __m512i lo = _mm512_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13);
+        const __m512i hi = _mm512_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15);
+        for (size_t i = 0; i < half; i += 16) {
+            const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
+            _mm512_storeu_ps(cd + 2 * i, _mm512_permutexvar_ps(lo, cv));
+            _mm512_storeu_ps(cd + 2 * i + 16, _mm512_permutexvar_ps(hi, cv));
+            _mm512_storeu_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(lo, sv), neg_even));
+            _mm512_storeu_ps(sd + 2 * i + 16, _mm512_xor_ps(_mm512_permutexvar_ps(hi, sv), neg_even));
+        }
+        return 1;
+    }
+    default: return 0; /* rotate takes (c, s) as they are */
+    }
+}
+
+static int avx512_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c, const float *s, float *cd,
+                          float *sd)
+{
+    return prepare(path_of(dt, half, is_neox, 0), half, c, s, cd, sd);
+}
+
+static void avx512_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                          int is_neox, const float *c, const float *s)
+{
+    switch (path_of(dt, half, is_neox, 0)) {
+    case PATH_NEOX:
+        (dt == KVC_DTYPE_F16 ? rotate_neox_f16 : rotate_neox_f32)(key, num_heads, head_stride, half, c, s);
+        break;
+    case PATH_NEOX_BF16: rotate_neox_bf16(key, num_heads, head_stride, half, c, s); break;
+    case PATH_GPTJ:
+        (dt == KVC_DTYPE_F16 ? rotate_gptj_f16 : rotate_gptj_f32)(key, num_heads, head_stride, half, c, s);
+        break;
+    case PATH_GPTJ_BF16: rotate_gptj_bf16(key, num_heads, head_stride, half, c, s); break;
+    default: rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s); break;
+    }
+}
+
+/* ---- AVX512_BF16: bf16 keys widened in order, narrowed by vcvtneps2bf16 (see above) */
+#ifdef KVC_ROPE_AVX512BF16
+#define BF16_TARGET __attribute__((target("avx512bf16")))
+
+static inline __m512 bf16_widen(const uint16_t *p)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
+}
+
+/* kvc_f32_to_bf16 on 2 x 16 lanes (lo: elements 0-15, hi: 16-31): the instruction, unless a lane
+ * is subnormal (which it flushes). */
+static inline BF16_TARGET void bf16_narrow32(uint16_t *p, __m512 lo, __m512 hi)
+{
+    if (_mm512_kor(_mm512_fpclass_ps_mask(lo, 0x20), _mm512_fpclass_ps_mask(hi, 0x20))) {
+        _mm256_storeu_si256((__m256i *)p, f2bf16(lo));
+        _mm256_storeu_si256((__m256i *)(p + 16), f2bf16(hi));
+    } else {
+        _mm512_storeu_si512(p, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+}
+
+/* half a multiple of 32 */
+static BF16_TARGET void rotate_neox_bf16_in_order(char *key, size_t num_heads, size_t hstride, size_t half,
+                                                  const float *c, const float *s)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *x = (uint16_t *)key + h * hstride, *y = x + half;
+        for (size_t i = 0; i < half; i += 32) {
+            const __m512 x0 = bf16_widen(x + i), x1 = bf16_widen(x + i + 16);
+            const __m512 y0 = bf16_widen(y + i), y1 = bf16_widen(y + i + 16);
+            const __m512 c0 = _mm512_loadu_ps(c + i), c1 = _mm512_loadu_ps(c + i + 16);
+            const __m512 s0 = _mm512_loadu_ps(s + i), s1 = _mm512_loadu_ps(s + i + 16);
+            bf16_narrow32(x + i, _mm512_fmsub_ps(x0, c0, _mm512_mul_ps(y0, s0)), _mm512_fmsub_ps(x1, c1, _mm512_mul_ps(y1, s1)));
+            bf16_narrow32(y + i, _mm512_fmadd_ps(y0, c0, _mm512_mul_ps(x0, s0)), _mm512_fmadd_ps(y1, c1, _mm512_mul_ps(x1, s1)));
+        }
+    }
+}
+
+/* 2*half a multiple of 32 */
+static BF16_TARGET void rotate_gptj_bf16_in_order(char *key, size_t num_heads, size_t hstride, size_t half,
+                                                  const float *cd, const float *sd)
+{
+    for (size_t h = 0; h < num_heads; h++) {
+        uint16_t *k = (uint16_t *)key + h * hstride;
+        for (size_t i = 0; i < 2 * half; i += 32) {
+            const __m512 v0 = bf16_widen(k + i), v1 = bf16_widen(k + i + 16);
+            bf16_narrow32(k + i,
+                          _mm512_fmadd_ps(v0, _mm512_loadu_ps(cd + i), _mm512_mul_ps(_mm512_permute_ps(v0, 0xb1), _mm512_loadu_ps(sd + i))),
+                          _mm512_fmadd_ps(v1, _mm512_loadu_ps(cd + i + 16),
+                                          _mm512_mul_ps(_mm512_permute_ps(v1, 0xb1), _mm512_loadu_ps(sd + i + 16))));
+        }
+    }
+}
+
+static int avx512bf16_prepare(kvc_dtype_t dt, size_t half, int is_neox, const float *c, const float *s, float *cd,
+                              float *sd)
+{
+    return prepare(path_of(dt, half, is_neox, 1), half, c, s, cd, sd);
+}
+
+static void avx512bf16_rotate(void *key, kvc_dtype_t dt, size_t num_heads, size_t head_stride, size_t half,
+                              int is_neox, const float *c, const float *s)
+{
+    if (dt != KVC_DTYPE_BF16) {
+        avx512_rotate(key, dt, num_heads, head_stride, half, is_neox, c, s);
         return;
     }
-    /* bf16: 16 pairs per 32 elements; the low unpack holds pairs {0,1,4,5,8,9,12,13}, the high one the rest */
-    const __m512i lo = _mm512_setr_epi32(0, 0, 1, 1, 4, 4, 5, 5, 8, 8, 9, 9, 12, 12, 13, 13);
-    const __m512i hi = _mm512_setr_epi32(2, 2, 3, 3, 6, 6, 7, 7, 10, 10, 11, 11, 14, 14, 15, 15);
-    for (size_t i = 0; i < half; i += 16) {
-        const __m512 cv = _mm512_loadu_ps(c + i), sv = _mm512_loadu_ps(s + i);
-        _mm512_store_ps(cd + 2 * i, _mm512_permutexvar_ps(lo, cv));
-        _mm512_store_ps(cd + 2 * i + 16, _mm512_permutexvar_ps(hi, cv));
-        _mm512_store_ps(sd + 2 * i, _mm512_xor_ps(_mm512_permutexvar_ps(lo, sv), neg_even));
-        _mm512_store_ps(sd + 2 * i + 16, _mm512_xor_ps(_mm512_permutexvar_ps(hi, sv), neg_even));
+    switch (path_of(dt, half, is_neox, 1)) {
+    case PATH_NEOX: rotate_neox_bf16_in_order(key, num_heads, head_stride, half, c, s); break;
+    case PATH_GPTJ: rotate_gptj_bf16_in_order(key, num_heads, head_stride, half, c, s); break;
+    default: rotate_generic(key, dt, num_heads, head_stride, half, is_neox, c, s); break;
     }
-    rotate_gptj_bf16(key, num_heads, head_stride, half, cd, sd);
 }
+#endif
 
 static void avx512_store(void *dst, kvc_dtype_t dt, const float *src, size_t n)
 {
@@ -344,27 +488,42 @@ static void avx512_sincos_f64(double d, const double *theta, size_t half, double
     }
 }
 
+/* kvc_rope_angle_sum1 on 8 entries */
+static inline void angle_sum8(__m512d a_c, __m512d a_s, __m512d b_c, __m512d b_s, __m256 *c, __m256 *s)
+{
+    *c = _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s)));
+    *s = _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s)));
+}
+
 static void avx512_table_rows(const double *ca, const double *sa, const double *cb, const double *sb, size_t n,
                               size_t half, float *rows)
 {
-    const size_t whole = half & ~(size_t)7;
-    for (size_t k = 0; k < n; k++) {
-        float *c = rows + k * 2 * half, *s = c + half;
+    const size_t B = KVC_ROPE_TABLE_BLOCK, whole = half & ~(size_t)7;
+    for (size_t k = 0; k < B && k < n; k++) {
         const double *cbk = cb + k * half, *sbk = sb + k * half;
+        const size_t nb = (n - k + B - 1) / B; /* blocks that have a row k */
         /* plain loads and stores for whole vectors: masked ones are slow on some CPUs (see above) */
         for (size_t i = 0; i < whole; i += 8) {
-            const __m512d a_c = _mm512_loadu_pd(ca + i), a_s = _mm512_loadu_pd(sa + i);
             const __m512d b_c = _mm512_loadu_pd(cbk + i), b_s = _mm512_loadu_pd(sbk + i);
-            /* kvc_rope_angle_sum1 */
-            _mm256_storeu_ps(c + i, _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s))));
-            _mm256_storeu_ps(s + i, _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s))));
+            for (size_t bl = 0; bl < nb; bl++) {
+                float *c = rows + (bl * B + k) * 2 * half + i;
+                __m256 rc, rs;
+                angle_sum8(_mm512_loadu_pd(ca + bl * half + i), _mm512_loadu_pd(sa + bl * half + i), b_c, b_s, &rc, &rs);
+                _mm256_storeu_ps(c, rc);
+                _mm256_storeu_ps(c + half, rs);
+            }
         }
         if (whole < half) {
             const __mmask8 m = mask8(half - whole);
-            const __m512d a_c = _mm512_maskz_loadu_pd(m, ca + whole), a_s = _mm512_maskz_loadu_pd(m, sa + whole);
             const __m512d b_c = _mm512_maskz_loadu_pd(m, cbk + whole), b_s = _mm512_maskz_loadu_pd(m, sbk + whole);
-            _mm256_mask_storeu_ps(c + whole, m, _mm512_cvtpd_ps(_mm512_fmsub_pd(a_c, b_c, _mm512_mul_pd(a_s, b_s))));
-            _mm256_mask_storeu_ps(s + whole, m, _mm512_cvtpd_ps(_mm512_fmadd_pd(a_s, b_c, _mm512_mul_pd(a_c, b_s))));
+            for (size_t bl = 0; bl < nb; bl++) {
+                float *c = rows + (bl * B + k) * 2 * half + whole;
+                __m256 rc, rs;
+                angle_sum8(_mm512_maskz_loadu_pd(m, ca + bl * half + whole), _mm512_maskz_loadu_pd(m, sa + bl * half + whole),
+                           b_c, b_s, &rc, &rs);
+                _mm256_mask_storeu_ps(c, m, rc);
+                _mm256_mask_storeu_ps(c + half, m, rs);
+            }
         }
     }
 }
@@ -376,4 +535,24 @@ const kvc_rope_kernels_t kvc_rope_kernels_avx512 = {
     .store = avx512_store,
     .sincos_f64 = avx512_sincos_f64,
     .table_rows = avx512_table_rows,
+    .prepare = avx512_prepare,
 };
+
+#ifdef KVC_ROPE_AVX512BF16
+const kvc_rope_kernels_t kvc_rope_kernels_avx512bf16 = {
+    .factors = avx512_factors,
+    .sincos = avx512_sincos,
+    .rotate = avx512bf16_rotate,
+    .store = avx512_store,
+    .sincos_f64 = avx512_sincos_f64,
+    .table_rows = avx512_table_rows,
+    .prepare = avx512bf16_prepare,
+};
+
+/* CPUID.(EAX=7, ECX=1):EAX bit 5; the AVX-512 tier has checked the OS saves the registers. */
+int kvc_rope_cpu_has_avx512bf16(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && ((a >> 5) & 1);
+}
+#endif

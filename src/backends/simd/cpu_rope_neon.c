@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* RoPE kernels for the NEON tier (AArch64, where Advanced SIMD is baseline: no extra -m flags).
- * 4 fp32 lanes, 2 double lanes for the factors; fp16 converted with FCVT (round to nearest even,
+ * 4 fp32 lanes; fp16 converted with FCVT (round to nearest even,
  * the FPCR default), bf16 with integer shifts; tails shorter than a vector go through the scalar
  * helpers with the same operation order. Mirrors cpu_rope_avx2.c: the factors and the stores are
  * bit-identical to every other tier, and the rotation uses FMAs exactly as the AVX tiers do
@@ -52,28 +52,17 @@ static inline void store4(void *p, kvc_dtype_t dt, float32x4_t v)
     else vst1_u16((uint16_t *)p, f2half4(v, dt));
 }
 
-/* kvc_rope_combine1 on two pairs, in double: mul, add, sqrt, div, mul (no FMA). */
-static inline float32x2_t combine2(float64x2_t co, float64x2_t so, float64x2_t cn, float64x2_t sn, float32x2_t *s)
+/* kvc_rope_sop / kvc_rope_dop on 4 lanes (vfmaq_f32(acc, a, b) = acc + a*b, one rounding) */
+static inline float32x4_t sop4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d)
 {
-    const float64x2_t cd = vaddq_f64(vmulq_f64(cn, co), vmulq_f64(sn, so));
-    const float64x2_t sd = vsubq_f64(vmulq_f64(sn, co), vmulq_f64(cn, so));
-    const float64x2_t h = vsqrtq_f64(vaddq_f64(vmulq_f64(cd, cd), vmulq_f64(sd, sd)));
-    /* 1/h, or 0 where h == 0 (a zero row) */
-    const float64x2_t inv = vbslq_f64(vceqzq_f64(h), vdupq_n_f64(0.0), vdivq_f64(vdupq_n_f64(1.0), h));
-    *s = vcvt_f32_f64(vmulq_f64(sd, inv));
-    return vcvt_f32_f64(vmulq_f64(cd, inv));
+    const float32x4_t w = vmulq_f32(c, d);
+    return vaddq_f32(vfmaq_f32(w, a, b), vfmaq_f32(vnegq_f32(w), c, d));
 }
 
-/* kvc_rope_combine1 on four pairs. */
-static inline void combine4(float32x4_t co, float32x4_t so, float32x4_t cn, float32x4_t sn, float *c, float *s)
+static inline float32x4_t dop4(float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d)
 {
-    float32x2_t s_lo, s_hi;
-    const float32x2_t c_lo = combine2(vcvt_f64_f32(vget_low_f32(co)), vcvt_f64_f32(vget_low_f32(so)),
-                                      vcvt_f64_f32(vget_low_f32(cn)), vcvt_f64_f32(vget_low_f32(sn)), &s_lo);
-    const float32x2_t c_hi =
-        combine2(vcvt_high_f64_f32(co), vcvt_high_f64_f32(so), vcvt_high_f64_f32(cn), vcvt_high_f64_f32(sn), &s_hi);
-    vst1q_f32(c, vcombine_f32(c_lo, c_hi));
-    vst1q_f32(s, vcombine_f32(s_lo, s_hi));
+    const float32x4_t p = vmulq_f32(a, b), q = vmulq_f32(c, d);
+    return vaddq_f32(vsubq_f32(p, q), vsubq_f32(vfmaq_f32(vnegq_f32(p), a, b), vfmaq_f32(vnegq_f32(q), c, d)));
 }
 
 static void neon_factors(const void *row_old, const void *row_new, kvc_dtype_t dt, size_t half, float *c,
@@ -85,7 +74,23 @@ static void neon_factors(const void *row_old, const void *row_new, kvc_dtype_t d
     for (; i + 4 <= half; i += 4) {
         const float32x4_t co = load4(ro + i * es, dt), so = load4(ro + (half + i) * es, dt);
         const float32x4_t cn = load4(rn + i * es, dt), sn = load4(rn + (half + i) * es, dt);
-        combine4(co, so, cn, sn, c + i, s + i);
+        /* kvc_rope_combine1 on four pairs; lanes whose n is out of range take the double fallback */
+        const float32x4_t cd = sop4(cn, co, sn, so), sd = dop4(sn, co, cn, so);
+        const float32x4_t n = vfmaq_f32(vmulq_f32(sd, sd), cd, cd);
+        const uint32x4_t ok = vandq_u32(vcgeq_f32(n, vdupq_n_f32(KVC_ROPE_NORM_MIN)),
+                                        vcleq_f32(n, vdupq_n_f32(KVC_ROPE_NORM_MAX)));
+        const float32x4_t h = vsqrtq_f32(n);
+        vst1q_f32(c + i, vdivq_f32(cd, h));
+        vst1q_f32(s + i, vdivq_f32(sd, h));
+        if (vminvq_u32(ok) == 0)
+            for (size_t j = i; j < i + 4; j++) {
+                const float cf = kvc_rope_load1(ro, dt, j), sf = kvc_rope_load1(ro, dt, half + j);
+                const float cnf = kvc_rope_load1(rn, dt, j), snf = kvc_rope_load1(rn, dt, half + j);
+                const float nj = fmaf(kvc_rope_sop(cnf, cf, snf, sf), kvc_rope_sop(cnf, cf, snf, sf),
+                                      kvc_rope_dop(snf, cf, cnf, sf) * kvc_rope_dop(snf, cf, cnf, sf));
+                if (!(nj >= KVC_ROPE_NORM_MIN && nj <= KVC_ROPE_NORM_MAX))
+                    kvc_rope_combine1_f64(cf, sf, cnf, snf, c + j, s + j);
+            }
     }
     for (; i < half; i++) {
         const float co = kvc_rope_load1(ro, dt, i), so = kvc_rope_load1(ro, dt, half + i);
