@@ -74,19 +74,24 @@ static kvc_status_t check_tokens(const kvc_layout_t *l, const kvc_page_shape_t *
 
 /* Engine tensors, chunk and objects decide the side (residence.c), and a device-resident index
  * table (host tables are read by the core and go with any side). A GPU module checks each pointer
- * again and refuses pageable host memory. */
-static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, const kvc_engine_map_t *e, int64_t layers,
-                               int64_t planes, void *chunk, void *const *objects, int64_t num_objects,
-                               const char *table_name, const void *device_table, kvc_route_t *to)
+ * again and refuses pageable host memory. nptrs: the engine pointers the call reads. */
+static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, void *const *ptrs, int64_t nptrs, void *chunk,
+                               void *const *objects, int64_t num_objects, const char *table_name,
+                               const void *device_table, kvc_route_t *to)
 {
     kvc_residence_t r;
     kvc_res_init(&r, ctx, op);
     kvc_res_add(&r, table_name, -1, device_table);
-    const int64_t nptrs = (layers - 1) * e->ptr_layer_step + (planes - 1) * e->ptr_plane_step + 1;
-    for (int64_t i = 0; i < nptrs; i++) kvc_res_add(&r, "engine_ptrs", i, e->ptrs[i]);
+    for (int64_t i = 0; i < nptrs; i++) kvc_res_add(&r, "engine_ptrs", i, ptrs[i]);
     kvc_res_add(&r, "chunk", -1, chunk);
     for (int64_t i = 0; i < num_objects; i++) kvc_res_add(&r, "objects", i, objects[i]);
     return kvc_res_route(&r, to);
+}
+
+/* Engine pointers a plan reads: those of its layers and planes. */
+static int64_t plan_ptrs(const kvc_engine_map_t *e, int64_t layers, int64_t planes)
+{
+    return (layers - 1) * e->ptr_layer_step + (planes - 1) * e->ptr_plane_step + 1;
 }
 
 /* The engine tensors as byte ranges, and their hull (one test rejects most host buffers). Every
@@ -212,13 +217,30 @@ static struct kvc_token_plan token_plan(const kvc_layout_t *l, int direction, in
 static kvc_status_t run_token_plan(kvc_context_t *ctx, const struct kvc_token_plan *p)
 {
     kvc_route_t to;
-    const kvc_status_t st = route_xfer(ctx, "transfer", &p->engine, p->num_layers, p->num_planes, p->chunk, NULL, 0,
-                                       "slots", p->index_on_device ? p->slots : NULL, &to);
+    const kvc_status_t st = route_xfer(ctx, "transfer", p->engine.ptrs, plan_ptrs(&p->engine, p->num_layers, p->num_planes),
+                                       p->chunk, NULL, 0, "slots", p->index_on_device ? p->slots : NULL, &to);
     if (st != KVC_OK) return st;
     return to.ops->transfer_tokens(to.b, p);
 }
 
-/* One plan, or one per part of a multi-part row (formats 14, 17), in row order. */
+/* Engine pointers of `layers` layers of a multi-part row: every part's tables are slices of the
+ * caller's (17: a layer's planes are ptrs[l*np, l*np + np)) or shifted copies of it (14). */
+static int64_t row_ptrs(const kvc_layout_t *l, int64_t layers) { return layers * l->engine.ptr_layer_step; }
+
+/* The parts of a multi-part row for the transfer_*_parts slots, each with its own pointer table. */
+static struct kvc_row_parts row_parts(const kvc_layout_t *l, const part_tables_t *t)
+{
+    struct kvc_row_parts rp = { .count = l->nparts };
+    for (int i = 0; i < l->nparts; i++) {
+        rp.part[i] = (struct kvc_row_part){ .engine = l->part[i].engine, .chunk_offset = l->part[i].chunk_offset,
+                                            .bytes = l->part[i].bytes };
+        rp.part[i].engine.ptrs = t->ptrs[i];
+    }
+    return rp;
+}
+
+/* One plan, or for a multi-part row (formats 14, 17) one call carrying every part when the backend
+ * has the transfer_tokens_parts slot, else one plan per part in row order. */
 static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
                                void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
                                int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
@@ -229,15 +251,26 @@ static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int di
             token_plan(l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit, stream);
         return run_token_plan(ctx, &p);
     }
+    kvc_route_t to;
+    kvc_status_t st = route_xfer(ctx, "transfer", ptrs, row_ptrs(l, layers), chunk, NULL, 0, "slots",
+                                 device_slot_limit > 0 ? slots : NULL, &to);
     part_tables_t t;
-    kvc_status_t st = part_tables(l, ptrs, NULL, 0, &t);
-    for (int i = 0; i < l->nparts && st == KVC_OK; i++) {
-        const kvc_layout_t v = kvc_layout_part_view(l, i);
-        kvc_chunk_map_t c = cmap;
-        c.head_stride = l->part[i].bytes;
-        const struct kvc_token_plan p = token_plan(&v, direction, layers, t.ptrs[i], (char *)chunk + l->part[i].chunk_offset,
-                                                   c, slots, skip, num_tokens, device_slot_limit, stream);
-        st = run_token_plan(ctx, &p);
+    if (st != KVC_OK || (st = part_tables(l, ptrs, NULL, 0, &t)) != KVC_OK) return st;
+    if (kvc_ops_have_parts(to.ops)) {
+        const struct kvc_row_parts rp = row_parts(l, &t);
+        struct kvc_token_plan p =
+            token_plan(l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit, stream);
+        p.engine = rp.part[0].engine;
+        st = to.ops->transfer_tokens_parts(to.b, &p, &rp);
+    } else {
+        for (int i = 0; i < l->nparts && st == KVC_OK; i++) {
+            const kvc_layout_t v = kvc_layout_part_view(l, i);
+            kvc_chunk_map_t c = cmap;
+            c.head_stride = l->part[i].bytes;
+            const struct kvc_token_plan p = token_plan(&v, direction, layers, t.ptrs[i], (char *)chunk + l->part[i].chunk_offset,
+                                                       c, slots, skip, num_tokens, device_slot_limit, stream);
+            st = to.ops->transfer_tokens(to.b, &p);
+        }
     }
     part_tables_free(&t);
     return st;
@@ -467,14 +500,44 @@ kvc_status_t kvc_blocks_prepare(kvc_context_t *ctx, const kvc_block_transfer_t *
     return KVC_OK;
 }
 
-static kvc_status_t run_block_plan(kvc_context_t *ctx, const struct kvc_block_plan *p)
+/* nptrs: the engine pointers the call reads. */
+static kvc_status_t route_blocks(kvc_context_t *ctx, const struct kvc_block_plan *p, int64_t nptrs, kvc_route_t *to)
+{
+    return route_xfer(ctx, "transfer_blocks", p->engine.ptrs, nptrs, NULL,
+                      p->objects, (p->end_block - 1) / p->blocks_per_object + 1, "block_ids",
+                      p->index_on_device ? p->block_ids : NULL, to);
+}
+
+/* Formats 14, 17: p is the plan of the whole row (layout l); one call carrying every part when the
+ * backend has the transfer_blocks_parts slot, else one plan per part in row order. */
+static kvc_status_t run_block_parts(kvc_context_t *ctx, const struct kvc_block_plan *p, const kvc_layout_t *l)
 {
     kvc_route_t to;
-    kvc_status_t st = route_xfer(ctx, "transfer_blocks", &p->engine, p->num_layers, p->num_planes, NULL, p->objects,
-                                 (p->end_block - 1) / p->blocks_per_object + 1, "block_ids",
-                                 p->index_on_device ? p->block_ids : NULL, &to);
+    kvc_status_t st = route_blocks(ctx, p, row_ptrs(l, p->num_layers), &to);
     if (st != KVC_OK) return st;
-    return to.ops->transfer_blocks(to.b, p);
+    const int have = kvc_ops_have_parts(to.ops);
+    const int64_t nobj = (p->end_block - 1) / p->blocks_per_object + 1;
+    part_tables_t t;
+    if ((st = part_tables(l, p->engine.ptrs, have ? NULL : p->objects, nobj, &t)) != KVC_OK) return st;
+    if (have) {
+        const struct kvc_row_parts rp = row_parts(l, &t);
+        struct kvc_block_plan q = *p;
+        q.engine = rp.part[0].engine;
+        st = to.ops->transfer_blocks_parts(to.b, &q, &rp);
+    }
+    for (int i = 0; i < l->nparts && st == KVC_OK && !have; i++) {
+        const kvc_layout_t v = kvc_layout_part_view(l, i);
+        struct kvc_block_plan q = *p;
+        q.engine = v.engine;
+        q.engine.ptrs = t.ptrs[i];
+        q.objects = t.objs[i];
+        q.chunk_map.head_stride = l->part[i].bytes;
+        q.runs = kvc_layout_block_runs(&v, &q.chunk_map);
+        q.bytes = p->bytes / l->row_bytes * l->part[i].bytes;
+        st = to.ops->transfer_blocks(to.b, &q);
+    }
+    part_tables_free(&t);
+    return st;
 }
 
 KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a)
@@ -484,19 +547,9 @@ KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_tra
     int dev = 0;
     kvc_status_t st = blocks_check(ctx, a, &l, &c, &dev);
     if (st != KVC_OK || a->skip_prefix_blocks == a->num_block_ids) return st;
-    if (l.nparts == 1) {
-        const struct kvc_block_plan p = block_plan(a, &l, a->engine_ptrs, a->objects, c, dev);
-        return run_block_plan(ctx, &p);
-    }
-    part_tables_t t; /* formats 14, 17: one plan per part of a row */
-    if ((st = part_tables(&l, a->engine_ptrs, a->objects, a->num_objects, &t)) != KVC_OK) return st;
-    for (int i = 0; i < l.nparts && st == KVC_OK; i++) {
-        const kvc_layout_t v = kvc_layout_part_view(&l, i);
-        kvc_chunk_map_t pc = c;
-        pc.head_stride = l.part[i].bytes;
-        const struct kvc_block_plan p = block_plan(a, &v, t.ptrs[i], t.objs[i], pc, dev);
-        st = run_block_plan(ctx, &p);
-    }
-    part_tables_free(&t);
-    return st;
+    const struct kvc_block_plan p = block_plan(a, &l, a->engine_ptrs, a->objects, c, dev);
+    if (l.nparts > 1) return run_block_parts(ctx, &p, &l);
+    kvc_route_t to;
+    if ((st = route_blocks(ctx, &p, plan_ptrs(&p.engine, p.num_layers, p.num_planes), &to)) != KVC_OK) return st;
+    return to.ops->transfer_blocks(to.b, &p);
 }
