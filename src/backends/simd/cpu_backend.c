@@ -163,5 +163,7 @@ const kvc_backend_t kvc_cpu_backend = {
         .quantise = cpu_quantise,
         .dequantise = cpu_dequantise,
         .run_plan = cpu_run_plan,
+        .transfer_tokens_parts = kvc_cpu_transfer_tokens_parts,
+        .transfer_blocks_parts = kvc_cpu_transfer_blocks_parts,
     },
 };
