@@ -6,6 +6,9 @@
  * The core has validated the plan. */
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -415,16 +418,32 @@ static inline void block_unit(const struct kvc_block_plan *p, int64_t it, char *
          (f % bpo) * m->block_size * p->chunk_map.token_stride;
 }
 
-/* Block work item `it` of a multi-part row: every token's parts back to back. */
-static void block_parts_unit(const struct kvc_block_plan *p, const struct kvc_row_parts *rp, int64_t it, copy_mode_t mode)
+/* Block work items [it0, it1) (layer-major) of a multi-part row: every token's parts back to back.
+ * A block of such rows is only bs short rows, so the layer, object and row are stepped from item to
+ * item rather than divided out of each. */
+static void block_parts_items(const struct kvc_block_plan *p, const struct kvc_row_parts *rp, int64_t it0, int64_t it1,
+                              copy_mode_t mode)
 {
-    char *e, *c;
-    block_unit(p, it, &e, &c); /* c: the block's first chunk row (e, part 0's address, is not needed) */
-    const int64_t nblk = p->end_block - p->first_block, l = it / nblk, id = p->block_ids[p->first_block + it % nblk];
-    part_at_t pa[KVC_ROW_MAX_PARTS];
-    const int np = parts_at(rp, l, pa);
+    if (it0 >= it1) return;
+    const int64_t nblk = p->end_block - p->first_block, bpo = p->blocks_per_object, bs = p->engine.block_size;
     const int64_t cts = p->chunk_map.token_stride;
-    parts_range(pa, np, NULL, id, p->engine.block_size, c, cts, 0, p->engine.block_size, mode);
+    int64_t l = it0 / nblk, f = p->first_block + it0 % nblk, obj = f / bpo, row = f % bpo;
+    part_at_t pa[KVC_ROW_MAX_PARTS];
+    int np = parts_at(rp, l, pa);
+    for (int64_t it = it0; it < it1; it++) {
+        char *c = (char *)p->objects[obj] + l * p->chunk_map.layer_stride + row * bs * cts;
+        parts_range(pa, np, NULL, p->block_ids[f], bs, c, cts, 0, bs, mode);
+        if (++row == bpo) {
+            row = 0;
+            obj++;
+        }
+        if (++f == p->end_block && it + 1 < it1) { /* next layer */
+            f = p->first_block;
+            obj = f / bpo;
+            row = f % bpo;
+            np = parts_at(rp, ++l, pa);
+        }
+    }
 }
 
 /* rp: the parts of a multi-part row (num_planes is then 1), or NULL. */
@@ -438,18 +457,23 @@ static kvc_status_t blocks_run(kvc_backend_ctx_t *b, const struct kvc_block_plan
 #pragma omp parallel num_threads(threads) if (threads > 1)
 #endif
     {
+        if (rp) { /* rp is the same for the whole team: all threads or none skip the omp for */
+#ifdef _OPENMP
+            const int64_t me = omp_get_thread_num(), team = omp_get_num_threads();
+#else
+            const int64_t me = 0, team = 1;
+#endif
+            block_parts_items(p, rp, items * me / team, items * (me + 1) / team, mode); /* a static share */
+        } else {
 #ifdef _OPENMP
 #pragma omp for schedule(static)
 #endif
-        for (int64_t it = 0; it < items; it++) {
-            if (rp) {
-                block_parts_unit(p, rp, it, mode);
-                continue;
+            for (int64_t it = 0; it < items; it++) {
+                char *e, *c, *en = NULL, *cn = NULL;
+                block_unit(p, it, &e, &c);
+                if (it + 1 < items) block_unit(p, it + 1, &en, &cn); /* prefetched while this one is copied */
+                copy_unit(e, c, &p->runs, mode, en, cn);
             }
-            char *e, *c, *en = NULL, *cn = NULL;
-            block_unit(p, it, &e, &c);
-            if (it + 1 < items) block_unit(p, it + 1, &en, &cn); /* prefetched while this one is copied */
-            copy_unit(e, c, &p->runs, mode, en, cn);
         }
         stream_fence(mode.stream);
     }
