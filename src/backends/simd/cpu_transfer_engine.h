@@ -317,7 +317,7 @@ static ALWAYS_INLINE void parts_loop(const part_at_t *pa, const int np, const in
                                      const int64_t *slots, int64_t id, int64_t next_id, int64_t bs, char *cb,
                                      int64_t cts, int64_t t0, int64_t t1, copy_mode_t mode)
 {
-    const int prefetch = cts >= PARTS_PREFETCH_MIN_ROW;
+    const int prefetch = !(np == 2 && n0 + n1 < PARTS_PREFETCH_MIN_ROW && n0 && n1) && cts >= PARTS_PREFETCH_MIN_ROW;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t s = slots ? slots[t] : id * bs + t;
         if (s < 0) continue;
@@ -353,7 +353,7 @@ static ALWAYS_INLINE void parts_shapes(const part_at_t *pa, int np, const int64_
         parts_loop(pa, 4, 0, 0, slots, id, next_id, bs, cb, cts, t0, t1, mode);
 }
 
-static void parts_range(const part_at_t *pa, int np, const int64_t *slots, int64_t id, int64_t next_id, int64_t bs,
+static ALWAYS_INLINE void parts_range(const part_at_t *pa, int np, const int64_t *slots, int64_t id, int64_t next_id, int64_t bs,
                         char *cb, int64_t cts, int64_t t0, int64_t t1, copy_mode_t mode)
 {
     if (mode.h2d && mode.stream) parts_shapes(pa, np, slots, id, next_id, bs, cb, cts, t0, t1, (copy_mode_t){ 1, 1 });
