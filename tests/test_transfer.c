@@ -677,6 +677,95 @@ Test(transfer, threaded_and_streaming_paths_match_oracle)
     kvc_context_destroy(ctx);
 }
 
+/* Rows in parts (formats 14, 17) through the CPU engine's one-call walk: the shapes it compiles
+ * apart (DeepSeek-V3.2's 128 + 4-byte indexer rows; other values + 4-byte scale rows; MLA planes of
+ * 1024 + 128 bytes, whose parts are prefetched and streamed; 3 and 4 planes of odd widths), odd
+ * token counts, negative slots, skip prefixes, slot runs across blocks, padded blocks, partial
+ * objects, 1 and 2 threads (rep 0 is large enough for the team) and streaming stores on every ISA
+ * tier, both directions of both ops. */
+Test(transfer, multi_part_rows_every_walk_match_oracle)
+{
+    static const char *const tiers[] = { "scalar", "avx2", "avx512" };
+    kvc_context_t *ctxs[5] = { ctx_threads(1), ctx_threads(2), NULL, NULL, NULL };
+    for (int k = 0; k < 3; k++) ctxs[2 + k] = ctx_streaming(2, tiers[k]);
+    static const struct {
+        int fmt, es;
+        int64_t hs;
+        int np;
+        int64_t w[KVC_MAX_PLANES];
+    } shapes[] = {
+        { 14, 1, 132, 0, { 0 } }, { 14, 2, 66, 0, { 0 } }, { 14, 4, 33, 0, { 0 } }, { 14, 1, 8, 0, { 0 } },
+        { 14, 2, 98, 0, { 0 } },  { 17, 2, 576, 2, { 1024, 128 } }, { 17, 1, 704, 3, { 512, 64, 128 } },
+        { 17, 1, 37, 4, { 5, 1, 30, 1 } }, { 17, 4, 160, 2, { 576, 64 } },
+    };
+    rng_t r = { 0x5EED0017ULL };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (int c = 0; c < 5; c++)
+            for (int dir = 0; dir < 2 && ctxs[c]; dir++)
+                for (int rep = 0; rep < 3; rep++) {
+                    const int fmt = shapes[i].fmt;
+                    kvc_page_shape_t s = { .kv_size = 1, .element_size = shapes[i].es, .nl = rep ? rnd_in(&r, 1, 3) : 8,
+                                           .nb = 40, .bs = rep ? rnd_in(&r, 1, 9) : 16, .nh = 1, .hs = shapes[i].hs,
+                                           .num_planes = shapes[i].np };
+                    for (int p = 0; p < shapes[i].np; p++) s.plane_bytes[p] = shapes[i].w[p];
+                    if (fmt == 14 && rep == 2) s.block_stride_elems = s.bs * s.hs + rnd_in(&r, 1, 9);
+                    char desc[320];
+                    engine_t e;
+                    engine_new(&e, &r, fmt, &s);
+                    /* tokens: an odd count, random slots with negatives or consecutive runs, a skip prefix */
+                    const int64_t T = rep ? 2 * rnd_in(&r, 0, 30) + 1 : 255, skip = rnd_in(&r, 0, T / 2);
+                    int64_t *slots = random_slots(&r, T, s.nb * s.bs, rep == 1);
+                    pair_t chunk = pair_new(&r, (size_t)(s.nl * T) * row_bytes(fmt, &s, 0));
+                    describe_shape(desc, sizeof(desc), "tokens", fmt, dir, 0, &s);
+                    snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc), " ctx %d T %lld skip %lld", c,
+                             (long long)T, (long long)skip);
+                    kvc_token_transfer_t a = { .format = fmt, .direction = dir, .shape = s, .engine_ptrs = e.fast,
+                                               .num_engine_ptrs = e.n, .chunk = chunk.fast, .num_tokens = T,
+                                               .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = T,
+                                               .skip_prefix_tokens = skip };
+                    cr_assert_eq(kvc_transfer_tokens(ctxs[c], &a), KVC_OK, "%s: %s", desc, kvc_last_error());
+                    a.engine_ptrs = e.ref;
+                    a.chunk = chunk.ref;
+                    ref_transfer_tokens(&a);
+                    engine_expect_equal(&e, desc);
+                    pair_expect_equal(&chunk, "chunk", desc);
+                    pair_free(&chunk);
+                    free(slots);
+                    /* blocks: several per object, the last object partial, a skip prefix */
+                    const int64_t bpo = rnd_in(&r, 1, 3), n = rep ? rnd_in(&r, 1, 12) : 31, nobj = (n + bpo - 1) / bpo;
+                    const int64_t bskip = rnd_in(&r, 0, n - 1);
+                    int64_t *ids = distinct_indices(&r, n, s.nb);
+                    pair_t obj[31];
+                    void *of[31], *orf[31];
+                    for (int64_t o = 0; o < nobj; o++) {
+                        obj[o] = pair_new(&r, (size_t)(s.nl * bpo * s.bs) * row_bytes(fmt, &s, 0));
+                        of[o] = obj[o].fast;
+                        orf[o] = obj[o].ref;
+                    }
+                    describe_shape(desc, sizeof(desc), "blocks", fmt, dir, 0, &s);
+                    snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc), " ctx %d n %lld bpo %lld skip %lld", c,
+                             (long long)n, (long long)bpo, (long long)bskip);
+                    kvc_block_transfer_t b = { .format = fmt, .direction = dir, .shape = s, .engine_ptrs = e.fast,
+                                               .num_engine_ptrs = e.n, .objects = of, .num_objects = nobj,
+                                               .chunk_tokens = bpo * s.bs, .block_ids = ids,
+                                               .block_id_type = KVC_INDEX_INT64, .num_block_ids = n,
+                                               .skip_prefix_blocks = bskip };
+                    cr_assert_eq(kvc_transfer_blocks(ctxs[c], &b), KVC_OK, "%s: %s", desc, kvc_last_error());
+                    b.engine_ptrs = e.ref;
+                    b.objects = orf;
+                    ref_transfer_blocks(&b);
+                    engine_expect_equal(&e, desc);
+                    for (int64_t o = 0; o < nobj; o++) {
+                        pair_expect_equal(&obj[o], "object", desc);
+                        pair_free(&obj[o]);
+                    }
+                    free(ids);
+                    engine_free(&e);
+                }
+    for (int c = 0; c < 5; c++)
+        if (ctxs[c]) kvc_context_destroy(ctxs[c]);
+}
+
 /* ------------------------------------------------------------------ round trips */
 
 /* D2H, then the addressed engine bytes are overwritten (by the oracle, from a poison chunk), then
