@@ -620,13 +620,15 @@ def free_shm_pinned_ptr(ptr, size, shm_name):
 
 
 def alloc_pcie_bar_ptr(bar_path, size, bar_offset):
-    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "alloc_pcie_bar_ptr (PCIe BAR mapping) is not implemented "
-                                                     "by kvcore")
+    # LMCache: mmap of the sysfs resource file, registered Mapped | IoMemory
+    b = context().map_file(bar_path, size, bar_offset, pinned=True)
+    with _allocs_lock:
+        _allocs[b.ptr] = b
+    return b.ptr
 
 
 def free_pcie_bar_ptr(ptr, size):
-    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "free_pcie_bar_ptr (PCIe BAR mapping) is not implemented "
-                                                     "by kvcore")
+    _free(ptr, size)
 
 
 def get_gpu_pci_bus_id(device):
