@@ -1227,6 +1227,47 @@ static void pageable_chunk_refused_registered_chunk_works(target_t target)
     kvc_context_destroy(dev);
 }
 Test(gpu, pageable_chunk_refused_registered_chunk_works) { pageable_chunk_refused_registered_chunk_works(TARGET_GPU); }
+
+/* A device file mapped pinned (kvc_mem_map_file: a PCIe BAR) is registered with the module as I/O
+ * memory and works as a chunk next to device memory; unpinned it is refused like pageable memory. */
+static void device_file_chunk_is_registered(target_t target)
+{
+    kvc_context_t *dev = open_target(target);
+    const size_t n = 2 * 2 * 2 * 8 * 2, pool = 2 * 2 * 4 * 2 * 8 * 2, page = (size_t)sysconf(_SC_PAGESIZE);
+    char path[] = "/tmp/kvc-gpu-bar.XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, (off_t)(2 * page)), 0);
+    close(fd);
+    uint8_t *host_pool = malloc(pool);
+    fill_random(host_pool, pool, 4);
+    void *eng = dev_copy_of(dev, host_pool, pool), *ptrs[1] = { eng };
+    int64_t slots[2] = { 7, 1 };
+    void *bar = NULL, *plain = NULL;
+    cr_assert_eq(kvc_mem_map_file(dev, path, page, page, 0, &plain, NULL), KVC_OK, "%s", kvc_last_error());
+    kvc_token_transfer_t a = small_transfer(ptrs, plain, slots, KVC_D2H);
+    const kvc_status_t st = kvc_transfer_tokens(dev, &a);
+    if (!(target == TARGET_GPU && st == KVC_OK)) cr_assert_eq(st, KVC_ERR_INVALID_ARG, "an unregistered mapping");
+    cr_assert_eq(kvc_mem_map_file(dev, path, page, 0, KVC_MEM_PINNED, &bar, NULL), KVC_OK, "%s", kvc_last_error());
+    a.chunk = bar;
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error());
+    kvc_context_t *cpu = kvc_test_cpu_context();
+    void *hptrs[1] = { host_pool };
+    uint8_t *want = calloc(1, n);
+    kvc_token_transfer_t c = small_transfer(hptrs, want, slots, KVC_D2H);
+    cr_assert_eq(kvc_transfer_tokens(cpu, &c), KVC_OK, "%s", kvc_last_error());
+    cr_assert_arr_eq(bar, want, n);
+    cr_assert_eq(kvc_mem_free(dev, bar), KVC_OK);
+    cr_assert_eq(kvc_mem_free(dev, plain), KVC_OK);
+    unlink(path);
+    kvc_context_destroy(cpu);
+    free(want);
+    free(host_pool);
+    kvc_context_destroy(dev);
+}
+Test(gpu, device_file_chunk_is_registered) { device_file_chunk_is_registered(TARGET_GPU); }
+Test(emu, device_file_chunk_is_registered) { device_file_chunk_is_registered(TARGET_EMU); }
 Test(emu, pageable_chunk_refused_registered_chunk_works) { pageable_chunk_refused_registered_chunk_works(TARGET_EMU); }
 
 /* Every op on host memory runs on the CPU table of a GPU context, byte for byte as a CPU context. */

@@ -138,7 +138,9 @@ static int random_layout(rng_t *r, int fmt)
 {
     if (is_fused(fmt)) return (int)rnd_in(r, 0, 2);
     if (kvc_format_is_mla(fmt)) return KVC_CHUNK_DEFAULT;
-    return rnd(r) % 4 ? KVC_CHUNK_DEFAULT : KVC_CHUNK_SPLIT_KV; /* SPLIT is the default layout spelled out */
+    /* SPLIT is the default layout spelled out; INTERLEAVED puts each layer's planes together */
+    const int k = (int)(rnd(r) % 6);
+    return k < 3 ? KVC_CHUNK_DEFAULT : k == 3 ? KVC_CHUNK_SPLIT_KV : KVC_CHUNK_INTERLEAVED_KV;
 }
 
 /* Random geometry: nh 1-256, head sizes 8-576 (odd ones too), block sizes 1-128, padded blocks for
@@ -1074,7 +1076,11 @@ Test(transfer, token_errors_have_exact_status_and_write_nothing)
     TOKENS_FAIL(KVC_ERR_INVALID_ARG, "direction", a.direction = (kvc_direction_t)2);
     TOKENS_FAIL(KVC_ERR_FORMAT, "format 18", a.format = (kvc_format_t)18);
     TOKENS_FAIL(KVC_ERR_FORMAT, "format -1", a.format = (kvc_format_t)-1);
-    TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 3", a.chunk_layout = (kvc_chunk_layout_t)3);
+    TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 4", a.chunk_layout = (kvc_chunk_layout_t)4);
+    TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 3", a.format = 3, a.shape.kv_size = 1, a.shape.nh = 1,
+                a.chunk_layout = KVC_CHUNK_INTERLEAVED_KV); /* MLA: one plane */
+    TOKENS_FAIL(KVC_ERR_FORMAT, "interleaved K/V", a.format = 13, a.shape.kv_size = 1,
+                a.chunk_layout = KVC_CHUNK_INTERLEAVED_KV); /* fused */
     TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 2", a.chunk_layout = KVC_CHUNK_FUSED_PACKED);
     TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 1", a.format = 3, a.shape.kv_size = 1, a.shape.nh = 1,
                 a.chunk_layout = KVC_CHUNK_SPLIT_KV);

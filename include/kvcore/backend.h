@@ -372,6 +372,10 @@ typedef struct kvc_backend_ops {
     kvc_status_t (*pointer_kind)(kvc_backend_ctx_t *b, const void *ptr, int *kind);
     /* --- plans (plan.h): run a->ops in order on one stream; stop at the first failing op --- */
     kvc_status_t (*run_plan)(kvc_backend_ctx_t *b, const struct kvc_plan_args *a);
+    /* --- host memory: register a mapping of a device's I/O memory (kvc_mem_map_file: a PCIe BAR's
+     * sysfs resource file) so that kernels can reach it (CUDA/HIP: Mapped | IoMemory; the CPU
+     * backend locks it like any range). A module without this slot cannot take such mappings. --- */
+    kvc_status_t (*host_register_io)(kvc_backend_ctx_t *b, void *ptr, size_t len);
     /* --- multi-part rows (kvc_row_parts): one call moves every part of each token --- */
     kvc_status_t (*transfer_tokens_parts)(kvc_backend_ctx_t *b, const struct kvc_token_plan *p,
                                           const struct kvc_row_parts *parts);

@@ -62,11 +62,14 @@ typedef enum kvc_index_type {
     KVC_INDEX_INT64 = 2,
 } kvc_index_type_t;
 
-/* Layout of the chunk side for the fused formats 10-13 (LMCache's MemObjKVLayout values). */
+/* Layout of the chunk side: 0-2 are LMCache's MemObjKVLayout values (the fused formats 10-13); 3 is
+ * its PageBufferShapeDesc.kv_interleaved object layout ("L2TD"). */
 typedef enum kvc_chunk_layout {
-    KVC_CHUNK_DEFAULT = 0,      /* [2, NL, T, NH*HS]; MLA [NL, T, HS]; fused formats: as FUSED_PACKED */
-    KVC_CHUNK_SPLIT_KV = 1,     /* [2, NL, T, NH*HS] (fused formats: K and V halves split into planes) */
-    KVC_CHUNK_FUSED_PACKED = 2, /* [1, NL, T, NH*CS]: each head's K|V kept together (fused formats only) */
+    KVC_CHUNK_DEFAULT = 0,        /* [2, NL, T, NH*HS]; MLA [NL, T, HS]; fused formats: as FUSED_PACKED */
+    KVC_CHUNK_SPLIT_KV = 1,       /* [2, NL, T, NH*HS] (fused formats: K and V halves split into planes) */
+    KVC_CHUNK_FUSED_PACKED = 2,   /* [1, NL, T, NH*CS]: each head's K|V kept together (fused formats only) */
+    KVC_CHUNK_INTERLEAVED_KV = 3, /* [NL, 2, T, NH*HS]: each layer's K rows, then its V rows (two-plane
+                                     formats that are neither MLA nor fused) */
 } kvc_chunk_layout_t;
 
 /* Format predicates (LMCache's format_facts). Unknown values give 0 for every predicate.

@@ -812,6 +812,14 @@ class Context:
                                    _C.byref(ptr), _C.byref(size), _C.byref(rep)))
         return HostBuffer(self, ptr.value, size.value, _report_dict(rep))
 
+    def map_file(self, path, size, offset=0, pinned=False):
+        """Map size bytes at offset of a device's memory file (a PCIe BAR's sysfs resource file,
+        kvc_mem_map_file) as a HostBuffer; pinned registers it with the backend as I/O memory."""
+        ptr, rep = _C.c_void_p(), _abi.MemReport()
+        _check(_lib.kvc_mem_map_file(self._handle(), _os.fsencode(path), size, offset,
+                                     _abi.MEM_PINNED if pinned else 0, _C.byref(ptr), _C.byref(rep)))
+        return HostBuffer(self, ptr.value, size, _report_dict(rep))
+
     def live_allocations(self):
         return int(_lib.kvc_mem_live_count(self._handle()))
 

@@ -12,7 +12,7 @@ import threading as _threading
 
 import numpy as _np
 
-from . import Context as _Context, KvcoreError, UnsupportedError, _abi, _lib, _MLA, _FUSED
+from . import Context as _Context, KvcoreError, _abi, _lib, _MLA, _FUSED
 from ._array import buf as _buf, require as _require
 from ._lib import check as _lib_check
 
@@ -371,10 +371,12 @@ def reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping
     context().reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
 
 
+def _chunk_layout(desc):
+    """kv_interleaved: LMCache's L2TD objects [NL, 2, C, D] (kvc_chunk_layout_t 3)."""
+    return _abi.CHUNK_INTERLEAVED_KV if getattr(desc, "kv_interleaved", False) else _abi.CHUNK_DEFAULT
+
+
 def _page_shape(desc):
-    if getattr(desc, "kv_interleaved", False):
-        raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "PageBufferShapeDesc.kv_interleaved (L2TD objects) is "
-                                                         "not implemented by kvcore")
     shape = _abi.PageShape(kv_size=desc.kv_size, element_size=desc.element_size, nl=desc.nl, nb=desc.nb,
                            bs=desc.bs, nh=desc.nh, hs=desc.hs, block_stride_elems=desc.block_stride_elems)
     _planes(shape, getattr(desc, "plane_slot_bytes", None))  # format 17 (LMCache-Ascend's attribute)
@@ -391,7 +393,8 @@ def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor, lmcache_objects_ptrs
     otab = (_C.c_void_p * len(objs))(*objs)
     ids = _slots(block_ids, "block_ids")
     a = _abi.BlockTransfer(format=fmt, direction=d, shape=shape, engine_ptrs=ptrs.ptr, num_engine_ptrs=ptrs.shape[0],
-                           objects=_C.addressof(otab), num_objects=len(objs), chunk_tokens=lmcache_chunk_size,
+                           objects=_C.addressof(otab), num_objects=len(objs), chunk_layout=_chunk_layout(shape_desc),
+                           chunk_tokens=lmcache_chunk_size,
                            block_ids=ids.ptr, block_id_type=_abi.INDEX_INT64, num_block_ids=ids.shape[0],
                            skip_prefix_blocks=skip_prefix_n_blocks, stream=_stream(block_ids))
     _lib_check(_lib.kvc_transfer_blocks(ctx._handle(), _C.byref(a)))
@@ -423,7 +426,7 @@ def execute_object_group_transfer(direction, device, host_buffer_alignment, kern
         keep.append(objs)
         groups[gi] = _abi.KernelGroup(fmt, shape, _address(g.paged_buffer_ptrs, f"{where}.paged_buffer_ptrs"),
                                       _nptr(fmt, shape), _C.addressof(objs),
-                                      len(g.lmcache_objects_ptrs), 0, int(g.lmcache_chunk_size),
+                                      len(g.lmcache_objects_ptrs), _chunk_layout(g.shape_desc), int(g.lmcache_chunk_size),
                                       _address(g.block_ids_base, f"{where}.block_ids_base"),
                                       int(g.block_ids_capacity))
     steps = (_abi.BatchStep * max(len(batch_steps), 1))()
@@ -620,13 +623,15 @@ def free_shm_pinned_ptr(ptr, size, shm_name):
 
 
 def alloc_pcie_bar_ptr(bar_path, size, bar_offset):
-    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "alloc_pcie_bar_ptr (PCIe BAR mapping) is not implemented "
-                                                     "by kvcore")
+    # LMCache: mmap of the sysfs resource file, registered Mapped | IoMemory
+    b = context().map_file(bar_path, size, bar_offset, pinned=True)
+    with _allocs_lock:
+        _allocs[b.ptr] = b
+    return b.ptr
 
 
 def free_pcie_bar_ptr(ptr, size):
-    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "free_pcie_bar_ptr (PCIe BAR mapping) is not implemented "
-                                                     "by kvcore")
+    _free(ptr, size)
 
 
 def get_gpu_pci_bus_id(device):

@@ -188,10 +188,36 @@ def test_block_transfer_pointer_mode(xp, fmt):
                 np.testing.assert_array_equal(got[p, l, j * BS:(j + 1) * BS], want)
 
 
-def test_missing_ops_say_what_is_missing():
-    d = c_ops.PageBufferShapeDesc(kv_interleaved=True)
-    with raises_status("KVC_ERR_UNSUPPORTED"):
-        c_ops.multi_layer_block_kv_transfer(np.zeros(1, np.int64), [], np.zeros(0, np.int64), "cpu", 1, d, 16, 1, 0)
+@pytest.mark.parametrize("fmt", [0, 1, 2, 6, 7, 8, 9, 15, 16])
+def test_block_transfer_kv_interleaved(xp, fmt):
+    """kv_interleaved: L2TD objects [NL, 2, C, row], each layer's K rows then its V rows."""
+    e, shape, view, planes, row = engine_for(fmt, np.float32)
+    rng = np.random.default_rng(fmt)
+    for x in e:
+        x[...] = rng.standard_normal(x.shape)
+    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4,
+                                     kv_interleaved=True)
+    ts, table = ptrs(e, xp)
+    ctok = 2 * BS
+    objs = [xp.asarray(np.zeros((NL, 2, ctok, row), np.float32)) for _ in range(2)]
+    optrs = [o.ctypes.data if xp.name == "numpy" else o.data_ptr() for o in objs]
+    ids = np.array([5, 0, 3, 2], np.int64)
+    c_ops.multi_layer_block_kv_transfer(table, optrs, xp.asarray(ids), "cpu", c_ops.TransferDirection.D2H, desc,
+                                        ctok, fmt, 0)
+    for f, b in enumerate(ids):
+        o, j = divmod(f, 2)
+        got = xp.tonumpy(objs[o])
+        for l in range(NL):
+            for p in range(2):
+                np.testing.assert_array_equal(got[l, p, j * BS:(j + 1) * BS], view(l, p)[b].reshape(BS, -1))
+
+
+def test_kv_interleaved_needs_two_planes():
+    d = c_ops.PageBufferShapeDesc(kv_size=1, nl=1, nb=1, bs=16, nh=1, hs=8, element_size=2, kv_interleaved=True)
+    obj = np.zeros((1, 16, 8), np.float16)
+    with raises_status("KVC_ERR_FORMAT"):  # MLA: one plane, nothing to interleave
+        c_ops.multi_layer_block_kv_transfer(np.array([np.zeros((1, 16, 8), np.float16).ctypes.data], np.int64),
+                                            [obj.ctypes.data], np.zeros(1, np.int64), "cpu", 1, d, 16, 3, 0)
 
 
 def test_dsa_indexer_format_14(xp):

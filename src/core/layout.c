@@ -140,7 +140,7 @@ kvc_status_t kvc_layout_build(int format, const kvc_page_shape_t *s, int chunk_l
     if ((f & F_MLA) && s->nh != 1)
         return kvc_error(KVC_ERR_SHAPE, "shape.nh = %lld: MLA format %s has one latent head (nh = 1)",
                          (long long)s->nh, name);
-    if (chunk_layout < KVC_CHUNK_DEFAULT || chunk_layout > KVC_CHUNK_FUSED_PACKED)
+    if (chunk_layout < KVC_CHUNK_DEFAULT || chunk_layout > KVC_CHUNK_INTERLEAVED_KV)
         return kvc_error(KVC_ERR_FORMAT, "chunk_layout = %d is not a known chunk layout", chunk_layout);
     int split = 0;
     if (f & F_FUSED) {
@@ -148,6 +148,9 @@ kvc_status_t kvc_layout_build(int format, const kvc_page_shape_t *s, int chunk_l
         if (split && s->hs % 2)
             return kvc_error(KVC_ERR_SHAPE, "shape.hs = %lld: a split K/V chunk of fused format %s needs an even fused width",
                              (long long)s->hs, name);
+        if (chunk_layout == KVC_CHUNK_INTERLEAVED_KV)
+            return kvc_error(KVC_ERR_FORMAT, "chunk_layout = %d (interleaved K/V) does not apply to fused format %s",
+                             chunk_layout, name);
     } else if (chunk_layout == KVC_CHUNK_FUSED_PACKED || ((f & F_MLA) && chunk_layout != KVC_CHUNK_DEFAULT)) {
         return kvc_error(KVC_ERR_FORMAT, "chunk_layout = %d does not apply to format %s", chunk_layout, name);
     }
@@ -210,6 +213,7 @@ kvc_status_t kvc_layout_build(int format, const kvc_page_shape_t *s, int chunk_l
     m.token_stride = hnd ? head : s->nh * head;
 
     kvc_layout_t l = { .planes = single_plane && !split ? 1 : 2, .heads = s->nh, .head_bytes = head };
+    l.interleaved = chunk_layout == KVC_CHUNK_INTERLEAVED_KV;
     if (split) { /* K = first half of each fused head, V = second half */
         l.head_bytes = head / 2;
         m.plane_offset = head / 2;

@@ -276,6 +276,17 @@ static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int di
     return st;
 }
 
+/* The chunk (or object) of nl layers x rows tokens: [planes, NL, rows, row] or, interleaved,
+ * [NL, planes, rows, row]. */
+static kvc_chunk_map_t chunk_map(const kvc_layout_t *l, int64_t nl, int64_t rows)
+{
+    const int64_t plane = rows * l->row_bytes;
+    return (kvc_chunk_map_t){ .plane_stride = l->interleaved ? plane : nl * plane,
+                              .layer_stride = l->interleaved ? l->planes * plane : plane,
+                              .token_stride = l->row_bytes,
+                              .head_stride = l->head_bytes };
+}
+
 /* Validates a per-token transfer whose chunk holds chunk_rows (>= num_tokens) rows per layer and
  * plane: its layout, chunk map and whether the slots are device memory. */
 static kvc_status_t tokens_check(kvc_context_t *ctx, const kvc_token_transfer_t *a, int64_t chunk_rows,
@@ -301,10 +312,7 @@ static kvc_status_t tokens_check(kvc_context_t *ctx, const kvc_token_transfer_t 
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
     if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes * a->shape.nl, R, l.row_bytes))) != KVC_OK)
         return st;
-    *cmap = (kvc_chunk_map_t){ .plane_stride = a->shape.nl * R * l.row_bytes,
-                               .layer_stride = R * l.row_bytes,
-                               .token_stride = l.row_bytes,
-                               .head_stride = l.head_bytes };
+    *cmap = chunk_map(&l, a->shape.nl, R);
     *lo = l;
     *on_device = dev;
     return KVC_OK;
@@ -453,10 +461,7 @@ static kvc_status_t blocks_check(kvc_context_t *ctx, const kvc_block_transfer_t 
     const int64_t object_bytes = kvc_mul3(l.planes * a->shape.nl, C, l.row_bytes);
     for (int64_t i = 0; i < a->num_objects; i++)
         if ((st = check_overlap(&pool, "objects", i, a->objects[i], object_bytes)) != KVC_OK) return st;
-    *cmap = (kvc_chunk_map_t){ .plane_stride = a->shape.nl * C * l.row_bytes,
-                               .layer_stride = C * l.row_bytes,
-                               .token_stride = l.row_bytes,
-                               .head_stride = l.head_bytes };
+    *cmap = chunk_map(&l, a->shape.nl, C);
     *lo = l;
     *on_device = dev;
     return KVC_OK;

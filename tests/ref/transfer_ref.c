@@ -121,7 +121,9 @@ void ref_transfer_tokens(const kvc_token_transfer_t *a)
 {
     const kvc_page_shape_t *s = &a->shape;
     const int64_t P = ref_chunk_planes(a->format, a->chunk_layout), H = ref_chunk_head_elems(a->format, s, a->chunk_layout);
-    const int64_t T = a->num_tokens, cd[] = { P, s->nl, T, s->nh, H };
+    /* the chunk [P, NL, T, NH, H], or [NL, P, T, NH, H] when interleaved */
+    const int il = a->chunk_layout == KVC_CHUNK_INTERLEAVED_KV;
+    const int64_t T = a->num_tokens, cd[] = { il ? s->nl : P, il ? P : s->nl, T, s->nh, H };
     const int64_t *slots = a->slots;
     for (int64_t t = a->skip_prefix_tokens; t < T; t++) {
         if (slots[t] < 0) continue;
@@ -137,7 +139,7 @@ void ref_transfer_tokens(const kvc_token_transfer_t *a)
             for (int64_t p = 0; p < P; p++)
                 for (int64_t h = 0; h < s->nh; h++)
                     for (int64_t e = 0; e < H; e++) {
-                        const int64_t ci[] = { p, l, t, h, e };
+                        const int64_t ci[] = { il ? l : p, il ? p : l, t, h, e };
                         move(ref_engine_elem(a->format, s, a->chunk_layout, a->engine_ptrs, l, p, slots[t] / s->bs,
                                              slots[t] % s->bs, h, e),
                              (uint8_t *)a->chunk + flat(5, cd, ci, 0) * s->element_size, s->element_size, a->direction);
@@ -149,7 +151,9 @@ void ref_transfer_blocks(const kvc_block_transfer_t *a)
 {
     const kvc_page_shape_t *s = &a->shape;
     const int64_t P = ref_chunk_planes(a->format, a->chunk_layout), H = ref_chunk_head_elems(a->format, s, a->chunk_layout);
-    const int64_t C = a->chunk_tokens, bpo = C / s->bs, n = a->num_block_ids, cd[] = { P, s->nl, C, s->nh, H };
+    const int il = a->chunk_layout == KVC_CHUNK_INTERLEAVED_KV; /* objects [NL, P, C, NH, H] */
+    const int64_t C = a->chunk_tokens, bpo = C / s->bs, n = a->num_block_ids,
+                  cd[] = { il ? s->nl : P, il ? P : s->nl, C, s->nh, H };
     const int64_t *ids = a->block_ids;
     for (int64_t o = 0; o < a->num_objects; o++) {
         /* the fallback's valid range: [max(o*bpo, skip), min((o+1)*bpo, n)) */
@@ -170,7 +174,7 @@ void ref_transfer_blocks(const kvc_block_transfer_t *a)
                     for (int64_t t = 0; t < s->bs; t++)
                         for (int64_t h = 0; h < s->nh; h++)
                             for (int64_t e = 0; e < H; e++) {
-                                const int64_t ci[] = { p, l, (f - o * bpo) * s->bs + t, h, e };
+                                const int64_t ci[] = { il ? l : p, il ? p : l, (f - o * bpo) * s->bs + t, h, e };
                                 move(ref_engine_elem(a->format, s, a->chunk_layout, a->engine_ptrs, l, p, ids[f], t, h, e),
                                      (uint8_t *)a->objects[o] + flat(5, cd, ci, 0) * s->element_size, s->element_size,
                                      a->direction);
