@@ -529,17 +529,18 @@ static kvc_status_t run_block_parts(kvc_context_t *ctx, const struct kvc_block_p
         struct kvc_block_plan q = *p;
         q.engine = rp.part[0].engine;
         st = to.ops->transfer_blocks_parts(to.b, &q, &rp);
-    }
-    for (int i = 0; i < l->nparts && st == KVC_OK && !have; i++) {
-        const kvc_layout_t v = kvc_layout_part_view(l, i);
-        struct kvc_block_plan q = *p;
-        q.engine = v.engine;
-        q.engine.ptrs = t.ptrs[i];
-        q.objects = t.objs[i];
-        q.chunk_map.head_stride = l->part[i].bytes;
-        q.runs = kvc_layout_block_runs(&v, &q.chunk_map);
-        q.bytes = p->bytes / l->row_bytes * l->part[i].bytes;
-        st = to.ops->transfer_blocks(to.b, &q);
+    } else {
+        for (int i = 0; i < l->nparts && st == KVC_OK; i++) {
+            const kvc_layout_t v = kvc_layout_part_view(l, i);
+            struct kvc_block_plan q = *p;
+            q.engine = v.engine;
+            q.engine.ptrs = t.ptrs[i];
+            q.objects = t.objs[i];
+            q.chunk_map.head_stride = l->part[i].bytes;
+            q.runs = kvc_layout_block_runs(&v, &q.chunk_map);
+            q.bytes = p->bytes / l->row_bytes * l->part[i].bytes;
+            st = to.ops->transfer_blocks(to.b, &q);
+        }
     }
     part_tables_free(&t);
     return st;
