@@ -13,6 +13,9 @@
 #include "suites.h"
 
 enum { NL = 32, NH = 8, HS = 128, MLA_HS = 576, BS = 16, CHUNK = 256, NB = 32, ES = 2 };
+/* Format 14: the DSA indexer's 132-byte rows (128 values + a 4-byte scale); format 17: DeepSeek's MLA
+ * as a (latent 512, rope 64) tuple of fp16 planes. */
+enum { DSA_ROW = 132, LATENT_BYTES = 512 * ES, ROPE_BYTES = 64 * ES };
 
 /* Every format's pool fits one arena (64 MiB: NB blocks of every layer and plane); chunks fit 32 MiB. */
 #define ARENA_BYTES ((size_t)NB * NL * 2 * BS * NH * HS * ES)
@@ -26,9 +29,9 @@ typedef struct {
 /* Every format in both ops; the head-major (HND) ones next to their NHD counterparts. */
 static const tcase_t cases[] = {
     { 1, 1 }, { 1, 6 }, { 1, 2 }, { 1, 7 }, { 1, 0 }, { 1, 8 }, { 1, 9 }, { 1, 4 }, { 1, 3 }, { 1, 5 },
-    { 1, 11 }, { 1, 10 }, { 1, 13 }, { 1, 12 },
+    { 1, 11 }, { 1, 10 }, { 1, 13 }, { 1, 12 }, { 1, 16 }, { 1, 15 }, { 1, 14 }, { 1, 17 },
     { 0, 1 }, { 0, 6 }, { 0, 2 }, { 0, 7 }, { 0, 0 }, { 0, 8 }, { 0, 9 }, { 0, 4 }, { 0, 3 }, { 0, 5 },
-    { 0, 11 }, { 0, 10 }, { 0, 13 }, { 0, 12 },
+    { 0, 11 }, { 0, 10 }, { 0, 13 }, { 0, 12 }, { 0, 16 }, { 0, 15 }, { 0, 14 }, { 0, 17 },
 };
 
 typedef struct {
@@ -81,16 +84,25 @@ static void d2d_job(void *arg)
 static kvc_page_shape_t shape_of(int fmt)
 {
     const int mla = kvc_format_is_mla(fmt), fused = kvc_format_is_fused_packed(fmt);
-    return (kvc_page_shape_t){ .kv_size = mla || fused ? 1 : 2, .element_size = ES, .nl = NL, .nb = NB, .bs = BS,
-                               .nh = mla ? 1 : NH, .hs = mla ? MLA_HS : fused ? 2 * HS : HS };
+    kvc_page_shape_t s = { .kv_size = mla || fused ? 1 : 2, .element_size = ES, .nl = NL, .nb = NB, .bs = BS,
+                           .nh = mla ? 1 : NH, .hs = mla ? MLA_HS : fused ? 2 * HS : HS };
+    if (fmt == KVC_FMT_NL_X_NB_BSV_BSS) s.hs = DSA_ROW / ES;
+    if (fmt == KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS) {
+        s.num_planes = 2;
+        s.plane_bytes[0] = LATENT_BYTES;
+        s.plane_bytes[1] = ROPE_BYTES;
+    }
+    return s;
 }
 
-/* Bytes of one engine tensor of the format (the pointer table has kvc_format_ptr_count of them). */
+/* Bytes of one engine tensor of the format (the pointer table has kvc_shape_ptr_count of them;
+ * format 17's planes are smaller than this, which is the whole row). */
 static size_t tensor_bytes(int fmt, const kvc_page_shape_t *s)
 {
     const size_t block = (size_t)(s->bs * s->nh * s->hs * s->element_size);
     if (kvc_format_is_cross_layer(fmt)) return block * 2 * NL * NB;
-    return block * (kvc_format_is_kv_list(fmt) ? 1 : (size_t)s->kv_size) * NB;
+    const int one = kvc_format_is_kv_list(fmt) || fmt == KVC_FMT_NL_X_TWO_X_NB_BS_NH_HS;
+    return block * (one ? 1 : (size_t)s->kv_size) * NB;
 }
 
 typedef struct {
@@ -103,7 +115,7 @@ typedef struct {
 static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
 {
     const kvc_page_shape_t s = shape_of(c->format);
-    const int64_t nptr = kvc_format_ptr_count(c->format, NL);
+    const int64_t nptr = kvc_shape_ptr_count(c->format, &s);
     const size_t tb = tensor_bytes(c->format, &s);
     void *eng[2 * NL];
     if ((size_t)nptr * tb > ARENA_BYTES) {

@@ -35,7 +35,8 @@ int main(void)
         F(kvc_context_params_t, load_all_modules); F(kvc_context_params_t, num_threads);
     S(kvc_page_shape_t); F(kvc_page_shape_t, kv_size); F(kvc_page_shape_t, element_size);
         F(kvc_page_shape_t, nl); F(kvc_page_shape_t, nb); F(kvc_page_shape_t, bs); F(kvc_page_shape_t, nh);
-        F(kvc_page_shape_t, hs); F(kvc_page_shape_t, block_stride_elems);
+        F(kvc_page_shape_t, hs); F(kvc_page_shape_t, block_stride_elems); F(kvc_page_shape_t, num_planes);
+        F(kvc_page_shape_t, plane_bytes);
     S(kvc_token_transfer_t); F(kvc_token_transfer_t, format); F(kvc_token_transfer_t, direction);
         F(kvc_token_transfer_t, shape); F(kvc_token_transfer_t, engine_ptrs);
         F(kvc_token_transfer_t, num_engine_ptrs); F(kvc_token_transfer_t, chunk);
@@ -156,13 +157,13 @@ int main(void)
     K(KVC_FILE_SAFETENSORS); K(KVC_KVCACHE_FUSED); K(KVC_KVCACHE_SPLIT); K(KVC_KVCACHE_PARAM_FORMAT);
     K(KVC_KVCACHE_PARAM_NUM_HEADS); K(KVC_KVCACHE_PARAM_HEAD_SIZE); K(KVC_KVCACHE_PARAM_FORM);
     K(KVC_CONTEXT_PARAM_BACKEND); K(KVC_CONTEXT_PARAM_DEVICE); K(KVC_CONTEXT_PARAM_MODULE_PATH);
-    K(KVC_CONTEXT_PARAM_LOAD_ALL); K(KVC_CONTEXT_PARAM_NUM_THREADS); K(KVC_FORMAT_COUNT); K(KVC_H2D);
+    K(KVC_CONTEXT_PARAM_LOAD_ALL); K(KVC_CONTEXT_PARAM_NUM_THREADS); K(KVC_FORMAT_COUNT); K(KVC_MAX_PLANES); K(KVC_H2D);
     K(KVC_D2H); K(KVC_INDEX_INT32); K(KVC_INDEX_INT64); K(KVC_CHUNK_DEFAULT); K(KVC_CHUNK_SPLIT_KV);
-    K(KVC_CHUNK_FUSED_PACKED); K(KVC_CG_MAX_BINS); K(KVC_CODEC_KV_2LTD); K(KVC_CODEC_MLA);
+    K(KVC_CHUNK_FUSED_PACKED); K(KVC_CHUNK_INTERLEAVED_KV); K(KVC_CG_MAX_BINS); K(KVC_CODEC_KV_2LTD); K(KVC_CODEC_MLA);
     K(KVC_CODEC_PARAM_BINS); K(KVC_CODEC_PARAM_WINDOW); K(KVC_CODEC_PARAM_PROGRESS);
     K(KVC_CODEC_PARAM_HEADS_UNKNOWN); K(KVC_CODEC_PARAM_KEY_SCALING); K(KVC_CODEC_SCALE_TOKEN);
     K(KVC_CODEC_SCALE_CHANNEL); K(KVC_ROPE_NEOX); K(KVC_ROPE_GPTJ); K(KVC_ROPE_PARAM_STYLE); K(KVC_MEM_PLAIN);
-    K(KVC_MEM_PINNED); K(KVC_MEM_NUMA); K(KVC_MEM_SHARED); K(KVC_MEM_HUGEPAGE); K(KVC_MEM_TARGET_LOCAL);
+    K(KVC_MEM_PINNED); K(KVC_MEM_NUMA); K(KVC_MEM_SHARED); K(KVC_MEM_HUGEPAGE); K(KVC_MEM_DEVICE_FILE); K(KVC_MEM_TARGET_LOCAL);
     K(KVC_MEM_TARGET_NODE); K(KVC_MEM_TARGET_PCI); K(KVC_MEM_POLICY_PREFERRED); K(KVC_MEM_POLICY_STRICT);
     K(KVC_MEM_PARAM_KIND); K(KVC_MEM_PARAM_TARGET); K(KVC_MEM_PARAM_POLICY); K(KVC_MEM_PARAM_NAME);
     K(KVC_MEM_PARAM_PIN_CHUNK); K(KVC_MEM_PARAM_TOUCH); K(KVC_MEM_PARAM_RECLAIM); K(KVC_MEM_REPORT_NODES);

@@ -119,6 +119,17 @@ static kvc_page_shape_t shape_of(const geometry_t *g)
     const int mla = kvc_format_is_mla(g->format), fused = kvc_format_is_fused_packed(g->format);
     kvc_page_shape_t s = { .kv_size = mla || fused ? 1 : 2, .element_size = g->element_size, .nl = g->nl, .nb = g->nb,
                            .bs = g->bs, .nh = mla ? 1 : g->nh, .hs = g->hs };
+    int64_t R = s.hs * s.element_size;
+    if (g->format == KVC_FMT_NL_X_NB_BSV_BSS) { /* a row of 4-byte units: values, then the scale */
+        R = R < 8 ? 8 : (R + 3) / 4 * 4;
+        s.hs = R / s.element_size;
+    }
+    if (g->format == KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS) { /* up to 3 planes of unequal widths */
+        s.num_planes = R < 3 ? (int)R : 3;
+        s.plane_bytes[0] = s.num_planes == 1 ? R : R / 2;
+        if (s.num_planes == 3) s.plane_bytes[1] = (R - R / 2) / 2;
+        s.plane_bytes[s.num_planes - 1] = R - s.plane_bytes[0] - (s.num_planes == 3 ? s.plane_bytes[1] : 0);
+    }
     if (g->pad) s.block_stride_elems = s.bs * s.nh * s.hs + g->pad;
     return s;
 }
@@ -140,7 +151,7 @@ typedef struct xfer_fixture {
 
 static void engines_init(xfer_fixture_t *f, const geometry_t *g, const kvc_page_shape_t *s, uint64_t seed)
 {
-    f->nptr = kvc_format_ptr_count(g->format, s->nl);
+    f->nptr = kvc_shape_ptr_count(g->format, s);
     f->tbytes = tensor_bytes(g, s);
     f->eng_cpu = calloc((size_t)f->nptr, sizeof(void *));
     f->eng_dev = calloc((size_t)f->nptr, sizeof(void *));
@@ -273,7 +284,7 @@ static void transfer_suite(target_t t, int blocks)
                 if (blocks) check_blocks(cpu, dev, &geos[gi], dir, 5, 2, gi == 1 ? 0 : 1);
                 else check_tokens(cpu, dev, &geos[gi], dir, 11, gi == 1 ? 0 : 2);
             }
-        if (fmt == 3 || fused) { /* padded pools */
+        if (fmt == 3 || fmt == KVC_FMT_NL_X_NB_BSV_BSS || fused) { /* padded pools */
             const geometry_t pad = { fmt, 2, 2, 5, 4, 2, fused ? 16 : 8, 24 };
             for (int dir = 0; dir < 2; dir++) {
                 if (blocks) check_blocks(cpu, dev, &pad, dir, 4, 3, 0);
@@ -1216,6 +1227,47 @@ static void pageable_chunk_refused_registered_chunk_works(target_t target)
     kvc_context_destroy(dev);
 }
 Test(gpu, pageable_chunk_refused_registered_chunk_works) { pageable_chunk_refused_registered_chunk_works(TARGET_GPU); }
+
+/* A device file mapped pinned (kvc_mem_map_file: a PCIe BAR) is registered with the module as I/O
+ * memory and works as a chunk next to device memory; unpinned it is refused like pageable memory. */
+static void device_file_chunk_is_registered(target_t target)
+{
+    kvc_context_t *dev = open_target(target);
+    const size_t n = 2 * 2 * 2 * 8 * 2, pool = 2 * 2 * 4 * 2 * 8 * 2, page = (size_t)sysconf(_SC_PAGESIZE);
+    char path[] = "/tmp/kvc-gpu-bar.XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, (off_t)(2 * page)), 0);
+    close(fd);
+    uint8_t *host_pool = malloc(pool);
+    fill_random(host_pool, pool, 4);
+    void *eng = dev_copy_of(dev, host_pool, pool), *ptrs[1] = { eng };
+    int64_t slots[2] = { 7, 1 };
+    void *bar = NULL, *plain = NULL;
+    cr_assert_eq(kvc_mem_map_file(dev, path, page, page, 0, &plain, NULL), KVC_OK, "%s", kvc_last_error());
+    kvc_token_transfer_t a = small_transfer(ptrs, plain, slots, KVC_D2H);
+    const kvc_status_t st = kvc_transfer_tokens(dev, &a);
+    if (!(target == TARGET_GPU && st == KVC_OK)) cr_assert_eq(st, KVC_ERR_INVALID_ARG, "an unregistered mapping");
+    cr_assert_eq(kvc_mem_map_file(dev, path, page, 0, KVC_MEM_PINNED, &bar, NULL), KVC_OK, "%s", kvc_last_error());
+    a.chunk = bar;
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error());
+    kvc_context_t *cpu = kvc_test_cpu_context();
+    void *hptrs[1] = { host_pool };
+    uint8_t *want = calloc(1, n);
+    kvc_token_transfer_t c = small_transfer(hptrs, want, slots, KVC_D2H);
+    cr_assert_eq(kvc_transfer_tokens(cpu, &c), KVC_OK, "%s", kvc_last_error());
+    cr_assert_arr_eq(bar, want, n);
+    cr_assert_eq(kvc_mem_free(dev, bar), KVC_OK);
+    cr_assert_eq(kvc_mem_free(dev, plain), KVC_OK);
+    unlink(path);
+    kvc_context_destroy(cpu);
+    free(want);
+    free(host_pool);
+    kvc_context_destroy(dev);
+}
+Test(gpu, device_file_chunk_is_registered) { device_file_chunk_is_registered(TARGET_GPU); }
+Test(emu, device_file_chunk_is_registered) { device_file_chunk_is_registered(TARGET_EMU); }
 Test(emu, pageable_chunk_refused_registered_chunk_works) { pageable_chunk_refused_registered_chunk_works(TARGET_EMU); }
 
 /* Every op on host memory runs on the CPU table of a GPU context, byte for byte as a CPU context. */
@@ -1533,6 +1585,43 @@ Test(gpu, deferred_errors_are_bounded) { deferred_errors_are_bounded(TARGET_GPU)
 Test(emu, deferred_errors_are_bounded) { deferred_errors_are_bounded(TARGET_EMU); }
 
 Test(gpu, device_resident_index_tables) { device_resident_index_tables(TARGET_GPU); }
+
+/* Formats 14 and 17 move each row as several parts, one launch each: a device-resident index table
+ * would be checked, and a bad entry reported, once per part, so it is refused up front. */
+static void device_tables_with_multi_part_rows_refused(target_t target)
+{
+    kvc_context_t *dev = open_target(target);
+    const kvc_page_shape_t s14 = { .kv_size = 1, .element_size = 1, .nl = 1, .nb = 2, .bs = 4, .nh = 1, .hs = 132 };
+    const size_t pool = 2 * 4 * 132, n = 2 * 132;
+    uint8_t *zero = calloc(1, pool);
+    void *eng = dev_copy_of(dev, zero, pool), *chunk = dev_copy_of(dev, zero, n), *ptrs[1] = { eng };
+    void *objs[1] = { dev_copy_of(dev, zero, 4 * 132) };
+    int64_t idx[2] = { 1, 5 };
+    int64_t *idx_d = dev_copy_of(dev, idx, sizeof(idx));
+    kvc_token_transfer_t a = { .format = KVC_FMT_NL_X_NB_BSV_BSS, .direction = KVC_H2D, .shape = s14,
+                               .engine_ptrs = ptrs, .num_engine_ptrs = 1, .chunk = chunk, .num_tokens = 2,
+                               .slots = idx_d, .slot_type = KVC_INDEX_INT64, .num_slots = 2 };
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_ERR_UNSUPPORTED, "%s", kvc_last_error());
+    cr_assert(strstr(kvc_last_error(), "slots in device memory with format NL_X_NB_BSV_BSS"), "%s", kvc_last_error());
+    kvc_block_transfer_t b = { .format = KVC_FMT_NL_X_NB_BSV_BSS, .direction = KVC_H2D, .shape = s14,
+                               .engine_ptrs = ptrs, .num_engine_ptrs = 1, .objects = objs, .num_objects = 1,
+                               .chunk_tokens = 4, .block_ids = idx_d, .block_id_type = KVC_INDEX_INT64,
+                               .num_block_ids = 1 };
+    cr_assert_eq(kvc_transfer_blocks(dev, &b), KVC_ERR_UNSUPPORTED, "%s", kvc_last_error());
+    assert_same(dev, eng, zero, pool, "engine untouched by refused calls");
+    a.slots = idx; /* host slots: the same call runs */
+    cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK);
+    free(zero);
+    cr_assert_eq(kvc_device_free(dev, idx_d), KVC_OK);
+    cr_assert_eq(kvc_device_free(dev, objs[0]), KVC_OK);
+    cr_assert_eq(kvc_device_free(dev, chunk), KVC_OK);
+    cr_assert_eq(kvc_device_free(dev, eng), KVC_OK);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, device_tables_with_multi_part_rows_refused) { device_tables_with_multi_part_rows_refused(TARGET_GPU); }
+Test(emu, device_tables_with_multi_part_rows_refused) { device_tables_with_multi_part_rows_refused(TARGET_EMU); }
 Test(emu, device_resident_index_tables) { device_resident_index_tables(TARGET_EMU); }
 
 /* ------------------------------------------------------------------ plans (plan.h) */

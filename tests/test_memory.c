@@ -971,6 +971,15 @@ Test(memory, backend_without_host_register)
     cr_assert_eq(kvc_mem_alloc(ctx, 3 * MiB, NULL, &ptr, &r), KVC_OK, "plain memory needs no backend op");
     char a[8] = "abcdefg", b[8];
     cr_assert_eq(kvc_memcpy_async(ctx, b, a, 8, KVC_D2H, 0, 64, NULL), KVC_ERR_UNSUPPORTED);
+    /* nor can a device file be registered as I/O memory (no host_register_io slot) */
+    char path[] = "/tmp/kvc-bar-nomod.XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, 4096), 0);
+    close(fd);
+    cr_assert_eq(kvc_mem_map_file(ctx, path, 4096, 0, KVC_MEM_PINNED, &ptr, NULL), KVC_ERR_UNSUPPORTED);
+    cr_assert(strstr(kvc_last_error(), "I/O memory"), "%s", kvc_last_error());
+    unlink(path);
     kvc_context_destroy(ctx); /* frees the leaked plain allocation */
 }
 
@@ -1742,4 +1751,111 @@ Test(memory, cgroup_cpu_quota_from_fake_trees)
     write_file(v1, "cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
     cr_assert_float_eq(kvc_sys_cpu_quota_at(v1, self), 0.5, 1e-9);
     cr_assert_float_eq(kvc_sys_cpu_quota_at("/nonexistent", self), -1.0, 1e-9);
+}
+
+/* ---------------------------------------------------------------- device files (PCIe BARs) */
+
+/* A temporary file of `size` bytes standing in for a sysfs resource file (the same open/fstat/mmap
+ * path: a resource file is a regular file whose size is the BAR's length). */
+static char *bar_file(size_t size)
+{
+    static char path[64];
+    snprintf(path, sizeof(path), "/tmp/kvc-bar.XXXXXX");
+    const int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, (off_t)size), 0);
+    for (size_t i = 0; i < size; i += 4096) {
+        const uint8_t v = (uint8_t)(i / 4096);
+        cr_assert_eq(pwrite(fd, &v, 1, (off_t)i), 1);
+    }
+    close(fd);
+    return path;
+}
+
+Test(memory, map_file_reads_and_writes_the_device_bytes)
+{
+    kvc_context_t *ctx = real_ctx();
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *path = bar_file(8 * page);
+    void *p = NULL;
+    kvc_mem_report_t r;
+    cr_assert_eq(kvc_mem_map_file(ctx, path, 3 * page, 2 * page, 0, &p, &r), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(((uint8_t *)p)[0], (uint8_t)2, "the mapping starts at the offset");
+    cr_assert_eq(((uint8_t *)p)[page], (uint8_t)3);
+    ((uint8_t *)p)[1] = 0xab; /* shared: the write reaches the file (the device) */
+    cr_assert_eq(r.kind_obtained, KVC_MEM_DEVICE_FILE);
+    cr_assert(r.attached && !r.pinned);
+    cr_assert_str_eq(r.name, path);
+    cr_assert_eq(r.size, 3 * page);
+    kvc_mem_info_t info;
+    cr_assert_eq(kvc_mem_live_count(ctx), 1);
+    cr_assert_eq(kvc_mem_live_get(ctx, 0, &info), KVC_OK);
+    cr_assert_eq(info.ptr, p);
+    char kname[64];
+    cr_assert_str_eq(kvc_mem_kind_name(info.kind, kname, sizeof(kname)), "device-file");
+    cr_assert_eq(kvc_mem_free(ctx, p), KVC_OK);
+    cr_assert_eq(kvc_mem_free(ctx, p), KVC_ERR_STATE, "double free");
+    const int fd = open(path, O_RDONLY);
+    uint8_t v = 0;
+    cr_assert_eq(pread(fd, &v, 1, (off_t)(2 * page + 1)), 1);
+    cr_assert_eq(v, 0xab);
+    close(fd);
+    cr_assert_eq(access(path, F_OK), 0, "the file is left alone");
+    unlink(path);
+    kvc_context_destroy(ctx);
+}
+
+Test(memory, map_file_pinned)
+{
+    kvc_context_t *ctx = real_ctx();
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *path = bar_file(64 * page);
+    const uint64_t before = status_kb_field("VmLck");
+    void *p = NULL;
+    kvc_mem_report_t r;
+    kvc_status_t st = kvc_mem_map_file(ctx, path, 64 * page, 0, KVC_MEM_PINNED, &p, &r);
+    if (st == KVC_ERR_LIMIT || st == KVC_ERR_NO_MEMORY) cr_skip_test("cannot lock 64 pages here: %s", kvc_last_error());
+    cr_assert_eq(st, KVC_OK, "%s", kvc_last_error());
+    cr_assert(r.pinned);
+    cr_assert_eq(r.kind_obtained, KVC_MEM_DEVICE_FILE | KVC_MEM_PINNED);
+    cr_assert_geq(status_kb_field("VmLck") - before, 64 * page / 1024);
+    cr_assert_eq(kvc_mem_free(ctx, p), KVC_OK);
+    cr_assert_eq(status_kb_field("VmLck"), before);
+    unlink(path);
+    kvc_context_destroy(ctx);
+}
+
+Test(memory, map_file_errors_have_exact_status)
+{
+    kvc_context_t *ctx = real_ctx();
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *path = bar_file(4 * page);
+    void *p = (void *)0x1;
+    cr_assert_eq(kvc_mem_map_file(ctx, NULL, page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_mem_map_file(ctx, path, page, 0, 0, NULL, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_mem_map_file(ctx, path, 0, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_mem_map_file(ctx, path, page, 100, 0, &p, NULL), KVC_ERR_INVALID_ARG, "unaligned offset");
+    cr_assert(strstr(kvc_last_error(), "page size"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_mem_map_file(ctx, path, page, 0, KVC_MEM_NUMA, &p, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_mem_map_file(ctx, path, 4 * page + 1, 0, 0, &p, NULL), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_eq(kvc_mem_map_file(ctx, path, page, 4 * page, 0, &p, NULL), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_eq(kvc_mem_map_file(ctx, path, page, SIZE_MAX - page + 1, 0, &p, NULL), KVC_ERR_OUT_OF_RANGE);
+    cr_assert_eq(kvc_mem_map_file(ctx, "/nonexistent/kvc-bar", page, 0, 0, &p, NULL), KVC_ERR_NOT_FOUND);
+    cr_assert_eq(kvc_mem_map_file(ctx, "/tmp", page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "directory"), "%s", kvc_last_error());
+    char fifo[] = "/tmp/kvc-bar-fifo.XXXXXX";
+    cr_assert_not_null(mkdtemp(fifo));
+    char fpath[64];
+    snprintf(fpath, sizeof(fpath), "%s/f", fifo);
+    cr_assert_eq(mkfifo(fpath, 0600), 0);
+    cr_assert_eq(kvc_mem_map_file(ctx, fpath, page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a FIFO, without blocking");
+    unlink(fpath);
+    rmdir(fifo);
+    cr_assert_eq(kvc_mem_map_file(ctx, "/dev/null", page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a device node");
+    chmod(path, 0400);
+    if (geteuid() != 0) cr_assert_eq(kvc_mem_map_file(ctx, path, page, 0, 0, &p, NULL), KVC_ERR_PERMISSION);
+    cr_assert_eq(p, (void *)0x1, "*out untouched on error");
+    cr_assert_eq(kvc_mem_live_count(ctx), 0);
+    unlink(path);
+    kvc_context_destroy(ctx);
 }

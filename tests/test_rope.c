@@ -41,6 +41,22 @@ static kvc_context_t *tier_context_threads(const char *isa, int threads)
     return ctx;
 }
 
+/* One-thread context on tier `isa`, or NULL when the CPU does not offer it (for tests that compare
+ * whichever tiers exist). */
+static kvc_context_t *tier_context_if_offered(const char *isa)
+{
+    setenv("HWLOC_XMLFILE", kvc_test_data("topologies/16amd64-4distances.xml"), 1);
+    setenv("HWLOC_COMPONENTS", "-pci", 1);
+    setenv("KVCORE_ISA", isa, 1);
+    kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS,
+                               .backend = "cpu", .num_threads = 1 };
+    kvc_context_t *ctx = NULL;
+    cr_assert_eq(kvc_context_create(&p, &ctx), KVC_OK, "%s", kvc_last_error());
+    if (strcmp(kvc_context_isa(ctx), isa) == 0) return ctx;
+    kvc_context_destroy(ctx);
+    return NULL;
+}
+
 /* One thread: the tests check arithmetic; thread splitting has its own test. */
 static kvc_context_t *tier_context(const char *isa) { return tier_context_threads(isa, 1); }
 
@@ -752,14 +768,8 @@ Test(rope_tiers, fused_factors_bit_identical)
     float *out[3] = { NULL, NULL, NULL };
     int ran = 0;
     for (int k = 0; k < 3; k++) {
-        setenv("HWLOC_XMLFILE", kvc_test_data("topologies/16amd64-4distances.xml"), 1);
-        setenv("HWLOC_COMPONENTS", "-pci", 1);
-        setenv("KVCORE_ISA", tiers[k], 1);
-        kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS,
-                                    .backend = "cpu", .num_threads = 1 };
-        kvc_context_t *ctx = NULL;
-        cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
-        if (strcmp(kvc_context_isa(ctx), tiers[k]) == 0) {
+        kvc_context_t *ctx = tier_context_if_offered(tiers[k]);
+        if (ctx) {
             out[k] = malloc(n * rot * sizeof(float));
             cr_assert_not_null(out[k]);
             for (size_t e = 0; e < n * rot; e++) out[k][e] = (e % rot) < half ? 1.0f : 0.0f; /* NeoX (x, y) = (1, 0) */
@@ -835,14 +845,8 @@ Test(rope_tiers, half_edge_values_bit_identical)
                     const kvc_rope_keys_t shape = { .dtype = dt, .num_tokens = n, .num_heads = 1, .head_size = hs };
                     const kvc_rope_params_t *style = ROPE_STYLE(neox ? KVC_ROPE_NEOX : KVC_ROPE_GPTJ);
                     for (int k = 0; k < 3; k++) {
-                        setenv("HWLOC_XMLFILE", kvc_test_data("topologies/16amd64-4distances.xml"), 1);
-                        setenv("HWLOC_COMPONENTS", "-pci", 1);
-                        setenv("KVCORE_ISA", tiers[k], 1);
-                        kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS,
-                                                    .backend = "cpu", .num_threads = 1 };
-                        kvc_context_t *ctx = NULL;
-                        cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
-                        if (strcmp(kvc_context_isa(ctx), tiers[k]) == 0) {
+                        kvc_context_t *ctx = tier_context_if_offered(tiers[k]);
+                        if (ctx) {
                             kvc_rope_table_t tab = build_table(ctx, KVC_DTYPE_F32, max_pos, hs, 10000.0);
                             out[k] = malloc(n * hs * 2);
                             cr_assert_not_null(out[k]);

@@ -81,10 +81,10 @@ typedef struct {
 
 static void engine_new(engine_t *e, rng_t *r, int fmt, const kvc_page_shape_t *s)
 {
-    e->n = kvc_format_ptr_count(fmt, s->nl);
+    e->n = kvc_shape_ptr_count(fmt, s);
     cr_assert(e->n > 0 && e->n <= 64);
     for (int64_t i = 0; i < e->n; i++) {
-        e->t[i] = pair_new(r, ref_engine_tensor_bytes(fmt, s));
+        e->t[i] = pair_new(r, ref_engine_ptr_bytes(fmt, s, i));
         e->fast[i] = e->t[i].fast;
         e->ref[i] = e->t[i].ref;
     }
@@ -108,11 +108,39 @@ static const int element_sizes[] = { 1, 2, 4, 8 };
 
 static int is_fused(int f) { return f >= 10 && f <= 13; }
 
+/* Format 14 moves 4-byte units: element size 8 is refused (tested among the errors). */
+static int es_applies(int fmt, int es) { return !(fmt == KVC_FMT_NL_X_NB_BSV_BSS && es == 8); }
+
+/* Make a shape valid for the formats whose rows are pieces. 14: a row of 4-byte units, >= 8 bytes.
+ * 17: the row split into planes (r NULL: 3 planes, or as many as the row has bytes), each width
+ * random, not always a whole number of elements. */
+static void adapt_shape(rng_t *r, int fmt, kvc_page_shape_t *s)
+{
+    int64_t R = s->hs * s->element_size;
+    if (fmt == KVC_FMT_NL_X_NB_BSV_BSS) {
+        R = R < 8 ? 8 : (R + 3) / 4 * 4;
+        s->hs = R / s->element_size;
+    }
+    if (fmt != KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS) return;
+    s->block_stride_elems = 0;
+    int np = r ? (int)rnd_in(r, 1, KVC_MAX_PLANES) : 3;
+    if (np > R) np = (int)R;
+    s->num_planes = np;
+    int64_t left = R;
+    for (int p = 0; p < np - 1; p++) {
+        s->plane_bytes[p] = r ? rnd_in(r, 1, left - (np - 1 - p)) : left / 2;
+        left -= s->plane_bytes[p];
+    }
+    s->plane_bytes[np - 1] = left;
+}
+
 static int random_layout(rng_t *r, int fmt)
 {
     if (is_fused(fmt)) return (int)rnd_in(r, 0, 2);
     if (kvc_format_is_mla(fmt)) return KVC_CHUNK_DEFAULT;
-    return rnd(r) % 4 ? KVC_CHUNK_DEFAULT : KVC_CHUNK_SPLIT_KV; /* SPLIT is the default layout spelled out */
+    /* SPLIT is the default layout spelled out; INTERLEAVED puts each layer's planes together */
+    const int k = (int)(rnd(r) % 6);
+    return k < 3 ? KVC_CHUNK_DEFAULT : k == 3 ? KVC_CHUNK_SPLIT_KV : KVC_CHUNK_INTERLEAVED_KV;
 }
 
 /* Random geometry: nh 1-256, head sizes 8-576 (odd ones too), block sizes 1-128, padded blocks for
@@ -145,7 +173,9 @@ static kvc_page_shape_t random_shape(rng_t *r, int fmt, int layout, int es, int6
     }
     if (s.bs * s.nh * s.hs > 16384) s.bs = 16384 / (s.nh * s.hs) > 0 ? 16384 / (s.nh * s.hs) : 1;
     s.kv_size = kvc_format_is_mla(fmt) || is_fused(fmt) ? 1 : 2;
-    if ((fmt == 3 || is_fused(fmt)) && rnd(r) % 2) s.block_stride_elems = s.bs * s.nh * s.hs + rnd_in(r, 1, 40);
+    adapt_shape(r, fmt, &s);
+    if ((fmt == 3 || fmt == 14 || is_fused(fmt)) && rnd(r) % 2)
+        s.block_stride_elems = s.bs * s.nh * s.hs + rnd_in(r, 1, 40);
     return s;
 }
 
@@ -214,10 +244,10 @@ Test(transfer, format_values_and_predicates)
     cr_assert_eq(KVC_FMT_NL_X_NB_BS_NH_CS, 13);
     cr_assert_eq(KVC_H2D, 0);
     cr_assert_eq(KVC_D2H, 1);
-    /* LMCache's predicate sets over 0-10, extended by 11-13 (docs/LMCACHE.md). */
-    const char *cross = "10000000100000", *kvlist = "00001000010000", *layers = "01110111001111",
-               *mla = "00010100000000", *hnd = "00000011101010", *fused = "00000000001111",
-               *two = "01000010000000";
+    /* LMCache's format_facts for 0-17 (docs/LMCACHE.md, docs/TRANSFER.md). */
+    const char *cross = "100000001000000000", *kvlist = "000010000100000000", *layers = "011101110011111111",
+               *mla = "000101000000001001", *hnd = "000000111010100100", *fused = "000000000011110000",
+               *two = "010000100000000100", *tuple = "000000000000000011";
     for (int f = 0; f < KVC_FORMAT_COUNT; f++) {
         cr_assert(kvc_format_is_valid(f));
         cr_assert_eq(kvc_format_is_cross_layer(f), cross[f] - '0', "cross_layer(%d)", f);
@@ -227,16 +257,41 @@ Test(transfer, format_values_and_predicates)
         cr_assert_eq(kvc_format_is_hnd(f), hnd[f] - '0', "hnd(%d)", f);
         cr_assert_eq(kvc_format_is_fused_packed(f), fused[f] - '0', "fused(%d)", f);
         cr_assert_eq(kvc_format_is_two_major(f), two[f] - '0', "two_major(%d)", f);
+        cr_assert_eq(kvc_format_is_kv_second_tuple(f), tuple[f] - '0', "kv_second_tuple(%d)", f);
         cr_assert_eq(kvc_format_is_cross_layer(f) + kvc_format_is_kv_list(f) + kvc_format_is_layer_list(f), 1);
         cr_assert_str_neq(kvc_format_name(f), "unknown");
     }
+    cr_assert_eq(KVC_FORMAT_COUNT, 18);
+    cr_assert_eq(KVC_FMT_NL_X_NB_BSV_BSS, 14);
+    cr_assert_eq(KVC_FMT_NL_X_TWO_NB_NH_ONE_BS_HS, 15);
+    cr_assert_eq(KVC_FMT_NL_X_TWO_X_NB_BS_NH_HS, 16);
+    cr_assert_eq(KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS, 17);
+    cr_assert_eq(KVC_FMT_NL_X_TWO_X_NB_BS_HS, 17);
+    cr_assert_str_eq(kvc_format_name(14), "NL_X_NB_BSV_BSS");
+    cr_assert_str_eq(kvc_format_name(15), "NL_X_TWO_NB_NH_ONE_BS_HS");
+    cr_assert_str_eq(kvc_format_name(16), "NL_X_TWO_X_NB_BS_NH_HS");
+    cr_assert_str_eq(kvc_format_name(17), "NL_X_NP_X_NB_BS_ONE_HS");
+    cr_assert_eq(kvc_format_ptr_count(14, 32), 32);
+    cr_assert_eq(kvc_format_ptr_count(15, 32), 32);
+    cr_assert_eq(kvc_format_ptr_count(16, 32), 64);
+    cr_assert_eq(kvc_format_ptr_count(17, 32), -1); /* depends on the plane count */
+    kvc_page_shape_t s17 = { .nl = 32, .num_planes = 3 };
+    cr_assert_eq(kvc_shape_ptr_count(17, &s17), 96);
+    s17.num_planes = 0;
+    cr_assert_eq(kvc_shape_ptr_count(17, &s17), -1);
+    s17.num_planes = KVC_MAX_PLANES + 1;
+    cr_assert_eq(kvc_shape_ptr_count(17, &s17), -1);
+    cr_assert_eq(kvc_shape_ptr_count(16, &s17), 64);
+    cr_assert_eq(kvc_shape_ptr_count(99, &s17), -1);
+    cr_assert_eq(kvc_shape_ptr_count(1, NULL), -1);
     cr_assert_eq(kvc_format_is_pbs_fused(5), 1);
     cr_assert_str_eq(kvc_format_name(1), "NL_X_TWO_NB_BS_NH_HS");
     cr_assert_str_eq(kvc_format_name(8), "NB_NL_TWO_NH_BS_HS");
     for (int f = -2; f < 20; f += (f == -1 ? KVC_FORMAT_COUNT + 1 : 1)) {
         if (f >= 0 && f < KVC_FORMAT_COUNT) continue;
         cr_assert_not(kvc_format_is_valid(f) || kvc_format_is_cross_layer(f) || kvc_format_is_kv_list(f) ||
-                      kvc_format_is_layer_list(f) || kvc_format_is_mla(f) || kvc_format_is_hnd(f));
+                      kvc_format_is_layer_list(f) || kvc_format_is_mla(f) || kvc_format_is_hnd(f) ||
+                      kvc_format_is_kv_second_tuple(f));
         cr_assert_str_eq(kvc_format_name(f), "unknown");
         cr_assert_eq(kvc_format_ptr_count(f, 4), -1);
     }
@@ -290,6 +345,46 @@ Test(transfer, hand_computed_positions)
     kvc_context_destroy(ctx);
 }
 
+/* Formats 14, 16 and 17 by literal positions (LMCache's test_blocked layout for 14, its data_ptrs
+ * order for 16 and 17), uint8, NL 2, NB 3, BS 4: the oracle and the library must both agree. */
+Test(transfer, hand_computed_positions_14_16_17)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    const int64_t T = 3, slots[3] = { 5, 0, 11 }, R = 12;
+    uint8_t chunk[2 * 2 * 3 * 12], eng[4][3 * 4 * 2 * 12];
+    for (size_t i = 0; i < sizeof(chunk); i++) chunk[i] = (uint8_t)(i + 1);
+    for (int fmt = 14; fmt <= 17; fmt += (fmt == 14 ? 2 : 1)) {
+        kvc_page_shape_t s = { .kv_size = 1, .element_size = 1, .nl = 2, .nb = 3, .bs = 4, .nh = 1, .hs = R };
+        if (fmt == 16) s = (kvc_page_shape_t){ .kv_size = 2, .element_size = 1, .nl = 2, .nb = 3, .bs = 4, .nh = 2, .hs = 6 };
+        if (fmt == 17) s.num_planes = 2, s.plane_bytes[0] = 5, s.plane_bytes[1] = 7;
+        memset(eng, 0, sizeof(eng));
+        void *ptrs[4] = { eng[0], eng[1], eng[2], eng[3] };
+        const int64_t P = fmt == 16 ? 2 : 1;
+        kvc_token_transfer_t a = { .format = fmt, .direction = KVC_H2D, .shape = s, .engine_ptrs = ptrs,
+                                   .num_engine_ptrs = kvc_shape_ptr_count(fmt, &s), .chunk = chunk, .num_tokens = T,
+                                   .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = T };
+        cr_assert_eq(kvc_transfer_tokens(ctx, &a), KVC_OK, "fmt %d: %s", fmt, kvc_last_error());
+        for (int64_t p = 0; p < P; p++)
+            for (int64_t l = 0; l < 2; l++)
+                for (int64_t t = 0; t < T; t++)
+                    for (int64_t k = 0; k < R; k++) {
+                        const int64_t sl = slots[t], b = sl / 4, o = sl % 4;
+                        int64_t ptr = l, off;
+                        if (fmt == 14) off = k < 8 ? b * 48 + o * 8 + k : b * 48 + 32 + o * 4 + (k - 8);
+                        else if (fmt == 16) ptr = 2 * l + p, off = sl * 12 + k;
+                        else if (k < 5) ptr = 2 * l, off = sl * 5 + k;
+                        else ptr = 2 * l + 1, off = sl * 7 + (k - 5);
+                        const uint8_t want = chunk[((p * 2 + l) * T + t) * R + k];
+                        cr_assert_eq(eng[ptr][off], want, "fmt %d p %lld l %lld t %lld byte %lld", fmt, (long long)p,
+                                     (long long)l, (long long)t, (long long)k);
+                        if (fmt != 16)
+                            cr_assert_eq((void *)ref_engine_byte(fmt, &s, ptrs, l, b, o, k), (void *)&eng[ptr][off],
+                                         "oracle position fmt %d", fmt);
+                    }
+    }
+    kvc_context_destroy(ctx);
+}
+
 /* ------------------------------------------------------------------ randomized sweeps vs the oracle */
 
 static void token_case(kvc_context_t *ctx, rng_t *r, int fmt, int dir, int es, int rep)
@@ -336,7 +431,8 @@ Test(transfer, tokens_every_format_direction_element_size)
     for (int fmt = 0; fmt < KVC_FORMAT_COUNT; fmt++)
         for (int dir = 0; dir < 2; dir++)
             for (int k = 0; k < 4; k++)
-                for (int rep = 0; rep < 5; rep++) token_case(rep % 2 ? ctx3 : ctx1, &r, fmt, dir, element_sizes[k], rep);
+                for (int rep = 0; rep < 5 && es_applies(fmt, element_sizes[k]); rep++)
+                    token_case(rep % 2 ? ctx3 : ctx1, &r, fmt, dir, element_sizes[k], rep);
     kvc_context_destroy(ctx1);
     kvc_context_destroy(ctx3);
 }
@@ -390,7 +486,8 @@ Test(transfer, blocks_every_format_direction_element_size)
     for (int fmt = 0; fmt < KVC_FORMAT_COUNT; fmt++)
         for (int dir = 0; dir < 2; dir++)
             for (int k = 0; k < 4; k++)
-                for (int rep = 0; rep < 4; rep++) block_case(rep % 2 ? ctx3 : ctx1, &r, fmt, dir, element_sizes[k], rep);
+                for (int rep = 0; rep < 4 && es_applies(fmt, element_sizes[k]); rep++)
+                    block_case(rep % 2 ? ctx3 : ctx1, &r, fmt, dir, element_sizes[k], rep);
     kvc_context_destroy(ctx1);
     kvc_context_destroy(ctx3);
 }
@@ -432,7 +529,8 @@ Test(transfer, single_layer_every_format_direction_element_size)
         if (kvc_format_is_cross_layer(fmt)) continue;
         for (int dir = 0; dir < 2; dir++)
             for (int k = 0; k < 4; k++)
-                for (int rep = 0; rep < 4; rep++) layer_case(rep % 2 ? ctx3 : ctx1, &r, fmt, dir, element_sizes[k], rep);
+                for (int rep = 0; rep < 4 && es_applies(fmt, element_sizes[k]); rep++)
+                    layer_case(rep % 2 ? ctx3 : ctx1, &r, fmt, dir, element_sizes[k], rep);
     }
     kvc_context_destroy(ctx1);
     kvc_context_destroy(ctx3);
@@ -505,6 +603,7 @@ Test(transfer, threaded_and_streaming_paths_match_oracle)
         const int single = kvc_format_is_mla(fmt) || is_fused(fmt);
         kvc_page_shape_t s = { .kv_size = single ? 1 : 2, .element_size = 2, .nl = 1, .nb = 64, .bs = 16,
                                .nh = kvc_format_is_mla(fmt) ? 1 : 4, .hs = 64 };
+        adapt_shape(&r, fmt, &s);
         const int64_t T = 700;
         int64_t *slots = random_slots(&r, T, s.nb * s.bs, fmt % 2);
         engine_t e;
@@ -536,6 +635,7 @@ Test(transfer, threaded_and_streaming_paths_match_oracle)
         s.nh = kvc_format_is_mla(fmt) ? 1 : 8;
         s.hs = kvc_format_is_mla(fmt) ? 1056 : single ? 160 : 96;
         s.nb = 24;
+        adapt_shape(NULL, fmt, &s);
         const int64_t C = 256, nblk = C / s.bs;
         int64_t *ids = distinct_indices(&r, nblk, s.nb), *tok = malloc(C * sizeof(int64_t));
         for (int64_t t = 0; t < C; t++) tok[t] = ids[t / s.bs] * s.bs + t % s.bs;
@@ -579,6 +679,95 @@ Test(transfer, threaded_and_streaming_paths_match_oracle)
     kvc_context_destroy(ctx);
 }
 
+/* Rows in parts (formats 14, 17) through the CPU engine's one-call walk: the shapes it compiles
+ * apart (DeepSeek-V3.2's 128 + 4-byte indexer rows; other values + 4-byte scale rows; MLA planes of
+ * 1024 + 128 bytes, whose parts are prefetched and streamed; 3 and 4 planes of odd widths), odd
+ * token counts, negative slots, skip prefixes, slot runs across blocks, padded blocks, partial
+ * objects, 1 and 2 threads (rep 0 is large enough for the team) and streaming stores on every ISA
+ * tier, both directions of both ops. */
+Test(transfer, multi_part_rows_every_walk_match_oracle)
+{
+    static const char *const tiers[] = { "scalar", "avx2", "avx512" };
+    kvc_context_t *ctxs[5] = { ctx_threads(1), ctx_threads(2), NULL, NULL, NULL };
+    for (int k = 0; k < 3; k++) ctxs[2 + k] = ctx_streaming(2, tiers[k]);
+    static const struct {
+        int fmt, es;
+        int64_t hs;
+        int np;
+        int64_t w[KVC_MAX_PLANES];
+    } shapes[] = {
+        { 14, 1, 132, 0, { 0 } }, { 14, 2, 66, 0, { 0 } }, { 14, 4, 33, 0, { 0 } }, { 14, 1, 8, 0, { 0 } },
+        { 14, 2, 98, 0, { 0 } },  { 17, 2, 576, 2, { 1024, 128 } }, { 17, 1, 704, 3, { 512, 64, 128 } },
+        { 17, 1, 37, 4, { 5, 1, 30, 1 } }, { 17, 4, 160, 2, { 576, 64 } },
+    };
+    rng_t r = { 0x5EED0017ULL };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (int c = 0; c < 5; c++)
+            for (int dir = 0; dir < 2 && ctxs[c]; dir++)
+                for (int rep = 0; rep < 3; rep++) {
+                    const int fmt = shapes[i].fmt;
+                    kvc_page_shape_t s = { .kv_size = 1, .element_size = shapes[i].es, .nl = rep ? rnd_in(&r, 1, 3) : 8,
+                                           .nb = 40, .bs = rep ? rnd_in(&r, 1, 9) : 16, .nh = 1, .hs = shapes[i].hs,
+                                           .num_planes = shapes[i].np };
+                    for (int p = 0; p < shapes[i].np; p++) s.plane_bytes[p] = shapes[i].w[p];
+                    if (fmt == 14 && rep == 2) s.block_stride_elems = s.bs * s.hs + rnd_in(&r, 1, 9);
+                    char desc[320];
+                    engine_t e;
+                    engine_new(&e, &r, fmt, &s);
+                    /* tokens: an odd count, random slots with negatives or consecutive runs, a skip prefix */
+                    const int64_t T = rep ? 2 * rnd_in(&r, 0, 30) + 1 : 255, skip = rnd_in(&r, 0, T / 2);
+                    int64_t *slots = random_slots(&r, T, s.nb * s.bs, rep == 1);
+                    pair_t chunk = pair_new(&r, (size_t)(s.nl * T) * row_bytes(fmt, &s, 0));
+                    describe_shape(desc, sizeof(desc), "tokens", fmt, dir, 0, &s);
+                    snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc), " ctx %d T %lld skip %lld", c,
+                             (long long)T, (long long)skip);
+                    kvc_token_transfer_t a = { .format = fmt, .direction = dir, .shape = s, .engine_ptrs = e.fast,
+                                               .num_engine_ptrs = e.n, .chunk = chunk.fast, .num_tokens = T,
+                                               .slots = slots, .slot_type = KVC_INDEX_INT64, .num_slots = T,
+                                               .skip_prefix_tokens = skip };
+                    cr_assert_eq(kvc_transfer_tokens(ctxs[c], &a), KVC_OK, "%s: %s", desc, kvc_last_error());
+                    a.engine_ptrs = e.ref;
+                    a.chunk = chunk.ref;
+                    ref_transfer_tokens(&a);
+                    engine_expect_equal(&e, desc);
+                    pair_expect_equal(&chunk, "chunk", desc);
+                    pair_free(&chunk);
+                    free(slots);
+                    /* blocks: several per object, the last object partial, a skip prefix */
+                    const int64_t bpo = rnd_in(&r, 1, 3), n = rep ? rnd_in(&r, 1, 12) : 31, nobj = (n + bpo - 1) / bpo;
+                    const int64_t bskip = rnd_in(&r, 0, n - 1);
+                    int64_t *ids = distinct_indices(&r, n, s.nb);
+                    pair_t obj[31];
+                    void *of[31], *orf[31];
+                    for (int64_t o = 0; o < nobj; o++) {
+                        obj[o] = pair_new(&r, (size_t)(s.nl * bpo * s.bs) * row_bytes(fmt, &s, 0));
+                        of[o] = obj[o].fast;
+                        orf[o] = obj[o].ref;
+                    }
+                    describe_shape(desc, sizeof(desc), "blocks", fmt, dir, 0, &s);
+                    snprintf(desc + strlen(desc), sizeof(desc) - strlen(desc), " ctx %d n %lld bpo %lld skip %lld", c,
+                             (long long)n, (long long)bpo, (long long)bskip);
+                    kvc_block_transfer_t b = { .format = fmt, .direction = dir, .shape = s, .engine_ptrs = e.fast,
+                                               .num_engine_ptrs = e.n, .objects = of, .num_objects = nobj,
+                                               .chunk_tokens = bpo * s.bs, .block_ids = ids,
+                                               .block_id_type = KVC_INDEX_INT64, .num_block_ids = n,
+                                               .skip_prefix_blocks = bskip };
+                    cr_assert_eq(kvc_transfer_blocks(ctxs[c], &b), KVC_OK, "%s: %s", desc, kvc_last_error());
+                    b.engine_ptrs = e.ref;
+                    b.objects = orf;
+                    ref_transfer_blocks(&b);
+                    engine_expect_equal(&e, desc);
+                    for (int64_t o = 0; o < nobj; o++) {
+                        pair_expect_equal(&obj[o], "object", desc);
+                        pair_free(&obj[o]);
+                    }
+                    free(ids);
+                    engine_free(&e);
+                }
+    for (int c = 0; c < 5; c++)
+        if (ctxs[c]) kvc_context_destroy(ctxs[c]);
+}
+
 /* ------------------------------------------------------------------ round trips */
 
 /* D2H, then the addressed engine bytes are overwritten (by the oracle, from a poison chunk), then
@@ -590,6 +779,7 @@ Test(transfer, round_trip_tokens_and_blocks_restore_engine)
     for (int fmt = 0; fmt < KVC_FORMAT_COUNT; fmt++)
         for (int k = 0; k < 4; k++) {
             const int es = element_sizes[k], layout = random_layout(&r, fmt);
+            if (!es_applies(fmt, es)) continue;
             kvc_page_shape_t s = random_shape(&r, fmt, layout, es, 3);
             s.nb = rnd_in(&r, 2, 6);
             const int64_t T = rnd_in(&r, 1, 40);
@@ -708,7 +898,8 @@ Test(transfer, real_kv_through_every_format_and_back)
         const int mla = kvc_format_is_mla(fmt), fused = is_fused(fmt);
         kvc_page_shape_t s = { .kv_size = mla || fused ? 1 : 2, .element_size = 2, .nl = d.nl, .nb = 40, .bs = 16,
                                .nh = mla ? 1 : d.nh, .hs = mla ? d.nh * d.hs : fused ? 2 * d.hs : d.hs };
-        if (fmt == 3 || fused) s.block_stride_elems = s.bs * s.nh * s.hs + 24; /* a padded pool */
+        if (fmt == 3 || fmt == 14 || fused) s.block_stride_elems = s.bs * s.nh * s.hs + 24; /* a padded pool */
+        adapt_shape(NULL, fmt, &s);
         const uint16_t *want = mla ? c1 : fused ? cf : c2;
         const size_t bytes = mla ? b1 : fused ? bf : b2;
         int64_t *slots = distinct_indices(&r, d.T, s.nb * s.bs); /* every token, scattered over the pool */
@@ -883,9 +1074,13 @@ Test(transfer, token_errors_have_exact_status_and_write_nothing)
     expect_fail(&f, kvc_transfer_tokens(NULL, &ok), KVC_ERR_INVALID_ARG, "NULL", "NULL ctx");
     expect_fail(&f, kvc_transfer_tokens(f.ctx, NULL), KVC_ERR_INVALID_ARG, "NULL", "NULL args");
     TOKENS_FAIL(KVC_ERR_INVALID_ARG, "direction", a.direction = (kvc_direction_t)2);
-    TOKENS_FAIL(KVC_ERR_FORMAT, "format 14", a.format = (kvc_format_t)14);
+    TOKENS_FAIL(KVC_ERR_FORMAT, "format 18", a.format = (kvc_format_t)18);
     TOKENS_FAIL(KVC_ERR_FORMAT, "format -1", a.format = (kvc_format_t)-1);
-    TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 3", a.chunk_layout = (kvc_chunk_layout_t)3);
+    TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 4", a.chunk_layout = (kvc_chunk_layout_t)4);
+    TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 3", a.format = 3, a.shape.kv_size = 1, a.shape.nh = 1,
+                a.chunk_layout = KVC_CHUNK_INTERLEAVED_KV); /* MLA: one plane */
+    TOKENS_FAIL(KVC_ERR_FORMAT, "interleaved K/V", a.format = 13, a.shape.kv_size = 1,
+                a.chunk_layout = KVC_CHUNK_INTERLEAVED_KV); /* fused */
     TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 2", a.chunk_layout = KVC_CHUNK_FUSED_PACKED);
     TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 1", a.format = 3, a.shape.kv_size = 1, a.shape.nh = 1,
                 a.chunk_layout = KVC_CHUNK_SPLIT_KV);
@@ -920,11 +1115,42 @@ Test(transfer, token_errors_have_exact_status_and_write_nothing)
     TOKENS_FAIL(KVC_ERR_INVALID_ARG, "slots is NULL", a.slots = NULL);
     TOKENS_FAIL(KVC_ERR_OUT_OF_RANGE, "skip_prefix_tokens = 7", a.skip_prefix_tokens = 7);
     TOKENS_FAIL(KVC_ERR_OUT_OF_RANGE, "skip_prefix_tokens = -1", a.skip_prefix_tokens = -1);
+    /* Formats 14-17: their own geometry rules (fixture: 2 pointers, so 17 with one plane). */
+#define AS_14(hs_) a.format = 14, a.shape.kv_size = 1, a.shape.nh = 1, a.shape.hs = (hs_)
+#define AS_17(w0_) a.format = 17, a.shape.kv_size = 1, a.shape.nh = 1, a.shape.hs = 16, a.shape.num_planes = 1, \
+                   a.shape.plane_bytes[0] = (w0_)
+    TOKENS_FAIL(KVC_ERR_SHAPE, "= 6 bytes: format NL_X_NB_BSV_BSS needs a row of 4-byte units", AS_14(3));
+    TOKENS_FAIL(KVC_ERR_SHAPE, "= 4 bytes: format NL_X_NB_BSV_BSS", AS_14(2));
+    TOKENS_FAIL(KVC_ERR_DTYPE, "element_size = 8: format NL_X_NB_BSV_BSS moves 4-byte units", AS_14(4),
+                a.shape.element_size = 8);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "kv_size = 2", AS_14(16), a.shape.kv_size = 2);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "num_planes = 2: only format NL_X_NP_X_NB_BS_ONE_HS", a.shape.num_planes = 2);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "num_planes = 1: only format", AS_14(16), a.shape.num_planes = 1);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "plane_bytes sum to 30 bytes", AS_17(30));
+    TOKENS_FAIL(KVC_ERR_SHAPE, "plane_bytes[0] = 0", AS_17(0));
+    TOKENS_FAIL(KVC_ERR_SHAPE, "plane_bytes[0] = 33", AS_17(33));
+    TOKENS_FAIL(KVC_ERR_SHAPE, "plane_bytes[1] = -4", AS_17(32), a.shape.num_planes = 2, a.shape.plane_bytes[1] = -4);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "num_planes = 0: format NL_X_NP_X_NB_BS_ONE_HS needs 1..4", AS_17(32),
+                a.shape.num_planes = 0);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "num_planes = 5", AS_17(32), a.shape.num_planes = 5);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "num_engine_ptrs = 2: NL_X_NP_X_NB_BS_ONE_HS needs 4", AS_17(16),
+                a.shape.num_planes = 2, a.shape.plane_bytes[1] = 16);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "block_stride_elems = 40", AS_17(32), a.shape.block_stride_elems = 40);
+    TOKENS_FAIL(KVC_ERR_FORMAT, "chunk_layout = 1", AS_17(32), a.chunk_layout = KVC_CHUNK_SPLIT_KV);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "num_engine_ptrs = 2: NL_X_TWO_X_NB_BS_NH_HS needs 4", a.format = 16);
+    TOKENS_FAIL(KVC_ERR_SHAPE, "block_stride_elems = 200", a.format = 15, a.shape.block_stride_elems = 200);
+    /* the valid forms of the same calls (fixture-sized), so the statuses above are the geometry's */
+    kvc_token_transfer_t v = fx_tokens(&f, KVC_D2H);
+    v.format = 14, v.shape.kv_size = 1, v.shape.nh = 1, v.shape.hs = 16;
+    cr_assert_eq(kvc_transfer_tokens(f.ctx, &v), KVC_OK, "%s", kvc_last_error());
+    v.format = 17, v.shape.num_planes = 1, v.shape.plane_bytes[0] = 32;
+    cr_assert_eq(kvc_transfer_tokens(f.ctx, &v), KVC_OK, "%s", kvc_last_error());
+    memcpy(f.snap[2], f.chunk, f.sizes[2]); /* D2H wrote the chunk: the new baseline */
+
     f.slots[4] = 16; /* nb*bs = 16: one past the pool */
     TOKENS_FAIL(KVC_ERR_OUT_OF_RANGE, "slots[4] = 16", (void)0);
     f.slots[4] = INT64_MAX;
     TOKENS_FAIL(KVC_ERR_OUT_OF_RANGE, "slots[4] = 9223372036854775807", (void)0);
-
     /* An empty transfer may come with NULL chunk and slots (empty tensors) and does nothing. */
     kvc_token_transfer_t empty = fx_tokens(&f, KVC_H2D);
     empty.num_tokens = empty.num_slots = 0;
@@ -949,6 +1175,11 @@ Test(transfer, token_errors_have_exact_status_and_write_nothing)
 Test(transfer, block_errors_have_exact_status_and_write_nothing)
 {
     fx_t f = fx_new();
+    BLOCKS_FAIL(KVC_ERR_DTYPE, "element_size = 8: format NL_X_NB_BSV_BSS", a.format = 14, a.shape.kv_size = 1,
+                a.shape.nh = 1, a.shape.hs = 4, a.shape.element_size = 8);
+    BLOCKS_FAIL(KVC_ERR_SHAPE, "plane_bytes sum to 20 bytes", a.format = 17, a.shape.kv_size = 1, a.shape.nh = 1,
+                a.shape.hs = 16, a.shape.num_planes = 1, a.shape.plane_bytes[0] = 20);
+    BLOCKS_FAIL(KVC_ERR_SHAPE, "num_engine_ptrs = 2: NL_X_TWO_X_NB_BS_NH_HS needs 4", a.format = 16);
     void *with_null[2] = { f.obj[0], NULL };
     kvc_block_transfer_t ok = fx_blocks(&f, KVC_H2D);
     expect_fail(&f, kvc_transfer_blocks(NULL, &ok), KVC_ERR_INVALID_ARG, "NULL", "NULL ctx");
@@ -1077,7 +1308,7 @@ typedef struct {
 
 static arena_t arena_new(int fmt, const kvc_page_shape_t *s, size_t gap)
 {
-    arena_t a = { .gap = gap, .tensor = ref_engine_tensor_bytes(fmt, s), .n = kvc_format_ptr_count(fmt, s->nl) };
+    arena_t a = { .gap = gap, .tensor = ref_engine_tensor_bytes(fmt, s), .n = kvc_shape_ptr_count(fmt, s) };
     cr_assert(a.n > 0 && a.n <= 8);
     a.total = 2 * gap + (size_t)a.n * a.tensor;
     a.arena = malloc(a.total);
@@ -1118,7 +1349,10 @@ Test(transfer, chunk_overlapping_the_engine_pool_is_refused)
         kvc_page_shape_t s = { .element_size = 2, .nl = 2, .nb = 3, .bs = 2, .nh = 2, .hs = 4, .kv_size = 2 };
         if (kvc_format_is_mla(fmt)) s.nh = 1;
         if (kvc_format_is_mla(fmt) || kvc_format_is_fused_packed(fmt)) s.kv_size = 1;
-        if (fmt == 3 || is_fused(fmt)) s.block_stride_elems = s.bs * s.nh * s.hs + 3; /* padding counts as pool */
+        if (fmt == 3 || fmt == 14 || is_fused(fmt)) s.block_stride_elems = s.bs * s.nh * s.hs + 3; /* padding counts */
+        if (fmt == KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS) /* two planes of one size: the arena's tensors are alike */
+            s = (kvc_page_shape_t){ .element_size = 2, .nl = 2, .nb = 3, .bs = 2, .nh = 1, .hs = 4, .kv_size = 1,
+                                    .num_planes = 2, .plane_bytes = { 4, 4 } };
         const int64_t planes = s.kv_size;
         const size_t row = row_bytes(fmt, &s, KVC_CHUNK_DEFAULT), chunk = (size_t)(planes * s.nl * 3) * row,
                      object = (size_t)(planes * s.nl * s.bs) * row;

@@ -159,6 +159,23 @@ struct kvc_block_plan {
     int64_t index_limit;
 };
 
+/* Rows made of parts stored apart in the engine (formats 14 and 17: values and scale, or the
+ * planes of a tuple). The transfer_*_parts slots take the plan of the whole row with this list:
+ * every token's parts lie back to back in its chunk row (part k at chunk_offset, `bytes` long),
+ * and part k of that token sits at its own engine map (engine.ptrs its own table; the same
+ * block_size for all). In that plan `engine` is part 0's map and `runs` is unused; num_planes is
+ * 1. A backend without these slots gets one transfer_tokens / transfer_blocks call per part. */
+#define KVC_ROW_MAX_PARTS 4
+struct kvc_row_part {
+    kvc_engine_map_t engine;
+    int64_t chunk_offset, bytes;
+};
+
+struct kvc_row_parts {
+    int64_t count; /* 2..KVC_ROW_MAX_PARTS */
+    struct kvc_row_part part[KVC_ROW_MAX_PARTS];
+};
+
 /* ---------------------------------------------------------------- CacheGen (cachegen.h) */
 
 /* Arguments of the cg_* and quantise slots: the fields of the public parameter structs
@@ -355,6 +372,15 @@ typedef struct kvc_backend_ops {
     kvc_status_t (*pointer_kind)(kvc_backend_ctx_t *b, const void *ptr, int *kind);
     /* --- plans (plan.h): run a->ops in order on one stream; stop at the first failing op --- */
     kvc_status_t (*run_plan)(kvc_backend_ctx_t *b, const struct kvc_plan_args *a);
+    /* --- host memory: register a mapping of a device's I/O memory (kvc_mem_map_file: a PCIe BAR's
+     * sysfs resource file) so that kernels can reach it (CUDA/HIP: Mapped | IoMemory; the CPU
+     * backend locks it like any range). A module without this slot cannot take such mappings. --- */
+    kvc_status_t (*host_register_io)(kvc_backend_ctx_t *b, void *ptr, size_t len);
+    /* --- multi-part rows (kvc_row_parts): one call moves every part of each token --- */
+    kvc_status_t (*transfer_tokens_parts)(kvc_backend_ctx_t *b, const struct kvc_token_plan *p,
+                                          const struct kvc_row_parts *parts);
+    kvc_status_t (*transfer_blocks_parts)(kvc_backend_ctx_t *b, const struct kvc_block_plan *p,
+                                          const struct kvc_row_parts *parts);
 } kvc_backend_ops_t;
 
 typedef struct kvc_backend {

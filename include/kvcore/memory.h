@@ -37,6 +37,9 @@ enum {
     KVC_MEM_HUGEPAGE = 1u << 3,  /* 2 MiB pages: hugetlb, else transparent hugepages (preferred policy) */
 };
 #define KVC_MEM_KIND_MASK 0xfu
+/* Reported only (kind_obtained, kvc_mem_info_t.kind): a mapping of a file onto device memory made by
+ * kvc_mem_map_file, such as a PCIe BAR through its sysfs resource file. */
+#define KVC_MEM_DEVICE_FILE (1u << 4)
 
 /* Which NUMA node a KVC_MEM_NUMA allocation goes to. */
 typedef enum kvc_mem_target {
@@ -184,6 +187,19 @@ KVC_API kvc_status_t kvc_mem_free(kvc_context_t *ctx, void *ptr);
 KVC_API kvc_status_t kvc_mem_attach(kvc_context_t *ctx, const char *name, unsigned kind, void **out, size_t *size,
                                     kvc_mem_report_t *report);
 
+/* Map `size` bytes at byte `offset` of the file `path` shared and writable: a device's memory
+ * exposed through a file, typically a PCIe BAR's sysfs resource file
+ * (/sys/bus/pci/devices/DDDD:BB:DD.F/resourceN; LMCache's alloc_pcie_bar_ptr). kind is 0 or
+ * KVC_MEM_PINNED: pinned registers the mapping with the backend as I/O memory so GPU kernels reach
+ * it (CUDA/HIP host register Mapped | IoMemory; the CPU backend locks it). Unmap with kvc_mem_free
+ * (the file is left alone). offset must be a multiple of the page size and offset + size within the
+ * file's size (a resource file's size is the BAR's length). KVC_ERR_INVALID_ARG (NULL, size 0, bad
+ * kind, unaligned offset, not a regular or sysfs file: a directory, FIFO, socket or device node),
+ * KVC_ERR_NOT_FOUND, KVC_ERR_PERMISSION, KVC_ERR_OUT_OF_RANGE (beyond the end of the file),
+ * KVC_ERR_NO_MEMORY (mmap refused), KVC_ERR_UNSUPPORTED (pinned on a GPU module without I/O
+ * memory registration), KVC_ERR_BACKEND (the registration failed). */
+KVC_API kvc_status_t kvc_mem_map_file(kvc_context_t *ctx, const char *path, size_t size, size_t offset, unsigned kind,
+                                      void **out, kvc_mem_report_t *report);
 /* Report of a live allocation (location and THP usage re-read now). KVC_ERR_STATE if ptr is not
  * the start of a live allocation. */
 KVC_API kvc_status_t kvc_mem_query(kvc_context_t *ctx, const void *ptr, kvc_mem_report_t *out);

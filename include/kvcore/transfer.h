@@ -41,9 +41,18 @@ typedef enum kvc_format {
     KVC_FMT_NL_X_NB_BS_NH_TWO_HS = 11,  /* NL x [NB, BS, NH, 2*HS] (fused K|V, NHD) */
     KVC_FMT_NL_X_NB_NH_BS_CS = 12,      /* NL x [NB, NH, BS, CS] (vLLM unified cache, HND) */
     KVC_FMT_NL_X_NB_BS_NH_CS = 13,      /* NL x [NB, BS, NH, CS] (vLLM unified cache, NHD) */
+    KVC_FMT_NL_X_NB_BSV_BSS = 14,       /* NL x [NB, BS, R] bytes, each block [BS x (R-4) values][BS x 4-byte
+                                           scale] (vLLM DeepSeek-V3.2 DSA indexer K cache, R = 132) */
+    KVC_FMT_NL_X_TWO_NB_NH_ONE_BS_HS = 15, /* NL x [2, NB, NH, 1, BS, HS]: the bytes of format 6 (RBLN) */
+    KVC_FMT_NL_X_TWO_X_NB_BS_NH_HS = 16,   /* NL x (K, V) of [NB, BS, NH, HS]; ptrs K_0, V_0, K_1, V_1, ... */
+    KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS = 17,   /* NL x NP planes [NB, BS, 1, width_p] (vLLM-Ascend MLA / DSA
+                                              tuples); ptrs layer-major; widths in shape.plane_bytes */
+    KVC_FMT_NL_X_TWO_X_NB_BS_HS = 17,      /* LMCache's earlier name of 17 */
 } kvc_format_t;
 
-#define KVC_FORMAT_COUNT 14
+#define KVC_FORMAT_COUNT 18
+/* Most planes a format-17 layer may have (LMCache: 2 for MLA, 3 for DSA, up to 4). */
+#define KVC_MAX_PLANES 4
 
 /* Element type of a slot mapping or block id list. Only int64 is accepted: it is declared rather
  * than assumed so that an int32 tensor handed over by a binding is rejected (KVC_ERR_DTYPE) instead
@@ -53,11 +62,14 @@ typedef enum kvc_index_type {
     KVC_INDEX_INT64 = 2,
 } kvc_index_type_t;
 
-/* Layout of the chunk side for the fused formats 10-13 (LMCache's MemObjKVLayout values). */
+/* Layout of the chunk side: 0-2 are LMCache's MemObjKVLayout values (the fused formats 10-13); 3 is
+ * its PageBufferShapeDesc.kv_interleaved object layout ("L2TD"). */
 typedef enum kvc_chunk_layout {
-    KVC_CHUNK_DEFAULT = 0,      /* [2, NL, T, NH*HS]; MLA [NL, T, HS]; fused formats: as FUSED_PACKED */
-    KVC_CHUNK_SPLIT_KV = 1,     /* [2, NL, T, NH*HS] (fused formats: K and V halves split into planes) */
-    KVC_CHUNK_FUSED_PACKED = 2, /* [1, NL, T, NH*CS]: each head's K|V kept together (fused formats only) */
+    KVC_CHUNK_DEFAULT = 0,        /* [2, NL, T, NH*HS]; MLA [NL, T, HS]; fused formats: as FUSED_PACKED */
+    KVC_CHUNK_SPLIT_KV = 1,       /* [2, NL, T, NH*HS] (fused formats: K and V halves split into planes) */
+    KVC_CHUNK_FUSED_PACKED = 2,   /* [1, NL, T, NH*CS]: each head's K|V kept together (fused formats only) */
+    KVC_CHUNK_INTERLEAVED_KV = 3, /* [NL, 2, T, NH*HS]: each layer's K rows, then its V rows (two-plane
+                                     formats that are neither MLA nor fused) */
 } kvc_chunk_layout_t;
 
 /* Format predicates (LMCache's format_facts). Unknown values give 0 for every predicate.
@@ -65,16 +77,18 @@ typedef enum kvc_chunk_layout {
 KVC_API int kvc_format_is_valid(int format);
 KVC_API int kvc_format_is_cross_layer(int format); /* 0, 8: one tensor holding every layer */
 KVC_API int kvc_format_is_kv_list(int format);     /* 4, 9: separate K and V lists */
-KVC_API int kvc_format_is_layer_list(int format);  /* 1-3, 5-7, 10-13: one tensor per layer */
-KVC_API int kvc_format_is_mla(int format);         /* 3, 5: one latent plane */
-KVC_API int kvc_format_is_hnd(int format);         /* 6, 7, 8, 10, 12: heads outside tokens in a block */
+KVC_API int kvc_format_is_layer_list(int format);  /* 1-3, 5-7, 10-17: one entry per layer */
+KVC_API int kvc_format_is_mla(int format);         /* 3, 5, 14, 17: one latent plane */
+KVC_API int kvc_format_is_hnd(int format);         /* 6, 7, 8, 10, 12, 15: heads outside tokens in a block */
 KVC_API int kvc_format_is_fused_packed(int format);/* 10-13: K|V fused in the trailing dimension */
-KVC_API int kvc_format_is_two_major(int format);   /* 1, 6: the K/V axis outside the block axis */
-KVC_API int kvc_format_is_pbs_fused(int format);   /* 4, 5: blocks and tokens folded into one axis */
-/* "NL_X_TWO_NB_BS_NH_HS" etc.; "unknown" for values outside the enum. */
+KVC_API int kvc_format_is_two_major(int format);   /* 1, 6, 15: the K/V axis outside the block axis */
+KVC_API int kvc_format_is_pbs_fused(int format);   /* 5: blocks and tokens folded into one axis */
+KVC_API int kvc_format_is_kv_second_tuple(int format); /* 16, 17: each layer a tuple of tensors */
+/* "NL_X_TWO_NB_BS_NH_HS" etc.; "unknown" for values outside the enum. 17 is "NL_X_NP_X_NB_BS_ONE_HS". */
 KVC_API const char *kvc_format_name(int format);
 /* Entries the engine pointer table needs: 1 (cross-layer), NL (layer list), 2*NL (K/V lists, K
- * first); -1 for an unknown format or nl < 1. */
+ * first; format 16, K_l and V_l per layer); -1 for an unknown format, nl < 1, and format 17, whose
+ * count depends on its plane count (kvc_shape_ptr_count). */
 KVC_API int64_t kvc_format_ptr_count(int format, int64_t nl);
 
 /* LMCache's PageBufferShapeDesc: the engine side's geometry. */
@@ -87,18 +101,29 @@ typedef struct kvc_page_shape {
     int64_t nh;           /* KV heads (1 for MLA) */
     int64_t hs;           /* elements per head; fused formats: the fused width CS = 2*HS */
     /* Elements between consecutive blocks of one plane, 0 = tight (bs*nh*hs). Padded pools: only
-     * the single-plane formats with a block axis (3, 10-13) accept it (docs/TRANSFER.md);
+     * the single-plane formats with a block axis (3, 10-14) accept it (docs/TRANSFER.md);
      * it must be >= bs*nh*hs. */
     int64_t block_stride_elems;
+    /* Format 17 only (0 for every other format): planes per layer, 1..KVC_MAX_PLANES, and the bytes
+     * of one token's row in plane p (> 0). A chunk row is the planes' rows concatenated, so they
+     * must sum to hs * element_size (hs counts chunk elements; planes may hold other types). */
+    int32_t num_planes;
+    int64_t plane_bytes[KVC_MAX_PLANES];
 } kvc_page_shape_t;
 
+/* Engine pointer table entries for a format and shape: kvc_format_ptr_count(format, shape->nl),
+ * and for format 17 num_planes * nl (plane p of layer l at l * num_planes + p); -1 if invalid. */
+KVC_API int64_t kvc_shape_ptr_count(int format, const kvc_page_shape_t *shape);
+
 /* Per-token multi-layer transfer (LMCache multi_layer_kv_transfer; its _unilateral variant is
- * format 4 with the 2*NL K/V buffers, or an MLA format). Every format 0-13 is accepted with its
+ * format 4 with the 2*NL K/V buffers, or an MLA format). Every format 0-17 is accepted with its
  * real geometry: format 0 means the cross-layer tensor here too (one pointer).
  * For t in [skip_prefix_tokens, num_tokens) with s = slots[t] >= 0, every layer l and plane p:
  *   chunk[p, l, t, :] <-> engine row of slot s (block s / bs, offset s % bs) of layer l, plane p.
  * Slots < 0 and rows t < skip_prefix_tokens are untouched in both directions. Slots of the skipped
- * prefix are not read. */
+ * prefix are not read. Formats 14 and 17 have one chunk plane whose row is made of pieces stored
+ * apart in the engine (14: values, then the 4-byte scale; 17: the planes in order), and with a
+ * device-resident slot or block id table they are KVC_ERR_UNSUPPORTED (docs/TRANSFER.md). */
 typedef struct kvc_token_transfer {
     kvc_format_t format;
     kvc_direction_t direction;

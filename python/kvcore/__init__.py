@@ -16,7 +16,7 @@ from ._lib import KvcoreError, UnsupportedError, check as _check, lib as _lib, p
 
 __all__ = ["Context", "HostBuffer", "DeviceBuffer", "DeviceArray", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
            "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "default_bins", "inspect", "recorder_now",
-           "format_name", "format_ptr_count", "status_name", "load_kvcache", "save_kvcache"]
+           "format_name", "format_ptr_count", "shape_ptr_count", "status_name", "load_kvcache", "save_kvcache"]
 
 H2D, D2H = _abi.H2D, _abi.D2H
 NEOX, GPTJ = _abi.ROPE_NEOX, _abi.ROPE_GPTJ
@@ -44,6 +44,11 @@ def format_name(fmt):
 
 def format_ptr_count(fmt, nl):
     return int(_lib.kvc_format_ptr_count(int(fmt), int(nl)))
+
+
+def shape_ptr_count(fmt, shape):
+    """Pointer table entries for a format and PageShape (format 17: num_planes * nl); -1 if invalid."""
+    return int(_lib.kvc_shape_ptr_count(int(fmt), _C.byref(shape)))
 
 
 def encode_bound(tokens):
@@ -360,11 +365,19 @@ class Context:
 
     # ------------------------------------------------------------ transfers
     def _engine(self, engine, fmt, shape):
-        """Engine tensors -> (pointer table, count). Each must be C-contiguous with enough bytes."""
+        """Engine tensors -> (pointer table, count). Each must be C-contiguous with enough bytes.
+        Formats 16 and 17 also take their per-layer tuples ([(K_0, V_0), ...], [(latent_0, rope_0), ...]),
+        flattened layer by layer; for 17 an unset shape.num_planes is taken from the first tuple."""
         tensors = engine if isinstance(engine, (list, tuple)) else [engine]
         fmt = int(fmt)
-        want = (1 if fmt in _CROSS else 2 * shape.nl if fmt in _KV_LIST else shape.nl) if fmt in _VALID \
-            else len(tensors)
+        if fmt in (16, 17) and any(isinstance(t, (list, tuple)) for t in tensors):
+            if fmt == 17 and shape.num_planes == 0:
+                _set_planes(shape, [self._arr(t, f"engine[0][{i}]") for i, t in enumerate(tensors[0])],
+                            shape.nb * shape.bs)
+            tensors = [t for layer in tensors for t in (layer if isinstance(layer, (list, tuple)) else [layer])]
+        want = shape_ptr_count(fmt, shape) if fmt in _VALID else -1
+        if want < 0:  # an unknown format or bad plane count: the C call names it
+            want = len(tensors)
         if len(tensors) != want:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, f"engine: format {fmt} with nl={shape.nl} takes {want} "
                                                   f"tensor(s), got {len(tensors)}")
@@ -373,10 +386,12 @@ class Context:
         if ptrs is not None:
             return ptrs, len(tensors), tensors
         bufs = [self._arr(t, f"engine[{i}]", writable=True) for i, t in enumerate(tensors)]
-        for b in bufs:
-            if b.itemsize != shape.element_size and b.dtype != _U8:
+        for i, b in enumerate(bufs):
+            if b.itemsize != shape.element_size and b.dtype != _U8 and fmt != 17:
                 raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{b.name}: element size {b.itemsize}, shape says "
                                                       f"{shape.element_size}")
+            if fmt == 17 and 0 < shape.num_planes <= _abi.MAX_PLANES:  # planes of their own widths (and types)
+                need = shape.nb * shape.bs * shape.plane_bytes[i % shape.num_planes]
             if b.nbytes < need:
                 raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{b.name}: {b.nbytes} bytes, the geometry needs {need}")
         return _c_array(_C.c_void_p, [b.ptr for b in bufs]), len(bufs), bufs
@@ -797,6 +812,14 @@ class Context:
                                    _C.byref(ptr), _C.byref(size), _C.byref(rep)))
         return HostBuffer(self, ptr.value, size.value, _report_dict(rep))
 
+    def map_file(self, path, size, offset=0, pinned=False):
+        """Map size bytes at offset of a device's memory file (a PCIe BAR's sysfs resource file,
+        kvc_mem_map_file) as a HostBuffer; pinned registers it with the backend as I/O memory."""
+        ptr, rep = _C.c_void_p(), _abi.MemReport()
+        _check(_lib.kvc_mem_map_file(self._handle(), _os.fsencode(path), size, offset,
+                                     _abi.MEM_PINNED if pinned else 0, _C.byref(ptr), _C.byref(rep)))
+        return HostBuffer(self, ptr.value, size, _report_dict(rep))
+
     def live_allocations(self):
         return int(_lib.kvc_mem_live_count(self._handle()))
 
@@ -808,6 +831,16 @@ class Context:
 
 def _rope_params(is_neox):
     return _C.byref(_abi.RopeParams(_abi.ROPE_PARAM_STYLE, NEOX if is_neox else GPTJ))
+
+
+def _set_planes(shape, planes, slots):
+    """Format 17: num_planes and plane_bytes from one layer's plane tensors of `slots` token rows each."""
+    if not 1 <= len(planes) <= _abi.MAX_PLANES:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{len(planes)} planes per layer: format 17 takes 1.."
+                                              f"{_abi.MAX_PLANES}")
+    shape.num_planes = len(planes)
+    for i, b in enumerate(planes):
+        shape.plane_bytes[i] = b.nbytes // slots if slots > 0 else 0
 
 
 _U8_DTYPE = _np.dtype(_np.uint8)
@@ -851,7 +884,7 @@ def _engine_bytes(fmt, shape):
     """Bytes one engine tensor of this format and geometry needs (the C core only sees pointers)."""
     tight = shape.bs * shape.nh * shape.hs
     blk = shape.block_stride_elems or tight
-    planes = 1 if fmt in _KV_LIST else shape.kv_size
+    planes = 1 if fmt in _KV_LIST or fmt == 16 else shape.kv_size
     per_plane = ((shape.nb - 1) * blk + tight) if shape.nb > 0 else 0
     n = planes * per_plane
     if fmt in _CROSS:

@@ -58,15 +58,17 @@ class ContextParams(C.Structure):
 
 
 # ---------------------------------------------------------------- transfer.h
-FORMAT_COUNT = 14  # kvcore implements EngineKVFormat 0 .. FORMAT_COUNT-1
+FORMAT_COUNT = 18  # kvcore implements EngineKVFormat 0 .. FORMAT_COUNT-1
+MAX_PLANES = 4  # format 17: planes per layer
 H2D, D2H = 0, 1
 INDEX_INT32, INDEX_INT64 = 1, 2
-CHUNK_DEFAULT, CHUNK_SPLIT_KV, CHUNK_FUSED_PACKED = 0, 1, 2
+CHUNK_DEFAULT, CHUNK_SPLIT_KV, CHUNK_FUSED_PACKED, CHUNK_INTERLEAVED_KV = 0, 1, 2, 3
 
 
 class PageShape(C.Structure):
     _fields_ = [("kv_size", C.c_int32), ("element_size", C.c_int32), ("nl", C.c_int64), ("nb", C.c_int64),
-                ("bs", C.c_int64), ("nh", C.c_int64), ("hs", C.c_int64), ("block_stride_elems", C.c_int64)]
+                ("bs", C.c_int64), ("nh", C.c_int64), ("hs", C.c_int64), ("block_stride_elems", C.c_int64),
+                ("num_planes", C.c_int32), ("plane_bytes", C.c_int64 * 4)]
 
 
 class TokenTransfer(C.Structure):
@@ -197,6 +199,7 @@ class EventRecord(C.Structure):
 
 # ---------------------------------------------------------------- memory.h
 MEM_PLAIN, MEM_PINNED, MEM_NUMA, MEM_SHARED, MEM_HUGEPAGE = 0, 1, 2, 4, 8
+MEM_DEVICE_FILE = 16
 MEM_TARGET_LOCAL, MEM_TARGET_NODE, MEM_TARGET_PCI = 0, 1, 2
 MEM_POLICY_PREFERRED, MEM_POLICY_STRICT = 0, 1
 MEM_PARAM_KIND, MEM_PARAM_TARGET, MEM_PARAM_POLICY, MEM_PARAM_NAME = 1, 2, 4, 8
@@ -302,9 +305,9 @@ CONSTANTS = dict(
     KVC_CONTEXT_PARAM_BACKEND=CONTEXT_PARAM_BACKEND, KVC_CONTEXT_PARAM_DEVICE=CONTEXT_PARAM_DEVICE,
     KVC_CONTEXT_PARAM_MODULE_PATH=CONTEXT_PARAM_MODULE_PATH, KVC_CONTEXT_PARAM_LOAD_ALL=CONTEXT_PARAM_LOAD_ALL,
     KVC_CONTEXT_PARAM_NUM_THREADS=CONTEXT_PARAM_NUM_THREADS,
-    KVC_FORMAT_COUNT=FORMAT_COUNT, KVC_H2D=H2D, KVC_D2H=D2H, KVC_INDEX_INT32=INDEX_INT32,
+    KVC_FORMAT_COUNT=FORMAT_COUNT, KVC_MAX_PLANES=MAX_PLANES, KVC_H2D=H2D, KVC_D2H=D2H, KVC_INDEX_INT32=INDEX_INT32,
     KVC_INDEX_INT64=INDEX_INT64, KVC_CHUNK_DEFAULT=CHUNK_DEFAULT, KVC_CHUNK_SPLIT_KV=CHUNK_SPLIT_KV,
-    KVC_CHUNK_FUSED_PACKED=CHUNK_FUSED_PACKED,
+    KVC_CHUNK_FUSED_PACKED=CHUNK_FUSED_PACKED, KVC_CHUNK_INTERLEAVED_KV=CHUNK_INTERLEAVED_KV,
     KVC_CG_MAX_BINS=CG_MAX_BINS,
     KVC_CODEC_KV_2LTD=CODEC_KV_2LTD, KVC_CODEC_MLA=CODEC_MLA, KVC_CODEC_PARAM_BINS=CODEC_PARAM_BINS,
     KVC_CODEC_PARAM_WINDOW=CODEC_PARAM_WINDOW, KVC_CODEC_PARAM_PROGRESS=CODEC_PARAM_PROGRESS,
@@ -312,7 +315,7 @@ CONSTANTS = dict(
     KVC_CODEC_SCALE_TOKEN=CODEC_SCALE_TOKEN, KVC_CODEC_SCALE_CHANNEL=CODEC_SCALE_CHANNEL,
     KVC_ROPE_NEOX=ROPE_NEOX, KVC_ROPE_GPTJ=ROPE_GPTJ, KVC_ROPE_PARAM_STYLE=ROPE_PARAM_STYLE,
     KVC_MEM_PLAIN=MEM_PLAIN, KVC_MEM_PINNED=MEM_PINNED, KVC_MEM_NUMA=MEM_NUMA, KVC_MEM_SHARED=MEM_SHARED,
-    KVC_MEM_HUGEPAGE=MEM_HUGEPAGE, KVC_MEM_TARGET_LOCAL=MEM_TARGET_LOCAL, KVC_MEM_TARGET_NODE=MEM_TARGET_NODE,
+    KVC_MEM_HUGEPAGE=MEM_HUGEPAGE, KVC_MEM_DEVICE_FILE=MEM_DEVICE_FILE, KVC_MEM_TARGET_LOCAL=MEM_TARGET_LOCAL, KVC_MEM_TARGET_NODE=MEM_TARGET_NODE,
     KVC_MEM_TARGET_PCI=MEM_TARGET_PCI, KVC_MEM_POLICY_PREFERRED=MEM_POLICY_PREFERRED,
     KVC_MEM_POLICY_STRICT=MEM_POLICY_STRICT, KVC_MEM_PARAM_KIND=MEM_PARAM_KIND,
     KVC_MEM_PARAM_TARGET=MEM_PARAM_TARGET, KVC_MEM_PARAM_POLICY=MEM_PARAM_POLICY,
@@ -353,6 +356,8 @@ PROTOTYPES = {
     "kvc_format_is_pbs_fused": (C.c_int, [C.c_int]),
     "kvc_format_name": (C.c_char_p, [C.c_int]),
     "kvc_format_ptr_count": (C.c_int64, [C.c_int, C.c_int64]),
+    "kvc_format_is_kv_second_tuple": (C.c_int, [C.c_int]),
+    "kvc_shape_ptr_count": (C.c_int64, [C.c_int, C.POINTER(PageShape)]),
     "kvc_transfer_tokens": (_S, [_P, C.POINTER(TokenTransfer)]),
     "kvc_transfer_blocks": (_S, [_P, C.POINTER(BlockTransfer)]),
     "kvc_transfer_layer": (_S, [_P, C.POINTER(LayerTransfer)]),
@@ -382,6 +387,7 @@ PROTOTYPES = {
     "kvc_recorder_now": (C.c_double, []),
     "kvc_mem_alloc": (_S, [_P, _Z, C.POINTER(MemParams), C.POINTER(_P), C.POINTER(MemReport)]),
     "kvc_mem_free": (_S, [_P, _P]),
+    "kvc_mem_map_file": (_S, [_P, C.c_char_p, _Z, _Z, C.c_uint, C.POINTER(_P), C.POINTER(MemReport)]),
     "kvc_mem_attach": (_S, [_P, C.c_char_p, C.c_uint, C.POINTER(_P), C.POINTER(_Z), C.POINTER(MemReport)]),
     "kvc_mem_query": (_S, [_P, _P, C.POINTER(MemReport)]),
     "kvc_mem_live_count": (_Z, [_P]),

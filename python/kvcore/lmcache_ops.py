@@ -12,7 +12,7 @@ import threading as _threading
 
 import numpy as _np
 
-from . import Context as _Context, KvcoreError, UnsupportedError, _abi, _lib, _MLA, _FUSED
+from . import Context as _Context, KvcoreError, _abi, _lib, _MLA, _FUSED
 from ._array import buf as _buf, require as _require
 from ._lib import check as _lib_check
 
@@ -58,11 +58,11 @@ class EngineKVFormat(_enum.IntEnum):
     NL_X_NB_BS_NH_TWO_HS = 11
     NL_X_NB_NH_BS_CS = 12
     NL_X_NB_BS_NH_CS = 13
-    # Values LMCache defines and kvcore does not transfer yet (KVC_ERR_FORMAT from the ops).
     NL_X_NB_BSV_BSS = 14
     NL_X_TWO_NB_NH_ONE_BS_HS = 15
     NL_X_TWO_X_NB_BS_NH_HS = 16
-    NL_X_TWO_X_NB_BS_HS = 17
+    NL_X_NP_X_NB_BS_ONE_HS = 17
+    NL_X_TWO_X_NB_BS_HS = 17  # LMCache's earlier name of 17 (an alias)
 
 
 GPUKVFormat = EngineKVFormat
@@ -135,19 +135,12 @@ def context():
 
 
 # ---------------------------------------------------------------- predicates
-# LMCache's format_facts for the values kvcore knows the layout of but does not transfer (14-17).
-_FACTS_14_17 = {14: {"layer_list", "mla"}, 15: {"layer_list", "hnd", "two_major"},
-                16: {"layer_list", "kv_second_tuple"}, 17: {"layer_list", "mla", "kv_second_tuple"}}
-
+# LMCache's format_facts; an unknown value raises (LMCache: std::invalid_argument).
 
 def _fact(fmt, name):
     f = int(fmt)
-    if f in _FACTS_14_17:
-        return name in _FACTS_14_17[f]
     if not _lib.kvc_format_is_valid(f):
         raise KvcoreError(_abi.KVC_ERR_FORMAT, f"unknown EngineKVFormat {f}")
-    if name == "kv_second_tuple":
-        return False
     return bool(getattr(_lib, "kvc_format_is_" + name)(f))
 
 
@@ -165,11 +158,28 @@ def is_kv_second_tuple(fmt): return _fact(fmt, "kv_second_tuple")
 # ---------------------------------------------------------------- helpers
 
 def _format(fmt):
-    f = int(fmt)
-    if f in _FACTS_14_17:
-        raise KvcoreError(_abi.KVC_ERR_FORMAT, f"EngineKVFormat {EngineKVFormat(f).name} ({f}) is not "
-                                               "implemented by kvcore yet (formats 0-13 are)")
-    return f
+    return int(fmt)
+
+
+def _planes(shape, plane_slot_bytes):
+    """Format 17: the per-plane row bytes (LMCache-Ascend's plane_slot_bytes) into the PageShape."""
+    if plane_slot_bytes is None:
+        return
+    widths = [int(w) for w in plane_slot_bytes]
+    if not 1 <= len(widths) <= _abi.MAX_PLANES:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"plane_slot_bytes: {len(widths)} planes, format 17 takes 1.."
+                                              f"{_abi.MAX_PLANES}")
+    shape.num_planes = len(widths)
+    for i, w in enumerate(widths):
+        shape.plane_bytes[i] = w
+
+
+def _nptr(fmt, shape):
+    n = _lib.kvc_shape_ptr_count(fmt, _C.byref(shape))
+    if n < 0 and fmt == int(EngineKVFormat.NL_X_NP_X_NB_BS_ONE_HS):
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"format 17 needs its planes' row bytes (plane_slot_bytes, 1.."
+                                              f"{_abi.MAX_PLANES} planes); got {shape.num_planes} planes")
+    return n
 
 
 def _direction(d):
@@ -206,7 +216,8 @@ def _stream(*tensors):
 
 def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memory_device, page_buffer_size,
                             direction, engine_kv_format, block_size=0, head_size=0, skip_prefix_n_tokens=0,
-                            block_stride_elems=0, mem_obj_kv_layout=MemObjKVLayout.UNSPECIFIED):
+                            block_stride_elems=0, mem_obj_kv_layout=MemObjKVLayout.UNSPECIFIED,
+                            plane_slot_bytes=None):
     ctx = context()
     fmt, d = _format(engine_kv_format), _direction(direction)
     kv = ctx._arr(key_value, "key_value", d == 1)
@@ -219,9 +230,9 @@ def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memor
     layout = int(mem_obj_kv_layout)
     mla = fmt in _MLA
     fused = fmt in _FUSED
-    if not mla and block_size <= 0:
+    if (not mla or fmt == int(EngineKVFormat.NL_X_NB_BSV_BSS)) and block_size <= 0:
         raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"block_size {block_size}: a positive block size is "
-                                                    "required for non-MLA formats (as LMCache)")
+                                                    "required for non-MLA formats and NL_X_NB_BSV_BSS (as LMCache)")
     bs = block_size if block_size > 0 else 1
     if fused:
         kv_size = 1
@@ -239,18 +250,19 @@ def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memor
         hs = head_size or row
     # LMCache addresses format 0 in this op like format 1 with one pointer per layer ([2, PBS, D]).
     ptr_fmt = fmt
-    nptr = _lib.kvc_format_ptr_count(fmt, nl)
-    if fmt == 0 and nl > 1 and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,):
-        ptr_fmt, nptr = int(EngineKVFormat.NL_X_TWO_NB_BS_NH_HS), nl
     pbs = page_buffer_size
     if pbs <= 0:  # LMCache's MLA callers pass 0: the pool size is then the highest slot's block
         pbs = (_max_slot(s) // bs + 1) * bs
     nb = pbs // bs
     if nb * bs != pbs:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"page_buffer_size {pbs} is not a multiple of block_size {bs}")
-    ptrs = _ptr_table(key_value_ptrs, "key_value_ptrs", nptr)
     shape = _abi.PageShape(kv_size=kv_size, element_size=kv.itemsize, nl=nl, nb=nb, bs=bs, nh=nh, hs=hs,
                            block_stride_elems=block_stride_elems)
+    _planes(shape, plane_slot_bytes)
+    nptr = _nptr(fmt, shape)
+    if fmt == 0 and nl > 1 and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,):
+        ptr_fmt, nptr = int(EngineKVFormat.NL_X_TWO_NB_BS_NH_HS), nl
+    ptrs = _ptr_table(key_value_ptrs, "key_value_ptrs", nptr)
     if s.shape[0] != t:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
     if kvs * row != kv_size * nh * hs and not (fused and layout == MemObjKVLayout.SPLIT_KV_2LTD):
@@ -300,6 +312,10 @@ def _layer_geometry(fmt, eng):
         return (1, sh[0], sh[1], 1, sh[2])
     if fmt == 5 and n in (2, 3) and (n == 2 or sh[1] == 1):
         return (1, sh[0], 1, 1, sh[-1])
+    if fmt == 14 and n == 3:  # [NB, BS, R] bytes
+        return (1, sh[0], sh[1], 1, sh[2])
+    if fmt == 15 and n == 6 and sh[0] == 2 and sh[3] == 1:  # [2, NB, NH, 1, BS, HS]
+        return (2, sh[1], sh[4], sh[2], sh[5])
     if fmt in (10, 11, 12, 13) and n in (4, 5):
         cs = sh[3] * (sh[4] if n == 5 else 1)
         return (1, sh[0], sh[2], sh[1], cs) if fmt in (10, 12) else (1, sh[0], sh[1], sh[2], cs)
@@ -313,6 +329,21 @@ def single_layer_kv_transfer(lmc_key_value_cache, vllm_key_value_cache, slot_map
     if _lib.kvc_format_is_cross_layer(fmt) or _lib.kvc_format_is_kv_list(fmt):
         raise KvcoreError(_abi.KVC_ERR_FORMAT, f"single_layer_kv_transfer: {EngineKVFormat(fmt).name} has no "
                                                "single-layer tensor (use single_layer_kv_transfer_sgl for K/V lists)")
+    if fmt in (16, 17):  # a tuple: (K, V) of [NB, BS, NH, HS], or planes [NB, BS, 1, width_p]
+        planes = list(vllm_key_value_cache)
+        bufs = [ctx._arr(p, f"vllm_key_value_cache[{i}]", d == 0, ndim=4) for i, p in enumerate(planes)]
+        nb, bs = bufs[0].shape[0], bufs[0].shape[1]
+        if fmt == 16:
+            shape = _abi.PageShape(kv_size=2, element_size=bufs[0].itemsize, nl=1, nb=nb, bs=bs,
+                                   nh=bufs[0].shape[2], hs=bufs[0].shape[3])
+        else:
+            lmc = ctx._arr(lmc_key_value_cache, "lmc_key_value_cache", d == 1)
+            row = sum(b.nbytes // (nb * bs) for b in bufs)
+            shape = _abi.PageShape(kv_size=1, element_size=lmc.itemsize, nl=1, nb=nb, bs=bs, nh=1,
+                                   hs=row // lmc.itemsize)
+            _planes(shape, [b.nbytes // (nb * bs) for b in bufs])
+        ctx.transfer_layer(fmt, d, shape, planes, lmc_key_value_cache, slot_mapping, token_major=token_major)
+        return
     eng = ctx._arr(vllm_key_value_cache, "vllm_key_value_cache", d == 0)
     kv_size, nb, bs, nh, hs = _layer_geometry(fmt, eng)
     shape = _abi.PageShape(kv_size=kv_size, element_size=eng.itemsize, nl=1, nb=nb, bs=bs, nh=nh, hs=hs)
@@ -340,12 +371,16 @@ def reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping
     context().reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
 
 
+def _chunk_layout(desc):
+    """kv_interleaved: LMCache's L2TD objects [NL, 2, C, D] (kvc_chunk_layout_t 3)."""
+    return _abi.CHUNK_INTERLEAVED_KV if getattr(desc, "kv_interleaved", False) else _abi.CHUNK_DEFAULT
+
+
 def _page_shape(desc):
-    if getattr(desc, "kv_interleaved", False):
-        raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "PageBufferShapeDesc.kv_interleaved (L2TD objects) is "
-                                                         "not implemented by kvcore")
-    return _abi.PageShape(kv_size=desc.kv_size, element_size=desc.element_size, nl=desc.nl, nb=desc.nb,
-                          bs=desc.bs, nh=desc.nh, hs=desc.hs, block_stride_elems=desc.block_stride_elems)
+    shape = _abi.PageShape(kv_size=desc.kv_size, element_size=desc.element_size, nl=desc.nl, nb=desc.nb,
+                           bs=desc.bs, nh=desc.nh, hs=desc.hs, block_stride_elems=desc.block_stride_elems)
+    _planes(shape, getattr(desc, "plane_slot_bytes", None))  # format 17 (LMCache-Ascend's attribute)
+    return shape
 
 
 def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor, lmcache_objects_ptrs, block_ids, device, direction,
@@ -353,13 +388,13 @@ def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor, lmcache_objects_ptrs
     ctx = context()
     fmt, d = _format(engine_kv_format), _direction(direction)
     shape = _page_shape(shape_desc)
-    ptrs = _ptr_table(paged_buffer_ptrs_tensor, "paged_buffer_ptrs_tensor",
-                      _lib.kvc_format_ptr_count(fmt, shape.nl))
+    ptrs = _ptr_table(paged_buffer_ptrs_tensor, "paged_buffer_ptrs_tensor", _nptr(fmt, shape))
     objs = [int(o) for o in lmcache_objects_ptrs]
     otab = (_C.c_void_p * len(objs))(*objs)
     ids = _slots(block_ids, "block_ids")
     a = _abi.BlockTransfer(format=fmt, direction=d, shape=shape, engine_ptrs=ptrs.ptr, num_engine_ptrs=ptrs.shape[0],
-                           objects=_C.addressof(otab), num_objects=len(objs), chunk_tokens=lmcache_chunk_size,
+                           objects=_C.addressof(otab), num_objects=len(objs), chunk_layout=_chunk_layout(shape_desc),
+                           chunk_tokens=lmcache_chunk_size,
                            block_ids=ids.ptr, block_id_type=_abi.INDEX_INT64, num_block_ids=ids.shape[0],
                            skip_prefix_blocks=skip_prefix_n_blocks, stream=_stream(block_ids))
     _lib_check(_lib.kvc_transfer_blocks(ctx._handle(), _C.byref(a)))
@@ -390,8 +425,8 @@ def execute_object_group_transfer(direction, device, host_buffer_alignment, kern
         objs = _addresses(list(g.lmcache_objects_ptrs), f"{where}.lmcache_objects_ptrs")
         keep.append(objs)
         groups[gi] = _abi.KernelGroup(fmt, shape, _address(g.paged_buffer_ptrs, f"{where}.paged_buffer_ptrs"),
-                                      _lib.kvc_format_ptr_count(fmt, shape.nl), _C.addressof(objs),
-                                      len(g.lmcache_objects_ptrs), 0, int(g.lmcache_chunk_size),
+                                      _nptr(fmt, shape), _C.addressof(objs),
+                                      len(g.lmcache_objects_ptrs), _chunk_layout(g.shape_desc), int(g.lmcache_chunk_size),
                                       _address(g.block_ids_base, f"{where}.block_ids_base"),
                                       int(g.block_ids_capacity))
     steps = (_abi.BatchStep * max(len(batch_steps), 1))()
@@ -588,13 +623,15 @@ def free_shm_pinned_ptr(ptr, size, shm_name):
 
 
 def alloc_pcie_bar_ptr(bar_path, size, bar_offset):
-    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "alloc_pcie_bar_ptr (PCIe BAR mapping) is not implemented "
-                                                     "by kvcore")
+    # LMCache: mmap of the sysfs resource file, registered Mapped | IoMemory
+    b = context().map_file(bar_path, size, bar_offset, pinned=True)
+    with _allocs_lock:
+        _allocs[b.ptr] = b
+    return b.ptr
 
 
 def free_pcie_bar_ptr(ptr, size):
-    raise UnsupportedError(_abi.KVC_ERR_UNSUPPORTED, "free_pcie_bar_ptr (PCIe BAR mapping) is not implemented "
-                                                     "by kvcore")
+    _free(ptr, size)
 
 
 def get_gpu_pci_bus_id(device):

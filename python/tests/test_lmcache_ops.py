@@ -17,7 +17,8 @@ rng = np.random.default_rng(3)
 SIGNATURES = {
     "multi_layer_kv_transfer": "key_value, key_value_ptrs, slot_mapping, paged_memory_device, page_buffer_size, "
                                "direction, engine_kv_format, block_size=0, head_size=0, skip_prefix_n_tokens=0, "
-                               "block_stride_elems=0, mem_obj_kv_layout=0",
+                               "block_stride_elems=0, mem_obj_kv_layout=0, "
+                               "plane_slot_bytes=None",  # kvcore's addition for format 17 (docs/PYTHON.md)
     "multi_layer_kv_transfer_unilateral": "key_value, key_value_ptrs, slot_mapping, paged_memory_device, "
                                           "page_buffer_size, direction, engine_kv_format",
     "single_layer_kv_transfer": "lmc_key_value_cache, vllm_key_value_cache, slot_mapping, direction, "
@@ -69,9 +70,12 @@ def test_enums_and_types():
     assert (int(c_ops.TransferDirection.H2D), int(c_ops.TransferDirection.D2H)) == (0, 1)
     assert c_ops.TransferDirection.D2H == 1
     assert c_ops.GPUKVFormat is c_ops.EngineKVFormat
-    for v in range(14):
+    for v in range(18):
         assert c_ops.EngineKVFormat(v).name == kvcore.format_name(v)
-    assert int(c_ops.EngineKVFormat.NL_X_TWO_X_NB_BS_HS) == 17
+    assert int(c_ops.EngineKVFormat.NL_X_NP_X_NB_BS_ONE_HS) == 17
+    assert c_ops.EngineKVFormat.NL_X_TWO_X_NB_BS_HS is c_ops.EngineKVFormat.NL_X_NP_X_NB_BS_ONE_HS  # old name
+    assert [int(c_ops.EngineKVFormat[n]) for n in ("NL_X_NB_BSV_BSS", "NL_X_TWO_NB_NH_ONE_BS_HS",
+                                                  "NL_X_TWO_X_NB_BS_NH_HS")] == [14, 15, 16]
     d = c_ops.PageBufferShapeDesc()
     d.kv_size, d.nl, d.nb, d.bs, d.nh, d.hs, d.element_size, d.block_stride_elems = 2, 1, 2, 3, 4, 5, 2, 0
     d.dtype = "bf16"  # py::dynamic_attr: LMCache's fallback sets an extra attribute
@@ -91,6 +95,12 @@ def test_predicates():
     assert [f for f in range(18) if c_ops.is_kv_list(f)] == [4, 9]
     assert [f for f in range(18) if c_ops.is_layer_list(f)] == [1, 2, 3, 5, 6, 7] + list(range(10, 18))
     assert [f for f in range(18) if c_ops.is_mla(f)] == [3, 5, 14, 17]
+    # LMCache's format_facts for the rest (engine_kv_format.h)
+    assert [f for f in range(18) if c_ops.is_hnd(f)] == [6, 7, 8, 10, 12, 15]
+    assert [f for f in range(18) if c_ops.is_two_major(f)] == [1, 6, 15]
+    assert [f for f in range(18) if c_ops.is_fused_packed(f)] == [10, 11, 12, 13]
+    assert [f for f in range(18) if c_ops.is_pbs_fused(f)] == [5]
+    assert [f for f in range(18) if c_ops.is_kv_second_tuple(f)] == [16, 17]
     for f in range(18):
         assert c_ops.is_cross_layer(f) + c_ops.is_kv_list(f) + c_ops.is_layer_list(f) == 1
     with raises_status("KVC_ERR_FORMAT"):
@@ -157,7 +167,7 @@ def test_unilateral(xp, fmt):
             np.testing.assert_array_equal(got[p, l], src[slots])
 
 
-@pytest.mark.parametrize("fmt", list(range(14)))
+@pytest.mark.parametrize("fmt", [f for f in range(17) if f != 14])
 def test_block_transfer_pointer_mode(xp, fmt):
     e, shape, view, planes, row = engine_for(fmt, np.float32)
     desc = c_ops.PageBufferShapeDesc(kv_size=shape.kv_size, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs,
@@ -178,15 +188,161 @@ def test_block_transfer_pointer_mode(xp, fmt):
                 np.testing.assert_array_equal(got[p, l, j * BS:(j + 1) * BS], want)
 
 
-def test_missing_ops_say_what_is_missing():
-    kv = np.zeros((1, 2, 4, 132), np.uint8)
-    for f in (14, 15, 16, 17):
-        with raises_status("KVC_ERR_FORMAT") as info:
-            c_ops.multi_layer_kv_transfer(kv, np.zeros(2, np.int64), np.zeros(4, np.int64), "cpu", 16, 1, f, 16)
-        assert c_ops.EngineKVFormat(f).name in info.value.message
-    d = c_ops.PageBufferShapeDesc(kv_interleaved=True)
-    with raises_status("KVC_ERR_UNSUPPORTED"):
-        c_ops.multi_layer_block_kv_transfer(np.zeros(1, np.int64), [], np.zeros(0, np.int64), "cpu", 1, d, 16, 1, 0)
+@pytest.mark.parametrize("fmt", [0, 1, 2, 6, 7, 8, 9, 15, 16])
+def test_block_transfer_kv_interleaved(xp, fmt):
+    """kv_interleaved: L2TD objects [NL, 2, C, row], each layer's K rows then its V rows."""
+    e, shape, view, planes, row = engine_for(fmt, np.float32)
+    rng = np.random.default_rng(fmt)
+    for x in e:
+        x[...] = rng.standard_normal(x.shape)
+    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4,
+                                     kv_interleaved=True)
+    ts, table = ptrs(e, xp)
+    ctok = 2 * BS
+    objs = [xp.asarray(np.zeros((NL, 2, ctok, row), np.float32)) for _ in range(2)]
+    optrs = [o.ctypes.data if xp.name == "numpy" else o.data_ptr() for o in objs]
+    ids = np.array([5, 0, 3, 2], np.int64)
+    c_ops.multi_layer_block_kv_transfer(table, optrs, xp.asarray(ids), "cpu", c_ops.TransferDirection.D2H, desc,
+                                        ctok, fmt, 0)
+    for f, b in enumerate(ids):
+        o, j = divmod(f, 2)
+        got = xp.tonumpy(objs[o])
+        for l in range(NL):
+            for p in range(2):
+                np.testing.assert_array_equal(got[l, p, j * BS:(j + 1) * BS], view(l, p)[b].reshape(BS, -1))
+
+
+def test_kv_interleaved_needs_two_planes():
+    d = c_ops.PageBufferShapeDesc(kv_size=1, nl=1, nb=1, bs=16, nh=1, hs=8, element_size=2, kv_interleaved=True)
+    obj = np.zeros((1, 16, 8), np.float16)
+    with raises_status("KVC_ERR_FORMAT"):  # MLA: one plane, nothing to interleave
+        c_ops.multi_layer_block_kv_transfer(np.array([np.zeros((1, 16, 8), np.float16).ctypes.data], np.int64),
+                                            [obj.ctypes.data], np.zeros(1, np.int64), "cpu", 1, d, 16, 3, 0)
+
+
+def test_dsa_indexer_format_14(xp):
+    """LMCache's test_blocked_roundtrip: gather token rows [values | scale] from blocked pages, scatter
+    them to slots of another intra-block alignment, compare value-exact; then the block op."""
+    from test_transfer import dsa_indexer
+    e, read = dsa_indexer()
+    pbs = NB * BS
+    src = np.arange(3, 3 + 9, dtype=np.int64)
+    ts, table = ptrs(e, xp)
+    chunk = xp.asarray(np.zeros((1, NL, len(src), 132), np.uint8))
+    c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(src), "cpu", pbs, c_ops.TransferDirection.D2H,
+                                  c_ops.EngineKVFormat.NL_X_NB_BSV_BSS, block_size=BS, head_size=0)
+    got = xp.tonumpy(chunk)
+    for l in range(NL):
+        for i, s in enumerate(src):
+            np.testing.assert_array_equal(got[0, l, i], read(l, s))
+    e2, read2 = dsa_indexer()
+    for x in e2:
+        x[...] = 0
+    ts2, table2 = ptrs(e2, xp)
+    dst = np.arange(10, 10 + 9, dtype=np.int64)
+    c_ops.multi_layer_kv_transfer(chunk, table2, xp.asarray(dst), "cpu", pbs, c_ops.TransferDirection.H2D, 14,
+                                  block_size=BS)
+    for l in range(NL):
+        for i, s in enumerate(dst):
+            np.testing.assert_array_equal(read2(l, s), got[0, l, i])
+    desc = c_ops.PageBufferShapeDesc(kv_size=1, nl=NL, nb=NB, bs=BS, nh=1, hs=132, element_size=1)
+    obj = xp.asarray(np.zeros((NL, 2 * BS, 132), np.uint8))
+    optr = obj.ctypes.data if xp.name == "numpy" else obj.data_ptr()
+    c_ops.multi_layer_block_kv_transfer(table, [optr], xp.asarray(np.array([2, 0], np.int64)), "cpu",
+                                        c_ops.TransferDirection.D2H, desc, 2 * BS, 14, 0)
+    o = xp.tonumpy(obj)
+    for j, b in enumerate((2, 0)):
+        for l in range(NL):
+            for k in range(BS):
+                np.testing.assert_array_equal(o[l, j * BS + k], read(l, b * BS + k))
+    with raises_status("KVC_ERR_INVALID_ARG"):  # LMCache requires the block size for 14
+        c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(src), "cpu", pbs, 1, 14)
+
+
+def test_single_layer_formats_14_15(xp):
+    """single_layer_kv_transfer reads 14's [NB, BS, R] and 15's [2, NB, NH, 1, BS, HS] from the tensor."""
+    from test_transfer import dsa_indexer
+    slots = np.array([9, -1, 0, 23], np.int64)
+    e, read = dsa_indexer(nl=1)
+    lmc = xp.asarray(np.zeros((4, 132), np.uint8))
+    c_ops.single_layer_kv_transfer(lmc, xp.asarray(e[0]), xp.asarray(slots), 1, 14)
+    got = xp.tonumpy(lmc)
+    for i, s in enumerate(slots):
+        np.testing.assert_array_equal(got[i], read(0, s) if s >= 0 else np.zeros(132, np.uint8))
+    e, shape, view, planes, row = engine_for(15, np.float32)
+    lmc = xp.asarray(np.zeros((4, 2, row), np.float32))  # token-major
+    c_ops.single_layer_kv_transfer(lmc, xp.asarray(e[1]), xp.asarray(slots), 1, 15, token_major=True)
+    got = xp.tonumpy(lmc)
+    for i, s in enumerate(slots):
+        for p in range(2):
+            want = view(1, p)[s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(row, np.float32)
+            np.testing.assert_array_equal(got[i, p], want)
+    ts, table = ptrs(e, xp)  # and all layers per token (HND: head_size is needed, as for 6)
+    kv = xp.asarray(np.zeros((2, NL, 4, row), np.float32))
+    c_ops.multi_layer_kv_transfer(kv, table, xp.asarray(slots), "cpu", NB * BS, 1, 15, block_size=BS,
+                                  head_size=shape.hs)
+    got = xp.tonumpy(kv)
+    for i, s in enumerate(slots):
+        for l in range(NL):
+            for p in range(2):
+                want = view(l, p)[s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(row, np.float32)
+                np.testing.assert_array_equal(got[p, l, i], want)
+
+
+def test_tuple_formats_16_17(xp):
+    """16: per-layer (K, V) with pointers K_0, V_0, K_1, V_1; 17: per-layer planes, chunk rows their
+    concatenation; both through the per-token, block and single-layer ops."""
+    from test_transfer import mla_tuples
+    nh, hs, pbs = 2, 8, NB * BS
+    kvs = [tuple(rng.standard_normal((NB, BS, nh, hs)).astype(np.float32) for _ in range(2)) for _ in range(NL)]
+    ts, table = ptrs([t for kv in kvs for t in kv], xp)
+    slots = np.array([7, -1, 0, 20], np.int64)
+    kv = xp.asarray(np.zeros((2, NL, 4, nh * hs), np.float32))
+    c_ops.multi_layer_kv_transfer(kv, table, xp.asarray(slots), "cpu", pbs, 1, 16, block_size=BS, head_size=hs)
+    got = xp.tonumpy(kv)
+    for l in range(NL):
+        for p in range(2):
+            for i, s in enumerate(slots):
+                want = kvs[l][p][s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(nh * hs, np.float32)
+                np.testing.assert_array_equal(got[p, l, i], want)
+    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=nh, hs=hs, element_size=4)
+    obj = xp.asarray(np.zeros((2, NL, BS, nh * hs), np.float32))
+    c_ops.multi_layer_block_kv_transfer(table, [obj.ctypes.data if xp.name == "numpy" else obj.data_ptr()],
+                                        xp.asarray(np.array([3], np.int64)), "cpu", 1, desc, BS, 16, 0)
+    o = xp.tonumpy(obj)
+    for l in range(NL):
+        for p in range(2):
+            np.testing.assert_array_equal(o[p, l], kvs[l][p][3].reshape(BS, -1))
+    lmc = xp.asarray(np.zeros((2, 4, nh * hs), np.float32))
+    c_ops.single_layer_kv_transfer(lmc, tuple(xp.asarray(t) for t in kvs[1]), xp.asarray(slots), 1, 16)
+    np.testing.assert_array_equal(xp.tonumpy(lmc), got[:, 1])
+
+    e, read = mla_tuples()
+    ts, table = ptrs([p for layer in e for p in layer], xp)  # latent_0, rope_0, dsa_0, latent_1, ...
+    chunk = xp.asarray(np.zeros((1, NL, 4, 14), np.float16))  # 28-byte rows in fp16 elements
+    widths = [16, 8, 4]
+    c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(slots), "cpu", pbs, 1, 17, plane_slot_bytes=widths)
+    got = xp.tonumpy(chunk)
+    for l in range(NL):
+        for i, s in enumerate(slots):
+            want = read(l, s) if s >= 0 else np.zeros(28, np.uint8)
+            np.testing.assert_array_equal(got[0, l, i].view(np.uint8), want)
+    with raises_status("KVC_ERR_SHAPE"):  # the widths are not optional with a pointer table
+        c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(slots), "cpu", pbs, 1, 17)
+    with raises_status("KVC_ERR_SHAPE"):  # nor may they disagree with the chunk row
+        c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(slots), "cpu", pbs, 1, 17, plane_slot_bytes=[16, 8, 6])
+    desc = c_ops.PageBufferShapeDesc(kv_size=1, nl=NL, nb=NB, bs=BS, nh=1, hs=14, element_size=2)
+    desc.plane_slot_bytes = widths  # LMCache-Ascend's attribute
+    obj = xp.asarray(np.zeros((NL, BS, 14), np.float16))
+    c_ops.multi_layer_block_kv_transfer(table, [obj.ctypes.data if xp.name == "numpy" else obj.data_ptr()],
+                                        xp.asarray(np.array([5], np.int64)), "cpu", 1, desc, BS, 17, 0)
+    o = xp.tonumpy(obj)
+    for l in range(NL):
+        for k in range(BS):
+            np.testing.assert_array_equal(o[l, k].view(np.uint8), read(l, 5 * BS + k))
+    lmc = xp.asarray(np.zeros((4, 14), np.float16))
+    c_ops.single_layer_kv_transfer(lmc, tuple(xp.asarray(p) for p in e[0]), xp.asarray(slots), 1, 17)
+    np.testing.assert_array_equal(xp.tonumpy(lmc), got[0, 0])
 
 
 def test_lmcache_errors():

@@ -30,16 +30,20 @@ def engine_for(fmt, dtype=np.float16, nb=NB):
     elif fmt in (4, 9):
         e = [z(nb * BS, nh, w) if fmt == 4 else z(nb, BS, nh, w) for _ in range(2 * NL)]
         view = lambda l, p: e[p * NL + l].reshape(nb, BS, nh, w)
+    elif fmt == 16:  # per-layer (K, V) tuples, flattened K_0, V_0, K_1, V_1
+        e = [z(nb, BS, nh, w) for _ in range(2 * NL)]
+        view = lambda l, p: e[2 * l + p]
     else:
         per = {1: (2, nb, BS, nh, w), 2: (nb, 2, BS, nh, w), 3: (nb, BS, w), 5: (nb * BS, 1, w),
                6: (2, nb, nh, BS, w), 7: (nb, 2, nh, BS, w), 10: (nb, nh, BS, w), 11: (nb, BS, nh, w),
-               12: (nb, nh, BS, w), 13: (nb, BS, nh, w)}[fmt]
+               12: (nb, nh, BS, w), 13: (nb, BS, nh, w), 15: (2, nb, nh, 1, BS, w)}[fmt]
         e = [z(*per) for _ in range(NL)]
         view = {1: lambda l, p: e[l][p], 2: lambda l, p: e[l][:, p],
                 3: lambda l, p: e[l].reshape(nb, BS, 1, w), 5: lambda l, p: e[l].reshape(nb, BS, 1, w),
                 6: lambda l, p: e[l][p].transpose(0, 2, 1, 3), 7: lambda l, p: e[l][:, p].transpose(0, 2, 1, 3),
                 10: lambda l, p: e[l].transpose(0, 2, 1, 3), 12: lambda l, p: e[l].transpose(0, 2, 1, 3),
-                11: lambda l, p: e[l], 13: lambda l, p: e[l]}[fmt]
+                11: lambda l, p: e[l], 13: lambda l, p: e[l],
+                15: lambda l, p: e[l][p][:, :, 0].transpose(0, 2, 1, 3)}[fmt]
     planes = 2 if kv2 else 1
     for t in e:
         t[...] = rng.standard_normal(t.shape).astype(dtype)
@@ -50,7 +54,11 @@ def chunk_shape(planes, t, row):
     return (planes, NL, t, row)
 
 
-@pytest.mark.parametrize("fmt", range(14))
+# Formats whose engine rows are whole [NB, BS, NH, W] rows; 14 and 17 (rows in pieces) below.
+WHOLE_ROW_FORMATS = [f for f in range(17) if f != 14]
+
+
+@pytest.mark.parametrize("fmt", WHOLE_ROW_FORMATS)
 @pytest.mark.parametrize("direction", [kvcore.D2H, kvcore.H2D])
 def test_transfer_tokens_every_format(ctx, fmt, direction):
     e, shape, view, planes, row = engine_for(fmt)
@@ -78,7 +86,7 @@ def test_transfer_tokens_every_format(ctx, fmt, direction):
                 np.testing.assert_array_equal(view(l, p), want[l][p])
 
 
-@pytest.mark.parametrize("fmt", range(14))
+@pytest.mark.parametrize("fmt", WHOLE_ROW_FORMATS)
 def test_transfer_blocks_every_format(ctx, fmt):
     e, shape, view, planes, row = engine_for(fmt)
     bpo, ctok = 2, 2 * BS
@@ -103,6 +111,85 @@ def test_transfer_blocks_every_format(ctx, fmt):
             for b in range(NB):
                 want = saved[l][p][b] if b in ids[skip:] else 0 * saved[l][p][b]
                 np.testing.assert_array_equal(view(l, p)[b], want)
+
+
+def dsa_indexer(nl=NL, nb=NB, bs=BS, row=132):
+    """Format 14: NL x uint8 [NB, BS, row]; read(l, s) gives slot s's row (values, then 4 scale bytes)."""
+    e = [rng.integers(0, 256, (nb, bs, row), dtype=np.uint8) for _ in range(nl)]
+    v = row - 4
+
+    def read(l, s):
+        flat, base = e[l].reshape(-1), (s // bs) * bs * row
+        o = s % bs
+        return np.concatenate([flat[base + o * v:base + (o + 1) * v], flat[base + bs * v + 4 * o:base + bs * v + 4 * o + 4]])
+    return e, read
+
+
+def mla_tuples(nl=NL, nb=NB, bs=BS):
+    """Format 17: per layer (latent fp16 x 8, rope fp16 x 4, dsa uint8 x 4): 28-byte rows."""
+    e = [(rng.standard_normal((nb, bs, 1, 8)).astype(np.float16), rng.standard_normal((nb, bs, 1, 4)).astype(
+        np.float16), rng.integers(0, 256, (nb, bs, 1, 4), dtype=np.uint8)) for _ in range(nl)]
+
+    def read(l, s):
+        return np.concatenate([p[s // bs, s % bs].reshape(-1).view(np.uint8) for p in e[l]])
+    return e, read
+
+
+@pytest.mark.parametrize("fmt", [14, 17])
+@pytest.mark.parametrize("direction", [kvcore.D2H, kvcore.H2D])
+def test_rows_in_pieces_tokens_and_blocks(ctx, fmt, direction):
+    e, read = dsa_indexer() if fmt == 14 else mla_tuples()
+    row = 132 if fmt == 14 else 28
+    shape = kvcore.PageShape(kv_size=1, element_size=1, nl=NL, nb=NB, bs=BS, nh=1, hs=row)
+    slots = np.array([5, -1, 0, 17, 22, 9, -3, 13], np.int64)
+    t, skip = len(slots), 1
+    chunk = rng.integers(0, 256, (1, NL, t, row), dtype=np.uint8)
+    before = chunk.copy()
+    if direction == kvcore.D2H:
+        ctx.transfer_tokens(fmt, direction, shape, e, chunk, slots, skip_prefix=skip)
+        for ti, s in enumerate(slots):
+            for l in range(NL):
+                want = read(l, s) if s >= 0 and ti >= skip else before[0, l, ti]
+                np.testing.assert_array_equal(chunk[0, l, ti], want)
+    else:
+        ctx.transfer_tokens(fmt, direction, shape, e, chunk, slots, skip_prefix=skip)
+        for ti, s in enumerate(slots):
+            if s >= 0 and ti >= skip:
+                for l in range(NL):
+                    np.testing.assert_array_equal(read(l, s), chunk[0, l, ti])
+    # blocks 4, 1 into one object of 2 blocks, then back into fresh engine tensors
+    ids = np.array([4, 1], np.int64)
+    obj = np.zeros((1, NL, 2 * BS, row), np.uint8)
+    ctx.transfer_blocks(fmt, kvcore.D2H, shape, e, [obj], ids, 2 * BS)
+    for j, b in enumerate(ids):
+        for l in range(NL):
+            for o in range(BS):
+                np.testing.assert_array_equal(obj[0, l, j * BS + o], read(l, b * BS + o))
+    e2, read2 = dsa_indexer() if fmt == 14 else mla_tuples()
+    ctx.transfer_blocks(fmt, kvcore.H2D, shape, e2, [obj], ids, 2 * BS)
+    for b in ids:
+        for l in range(NL):
+            for o in range(BS):
+                np.testing.assert_array_equal(read2(l, b * BS + o), read(l, b * BS + o))
+
+
+def test_rows_in_pieces_bad_geometry(ctx):
+    e, _ = dsa_indexer(row=130)
+    chunk = np.zeros((1, NL, 1, 130), np.uint8)
+    with raises_status("KVC_ERR_SHAPE"):  # not a row of 4-byte units
+        ctx.transfer_tokens(14, kvcore.D2H, kvcore.PageShape(kv_size=1, element_size=1, nl=NL, nb=NB, bs=BS, nh=1,
+                                                             hs=130), e, chunk, np.zeros(1, np.int64))
+    e, _ = mla_tuples()
+    shape = kvcore.PageShape(kv_size=1, element_size=1, nl=NL, nb=NB, bs=BS, nh=1, hs=28, num_planes=3)
+    shape.plane_bytes[0], shape.plane_bytes[1], shape.plane_bytes[2] = 16, 8, 3  # sums to 27, not 28
+    chunk = np.ones((1, NL, 1, 28), np.uint8)
+    snap = [p.copy() for layer in e for p in layer]
+    with raises_status("KVC_ERR_SHAPE") as info:
+        ctx.transfer_tokens(17, kvcore.H2D, shape, e, chunk, np.zeros(1, np.int64))
+    assert "sum to 27" in info.value.message
+    for a, b in zip([p for layer in e for p in layer], snap):  # nothing written
+        np.testing.assert_array_equal(a, b)
+    assert kvcore.shape_ptr_count(17, shape) == 3 * NL and kvcore.format_ptr_count(17, NL) == -1
 
 
 def test_torch_inputs(ctx, xp):

@@ -49,6 +49,8 @@ static kvc_status_t st_roped(kvc_backend_ctx_t *b, const struct kvc_rope_delta_a
 static kvc_status_t st_cb(kvc_backend_ctx_t *b, kvc_stream_t s, kvc_host_fn_t f, void *a) { (void)b; (void)s; (void)f; (void)a; UNSUP("launch_host_callback"); }
 static kvc_status_t st_kind(kvc_backend_ctx_t *b, const void *p, int *k) { (void)b; (void)p; (void)k; UNSUP("pointer_kind"); }
 static kvc_status_t st_plan(kvc_backend_ctx_t *b, const struct kvc_plan_args *a) { (void)b; (void)a; UNSUP("run_plan"); }
+static kvc_status_t st_tokp(kvc_backend_ctx_t *b, const struct kvc_token_plan *p, const struct kvc_row_parts *r) { (void)b; (void)p; (void)r; UNSUP("transfer_tokens_parts"); }
+static kvc_status_t st_blkp(kvc_backend_ctx_t *b, const struct kvc_block_plan *p, const struct kvc_row_parts *r) { (void)b; (void)p; (void)r; UNSUP("transfer_blocks_parts"); }
 #undef UNSUP
 
 static const kvc_backend_ops_t stub_ops = {
@@ -57,7 +59,7 @@ static const kvc_backend_ops_t stub_ops = {
     .pci_bus_id = st_pci, .transfer_tokens = st_tok, .transfer_blocks = st_blk, .cg_cdf = st_cdf,
     .cg_encode = st_enc, .cg_decode = st_dec, .cg_decode_packed = st_decp, .quantise = st_q, .dequantise = st_q,
     .rope_k_fused = st_rope, .rope_cache_build = st_ropec, .rope_k_delta = st_roped, .launch_host_callback = st_cb,
-    .pointer_kind = st_kind, .run_plan = st_plan,
+    .pointer_kind = st_kind, .run_plan = st_plan, .transfer_tokens_parts = st_tokp, .transfer_blocks_parts = st_blkp,
 };
 
 void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc)
@@ -73,6 +75,12 @@ void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc)
     const fn_t *stub = (const fn_t *)&stub_ops;
     const fn_t *src = desc ? (const fn_t *)&desc->ops : NULL;
     for (size_t i = 0; i < nslots; i++) dst[i] = (i < have && src[i]) ? src[i] : stub[i];
+}
+
+/* The transfer_*_parts slots are optional: without them the core runs one plan per part. */
+int kvc_ops_have_parts(const kvc_backend_ops_t *ops)
+{
+    return ops->transfer_tokens_parts != st_tokp && ops->transfer_blocks_parts != st_blkp;
 }
 
 /* ---- module search ---- */

@@ -5,12 +5,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hostmem.h"
@@ -39,11 +41,11 @@ kvc_status_t kvc_hostmem_init(kvc_context_t *ctx)
 
 KVC_API const char *kvc_mem_kind_name(unsigned kind, char *buf, size_t len)
 {
-    static const char *const names[] = { "pinned", "numa", "shared", "hugepage" };
+    static const char *const names[] = { "pinned", "numa", "shared", "hugepage", "device-file" };
     if (!buf || !len) return buf;
     buf[0] = '\0';
     size_t used = 0;
-    for (unsigned i = 0; i < 4; i++)
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (kind & (1u << i))
             used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s", used ? "|" : "", names[i]);
     if (!used) snprintf(buf, len, "plain");
@@ -487,6 +489,85 @@ KVC_API kvc_status_t kvc_mem_attach(kvc_context_t *ctx, const char *name, unsign
     registry_add(ctx, b);
     if (report) fill_report(ctx, b, report);
     if (size) *size = b->size;
+    *out = b->ptr;
+    return KVC_OK;
+}
+
+/* mmap of a device file: shared and writable, the bytes are the device's. */
+static kvc_status_t map_device_file(const char *path, size_t size, size_t offset, void **addr)
+{
+    const int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* O_NONBLOCK: a FIFO must not block */
+    if (fd < 0) {
+        const int err = errno;
+        return kvc_error(err == EISDIR ? KVC_ERR_INVALID_ARG : kvc_status_from_errno(err), "cannot open %s: %s", path,
+                         err == EISDIR ? "it is a directory" : strerror(err));
+    }
+    struct stat sb;
+    kvc_status_t st = KVC_OK;
+    if (fstat(fd, &sb) != 0) {
+        st = kvc_error(kvc_status_from_errno(errno), "cannot stat %s: %s", path, strerror(errno));
+    } else if (!S_ISREG(sb.st_mode)) {
+        st = kvc_error(KVC_ERR_INVALID_ARG, "%s is not a regular or sysfs resource file (a directory, FIFO, socket "
+                                            "or device node)", path);
+    } else if ((uint64_t)sb.st_size < (uint64_t)offset || (uint64_t)sb.st_size - (uint64_t)offset < (uint64_t)size) {
+        st = kvc_error(KVC_ERR_OUT_OF_RANGE, "%zu bytes at offset %zu reach past the end of %s (%lld bytes)", size,
+                       offset, path, (long long)sb.st_size);
+    } else {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)offset);
+        if (p == MAP_FAILED)
+            st = kvc_error(errno == EACCES || errno == EPERM ? KVC_ERR_PERMISSION : KVC_ERR_NO_MEMORY,
+                           "mmap of %zu bytes at offset %zu of %s failed: %s", size, offset, path, strerror(errno));
+        else
+            *addr = p;
+    }
+    close(fd); /* the mapping keeps the file */
+    return st;
+}
+
+KVC_API kvc_status_t kvc_mem_map_file(kvc_context_t *ctx, const char *path, size_t size, size_t offset, unsigned kind,
+                                      void **out, kvc_mem_report_t *report)
+{
+    if (!ctx || !path || !out) return kvc_error(KVC_ERR_INVALID_ARG, "ctx, path and out must not be NULL");
+    if (size == 0) return kvc_error(KVC_ERR_INVALID_ARG, "map_file: size must be at least 1 byte");
+    if (kind & ~(unsigned)KVC_MEM_PINNED)
+        return kvc_error(KVC_ERR_INVALID_ARG, "map_file kind 0x%x: only KVC_MEM_PINNED applies", kind);
+    if (offset % base_page())
+        return kvc_error(KVC_ERR_INVALID_ARG, "map_file: offset %zu is not a multiple of the page size (%zu)", offset,
+                         base_page());
+    if ((kind & KVC_MEM_PINNED) && !ctx->ops.host_register_io)
+        return kvc_error(KVC_ERR_UNSUPPORTED, "map_file: backend %s cannot register I/O memory (module built before "
+                                              "kvcore had host_register_io)", ctx->backend->name);
+    kvc_mem_block_t *b = calloc(1, sizeof(*b));
+    if (!b) return kvc_error(KVC_ERR_NO_MEMORY, "cannot allocate a registry entry");
+    snprintf(b->name, sizeof(b->name), "%s", path);
+    b->size = size;
+    b->page_size = base_page();
+    b->mapped_size = round_up(size, b->page_size);
+    b->kind_requested = kind;
+    b->kind_obtained = KVC_MEM_DEVICE_FILE;
+    b->attached = 1; /* never unlinks anything */
+    b->creator_pid = -1;
+    b->owner_fd = -1;
+    b->numa_requested = b->numa_bound = -1;
+    kvc_status_t st = map_device_file(path, size, offset, &b->ptr);
+    if (st != KVC_OK) {
+        free(b);
+        return st;
+    }
+    if (kind & KVC_MEM_PINNED) {
+        st = ctx->ops.host_register_io(ctx->bctx, b->ptr, b->mapped_size);
+        if (st != KVC_OK) {
+            st = kvc_error(st, "map_file: registering %zu bytes of %s as I/O memory failed: %s", b->mapped_size, path,
+                           kvc_last_error());
+            release(ctx, b);
+            return st;
+        }
+        b->pin_calls = 1;
+        b->pin_chunk = b->mapped_size;
+        b->kind_obtained |= KVC_MEM_PINNED;
+    }
+    registry_add(ctx, b);
+    if (report) fill_report(ctx, b, report);
     *out = b->ptr;
     return KVC_OK;
 }

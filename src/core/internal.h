@@ -66,6 +66,8 @@ kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const
 void kvc_backends_unload(kvc_context_t *ctx);
 /* Copy ops, replacing missing or NULL slots with stubs returning KVC_ERR_UNSUPPORTED. */
 void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc);
+/* 1 when the ops carry both transfer_*_parts slots (a backend's own, not the stubs). */
+int kvc_ops_have_parts(const kvc_backend_ops_t *ops);
 
 /* residence.c: pick the op table of one call from where its data lives (docs/ARCHITECTURE.md). */
 typedef struct kvc_res_ptr {

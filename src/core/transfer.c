@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <kvcore/transfer.h>
 
@@ -73,19 +74,24 @@ static kvc_status_t check_tokens(const kvc_layout_t *l, const kvc_page_shape_t *
 
 /* Engine tensors, chunk and objects decide the side (residence.c), and a device-resident index
  * table (host tables are read by the core and go with any side). A GPU module checks each pointer
- * again and refuses pageable host memory. */
-static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, const kvc_engine_map_t *e, int64_t layers,
-                               int64_t planes, void *chunk, void *const *objects, int64_t num_objects,
-                               const char *table_name, const void *device_table, kvc_route_t *to)
+ * again and refuses pageable host memory. nptrs: the engine pointers the call reads. */
+static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, void *const *ptrs, int64_t nptrs, void *chunk,
+                               void *const *objects, int64_t num_objects, const char *table_name,
+                               const void *device_table, kvc_route_t *to)
 {
     kvc_residence_t r;
     kvc_res_init(&r, ctx, op);
     kvc_res_add(&r, table_name, -1, device_table);
-    const int64_t nptrs = (layers - 1) * e->ptr_layer_step + (planes - 1) * e->ptr_plane_step + 1;
-    for (int64_t i = 0; i < nptrs; i++) kvc_res_add(&r, "engine_ptrs", i, e->ptrs[i]);
+    for (int64_t i = 0; i < nptrs; i++) kvc_res_add(&r, "engine_ptrs", i, ptrs[i]);
     kvc_res_add(&r, "chunk", -1, chunk);
     for (int64_t i = 0; i < num_objects; i++) kvc_res_add(&r, "objects", i, objects[i]);
     return kvc_res_route(&r, to);
+}
+
+/* Engine pointers a plan reads: those of its layers and planes. */
+static int64_t plan_ptrs(const kvc_engine_map_t *e, int64_t layers, int64_t planes)
+{
+    return (layers - 1) * e->ptr_layer_step + (planes - 1) * e->ptr_plane_step + 1;
 }
 
 /* The engine tensors as byte ranges, and their hull (one test rejects most host buffers). Every
@@ -94,16 +100,23 @@ static kvc_status_t route_xfer(kvc_context_t *ctx, const char *op, const kvc_eng
 typedef struct {
     void *const *ptrs;
     int64_t n, bytes;
+    const kvc_layout_t *l; /* format 17: entry i holds plane i % nparts, of its own size */
     uintptr_t lo, hi;
 } pool_t;
 
+static int64_t pool_bytes(const pool_t *p, int64_t i)
+{
+    return p->l ? p->l->part[i % p->l->nparts].tensor_bytes : p->bytes;
+}
+
 static pool_t pool_of(int format, const kvc_layout_t *l, int64_t nb, void *const *ptrs, int64_t n)
 {
-    pool_t p = { ptrs, n, nb * l->engine.block_stride * (kvc_format_is_two_major(format) ? 2 : 1), UINTPTR_MAX, 0 };
+    pool_t p = { ptrs, n, nb * l->engine.block_stride * (kvc_format_is_two_major(format) ? 2 : 1),
+                 format == KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS ? l : NULL, UINTPTR_MAX, 0 };
     for (int64_t i = 0; i < n; i++) {
         const uintptr_t a = (uintptr_t)ptrs[i];
         if (a < p.lo) p.lo = a;
-        if (a + (uintptr_t)p.bytes > p.hi) p.hi = a + (uintptr_t)p.bytes;
+        if (a + (uintptr_t)pool_bytes(&p, i) > p.hi) p.hi = a + (uintptr_t)pool_bytes(&p, i);
     }
     return p;
 }
@@ -115,15 +128,67 @@ static kvc_status_t check_overlap(const pool_t *p, const char *what, int64_t ind
     const uintptr_t b0 = (uintptr_t)buf, b1 = b0 + (uintptr_t)bytes;
     if (bytes <= 0 || b1 <= p->lo || b0 >= p->hi) return KVC_OK;
     for (int64_t i = 0; i < p->n; i++) {
-        const uintptr_t e0 = (uintptr_t)p->ptrs[i], e1 = e0 + (uintptr_t)p->bytes;
+        const uintptr_t e0 = (uintptr_t)p->ptrs[i], e1 = e0 + (uintptr_t)pool_bytes(p, i);
         if (b0 < e1 && e0 < b1) {
             char name[48];
             if (index >= 0) snprintf(name, sizeof(name), "%s[%lld]", what, (long long)index);
             else snprintf(name, sizeof(name), "%s", what);
             return kvc_error(KVC_ERR_OVERLAP, "%s [%p, +%lld bytes) overlaps engine tensor %lld [%p, +%lld bytes)", name,
-                             buf, (long long)bytes, (long long)i, p->ptrs[i], (long long)p->bytes);
+                             buf, (long long)bytes, (long long)i, p->ptrs[i], (long long)pool_bytes(p, i));
         }
     }
+    return KVC_OK;
+}
+
+/* The tables each part of a multi-part row (formats 14, 17) reads: a slice of the caller's engine
+ * pointer table, or a copy with every entry moved to the part's area (14's scales), and the object
+ * list with every entry moved to the part's column. All are made before the first part runs, so a
+ * failed allocation writes nothing. Backends read host tables during the call only. */
+typedef struct {
+    void *const *ptrs[KVC_LAYOUT_MAX_PARTS], *const *objs[KVC_LAYOUT_MAX_PARTS];
+    void **owned[2 * KVC_LAYOUT_MAX_PARTS];
+} part_tables_t;
+
+static void part_tables_free(part_tables_t *t)
+{
+    for (int i = 0; i < 2 * KVC_LAYOUT_MAX_PARTS; i++) free(t->owned[i]);
+}
+
+static void *const *shifted(void *const *table, int64_t n, int64_t shift, void ***owned)
+{
+    if (!shift || n <= 0) return table;
+    void **t = malloc((size_t)n * sizeof(void *));
+    if (t)
+        for (int64_t i = 0; i < n; i++) t[i] = (char *)table[i] + shift;
+    *owned = t;
+    return t;
+}
+
+static kvc_status_t part_tables(const kvc_layout_t *l, void *const *ptrs, void *const *objs, int64_t nobj,
+                                part_tables_t *t)
+{
+    *t = (part_tables_t){ 0 };
+    for (int i = 0; i < l->nparts; i++) {
+        const kvc_layout_part_t *pt = &l->part[i];
+        t->ptrs[i] = shifted(ptrs + pt->ptr_first, l->ptr_count - pt->ptr_first, pt->ptr_shift, &t->owned[2 * i]);
+        t->objs[i] = objs ? shifted(objs, nobj, pt->chunk_offset, &t->owned[2 * i + 1]) : NULL;
+        if (!t->ptrs[i] || (objs && !t->objs[i])) {
+            part_tables_free(t);
+            *t = (part_tables_t){ 0 };
+            return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the address tables of a %d-part row", l->nparts);
+        }
+    }
+    return KVC_OK;
+}
+
+/* Formats whose rows are several parts run one backend call per part; each call would check a
+ * device-resident index table on its own and report a bad entry once per part. */
+static kvc_status_t check_parts_index(const kvc_layout_t *l, int on_device, const char *what, int format)
+{
+    if (l->nparts > 1 && on_device)
+        return kvc_error(KVC_ERR_UNSUPPORTED, "%s in device memory with format %s: its rows are %d parts moved by "
+                                              "separate launches; pass a host %s table",
+                         what, kvc_format_name(format), l->nparts, what);
     return KVC_OK;
 }
 
@@ -152,26 +217,80 @@ static struct kvc_token_plan token_plan(const kvc_layout_t *l, int direction, in
 static kvc_status_t run_token_plan(kvc_context_t *ctx, const struct kvc_token_plan *p)
 {
     kvc_route_t to;
-    const kvc_status_t st = route_xfer(ctx, "transfer", &p->engine, p->num_layers, p->num_planes, p->chunk, NULL, 0,
-                                       "slots", p->index_on_device ? p->slots : NULL, &to);
+    const kvc_status_t st = route_xfer(ctx, "transfer", p->engine.ptrs, plan_ptrs(&p->engine, p->num_layers, p->num_planes),
+                                       p->chunk, NULL, 0, "slots", p->index_on_device ? p->slots : NULL, &to);
     if (st != KVC_OK) return st;
     return to.ops->transfer_tokens(to.b, p);
 }
 
+/* Engine pointers of `layers` layers of a multi-part row: every part's tables are slices of the
+ * caller's (17: a layer's planes are ptrs[l*np, l*np + np)) or shifted copies of it (14). */
+static int64_t row_ptrs(const kvc_layout_t *l, int64_t layers) { return layers * l->engine.ptr_layer_step; }
+
+/* The parts of a multi-part row for the transfer_*_parts slots, each with its own pointer table. */
+static struct kvc_row_parts row_parts(const kvc_layout_t *l, const part_tables_t *t)
+{
+    struct kvc_row_parts rp = { .count = l->nparts };
+    for (int i = 0; i < l->nparts; i++) {
+        rp.part[i] = (struct kvc_row_part){ .engine = l->part[i].engine, .chunk_offset = l->part[i].chunk_offset,
+                                            .bytes = l->part[i].bytes };
+        rp.part[i].engine.ptrs = t->ptrs[i];
+    }
+    return rp;
+}
+
+/* One plan, or for a multi-part row (formats 14, 17) one call carrying every part when the backend
+ * has the transfer_tokens_parts slot, else one plan per part in row order. */
 static kvc_status_t run_tokens(kvc_context_t *ctx, const kvc_layout_t *l, int direction, int64_t layers,
                                void *const *ptrs, void *chunk, kvc_chunk_map_t cmap, const void *slots, int64_t skip,
                                int64_t num_tokens, int64_t device_slot_limit, kvc_stream_t stream)
 {
     if (skip == num_tokens) return KVC_OK;
-    const struct kvc_token_plan p =
-        token_plan(l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit, stream);
-    return run_token_plan(ctx, &p);
+    if (l->nparts == 1) {
+        const struct kvc_token_plan p =
+            token_plan(l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit, stream);
+        return run_token_plan(ctx, &p);
+    }
+    kvc_route_t to;
+    kvc_status_t st = route_xfer(ctx, "transfer", ptrs, row_ptrs(l, layers), chunk, NULL, 0, "slots",
+                                 device_slot_limit > 0 ? slots : NULL, &to);
+    part_tables_t t;
+    if (st != KVC_OK || (st = part_tables(l, ptrs, NULL, 0, &t)) != KVC_OK) return st;
+    if (kvc_ops_have_parts(to.ops)) {
+        const struct kvc_row_parts rp = row_parts(l, &t);
+        struct kvc_token_plan p =
+            token_plan(l, direction, layers, ptrs, chunk, cmap, slots, skip, num_tokens, device_slot_limit, stream);
+        p.engine = rp.part[0].engine;
+        st = to.ops->transfer_tokens_parts(to.b, &p, &rp);
+    } else {
+        for (int i = 0; i < l->nparts && st == KVC_OK; i++) {
+            const kvc_layout_t v = kvc_layout_part_view(l, i);
+            kvc_chunk_map_t c = cmap;
+            c.head_stride = l->part[i].bytes;
+            const struct kvc_token_plan p = token_plan(&v, direction, layers, t.ptrs[i], (char *)chunk + l->part[i].chunk_offset,
+                                                       c, slots, skip, num_tokens, device_slot_limit, stream);
+            st = to.ops->transfer_tokens(to.b, &p);
+        }
+    }
+    part_tables_free(&t);
+    return st;
+}
+
+/* The chunk (or object) of nl layers x rows tokens: [planes, NL, rows, row] or, interleaved,
+ * [NL, planes, rows, row]. */
+static kvc_chunk_map_t chunk_map(const kvc_layout_t *l, int64_t nl, int64_t rows)
+{
+    const int64_t plane = rows * l->row_bytes;
+    return (kvc_chunk_map_t){ .plane_stride = l->interleaved ? plane : nl * plane,
+                              .layer_stride = l->interleaved ? l->planes * plane : plane,
+                              .token_stride = l->row_bytes,
+                              .head_stride = l->head_bytes };
 }
 
 /* Validates a per-token transfer whose chunk holds chunk_rows (>= num_tokens) rows per layer and
- * plane, and fills *p; *empty when nothing moves. */
-kvc_status_t kvc_tokens_prepare(kvc_context_t *ctx, const kvc_token_transfer_t *a, int64_t chunk_rows,
-                                struct kvc_token_plan *p, int *empty)
+ * plane: its layout, chunk map and whether the slots are device memory. */
+static kvc_status_t tokens_check(kvc_context_t *ctx, const kvc_token_transfer_t *a, int64_t chunk_rows,
+                                 kvc_layout_t *lo, kvc_chunk_map_t *cmap, int *on_device)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
     kvc_status_t st = check_direction(a->direction);
@@ -187,15 +306,39 @@ kvc_status_t kvc_tokens_prepare(kvc_context_t *ctx, const kvc_token_transfer_t *
     if ((st = check_tokens(&l, &a->shape, l.planes * a->shape.nl, T, a->slots, a->slot_type, a->num_slots,
                            a->skip_prefix_tokens, dev)) != KVC_OK)
         return st;
+    if ((st = check_parts_index(&l, dev, "slots", a->format)) != KVC_OK) return st;
     if (R < T || kvc_mul3(l.planes * a->shape.nl, R, l.row_bytes) < 0)
         return kvc_error(KVC_ERR_SHAPE, "chunk of %lld rows per layer for %lld tokens", (long long)R, (long long)T);
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
     if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes * a->shape.nl, R, l.row_bytes))) != KVC_OK)
         return st;
-    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * R * l.row_bytes,
-                                .layer_stride = R * l.row_bytes,
-                                .token_stride = l.row_bytes,
-                                .head_stride = l.head_bytes };
+    *cmap = chunk_map(&l, a->shape.nl, R);
+    *lo = l;
+    *on_device = dev;
+    return KVC_OK;
+}
+
+/* Plans (plan.c) take one backend plan per transfer: formats whose rows are several parts are
+ * refused there. */
+static kvc_status_t single_part(const kvc_layout_t *l, int format)
+{
+    if (l->nparts > 1)
+        return kvc_error(KVC_ERR_UNSUPPORTED, "format %s in a plan: its rows are %d parts, one launch each; use "
+                                              "kvc_transfer_tokens / kvc_transfer_blocks",
+                         kvc_format_name(format), l->nparts);
+    return KVC_OK;
+}
+
+kvc_status_t kvc_tokens_prepare(kvc_context_t *ctx, const kvc_token_transfer_t *a, int64_t chunk_rows,
+                                struct kvc_token_plan *p, int *empty)
+{
+    kvc_layout_t l;
+    kvc_chunk_map_t c;
+    int dev = 0;
+    kvc_status_t st = tokens_check(ctx, a, chunk_rows, &l, &c, &dev);
+    if (st == KVC_OK) st = single_part(&l, a->format);
+    if (st != KVC_OK) return st;
+    const int64_t T = a->num_tokens;
     *empty = a->skip_prefix_tokens == T;
     *p = token_plan(&l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots, a->skip_prefix_tokens, T,
                     dev ? a->shape.nb * a->shape.bs : 0, a->stream);
@@ -204,11 +347,13 @@ kvc_status_t kvc_tokens_prepare(kvc_context_t *ctx, const kvc_token_transfer_t *
 
 KVC_API kvc_status_t kvc_transfer_tokens(kvc_context_t *ctx, const kvc_token_transfer_t *a)
 {
-    struct kvc_token_plan p;
-    int empty = 0;
-    const kvc_status_t st = kvc_tokens_prepare(ctx, a, a ? a->num_tokens : 0, &p, &empty);
-    if (st != KVC_OK || empty) return st;
-    return run_token_plan(ctx, &p);
+    kvc_layout_t l;
+    kvc_chunk_map_t c;
+    int dev = 0;
+    const kvc_status_t st = tokens_check(ctx, a, a ? a->num_tokens : 0, &l, &c, &dev);
+    if (st != KVC_OK) return st;
+    return run_tokens(ctx, &l, a->direction, a->shape.nl, a->engine_ptrs, a->chunk, c, a->slots, a->skip_prefix_tokens,
+                      a->num_tokens, dev ? a->shape.nb * a->shape.bs : 0, a->stream);
 }
 
 KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_transfer_t *a)
@@ -231,6 +376,7 @@ KVC_API kvc_status_t kvc_transfer_layer(kvc_context_t *ctx, const kvc_layer_tran
     const int dev = kvc_res_on_device(ctx, a->slots);
     if ((st = check_tokens(&l, &a->shape, l.planes, T, a->slots, a->slot_type, a->num_slots, 0, dev)) != KVC_OK)
         return st;
+    if ((st = check_parts_index(&l, dev, "slots", a->format)) != KVC_OK) return st;
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
     if ((st = check_overlap(&pool, "chunk", -1, a->chunk, kvc_mul3(l.planes, T, l.row_bytes))) != KVC_OK) return st;
     const kvc_chunk_map_t c = { .plane_stride = a->token_major ? l.row_bytes : T * l.row_bytes,
@@ -282,8 +428,9 @@ KVC_API kvc_status_t kvc_reshape_and_cache_back_flash(kvc_context_t *ctx, const 
     return flash(ctx, a, KVC_H2D);
 }
 
-/* Validates a block transfer and fills *p; *empty when nothing moves. */
-kvc_status_t kvc_blocks_prepare(kvc_context_t *ctx, const kvc_block_transfer_t *a, struct kvc_block_plan *p, int *empty)
+/* Validates a block transfer: its layout, chunk map and whether the block ids are device memory. */
+static kvc_status_t blocks_check(kvc_context_t *ctx, const kvc_block_transfer_t *a, kvc_layout_t *lo,
+                                 kvc_chunk_map_t *cmap, int *on_device)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "ctx and args must not be NULL");
     kvc_status_t st = check_direction(a->direction);
@@ -309,44 +456,106 @@ kvc_status_t kvc_blocks_prepare(kvc_context_t *ctx, const kvc_block_transfer_t *
     if ((st = check_indices("block_ids", a->block_ids, a->block_id_type, n, a->skip_prefix_blocks, a->shape.nb, 0,
                             "nb blocks", dev)) != KVC_OK)
         return st;
+    if ((st = check_parts_index(&l, dev, "block_ids", a->format)) != KVC_OK) return st;
     const pool_t pool = pool_of(a->format, &l, a->shape.nb, a->engine_ptrs, a->num_engine_ptrs);
     const int64_t object_bytes = kvc_mul3(l.planes * a->shape.nl, C, l.row_bytes);
     for (int64_t i = 0; i < a->num_objects; i++)
         if ((st = check_overlap(&pool, "objects", i, a->objects[i], object_bytes)) != KVC_OK) return st;
-    *empty = a->skip_prefix_blocks == n;
-    const kvc_chunk_map_t c = { .plane_stride = a->shape.nl * C * l.row_bytes,
-                                .layer_stride = C * l.row_bytes,
-                                .token_stride = l.row_bytes,
-                                .head_stride = l.head_bytes };
-    *p = (struct kvc_block_plan){ .direction = a->direction,
+    *cmap = chunk_map(&l, a->shape.nl, C);
+    *lo = l;
+    *on_device = dev;
+    return KVC_OK;
+}
+
+static struct kvc_block_plan block_plan(const kvc_block_transfer_t *a, const kvc_layout_t *l, void *const *ptrs,
+                                        void *const *objects, kvc_chunk_map_t c, int dev)
+{
+    const int64_t n = a->num_block_ids;
+    struct kvc_block_plan p = { .direction = a->direction,
                                 .num_layers = a->shape.nl,
-                                .num_planes = l.planes,
-                                .engine = l.engine,
-                                .objects = a->objects,
-                                .blocks_per_object = bpo,
+                                .num_planes = l->planes,
+                                .engine = l->engine,
+                                .objects = objects,
+                                .blocks_per_object = a->chunk_tokens / a->shape.bs,
                                 .chunk_map = c,
                                 .block_ids = a->block_ids,
                                 .first_block = a->skip_prefix_blocks,
                                 .end_block = n,
-                                .runs = kvc_layout_block_runs(&l, &c),
-                                .bytes = kvc_mul3(a->shape.nl * l.planes, (n - a->skip_prefix_blocks) * bs, l.row_bytes),
+                                .runs = kvc_layout_block_runs(l, &c),
+                                .bytes = kvc_mul3(a->shape.nl * l->planes, (n - a->skip_prefix_blocks) * a->shape.bs,
+                                                  l->row_bytes),
                                 .stream = a->stream,
                                 .index_on_device = dev,
                                 .index_limit = a->shape.nb };
-    p->engine.ptrs = a->engine_ptrs;
+    p.engine.ptrs = ptrs;
+    return p;
+}
+
+/* Validates a block transfer and fills *p; *empty when nothing moves. */
+kvc_status_t kvc_blocks_prepare(kvc_context_t *ctx, const kvc_block_transfer_t *a, struct kvc_block_plan *p, int *empty)
+{
+    kvc_layout_t l;
+    kvc_chunk_map_t c;
+    int dev = 0;
+    kvc_status_t st = blocks_check(ctx, a, &l, &c, &dev);
+    if (st == KVC_OK) st = single_part(&l, a->format);
+    if (st != KVC_OK) return st;
+    *empty = a->skip_prefix_blocks == a->num_block_ids;
+    *p = block_plan(a, &l, a->engine_ptrs, a->objects, c, dev);
     return KVC_OK;
+}
+
+/* nptrs: the engine pointers the call reads. */
+static kvc_status_t route_blocks(kvc_context_t *ctx, const struct kvc_block_plan *p, int64_t nptrs, kvc_route_t *to)
+{
+    return route_xfer(ctx, "transfer_blocks", p->engine.ptrs, nptrs, NULL,
+                      p->objects, (p->end_block - 1) / p->blocks_per_object + 1, "block_ids",
+                      p->index_on_device ? p->block_ids : NULL, to);
+}
+
+/* Formats 14, 17: p is the plan of the whole row (layout l); one call carrying every part when the
+ * backend has the transfer_blocks_parts slot, else one plan per part in row order. */
+static kvc_status_t run_block_parts(kvc_context_t *ctx, const struct kvc_block_plan *p, const kvc_layout_t *l)
+{
+    kvc_route_t to;
+    kvc_status_t st = route_blocks(ctx, p, row_ptrs(l, p->num_layers), &to);
+    if (st != KVC_OK) return st;
+    const int have = kvc_ops_have_parts(to.ops);
+    const int64_t nobj = (p->end_block - 1) / p->blocks_per_object + 1;
+    part_tables_t t;
+    if ((st = part_tables(l, p->engine.ptrs, have ? NULL : p->objects, nobj, &t)) != KVC_OK) return st;
+    if (have) {
+        const struct kvc_row_parts rp = row_parts(l, &t);
+        struct kvc_block_plan q = *p;
+        q.engine = rp.part[0].engine;
+        st = to.ops->transfer_blocks_parts(to.b, &q, &rp);
+    } else {
+        for (int i = 0; i < l->nparts && st == KVC_OK; i++) {
+            const kvc_layout_t v = kvc_layout_part_view(l, i);
+            struct kvc_block_plan q = *p;
+            q.engine = v.engine;
+            q.engine.ptrs = t.ptrs[i];
+            q.objects = t.objs[i];
+            q.chunk_map.head_stride = l->part[i].bytes;
+            q.runs = kvc_layout_block_runs(&v, &q.chunk_map);
+            q.bytes = p->bytes / l->row_bytes * l->part[i].bytes;
+            st = to.ops->transfer_blocks(to.b, &q);
+        }
+    }
+    part_tables_free(&t);
+    return st;
 }
 
 KVC_API kvc_status_t kvc_transfer_blocks(kvc_context_t *ctx, const kvc_block_transfer_t *a)
 {
-    struct kvc_block_plan p;
-    int empty = 0;
-    kvc_status_t st = kvc_blocks_prepare(ctx, a, &p, &empty);
-    if (st != KVC_OK || empty) return st;
+    kvc_layout_t l;
+    kvc_chunk_map_t c;
+    int dev = 0;
+    kvc_status_t st = blocks_check(ctx, a, &l, &c, &dev);
+    if (st != KVC_OK || a->skip_prefix_blocks == a->num_block_ids) return st;
+    const struct kvc_block_plan p = block_plan(a, &l, a->engine_ptrs, a->objects, c, dev);
+    if (l.nparts > 1) return run_block_parts(ctx, &p, &l);
     kvc_route_t to;
-    if ((st = route_xfer(ctx, "transfer_blocks", &p.engine, p.num_layers, p.num_planes, NULL, p.objects,
-                         (p.end_block - 1) / p.blocks_per_object + 1, "block_ids",
-                         p.index_on_device ? p.block_ids : NULL, &to)) != KVC_OK)
-        return st;
+    if ((st = route_blocks(ctx, &p, plan_ptrs(&p.engine, p.num_layers, p.num_planes), &to)) != KVC_OK) return st;
     return to.ops->transfer_blocks(to.b, &p);
 }

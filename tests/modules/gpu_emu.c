@@ -697,7 +697,8 @@ static const kvc_backend_t emu = {
              .rope_k_delta = emu_rope_delta,
              .launch_host_callback = emu_host_fn,
              .pointer_kind = emu_kind,
-             .run_plan = emu_run_plan },
+             .run_plan = emu_run_plan,
+             .host_register_io = emu_register },
 };
 
 KVC_API const kvc_backend_t *kvc_backend_entry(void) { return &emu; }

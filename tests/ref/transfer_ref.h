@@ -10,8 +10,14 @@
 
 #include <kvcore/transfer.h>
 
-/* Bytes of engine tensor `ptr_index` (of kvc_format_ptr_count) for a format and shape. */
+/* Bytes of each engine tensor (of kvc_format_ptr_count) for a format and shape; format 17: plane 0's. */
 size_t ref_engine_tensor_bytes(int format, const kvc_page_shape_t *s);
+/* Bytes of engine tensor i of the pointer table (format 17: its planes differ). */
+size_t ref_engine_ptr_bytes(int format, const kvc_page_shape_t *s, int64_t i);
+/* Formats 14 and 17: address of byte k of the chunk row of the token at (block b, offset o) of
+ * layer l (their rows are pieces stored apart, located byte by byte). */
+uint8_t *ref_engine_byte(int format, const kvc_page_shape_t *s, void *const *ptrs, int64_t l, int64_t b, int64_t o,
+                         int64_t k);
 /* Planes and per-plane head elements of the chunk side. */
 int64_t ref_chunk_planes(int format, int chunk_layout);
 int64_t ref_chunk_head_elems(int format, const kvc_page_shape_t *s, int chunk_layout);

@@ -35,6 +35,8 @@ typedef cudaStream_t gpuStream_t;
 #define gpuHostRegister cudaHostRegister
 #define gpuHostUnregister cudaHostUnregister
 #define gpuHostRegisterDefault cudaHostRegisterDefault
+#define gpuHostRegisterMapped cudaHostRegisterMapped
+#define gpuHostRegisterIoMemory cudaHostRegisterIoMemory
 #define gpuHostGetDevicePointer cudaHostGetDevicePointer
 #define gpuPointerGetAttributes cudaPointerGetAttributes
 #define gpuMemcpyDeviceToDevice cudaMemcpyDeviceToDevice

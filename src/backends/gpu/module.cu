@@ -238,6 +238,13 @@ static kvc_status_t gpu_host_register(kvc_backend_ctx_t *b, void *p, size_t len)
     return KVC_GPU_CALL(b, gpuHostRegister(p, len, gpuHostRegisterDefault), 1);
 }
 
+static kvc_status_t gpu_host_register_io(kvc_backend_ctx_t *b, void *p, size_t len)
+{
+    kvc_status_t st = kvc_gpu_activate(b);
+    if (st != KVC_OK) return st;
+    return KVC_GPU_CALL(b, gpuHostRegister(p, len, gpuHostRegisterMapped | gpuHostRegisterIoMemory), 1);
+}
+
 static kvc_status_t gpu_host_unregister(kvc_backend_ctx_t *b, void *p, size_t len)
 {
     (void)len;
@@ -275,6 +282,7 @@ static kvc_backend_t make_descriptor(void)
     d.fini = gpu_fini;
     d.ops.host_register = gpu_host_register;
     d.ops.host_unregister = gpu_host_unregister;
+    d.ops.host_register_io = gpu_host_register_io;
     d.ops.device_alloc = gpu_device_alloc;
     d.ops.device_free = gpu_device_free;
     d.ops.memcpy_sync = gpu_memcpy_sync;

@@ -35,6 +35,8 @@ typedef hipStream_t gpuStream_t;
 #define gpuHostRegister hipHostRegister
 #define gpuHostUnregister hipHostUnregister
 #define gpuHostRegisterDefault hipHostRegisterDefault
+#define gpuHostRegisterMapped hipHostRegisterMapped
+#define gpuHostRegisterIoMemory hipHostRegisterIoMemory
 #define gpuHostGetDevicePointer hipHostGetDevicePointer
 #define gpuPointerGetAttributes hipPointerGetAttributes
 #define gpuMemcpyDeviceToDevice hipMemcpyDeviceToDevice

@@ -151,6 +151,7 @@ const kvc_backend_t kvc_cpu_backend = {
         .rope_cache_build = kvc_cpu_rope_cache_build,
         .rope_k_delta = kvc_cpu_rope_k_delta,
         .host_register = kvc_cpu_host_register,
+        .host_register_io = kvc_cpu_host_register,
         .host_unregister = kvc_cpu_host_unregister,
         .memcpy_split = kvc_cpu_memcpy_split,
         .batched_memcpy = kvc_cpu_batched_memcpy,
@@ -163,5 +164,7 @@ const kvc_backend_t kvc_cpu_backend = {
         .quantise = cpu_quantise,
         .dequantise = cpu_dequantise,
         .run_plan = cpu_run_plan,
+        .transfer_tokens_parts = kvc_cpu_transfer_tokens_parts,
+        .transfer_blocks_parts = kvc_cpu_transfer_blocks_parts,
     },
 };

@@ -21,3 +21,21 @@ kvc_status_t kvc_cpu_transfer_blocks(kvc_backend_ctx_t *b, const struct kvc_bloc
 #endif
     return cpu_transfer_blocks_base(b, p);
 }
+
+kvc_status_t kvc_cpu_transfer_tokens_parts(kvc_backend_ctx_t *b, const struct kvc_token_plan *p,
+                                           const struct kvc_row_parts *rp)
+{
+#ifdef KVC_HAVE_X86_SIMD
+    if (b->isa >= KVC_ISA_AVX2) return kvc_cpu_transfer_tokens_parts_avx2(b, p, rp);
+#endif
+    return cpu_transfer_tokens_parts_base(b, p, rp);
+}
+
+kvc_status_t kvc_cpu_transfer_blocks_parts(kvc_backend_ctx_t *b, const struct kvc_block_plan *p,
+                                           const struct kvc_row_parts *rp)
+{
+#ifdef KVC_HAVE_X86_SIMD
+    if (b->isa >= KVC_ISA_AVX2) return kvc_cpu_transfer_blocks_parts_avx2(b, p, rp);
+#endif
+    return cpu_transfer_blocks_parts_base(b, p, rp);
+}
