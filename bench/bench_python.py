@@ -83,9 +83,12 @@ def cases(ctx, reps_big, reps_small):
         layers, slots, chunk, shape = setup(ctx)
         tl, tc, ts = [to_t(x) for x in layers], to_t(chunk), to_t(slots)
         ptrs = to_t(np.array([x.ctypes.data for x in layers], np.int64))
+        eng = ctx.engine(1, shape, layers)
         out.append((f"tokens/NL_X_TWO_NB_BS_NH_HS/{'D2H' if d else 'H2D'}", case, reps_big, {
             "Context": lambda layers=layers, chunk=chunk, slots=slots, shape=shape, d=d:
                 ctx.transfer_tokens(1, d, shape, layers, chunk, slots),
+            "Context.engine": lambda eng=eng, chunk=chunk, slots=slots, shape=shape, d=d:
+                ctx.transfer_tokens(1, d, shape, eng, chunk, slots),
             "lmcache_ops": lambda tc=tc, ptrs=ptrs, ts=ts, d=d, keep=tl:
                 c_ops.multi_layer_kv_transfer(tc, ptrs, ts, "cpu", NB * BS, d, 1, BS, HS),
         }, chunk.nbytes, raw_tokens(ctx, layers, chunk, slots, shape, d)))
@@ -99,6 +102,8 @@ def cases(ctx, reps_big, reps_small):
     bref = C.byref(braw)
     out.append(("blocks/NL_X_TWO_NB_BS_NH_HS/D2H", "blocks_d2h", reps_big, {
         "Context": lambda: ctx.transfer_blocks(1, kvcore.D2H, shape, layers, [chunk], ids, T),
+        "Context.engine": lambda eng=ctx.engine(1, shape, layers): ctx.transfer_blocks(1, kvcore.D2H, shape, eng, [chunk],
+                                                                                        ids, T),
         "lmcache_ops": lambda: c_ops.multi_layer_block_kv_transfer(ptrs, [chunk.ctypes.data], ids, "cpu", 1, desc, T,
                                                                    1, 0),
     }, chunk.nbytes, lambda keep=(btab, otab, braw): _lib.kvc_transfer_blocks(h, bref)))
@@ -126,7 +131,7 @@ def cases(ctx, reps_big, reps_small):
         "lmcache_ops": lambda: c_ops.calculate_cdf(s1, 32),
     }, 1, None))
     keys = np.zeros((T, NH, HS), np.float16)
-    table = np.zeros((4096, HS), np.float16)
+    table = ctx.rope_cache_build(4096, HS, 10000.0, dtype=np.float16)  # zero rows take a slow path
     pos = np.arange(T, dtype=np.int64)
     new = pos + 1000
     out.append(("rope/256x8x128", "rope", reps_small // 10, {

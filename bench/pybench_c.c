@@ -96,6 +96,11 @@ int main(int argc, char **argv)
                               .num_heads = NH, .head_size = HS };
     table = (kvc_rope_table_t){ .data = zalloc((size_t)4096 * HS * 2), .dtype = KVC_DTYPE_F16, .max_position = 4096,
                                 .rot_dim = HS };
+    /* a real cos/sin table: all-zero rows would take the factors' slow path for degenerate rows */
+    if (kvc_rope_cache_build(ctx, NULL, &table, 10000.0) != KVC_OK) {
+        fprintf(stderr, "pybench-c: cos/sin table: %s\n", kvc_last_error());
+        return 1;
+    }
     positions = zalloc(2 * T * sizeof(int64_t));
     for (int i = 0; i < T; i++) { positions[i] = i; positions[T + i] = i + 1000; }
     mc_dst = zalloc(64);

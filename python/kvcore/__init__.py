@@ -14,7 +14,7 @@ from ._array import buf as _buf, require as _require, DTYPE_NAMES as _DTYPE_NAME
     torch_dtypes as _torch_dtypes
 from ._lib import KvcoreError, UnsupportedError, check as _check, lib as _lib, path as library_path
 
-__all__ = ["Context", "HostBuffer", "DeviceBuffer", "DeviceArray", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
+__all__ = ["Context", "Engine", "HostBuffer", "DeviceBuffer", "DeviceArray", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
            "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "default_bins", "inspect", "recorder_now",
            "format_name", "format_ptr_count", "shape_ptr_count", "status_name", "load_kvcache", "save_kvcache"]
 
@@ -203,6 +203,25 @@ class HostBuffer:
             self.ptr = 0
 
 
+class Engine:
+    """Engine tensors checked once by Context.engine(). It holds the tensors, so their memory stays
+    alive while it exists; they must keep their storage (no resize_/set_ on torch tensors, no
+    in-place resize of numpy arrays) while it is used, as LMCache's pointer tables require."""
+    __slots__ = ("_ctx", "fmt", "_shape", "_ptrs", "_count", "_keep")
+
+    def __init__(self, ctx, fmt, shape, ptrs, count, keep):
+        self._ctx, self.fmt, self._shape = ctx, fmt, bytes(shape)
+        self._ptrs, self._count, self._keep = ptrs, count, keep
+
+    def _table(self, ctx, fmt, shape):
+        if ctx is not self._ctx:
+            raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, "engine: made by another Context")
+        if fmt != self.fmt or bytes(shape) != self._shape:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"engine: checked for format {self.fmt} and another shape; "
+                                                  f"make one with Context.engine({fmt}, shape, tensors)")
+        return self._ptrs, self._count, self._keep
+
+
 class DeviceBuffer:
     """Memory from kvc_device_alloc: on a GPU context device memory, described by
     __cuda_array_interface__ (the protocol torch, CuPy and Numba read, on ROCm too); on the CPU
@@ -368,8 +387,10 @@ class Context:
         """Engine tensors -> (pointer table, count). Each must be C-contiguous with enough bytes.
         Formats 16 and 17 also take their per-layer tuples ([(K_0, V_0), ...], [(latent_0, rope_0), ...]),
         flattened layer by layer; for 17 an unset shape.num_planes is taken from the first tuple."""
-        tensors = engine if isinstance(engine, (list, tuple)) else [engine]
         fmt = int(fmt)
+        if type(engine) is Engine:
+            return engine._table(self, fmt, shape)
+        tensors = engine if isinstance(engine, (list, tuple)) else [engine]
         if fmt in (16, 17) and any(isinstance(t, (list, tuple)) for t in tensors):
             if fmt == 17 and shape.num_planes == 0:
                 _set_planes(shape, [self._arr(t, f"engine[0][{i}]") for i, t in enumerate(tensors[0])],
@@ -395,6 +416,14 @@ class Context:
             if b.nbytes < need:
                 raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{b.name}: {b.nbytes} bytes, the geometry needs {need}")
         return _c_array(_C.c_void_p, [b.ptr for b in bufs]), len(bufs), bufs
+
+    def engine(self, fmt, shape, tensors):
+        """The engine tensors of a format, checked once, for repeated transfers: pass the returned
+        Engine wherever a transfer takes `engine` (the same format and shape) and the per-tensor
+        checks and the pointer table are not redone on every call (about 11 us for 32 numpy
+        layers, 3 % of a 32 MiB block transfer)."""
+        ptrs, n, keep = self._engine(tensors, fmt, shape)
+        return Engine(self, int(fmt), shape, ptrs, n, keep)
 
     def _chunk(self, chunk, name, shape, tokens, writable):
         b = self._arr(chunk, name, writable)

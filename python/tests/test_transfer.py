@@ -461,3 +461,34 @@ def test_flash_layer_out_of_range():
     kv = np.zeros((2, NL, 2, NH * HS), np.float32)
     with raises_status("KVC_ERR_OUT_OF_RANGE"):
         c_ops.load_and_reshape_flash(kv, kc, kc.copy(), np.array([0, 1], np.int64), NL)
+
+
+def test_engine_checked_once(ctx):
+    """Context.engine: the same results as the tensor list, kept alive by the Engine, and refused
+    for another format, shape or context."""
+    import gc
+    e, shape, view, planes, row = engine_for(1)
+    rng = np.random.default_rng(11)
+    for x in e:
+        x[...] = rng.standard_normal(x.shape)
+    slots = np.array([3, 0, 7, 5], np.int64)
+    want = np.zeros(chunk_shape(planes, 4, row), np.float16)
+    ctx.transfer_tokens(1, kvcore.D2H, shape, e, want, slots)
+    eng = ctx.engine(1, shape, e)
+    del e
+    gc.collect()
+    got = np.zeros_like(want)
+    ctx.transfer_tokens(1, kvcore.D2H, shape, eng, got, slots)
+    assert (got == want).all() and want.any()
+    obj = np.zeros(chunk_shape(planes, 2 * BS, row), np.float16)
+    ctx.transfer_blocks(1, kvcore.D2H, shape, eng, [obj], np.array([2, 1], np.int64), 2 * BS)
+    assert obj.any()
+    with raises_status("KVC_ERR_SHAPE"):
+        ctx.transfer_tokens(2, kvcore.D2H, shape, eng, got, slots)
+    other = kvcore.PageShape(kv_size=2, element_size=2, nl=NL, nb=NB - 1, bs=BS, nh=NH, hs=HS)
+    with raises_status("KVC_ERR_SHAPE"):
+        ctx.transfer_tokens(1, kvcore.D2H, other, eng, got, slots)
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        kvcore.Context(backend="cpu").transfer_tokens(1, kvcore.D2H, shape, eng, got, slots)
+    with raises_status("KVC_ERR_SHAPE"):  # checked when made, as a list would be per call
+        ctx.engine(1, shape, [np.zeros(4, np.float16)] * NL)
