@@ -33,80 +33,25 @@ KVC_HD unsigned kvc_clz32(uint32_t x)
 #endif
 }
 
-/* fp32 multiply / divide / add rounded once each, never contracted into an FMA (results must
- * match the CPU backend bit for bit). */
-KVC_HD float kvc_fmul(float a, float b)
-{
+/* Binary operations rounded once each, never contracted into an FMA (results must match the CPU
+ * backend bit for bit): the host operator, or the device's round-to-nearest intrinsic. fp32 for the
+ * kernels' arithmetic, double for the RoPE factors' double fallback (src/common/rope.h). */
 #ifdef KVC_DEVICE_PASS
-    return __fmul_rn(a, b);
+#define KVC_RN_BINARY(name, type, op, intrinsic) \
+    KVC_HD type name(type a, type b) { return intrinsic(a, b); }
 #else
-    return a * b;
+#define KVC_RN_BINARY(name, type, op, intrinsic) \
+    KVC_HD type name(type a, type b) { return a op b; }
 #endif
-}
-
-KVC_HD float kvc_fdiv(float a, float b)
-{
-#ifdef KVC_DEVICE_PASS
-    return __fdiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
-
-KVC_HD float kvc_fadd(float a, float b)
-{
-#ifdef KVC_DEVICE_PASS
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-
-KVC_HD float kvc_fsub(float a, float b)
-{
-#ifdef KVC_DEVICE_PASS
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-
-/* The same for double (the RoPE factors' double fallback, src/common/rope.h). */
-KVC_HD double kvc_dmul(double a, double b)
-{
-#ifdef KVC_DEVICE_PASS
-    return __dmul_rn(a, b);
-#else
-    return a * b;
-#endif
-}
-
-KVC_HD double kvc_dadd(double a, double b)
-{
-#ifdef KVC_DEVICE_PASS
-    return __dadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-
-KVC_HD double kvc_dsub(double a, double b)
-{
-#ifdef KVC_DEVICE_PASS
-    return __dsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-
-KVC_HD double kvc_ddiv(double a, double b)
-{
-#ifdef KVC_DEVICE_PASS
-    return __ddiv_rn(a, b);
-#else
-    return a / b;
-#endif
-}
+KVC_RN_BINARY(kvc_fmul, float, *, __fmul_rn)
+KVC_RN_BINARY(kvc_fdiv, float, /, __fdiv_rn)
+KVC_RN_BINARY(kvc_fadd, float, +, __fadd_rn)
+KVC_RN_BINARY(kvc_fsub, float, -, __fsub_rn)
+KVC_RN_BINARY(kvc_dmul, double, *, __dmul_rn)
+KVC_RN_BINARY(kvc_dadd, double, +, __dadd_rn)
+KVC_RN_BINARY(kvc_dsub, double, -, __dsub_rn)
+KVC_RN_BINARY(kvc_ddiv, double, /, __ddiv_rn)
+#undef KVC_RN_BINARY
 
 /* Correctly rounded square root (IEEE 754 on the host; __dsqrt_rn on the device). */
 KVC_HD double kvc_dsqrt(double a)
