@@ -109,15 +109,18 @@ static void unpin_block(kvc_context_t *ctx, kvc_mem_block_t *b)
     b->pin_calls = 0;
 }
 
-/* Register the whole mapping in chunks; on failure release the chunks already registered. */
-static kvc_status_t pin_block(kvc_context_t *ctx, kvc_mem_block_t *b)
+typedef kvc_status_t (*register_fn)(kvc_backend_ctx_t *b, void *ptr, size_t len);
+
+/* Register the whole mapping in chunks with `reg` (host_register, or host_register_io for a device
+ * file); on failure release the chunks already registered. */
+static kvc_status_t pin_block(kvc_context_t *ctx, kvc_mem_block_t *b, register_fn reg)
 {
     b->pin_chunk = round_up(b->pin_chunk, b->page_size);
     const size_t total = b->mapped_size, chunk = b->pin_chunk;
     const unsigned n = (unsigned)((total + chunk - 1) / chunk);
     for (unsigned i = 0; i < n; i++) {
         const size_t off = (size_t)i * chunk, len = total - off < chunk ? total - off : chunk;
-        const kvc_status_t st = ctx->ops.host_register(ctx->bctx, (char *)b->ptr + off, len);
+        const kvc_status_t st = reg(ctx->bctx, (char *)b->ptr + off, len);
         if (st != KVC_OK) {
             char why[512];
             snprintf(why, sizeof(why), "%s", kvc_last_error());
@@ -128,6 +131,24 @@ static kvc_status_t pin_block(kvc_context_t *ctx, kvc_mem_block_t *b)
         b->pin_calls = i + 1;
     }
     return KVC_OK;
+}
+
+/* A registry entry for a mapping of something that exists already (a shared segment to attach, a
+ * device file): never unlinked by us, not placed, base pages. */
+static kvc_mem_block_t *new_attached_block(const char *name, unsigned kind_requested, unsigned kind_obtained)
+{
+    kvc_mem_block_t *b = calloc(1, sizeof(*b));
+    if (!b) return NULL;
+    snprintf(b->name, sizeof(b->name), "%s", name);
+    b->kind_requested = kind_requested;
+    b->kind_obtained = kind_obtained;
+    b->attached = 1;
+    b->creator_pid = -1;
+    b->owner_fd = -1;
+    b->numa_requested = b->numa_bound = -1;
+    b->page_size = base_page();
+    b->pin_chunk = KVC_MEM_DEFAULT_PIN_CHUNK;
+    return b;
 }
 
 /* ---------------------------------------------------------------- mapping */
@@ -424,7 +445,7 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
         if (st != KVC_OK) goto fail;
     }
     if (kind & KVC_MEM_PINNED) {
-        st = pin_block(ctx, b);
+        st = pin_block(ctx, b, ctx->ops.host_register);
         if (st != KVC_OK) goto fail;
         b->kind_obtained |= KVC_MEM_PINNED;
     }
@@ -462,24 +483,15 @@ KVC_API kvc_status_t kvc_mem_attach(kvc_context_t *ctx, const char *name, unsign
         return kvc_error(KVC_ERR_INVALID_ARG, "attach kind 0x%x: only KVC_MEM_SHARED and KVC_MEM_PINNED apply", kind);
     kvc_status_t st = kvc_shm_check_name(name);
     if (st != KVC_OK) return st;
-    kvc_mem_block_t *b = calloc(1, sizeof(*b));
+    kvc_mem_block_t *b = new_attached_block(name, kind | KVC_MEM_SHARED, KVC_MEM_SHARED);
     if (!b) return kvc_error(KVC_ERR_NO_MEMORY, "cannot allocate a registry entry");
-    snprintf(b->name, sizeof(b->name), "%s", name);
-    b->kind_requested = kind | KVC_MEM_SHARED;
-    b->kind_obtained = KVC_MEM_SHARED;
-    b->attached = 1;
-    b->creator_pid = -1;
-    b->owner_fd = -1;
-    b->numa_requested = b->numa_bound = -1;
-    b->page_size = base_page();
-    b->pin_chunk = KVC_MEM_DEFAULT_PIN_CHUNK;
     st = kvc_shm_attach_map(name, &b->ptr, &b->size, &b->mapped_size);
     if (st != KVC_OK) {
         free(b);
         return st;
     }
     if (kind & KVC_MEM_PINNED) {
-        st = pin_block(ctx, b);
+        st = pin_block(ctx, b, ctx->ops.host_register);
         if (st != KVC_OK) {
             release(ctx, b);
             return st;
@@ -537,33 +549,22 @@ KVC_API kvc_status_t kvc_mem_map_file(kvc_context_t *ctx, const char *path, size
     if ((kind & KVC_MEM_PINNED) && !ctx->ops.host_register_io)
         return kvc_error(KVC_ERR_UNSUPPORTED, "map_file: backend %s cannot register I/O memory (module built before "
                                               "kvcore had host_register_io)", ctx->backend->name);
-    kvc_mem_block_t *b = calloc(1, sizeof(*b));
+    kvc_mem_block_t *b = new_attached_block(path, kind, KVC_MEM_DEVICE_FILE);
     if (!b) return kvc_error(KVC_ERR_NO_MEMORY, "cannot allocate a registry entry");
-    snprintf(b->name, sizeof(b->name), "%s", path);
     b->size = size;
-    b->page_size = base_page();
     b->mapped_size = round_up(size, b->page_size);
-    b->kind_requested = kind;
-    b->kind_obtained = KVC_MEM_DEVICE_FILE;
-    b->attached = 1; /* never unlinks anything */
-    b->creator_pid = -1;
-    b->owner_fd = -1;
-    b->numa_requested = b->numa_bound = -1;
     kvc_status_t st = map_device_file(path, size, offset, &b->ptr);
     if (st != KVC_OK) {
         free(b);
         return st;
     }
     if (kind & KVC_MEM_PINNED) {
-        st = ctx->ops.host_register_io(ctx->bctx, b->ptr, b->mapped_size);
+        b->pin_chunk = b->mapped_size; /* one registration, as LMCache's */
+        st = pin_block(ctx, b, ctx->ops.host_register_io);
         if (st != KVC_OK) {
-            st = kvc_error(st, "map_file: registering %zu bytes of %s as I/O memory failed: %s", b->mapped_size, path,
-                           kvc_last_error());
             release(ctx, b);
             return st;
         }
-        b->pin_calls = 1;
-        b->pin_chunk = b->mapped_size;
         b->kind_obtained |= KVC_MEM_PINNED;
     }
     registry_add(ctx, b);
