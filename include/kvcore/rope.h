@@ -82,10 +82,12 @@ KVC_API kvc_status_t kvc_rope_k_fused(kvc_context_t *ctx, kvc_stream_t stream, c
                                       const int64_t *old_positions, const int64_t *new_positions,
                                       const kvc_rope_table_t *table, const kvc_rope_params_t *params);
 
-/* Fill table (all max_position rows) with cos/sin for base (finite, > 0). Angles p*theta_i are formed
- * and reduced modulo 2*pi in double, then SLEEF's fp32 sincos (1.0-ulp variant) runs on the reduced
- * angle with a first-order correction for the fp32 rounding of the angle. max_position must be in
- * [1, KVC_ROPE_POSITION_LIMIT]. Errors as above, plus KVC_ERR_INVALID_ARG for a bad base. */
+/* Fill table (all max_position rows) with cos/sin for base (finite, > 0). CPU backend: cos/sin of
+ * p*theta_i in double (SLEEF's double sincos at anchor rows, angle sums in between), rounded once
+ * to fp32: within half an fp32 ulp (and a hair) of cos/sin of the double angle (docs/ROPE.md). GPU
+ * contexts: fp32 sincosf of the angle reduced in double, within a few ulp of the CPU's table.
+ * max_position must be in [1, KVC_ROPE_POSITION_LIMIT]. Errors as above, plus KVC_ERR_INVALID_ARG
+ * for a bad base. */
 KVC_API kvc_status_t kvc_rope_cache_build(kvc_context_t *ctx, kvc_stream_t stream, const kvc_rope_table_t *table,
                                           double base);
 

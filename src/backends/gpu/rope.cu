@@ -3,8 +3,10 @@
  * One thread per (token, head, pair), grid-stride over the flattened index (nothing depends on
  * the head count or the warp width). Math in fp32 with one rounding to the key dtype at the end,
  * the operations of the CPU backend's scalar tier in the same order (none contracted); angles
- * p*theta_i are reduced modulo 2*pi in double as on the CPU, then sincosf (the CPU uses SLEEF's
- * 1-ulp sincosf), so results agree with the CPU backend within a few ulp, not bit for bit.
+ * p*theta_i are formed and reduced modulo 2*pi in double, then sincosf (the CPU backend takes
+ * cos/sin in double and rounds once: docs/ROPE.md), so the delta variant and the table agree with
+ * the CPU backend within a few ulp, not bit for bit; the fused variant's combination of two table
+ * rows is common/rope.h's, bit for bit.
  * Host positions (the core has read them) and the frequencies theta_i (computed on the host
  * exactly as the CPU backend does) are staged to the device; calls are asynchronous on the given
  * stream. Device-resident positions (positions_on_device) are read where they are: a check kernel
@@ -38,8 +40,8 @@ static __device__ __forceinline__ void rope_store(void *p, int dt, uint64_t i, f
     else ((float *)p)[i] = v;
 }
 
-/* cos / sin of a*theta: a - 2*pi*round(a / 2*pi) in double (Cody-Waite, as kvc_rope_reduce), then
- * sincosf of its fp32 rounding with a first-order correction for that rounding. */
+/* cos / sin of a*theta: a - 2*pi*round(a / 2*pi) in double (Cody-Waite), then sincosf of its fp32
+ * rounding with a first-order correction for that rounding. */
 static __device__ __forceinline__ void rope_sincos(double a, float *c, float *s)
 {
     const double k = rint(a * 0.15915494309189535);
