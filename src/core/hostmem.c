@@ -341,6 +341,24 @@ static void release(kvc_context_t *ctx, kvc_mem_block_t *b)
     free(b);
 }
 
+/* The last steps of every allocation and attached mapping: pin when kind asks (with reg), enter
+ * the registry, fill the report. On failure the block is released. */
+static kvc_status_t pin_and_register(kvc_context_t *ctx, kvc_mem_block_t *b, unsigned kind, register_fn reg,
+                                     kvc_mem_report_t *report)
+{
+    if (kind & KVC_MEM_PINNED) {
+        const kvc_status_t st = pin_block(ctx, b, reg);
+        if (st != KVC_OK) {
+            release(ctx, b);
+            return st;
+        }
+        b->kind_obtained |= KVC_MEM_PINNED;
+    }
+    registry_add(ctx, b);
+    if (report) fill_report(ctx, b, report);
+    return KVC_OK;
+}
+
 /* ---------------------------------------------------------------- quarantine of freed ranges */
 
 /* Reserved address space counts against RLIMIT_AS: quarantine only without that limit. */
@@ -444,13 +462,7 @@ KVC_API kvc_status_t kvc_mem_alloc(kvc_context_t *ctx, size_t size, const kvc_me
         st = kvc_place_touch(ctx, b, &pl, b->pages_kind == KVC_MEM_PAGES_HUGETLB ? KVC_HUGE_2M : base_page());
         if (st != KVC_OK) goto fail;
     }
-    if (kind & KVC_MEM_PINNED) {
-        st = pin_block(ctx, b, ctx->ops.host_register);
-        if (st != KVC_OK) goto fail;
-        b->kind_obtained |= KVC_MEM_PINNED;
-    }
-    registry_add(ctx, b);
-    if (report) fill_report(ctx, b, report);
+    if ((st = pin_and_register(ctx, b, kind, ctx->ops.host_register, report)) != KVC_OK) return st;
     *out = b->ptr;
     return KVC_OK;
 fail:
@@ -490,16 +502,7 @@ KVC_API kvc_status_t kvc_mem_attach(kvc_context_t *ctx, const char *name, unsign
         free(b);
         return st;
     }
-    if (kind & KVC_MEM_PINNED) {
-        st = pin_block(ctx, b, ctx->ops.host_register);
-        if (st != KVC_OK) {
-            release(ctx, b);
-            return st;
-        }
-        b->kind_obtained |= KVC_MEM_PINNED;
-    }
-    registry_add(ctx, b);
-    if (report) fill_report(ctx, b, report);
+    if ((st = pin_and_register(ctx, b, kind, ctx->ops.host_register, report)) != KVC_OK) return st;
     if (size) *size = b->size;
     *out = b->ptr;
     return KVC_OK;
@@ -558,17 +561,8 @@ KVC_API kvc_status_t kvc_mem_map_file(kvc_context_t *ctx, const char *path, size
         free(b);
         return st;
     }
-    if (kind & KVC_MEM_PINNED) {
-        b->pin_chunk = b->mapped_size; /* one registration, as LMCache's */
-        st = pin_block(ctx, b, ctx->ops.host_register_io);
-        if (st != KVC_OK) {
-            release(ctx, b);
-            return st;
-        }
-        b->kind_obtained |= KVC_MEM_PINNED;
-    }
-    registry_add(ctx, b);
-    if (report) fill_report(ctx, b, report);
+    b->pin_chunk = b->mapped_size; /* pinned: one registration, as LMCache's */
+    if ((st = pin_and_register(ctx, b, kind, ctx->ops.host_register_io, report)) != KVC_OK) return st;
     *out = b->ptr;
     return KVC_OK;
 }
