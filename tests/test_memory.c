@@ -1654,6 +1654,70 @@ Test(memory, hugepage_pools_from_a_fake_tree)
     cr_assert_eq(kvc_sys_thp_mode_at("/nonexistent"), KVC_THP_UNAVAILABLE);
 }
 
+/* The last-level cache a transfer's streaming threshold comes from. */
+Test(memory, llc_from_a_fake_sysfs_cache_dir)
+{
+    const char *d = fake_tree();
+    write_file(d, "index0/level", "1\n");
+    write_file(d, "index0/type", "Data\n");
+    write_file(d, "index0/size", "48K\n");
+    write_file(d, "index1/level", "1\n");
+    write_file(d, "index1/type", "Instruction\n");
+    write_file(d, "index1/size", "32K\n");
+    write_file(d, "index2/level", "2\n");
+    write_file(d, "index2/type", "Unified\n");
+    write_file(d, "index2/size", "1024K\n");
+    cr_assert_eq(kvc_sys_llc_bytes_at(d), 1 << 20, "the highest level that is not an instruction cache");
+    write_file(d, "index3/level", "3\n");
+    write_file(d, "index3/type", "Unified\n");
+    write_file(d, "index3/size", "32768K\n");
+    cr_assert_eq(kvc_sys_llc_bytes_at(d), 32 << 20);
+    cr_assert_eq(kvc_sys_llc_bytes_at("/nonexistent"), 0);
+}
+
+Test(memory, llc_cpuid_only_is_capped)
+{
+    kvc_llc_info_t l;
+    /* A 2-vCPU EPYC guest without sysfs cache information: CPUID says 508 MiB (the host's cache). */
+    kvc_sys_llc_resolve(0, 532676608, &l);
+    cr_assert_eq(l.source, KVC_LLC_CPUID_CAPPED);
+    cr_assert_eq(l.bytes, KVC_LLC_CPUID_CAP);
+    cr_assert_eq(l.cpuid_bytes, 532676608);
+    cr_assert_eq(l.sysfs_bytes, 0);
+    kvc_sys_llc_resolve(0, 16 << 20, &l);
+    cr_assert_eq(l.source, KVC_LLC_CPUID);
+    cr_assert_eq(l.bytes, 16 << 20);
+    /* sysfs is the kernel's view: believed above the cap, CPUID only when it says less. */
+    kvc_sys_llc_resolve(96 << 20, 402653184, &l);
+    cr_assert_eq(l.source, KVC_LLC_SYSFS);
+    cr_assert_eq(l.bytes, 96 << 20);
+    kvc_sys_llc_resolve(32 << 20, 16 << 20, &l);
+    cr_assert_eq(l.bytes, 16 << 20);
+    kvc_sys_llc_resolve(0, -1, &l);
+    cr_assert_eq(l.source, KVC_LLC_UNKNOWN);
+    cr_assert_eq(l.bytes, 0);
+}
+
+Test(memory, stream_threshold_of_a_context)
+{
+    kvc_llc_info_t l;
+    cr_assert_eq(kvc_llc_info(NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_llc_info(&l), KVC_OK);
+    kvc_context_t *ctx = NULL;
+    unsetenv("KVCORE_STREAM_MIN_BYTES");
+    cr_assert_eq(kvc_context_create(NULL, &ctx), KVC_OK);
+    const int64_t want = l.bytes / 4 * 3 > (4 << 20) ? l.bytes / 4 * 3 : 4 << 20;
+    cr_assert_eq(kvc_context_stream_min_bytes(ctx), want, "3/4 of %" PRId64 " (%s)", l.bytes,
+                 kvc_llc_source_name(l.source));
+    kvc_context_destroy(ctx);
+    setenv("KVCORE_STREAM_MIN_BYTES", "12345", 1);
+    cr_assert_eq(kvc_context_create(NULL, &ctx), KVC_OK);
+    cr_assert_eq(kvc_context_stream_min_bytes(ctx), 12345);
+    kvc_context_destroy(ctx);
+    unsetenv("KVCORE_STREAM_MIN_BYTES");
+    cr_assert_eq(kvc_context_stream_min_bytes(NULL), -1);
+}
+
 Test(memory, cgroup_v2_limits_from_a_fake_tree)
 {
     const char *root = fake_tree();

@@ -115,6 +115,10 @@ KVC_API const char *kvc_context_isa(const kvc_context_t *ctx);
 /* Threads the CPU backend uses for OpenMP regions (after the caps of KVC_THREADS_PER_CPU). */
 KVC_API int kvc_context_num_threads(const kvc_context_t *ctx);
 
+/* CPU transfers moving more bytes than this write with streaming stores: KVCORE_STREAM_MIN_BYTES,
+ * else 3/4 of the last-level cache of kvc_llc_info(), at least 4 MiB. -1 when ctx is NULL. */
+KVC_API int64_t kvc_context_stream_min_bytes(const kvc_context_t *ctx);
+
 /* Environment knobs: one table, printed by `kvcore info`. */
 typedef struct kvc_env_knob {
     const char *name;
