@@ -144,8 +144,8 @@ def save_kvcache(path, kv, num_heads=None, head_size=None, split=False, format=N
     t = _abi.Tensor(dtype=b.dtype, ndim=len(b.shape), data=b.ptr, nbytes=b.nbytes, owns_data=0)
     for i, d in enumerate(b.shape):
         t.shape[i] = d
-    _check(_lib.kvc_kvcache_save(_cstr(path, "path"), _C.byref(t), _C.byref(_kvcache_params(num_heads, head_size, format,
-                                                                                             split))))
+    params = _kvcache_params(num_heads, head_size, format, split)
+    _check(_lib.kvc_kvcache_save(_cstr(path, "path"), _C.byref(t), _C.byref(params)))
 
 
 def _bytes_view(data):
@@ -535,9 +535,9 @@ class Context:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, f"batched_memcpy: {len(dsts)} destinations, {len(srcs)} "
                                                   f"sources, {len(sizes)} sizes")
         n = len(sizes)
+        sz = _c_array(_C.c_size_t, [_count(x, f"sizes[{i}]") for i, x in enumerate(sizes)])
         _check(_lib.kvc_batched_memcpy(self._handle(), _c_array(_C.c_void_p, [int(x) for x in dsts]),
-                                       _c_array(_C.c_void_p, [int(x) for x in srcs]),
-                                       _c_array(_C.c_size_t, [_count(x, f"sizes[{i}]") for i, x in enumerate(sizes)]), n, _C.c_void_p(stream or 0)))
+                                       _c_array(_C.c_void_p, [int(x) for x in srcs]), sz, n, _C.c_void_p(stream or 0)))
 
     # ------------------------------------------------------------ CacheGen coder
     def cdf(self, symbols, num_bins, out=None):
@@ -792,13 +792,15 @@ class Context:
     def record_event(self, name, session_id, str_meta=None, int_meta=None, stream=None):
         sm = list((str_meta or {}).items())
         im = list((int_meta or {}).items())
-        sarr = (_abi.StrMeta * len(sm))(*[_abi.StrMeta(_cstr(str(k), "str_meta key"), _cstr(str(v), "str_meta value")) for k, v in sm])
+        sarr = (_abi.StrMeta * len(sm))(*[_abi.StrMeta(_cstr(str(k), "str_meta key"), _cstr(str(v), "str_meta value"))
+                                          for k, v in sm])
         for k, v in im:
             if not isinstance(v, int):
                 raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"int_meta[{k!r}]: {type(v).__name__}, expected int")
         iarr = (_abi.IntMeta * len(im))(*[_abi.IntMeta(_cstr(str(k), "int_meta key"), v) for k, v in im])
-        _check(_lib.kvc_record_event(self._handle(), _C.c_void_p(stream or 0), _cstr(name, "name"), _cstr(session_id, "session_id"),
-                                     sarr if sm else None, len(sm), iarr if im else None, len(im)))
+        _check(_lib.kvc_record_event(self._handle(), _C.c_void_p(stream or 0), _cstr(name, "name"),
+                                     _cstr(session_id, "session_id"), sarr if sm else None, len(sm),
+                                     iarr if im else None, len(im)))
 
     def drain_events(self):
         """[(name, session_id, timestamp, {str: str}, {str: int})] in record order."""
@@ -862,8 +864,9 @@ class Context:
         """Map size bytes at offset of a device's memory file (a PCIe BAR's sysfs resource file,
         kvc_mem_map_file) as a HostBuffer; pinned registers it with the backend as I/O memory."""
         ptr, rep = _C.c_void_p(), _abi.MemReport()
-        _check(_lib.kvc_mem_map_file(self._handle(), _cstr(path, "path"), _count(size, "size"), _count(offset, "offset"),
-                                     _abi.MEM_PINNED if pinned else 0, _C.byref(ptr), _C.byref(rep)))
+        _check(_lib.kvc_mem_map_file(self._handle(), _cstr(path, "path"), _count(size, "size"),
+                                     _count(offset, "offset"), _abi.MEM_PINNED if pinned else 0, _C.byref(ptr),
+                                     _C.byref(rep)))
         return HostBuffer(self, ptr.value, size, _report_dict(rep))
 
     def live_allocations(self):

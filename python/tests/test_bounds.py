@@ -209,8 +209,8 @@ if given is not None:
 
     @needs_hypothesis
     @PROP
-    @given(n=st.integers(-40, 80), doff=st.integers(0, 64), dlen=st.integers(0, 40), dstride=st.sampled_from([1, 2, -1]),
-           slen=st.integers(0, 40))
+    @given(n=st.integers(-40, 80), doff=st.integers(0, 64), dlen=st.integers(0, 40),
+           dstride=st.sampled_from([1, 2, -1]), slen=st.integers(0, 40))
     def test_memcpy_any_size(ctx, n, doff, dlen, dstride, slen):
         """memcpy(dst view, src, nbytes) for random sizes and views: the first n bytes of dst are
         src's, or KVC_ERR_INVALID_ARG / KVC_ERR_SHAPE / KVC_ERR_NO_SPACE; the canary never changes."""
