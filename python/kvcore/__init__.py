@@ -260,6 +260,8 @@ class DeviceArray:
     def __init__(self, buf, dtype, shape):
         n = buf.size // dtype.itemsize
         shape = (n,) if shape is None else tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"view shape {list(shape)} has a negative dimension")
         need = dtype.itemsize
         for d in shape:
             need *= d

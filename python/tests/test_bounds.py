@@ -424,3 +424,26 @@ if given is not None:
         if mode == "exact":
             for w in written:
                 np.testing.assert_array_equal(np.asarray(args[w]), ref[w])
+
+
+class _Interface:
+    """An object describing memory by __array_interface__ only, as a hand-made wrapper may."""
+
+    def __init__(self, arr, shape):
+        self.__array_interface__ = {"shape": shape, "typestr": arr.dtype.str, "version": 3,
+                                    "data": (arr.ctypes.data, False)}
+        self.keep = arr
+
+
+def test_negative_dimensions_are_refused(ctx):
+    """A shape with a negative dimension (possible through __array_interface__ or DeviceBuffer.view)
+    would make nbytes negative and pass every "is it big enough" check."""
+    c = Canary(64)
+    dst = _Interface(c.view(16, (16,), (1,)), (-4, 4))
+    with pytest.raises(KvcoreError) as e:
+        ctx.memcpy(dst, np.ones(16, np.float32), 0)
+    assert status(e.value) == SHAPE and "negative dimension" in str(e.value)
+    with pytest.raises(KvcoreError) as e:
+        ctx.alloc_device(64).view(np.float32, (-1, 4))
+    assert status(e.value) == SHAPE
+    assert c.intact()
