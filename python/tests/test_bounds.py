@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kvcore
+import kvcore.lmcache_ops
 from kvcore import KvcoreError
 
 try:
@@ -371,7 +372,36 @@ def _cases(ctx):
         sym, sc = ctx.quantise(v, [16, 16])
         return {"sym": sym, "scales": sc, "out": np.zeros((2, 5, 8), np.float32)}
 
+    def blocks(rng):
+        e = rng.standard_normal((2, 3, 2, 1, 4)).astype(np.float32)
+        return {"engine": e, "obj": np.zeros((2, 1, 2, 4), np.float32), "ids": np.array([2], np.int64)}
+
+    def packed(rng):
+        a = coder(rng)
+        n = a["lengths"].reshape(-1)
+        a["bytes"] = np.concatenate([a["streams"][i // 3, i % 3, :k] for i, k in enumerate(n)])
+        a["prefsum"] = np.cumsum(n).astype(np.int64).reshape(2, 3)
+        return a
+
+    def codec(rng):
+        kv = rng.standard_normal((2, 1, 8, 4)).astype(np.float32)
+        return {"data": np.frombuffer(ctx.codec_encode(kv, num_heads=1), np.uint8).copy(),
+                "out": np.zeros((2, 1, 8, 4), np.float32)}
+
+    def lmc_blocks(rng):
+        a = blocks(rng)
+        a["layers"] = rng.standard_normal((1, 2, 3, 2, 1, 4)).astype(np.float32)
+        return a
+
+    desc = kvcore.lmcache_ops.PageBufferShapeDesc(kv_size=2, nl=1, nb=3, bs=2, nh=1, hs=4, element_size=4)
     return {
+        "transfer_blocks": (blocks, lambda c, a: c.transfer_blocks(1, kvcore.D2H, sh, [a["engine"]], [a["obj"]],
+                                                                   a["ids"], 2), ["obj"]),
+        "decode_packed": (packed, lambda c, a: c.decode_packed(a["cdf"], a["bytes"], a["prefsum"], 20,
+                                                               out=a["out"]), ["out"]),
+        "codec_decode": (codec, lambda c, a: c.codec_decode(a["data"], out=a["out"]), ["out"]),
+        "lmcache_block_h2d": (lmc_blocks, lambda c, a: kvcore.lmcache_ops.multi_layer_block_kv_transfer(
+            list(a["layers"]), [a["obj"]], a["ids"], "cpu", 0, desc, 2, 1, 0), ["layers"]),
         "transfer_layer": (layer_d2h, lambda c, a: c.transfer_layer(1, kvcore.D2H, sh, [a["engine"]], a["chunk"],
                                                                      a["slots"]), ["chunk"]),
         "transfer_layer_h2d": (layer_d2h, lambda c, a: c.transfer_layer(1, kvcore.H2D, sh, [a["engine"]],
@@ -393,8 +423,8 @@ if given is not None:
     MODES = ["exact", "shrink", "grow", "transpose", "step", "broadcast", "reverse"]
 
     @needs_hypothesis
-    @PROP
-    @given(name=st.sampled_from(sorted(_cases(kvcore.Context(backend="cpu")))), which=st.integers(0, 7),
+    @settings(PROP, max_examples=500)
+    @given(name=st.sampled_from(sorted(_cases(kvcore.Context(backend="cpu")))), which=st.integers(0, 9),
            mode=st.sampled_from(MODES), k=st.integers(1, 3), seed=st.integers(0, 999))
     def test_entry_points_any_view(ctx, name, which, mode, k, seed):
         """One array argument of an entry point replaced by a view of random shape and strides in a
