@@ -33,6 +33,10 @@ enum {
      * head_size = C; the container records that NH and HS are nominal (info.heads_known = 0). */
     KVC_CODEC_PARAM_HEADS_UNKNOWN = 1u << 3,
     KVC_CODEC_PARAM_KEY_SCALING = 1u << 4, /* key_scaling; default KVC_CODEC_SCALE_TOKEN */
+    /* bits: a size target in bits per element (whole container); the encoder chooses the bins
+     * per (plane, layer) (docs/CACHEGEN.md "Rate target"). Not with KVC_CODEC_PARAM_BINS or
+     * per-channel keys. */
+    KVC_CODEC_PARAM_BITS = 1u << 5,
 };
 
 /* How plane 0 (keys; MLA's latent) is scaled before quantisation. Per token is LMCache's scheme:
@@ -57,6 +61,7 @@ typedef struct kvc_codec_params {
     kvc_codec_progress_fn progress;
     void *progress_user;
     kvc_codec_scaling_t key_scaling;
+    double bits;                /* KVC_CODEC_PARAM_BITS: target bits per element, > 0 */
 } kvc_codec_params_t;
 
 /* Named quality levels, chosen with bench/quality (docs/CACHEGEN.md has the measured size and
@@ -100,7 +105,8 @@ typedef struct kvc_codec_layer_stats {
 
 /* Compress one chunk `kv` (host memory, C order, shape per layout). *out receives a new buffer
  * (free with kvc_codec_free) of *out_len bytes. Errors: KVC_ERR_INVALID_ARG (NULL, zero sizes,
- * bins outside [4, 64] or not even), KVC_ERR_DTYPE, KVC_ERR_SHAPE (MLA with num_heads != 1, more
+ * bins outside [4, 64] or not even; bits not finite and > 0, bits with bins or per-channel keys,
+ * bits below what 4 bins everywhere code this chunk to), KVC_ERR_DTYPE, KVC_ERR_SHAPE (MLA with num_heads != 1, more
  * than 4096 layers, sizes that overflow). */
 KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,
                                       size_t *out_len);
