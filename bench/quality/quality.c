@@ -685,6 +685,17 @@ static void write_svg(const char *path, const config_t *cf, const summary_t *u, 
     fprintf(f, "<text x=\"16\" y=\"%.1f\" transform=\"rotate(-90 16 %.1f)\" text-anchor=\"middle\" font-size=\"12\">"
                "mean KL(exact || restored), nats</text>\n", (y0 + y1) / 2, (y0 + y1) / 2);
     svg_text(f, (x0 + x1) / 2, 18, "middle", 13, "stories260K, held-out runs: rate target vs fixed bins");
+    /* Level 0's mean KL and 75 % of its size: the "25 % smaller at no worse KL" corner is below
+     * and left of both dashed lines. */
+    for (int i = 0; i < nconf; i++)
+        if (cf[i].kind == CFG_LEVEL && cf[i].level == 0) {
+            fprintf(f, "<path d=\"M%.1f %.1f H%.1f\" stroke=\"#2460a7\" stroke-dasharray=\"4 3\"/>\n", x0, Y(u[i].kl), x1);
+            svg_text(f, x1 - 4, Y(u[i].kl) - 4, "end", 10, "level 0 (LMCache's default): mean KL");
+            if (X(0.75 * u[i].bits) > x0) {
+                fprintf(f, "<path d=\"M%.1f %.1f V%.1f\" stroke=\"gray\" stroke-dasharray=\"4 3\"/>\n", X(0.75 * u[i].bits), y1, y0);
+                svg_text(f, X(0.75 * u[i].bits) + 4, y0 - 6, "start", 10, "75 % of level 0's size");
+            }
+        }
     /* The rate target as a line, then the points. */
     int first = 1;
     fprintf(f, "<path fill=\"none\" stroke=\"#c0392b\" stroke-width=\"1.5\" d=\"");
@@ -834,11 +845,14 @@ static int protocol(const model_t *m, const gguf_t *g, kvc_context_t *ctx, const
     if (run_set(m, ctx, held, nh, hc, nhc, 1, hres, 0)) return 1;
     summary_t *hu = calloc((size_t)nhc, sizeof(*hu));
     for (int i = 0; i < nhc; i++) hu[i] = summarise(hres, nh, i, 0);
-    for (int i = 0; i < nhc; i++)
-        printf("{\"heldout\":\"%s\",\"bits\":%.4f,\"bits_vs_level0\":%.4f,\"bits32_vs_level0\":%.4f,\"kl_mean\":%.6f,\"dkl_mean\":%.6f,"
+    for (int i = 0; i < nhc; i++) {
+        char b32[32] = "null"; /* measured for the levels only */
+        if (isfinite(hu[i].bits32)) snprintf(b32, sizeof(b32), "%.4f", hu[i].bits32 / hu[i].bits32_ref);
+        printf("{\"heldout\":\"%s\",\"bits\":%.4f,\"bits_vs_level0\":%.4f,\"bits32_vs_level0\":%s,\"kl_mean\":%.6f,\"dkl_mean\":%.6f,"
                "\"dkl_ci\":[%.6f,%.6f],\"dkl_max\":%.6f,\"worse\":%d,\"runs\":%d,\"dce_mean\":%.5f,\"top1_min\":%.4f,\"no_worse\":%s}\n",
-               hc[i].name, hu[i].bits, hu[i].bits / hu[i].bits_ref, hu[i].bits32 / hu[i].bits32_ref, hu[i].kl, hu[i].d_mean,
+               hc[i].name, hu[i].bits, hu[i].bits / hu[i].bits_ref, b32, hu[i].kl, hu[i].d_mean,
                hu[i].d_lo, hu[i].d_hi, hu[i].d_max, hu[i].worse, hu[i].n, hu[i].dce, hu[i].top1_min, hu[i].pass ? "true" : "false");
+    }
 
     FILE *f = fopen(md_path, "w");
     if (!f) { fprintf(stderr, "quality: cannot write %s: %s\n", md_path, strerror(errno)); return 1; }
@@ -883,22 +897,37 @@ static int protocol(const model_t *m, const gguf_t *g, kvc_context_t *ctx, const
                 100 * (hu[best25].bits / hu[best25].bits_ref - 1));
     else
         fprintf(f, "**No per-token configuration measured here that is at least 25 %% smaller than level 0 is no worse on the "
-                   "held-out data** (tables below, curve in cachegen-rd.svg).\n\n");
+                   "held-out data** (tables below; the curve is [quality_rd.svg](quality_rd.svg)).\n\n");
     fprintf(f, "## Rate target (`--bits`, held-out)\n\n"
                "Each target is compared with the fixed configuration (named level or K x V grid, per-token keys) of lowest "
                "held-out mean KL among those no larger on average: a choice made on the held-out data itself, so it favours "
-               "the fixed bins.\n\n| target | bits/elem | KL mean | best fixed at <= size | its bits | its KL | rate - fixed: paired "
-               "dKL mean [95 %% CI] | at or below |\n|---|---|---|---|---|---|---|---|\n");
+               "the fixed bins. \"Fixed envelope\" is the lower convex envelope of the fixed configurations' (bits, mean KL) points "
+               "at the target's size: what mixing two fixed configurations would give.\n\n| target | bits/elem | KL mean | best fixed at "
+               "<= size | its bits | its KL | rate - fixed: paired dKL mean [95 %% CI] | at or below | fixed envelope KL |\n"
+               "|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nhc; i++) {
         if (hc[i].kind != CFG_BITS) continue;
         int bf = -1;
         for (int j = 0; j < nhc; j++)
             if (hc[j].kind != CFG_BITS && !hc[j].channel_keys && hu[j].bits <= hu[i].bits && (bf < 0 || hu[j].kl < hu[bf].kl)) bf = j;
-        if (bf < 0) { fprintf(f, "| `%s` | %.3f | %.4f | none as small | | | | |\n", hc[i].name, hu[i].bits, hu[i].kl); continue; }
+        /* Lower convex envelope at x: the lowest chord between fixed points on either side of x. */
+        const double x = hu[i].bits;
+        double env = INFINITY;
+        for (int a = 0; a < nhc; a++)
+            for (int b = 0; b < nhc; b++) {
+                if (hc[a].kind == CFG_BITS || hc[a].channel_keys || hc[b].kind == CFG_BITS || hc[b].channel_keys) continue;
+                if (hu[a].bits > x || hu[b].bits < x) continue;
+                const double w = hu[b].bits > hu[a].bits ? (x - hu[a].bits) / (hu[b].bits - hu[a].bits) : 0,
+                             k = hu[a].kl + w * (hu[b].kl - hu[a].kl);
+                if (k < env) env = k;
+            }
+        if (bf < 0) { fprintf(f, "| `%s` | %.3f | %.4f | none as small | | | | | |\n", hc[i].name, hu[i].bits, hu[i].kl); continue; }
         const summary_t v = summarise(hres, nh, i, bf);
-        fprintf(f, "| `%s` | %.3f | %.4f | `%s` | %.3f | %.4f | %+.4f [%+.4f, %+.4f] | %s |\n", hc[i].name, hu[i].bits, hu[i].kl,
+        fprintf(f, "| `%s` | %.3f | %.4f | `%s` | %.3f | %.4f | %+.4f [%+.4f, %+.4f] | %s | ", hc[i].name, hu[i].bits, hu[i].kl,
                 hc[bf].name, hu[bf].bits, hu[bf].kl, v.d_mean, v.d_lo, v.d_hi,
                 v.d_hi <= 0 ? "yes" : v.d_mean <= 0 ? "mean only" : "no");
+        if (isfinite(env)) fprintf(f, "%.4f (%+.0f %%) |\n", env, 100 * (hu[i].kl / env - 1));
+        else fprintf(f, "none this large |\n");
     }
     fprintf(f, "\n## Per-channel keys (held-out)\n\n| config | K / V bins | bits/elem | vs level 0 | KL mean | paired dKL mean [95 %% CI] "
                "| worst run dKL | runs worse | dCE mean | top-1 min | no worse |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
