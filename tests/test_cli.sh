@@ -218,5 +218,34 @@ if has '"plane":"K","layer":0,"bins":40' && has '"plane":"K","layer":1,"bins":32
 status_is 2 "a bins list of the wrong length is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bins-k 32,32
 status_is 2 "an unknown level is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --level 9
 
+# Rate target (encode --bits) and the LMCache settings a container needs (inspect --lmcache-config).
+check "encode --bits 3.5" "$kvcore" encode "$K" "$V" -o "$tmp/b35.kvc" -q --bits 3.5
+bits=$(awk -v b="$(wc -c <"$tmp/b35.kvc")" 'BEGIN { printf "%.4f", 8 * b / (2 * 5 * 512 * 32) }')
+if awk -v x="$bits" 'BEGIN { exit !(x <= 3.5 && x > 3.0) }'; then ok "--bits 3.5: $bits bits per element"; else not_ok "--bits 3.5: $bits bits per element"; fi
+status_is 0 "inspect --lmcache-config (default bins)" "$kvcore" inspect "$tmp/a.kvc" --lmcache-config
+if has "key bins:   QuantizationSpec(start_layer=0, end_layer=5, bins=32)" && has "own default for 5 layers"; then ok "--lmcache-config: the default needs no settings"; else not_ok "--lmcache-config: the default needs no settings"; fi
+status_is 0 "inspect --lmcache-config (rate target)" "$kvcore" inspect "$tmp/b35.kvc" --lmcache-config --original "$K" --original "$V"
+if has "CacheGenConfig(nlayers=5, kspecs=\[QuantizationSpec(start_layer=0" && has "its default for 5 layers differs" &&
+   has "level 3: .* vs level 0"; then ok "--lmcache-config: the config LMCache needs, and every level's size"; else not_ok "--lmcache-config: the config LMCache needs, and every level's size"; fi
+status_is 0 "inspect --lmcache-config (per-channel keys)" "$kvcore" inspect "$tmp/pc.kvc" --lmcache-config
+if has "LMCache cannot read it: .*per channel"; then ok "--lmcache-config: says why LMCache cannot read it"; else not_ok "--lmcache-config: says why LMCache cannot read it"; fi
+# A 32-layer cache (the real layers repeated): LMCache's default differs by layer there.
+if "${KVC_PYTHON:-python3}" -c "import numpy" 2>/dev/null; then
+    "${KVC_PYTHON:-python3}" -c "import numpy as np, sys; [np.save(sys.argv[i + 3], np.load(sys.argv[i + 1])[[l % 5 for l in range(32)]]) for i in (0, 1)]" \
+        "$K" "$V" "$tmp/k32.npy" "$tmp/v32.npy"
+    "$kvcore" encode "$tmp/k32.npy" "$tmp/v32.npy" -o "$tmp/l0_32.kvc" -q
+    check "inspect --lmcache-config, 32 layers" "$kvcore" inspect "$tmp/l0_32.kvc" --lmcache-config --original "$tmp/k32.npy" --original "$tmp/v32.npy"
+    if has "key bins:   QuantizationSpec(start_layer=0, end_layer=10, bins=32), QuantizationSpec(start_layer=10, end_layer=32, bins=16)" &&
+       has "value bins: QuantizationSpec(start_layer=0, end_layer=2, bins=32), QuantizationSpec(start_layer=2, end_layer=32, bins=16)" &&
+       has "own default for 32 layers" && has "level 1: .*(-[0-9.]* % vs level 0)"; then ok "32 layers: level 0 is LMCache's 32/16 default, level 1 is smaller"; else not_ok "32 layers: level 0 is LMCache's 32/16 default, level 1 is smaller"; fi
+else
+    n=$((n + 1)); echo "ok $n - 32-layer --lmcache-config # SKIP numpy is not importable by ${KVC_PYTHON:-python3}"
+fi
+status_is 2 "--bits 0 is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bits 0
+if err_has "bits per element, a number in (0, 64\]"; then ok "--bits 0: says what it expects"; else not_ok "--bits 0: says what it expects"; fi
+status_is 2 "--bits with --level is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bits 3 --level 1
+status_is 1 "--bits below what the chunk codes to fails" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bits 0.5
+if err_has "0.5 bits per element is below what this chunk codes to" && [ ! -e "$tmp/x.kvc" ]; then ok "--bits 0.5: says so, writes nothing"; else not_ok "--bits 0.5: says so, writes nothing"; fi
+
 echo "1..$n"
 exit $fail

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "files.h"
 #include "json.h"
+#include "lmcache_config.h"
 #include "util.h"
 
 static kvc_context_t *open_context(const char *cmd)
@@ -93,9 +94,10 @@ typedef struct {
     int level;                  /* -1: none */
     const char *bins[2];        /* K, V: "N" or a per-layer list "N,N,..." */
     int key_scaling;            /* -1: default */
+    double bits;                /* 0: none; else the rate target in bits per element */
 } quality_opts_t;
 
-enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING };
+enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING, OPT_BITS, OPT_LMCACHE_CONFIG };
 
 /* One quality option from getopt_long: 0 ok, -1 bad value (message printed). */
 static int quality_option(int code, const char *v, quality_opts_t *q)
@@ -109,7 +111,14 @@ static int quality_option(int code, const char *v, quality_opts_t *q)
         }
         q->level = (int)n;
     } else if (code == OPT_BINS_K || code == OPT_BINS_V) q->bins[code == OPT_BINS_V] = v;
-    else {
+    else if (code == OPT_BITS) {
+        char *end;
+        q->bits = strtod(v, &end);
+        if (!*v || *end || !(q->bits > 0 && q->bits <= 64)) {
+            fprintf(stderr, "kvcore encode: --bits %s: expected bits per element, a number in (0, 64]\n", v);
+            return -1;
+        }
+    } else {
         if (strcmp(v, "token") && strcmp(v, "channel")) {
             fprintf(stderr, "kvcore encode: --key-scaling %s: expected token or channel\n", v);
             return -1;
@@ -144,6 +153,15 @@ static int parse_bins(const char *opt, const char *v, size_t NL, uint32_t *bins)
 static int quality_apply(const quality_opts_t *q, kvc_codec_params_t *p, uint32_t *bins)
 {
     const size_t NL = p->num_layers;
+    if (q->bits > 0 && (q->level >= 0 || q->bins[0] || q->bins[1] || q->key_scaling == 1)) {
+        fprintf(stderr, "kvcore encode: --bits chooses the bins itself: not with --level, --bins-k, --bins-v or "
+                        "--key-scaling channel\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (q->bits > 0) {
+        p->field_mask |= KVC_CODEC_PARAM_BITS;
+        p->bits = q->bits;
+    }
     if (q->level >= 0 && kvc_codec_level_params(q->level, p, bins) != KVC_OK) return cli_fail("encode", KVC_ERR_INVALID_ARG);
     if ((q->bins[0] || q->bins[1]) && q->level < 0) {
         kvc_cg_default_bins(NL, bins);
@@ -201,11 +219,14 @@ static void encode_help(void)
            "                    ranges, so memory holds a few chunks (up to 4 coded at once, one per thread)\n"
            "                    whatever the file's size (docs/FORMAT.md)\n"
            "Quality (docs/CACHEGEN.md):\n"
-           "  --level N         a named profile, 0-%d (0 = LMCache's default; higher = smaller; every level stays\n"
-           "                    LMCache-readable)\n"
+           "  --level N         a named profile, 0-%d, relative to LMCache's default for the layer count (0 = that\n"
+           "                    default; higher = smaller; LMCache reads the others only with its config set to\n"
+           "                    their bins: kvcore inspect --lmcache-config)\n"
            "  --bins-k B|B,B,.. --bins-v B|B,B,..  quantisation bins for keys / values: one even count in\n"
            "                    [4, 64] for every layer, or one per layer (override the level's)\n"
            "  --key-scaling token|channel  channel: per-channel key scales (format 1.1, not LMCache-readable)\n"
+           "  --bits B          size target in bits per element (whole container): bins chosen per layer for K and V\n"
+           "                    to minimise the quantisation error within it (kvcore inspect --lmcache-config shows them)\n"
            "A container LMCache cannot read is written with a warning.\n",
            KVC_CODEC_LEVEL_MAX);
 }
@@ -457,6 +478,7 @@ int kvc_cmd_encode(int argc, char **argv)
         { "bins-k", required_argument, NULL, OPT_BINS_K },
         { "bins-v", required_argument, NULL, OPT_BINS_V },
         { "key-scaling", required_argument, NULL, OPT_KEY_SCALING },
+        { "bits", required_argument, NULL, OPT_BITS },
         { "chunk-tokens", required_argument, NULL, 'C' },
         { NULL, 0, NULL, 0 },
     };
@@ -475,7 +497,8 @@ int kvc_cmd_encode(int argc, char **argv)
         case OPT_LEVEL:
         case OPT_BINS_K:
         case OPT_BINS_V:
-        case OPT_KEY_SCALING: bad = quality_option(c, optarg, &o.q) != 0; break;
+        case OPT_KEY_SCALING:
+        case OPT_BITS: bad = quality_option(c, optarg, &o.q) != 0; break;
         case 'H':
             o.io.num_heads = positive("encode", "--heads", optarg, &bad);
             o.io.field_mask |= KVC_KVCACHE_PARAM_NUM_HEADS;
@@ -989,7 +1012,9 @@ static void inspect_help(void)
            "Header, sizes and ratios, coded bits/symbol vs entropy per layer. '-' reads standard input.\n"
            "  --original KV_FILE      also the reconstruction error per layer against the original: the\n"
            "  --original K --original V   inputs encode takes (a KV file, or a K file and a V file)\n"
-           "  --json                  one JSON object on stdout\n");
+           "  --json                  one JSON object on stdout\n"
+           "  --lmcache-config        the settings LMCache needs to read it (bins per layer for K and V), or why\n"
+           "                          it cannot; with --original, also every level's size on the original\n");
 }
 
 /* The original as encode would read it, checked against the container. */
@@ -1028,16 +1053,18 @@ int kvc_cmd_inspect(int argc, char **argv)
         CLI_COMMON_LONG,
         { "original", required_argument, NULL, 'O' },
         { "json", no_argument, NULL, 'J' },
+        { "lmcache-config", no_argument, NULL, OPT_LMCACHE_CONFIG },
         { NULL, 0, NULL, 0 },
     };
     const char *orig[2] = { NULL, NULL };
-    int norig = 0, as_json = 0, c;
+    int norig = 0, as_json = 0, lmcfg = 0, c;
     cli_common_t com = { 0 };
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
         switch (c) {
         case 'J': as_json = 1; break;
+        case OPT_LMCACHE_CONFIG: lmcfg = 1; break;
         case 'O':
             if (norig == 2) {
                 fprintf(stderr, "kvcore inspect: --original is a KV file or a K file and a V file (at most twice)\n");
@@ -1073,6 +1100,14 @@ int kvc_cmd_inspect(int argc, char **argv)
     if (st != KVC_OK) {
         cli_input_close(&in);
         return cli_fail("inspect", st);
+    }
+    if (lmcfg) {
+        kvc_tensor_t kv = { 0 };
+        if (!norig || (rc = load_original(orig, norig, &info, &kv)) == 0)
+            rc = cli_lmcache_config(stdout, in.label, buf, len, &info, norig ? kv.data : NULL);
+        if (norig && kv.data) kvc_tensor_free(&kv);
+        cli_input_close(&in);
+        return rc;
     }
     const size_t L = info.planes * info.num_layers, per_layer = info.num_tokens * info.num_heads * info.head_size;
     kvc_codec_layer_stats_t *ls = calloc(L, sizeof(*ls));
