@@ -177,6 +177,37 @@ cp "$tmp/s.kvcs" "$tmp/bad.kvcs"
 printf '\377' | dd of="$tmp/bad.kvcs" bs=1 seek=$((sz - 100)) conv=notrunc 2>/dev/null
 status_is_e 1 "a damaged stream fails" "$kvcore" decode "$tmp/bad.kvcs" -o "$tmp/bad.npy"
 if err_has "corrupt" && [ ! -e "$tmp/bad.npy" ]; then ok "damaged stream: says corrupt, writes nothing"; else not_ok "damaged stream: says corrupt, writes nothing"; fi
+# A stream through standard input, a pipe or a FIFO is told from a container by its bytes and read
+# whole: every chunk decoded, none silently dropped.
+status_is 0 "decode - < stream (a redirect)" sh -c '"$1" decode -q - -o "$2" <"$3"' sh "$kvcore" "$tmp/sin.npy" "$tmp/s.kvcs"
+if same_bytes "$tmp/sin.npy" "$tmp/kv5.npy"; then ok "stream from a redirect: all 512 tokens"; else not_ok "stream from a redirect: all 512 tokens"; fi
+status_is 0 "cat stream | decode -" sh -c 'cat "$3" | "$1" decode -q - -o "$2"' sh "$kvcore" "$tmp/spipe.npy" "$tmp/s.kvcs"
+if same_bytes "$tmp/spipe.npy" "$tmp/kv5.npy"; then ok "stream from a pipe: all 512 tokens"; else not_ok "stream from a pipe: all 512 tokens"; fi
+mkfifo "$tmp/sfifo"
+(cat "$tmp/s.kvcs" >"$tmp/sfifo" &)
+status_is 0 "decode FIFO holding a stream" timeout 20 "$kvcore" decode -q "$tmp/sfifo" -o "$tmp/sfifo.npy"
+if same_bytes "$tmp/sfifo.npy" "$tmp/kv5.npy"; then ok "stream from a FIFO: all 512 tokens"; else not_ok "stream from a FIFO: all 512 tokens"; fi
+{ cat "$tmp/s.kvcs"; printf 'junk'; } >"$tmp/sjunk.kvcs"
+status_is_e 1 "a stream with trailing junk on standard input fails" sh -c '"$1" decode - -o "$2" <"$3"' sh "$kvcore" "$tmp/sj.npy" "$tmp/sjunk.kvcs"
+if err_has "corrupt" && [ ! -e "$tmp/sj.npy" ]; then ok "stream + junk on stdin: corrupt, nothing written"; else not_ok "stream + junk on stdin: corrupt, nothing written"; fi
+# A single container with trailing junk: refused as a file and through standard input alike.
+{ cat "$tmp/a.kvc"; printf 'trailing junk'; } >"$tmp/junk.kvc"
+status_is_e 1 "a container with trailing junk (file) fails" "$kvcore" decode "$tmp/junk.kvc" -o "$tmp/j1.npy"
+if err_has "corrupt.*13 bytes that are not a whole container (trailing data" && [ ! -e "$tmp/j1.npy" ]; then ok "junk (file): corrupt, nothing written"; else not_ok "junk (file): corrupt, nothing written"; fi
+status_is_e 1 "a container with trailing junk (standard input) fails" sh -c '"$1" decode - -o "$2" <"$3"' sh "$kvcore" "$tmp/j2.npy" "$tmp/junk.kvc"
+if err_has "corrupt.*13 bytes that are not a whole container (trailing data" && [ ! -e "$tmp/j2.npy" ]; then ok "junk (stdin): corrupt, nothing written"; else not_ok "junk (stdin): corrupt, nothing written"; fi
+status_is_e 1 "a container with trailing junk through a pipe fails" sh -c 'cat "$3" | "$1" decode - -o "$2"' sh "$kvcore" "$tmp/j3.npy" "$tmp/junk.kvc"
+status_is_e 1 "inspect of a container with trailing junk (standard input) fails" sh -c '"$1" inspect - <"$2"' sh "$kvcore" "$tmp/junk.kvc"
+if err_has "corrupt"; then ok "inspect junk (stdin): corrupt"; else not_ok "inspect junk (stdin): corrupt"; fi
+# inspect reads streams: a row per chunk and the totals, from a file and from standard input.
+status_is 0 "inspect a stream" "$kvcore" inspect "$tmp/s.kvcs"
+if has "kvcore stream of 3 containers" && has "^2  *400-511 " && has "^total  *512  *$sz  *327680 "; then ok "inspect stream: 3 chunk rows and the totals"; else not_ok "inspect stream: 3 chunk rows and the totals"; fi
+status_is 0 "inspect - < stream" sh -c '"$1" inspect - --json <"$2"' sh "$kvcore" "$tmp/s.kvcs"
+if has '"chunks": 3' && has '"tokens": 512' && has '"first_token": 400' && has "\"stream\": $sz"; then ok "inspect --json of a stream from stdin"; else not_ok "inspect --json of a stream from stdin"; fi
+status_is_e 2 "inspect --original of a stream is a usage error" "$kvcore" inspect "$tmp/s.kvcs" --original "$tmp/kv5.npy"
+if err_has "is a stream"; then ok "inspect --original of a stream: says why"; else not_ok "inspect --original of a stream: says why"; fi
+status_is_e 1 "inspect of a stream with trailing junk fails" "$kvcore" inspect "$tmp/sjunk.kvcs"
+if err_has "corrupt.*4 bytes that are not a whole container"; then ok "inspect stream + junk: names the 4 bytes"; else not_ok "inspect stream + junk: names the 4 bytes"; fi
 status_is_e 1 "a stream does not decode to safetensors" "$kvcore" decode "$tmp/s.kvcs" -o "$tmp/s.safetensors"
 status_is_e 2 "--chunk-tokens with a K/V pair is a usage error" "$kvcore" encode --chunk-tokens 200 "$K" "$V" -o "$tmp/x.kvcs"
 status_is_e 2 "--chunk-tokens 0 is a usage error" "$kvcore" encode --chunk-tokens 0 "$tmp/kv5.npy" -o "$tmp/x.kvcs"

@@ -633,36 +633,53 @@ static uint64_t get_le(const uint8_t *p, int n)
     return v;
 }
 
-/* Is the regular file at fd longer than its first container (whose header says its own size)? */
-static int is_stream(int fd)
+/* Where a stream's bytes are: a regular file (read in place with pread, so memory holds a few
+ * chunks whatever its size) or memory (standard input, a pipe, a device: read fully first). */
+typedef struct {
+    int fd;              /* -1: data */
+    const uint8_t *data;
+    uint64_t size, pos;  /* pos: the sequential reader's position */
+} stream_src_t;
+
+/* n bytes at off, all of them (1) or not (0). */
+static int src_pread(const stream_src_t *s, void *buf, size_t n, uint64_t off)
 {
-    struct stat sb;
-    uint8_t h[48];
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h)) return 0;
-    return memcmp(h, "\x89KVC\r\n\x1a\n", 8) == 0 && get_le(h + 24, 8) < (uint64_t)sb.st_size;
+    if (off > s->size || n > s->size - off) return 0;
+    if (s->fd < 0) {
+        memcpy(buf, s->data + off, n);
+        return 1;
+    }
+    return pread(s->fd, buf, n, (off_t)off) == (ssize_t)n;
 }
 
 /* The whole stream's token count, from each container's META (at 48 + 16; T at META + 8), so the
  * .npy header can be written first. Damage is left to the decoder to report; 0 here only means
- * the walk did not reach the end cleanly. */
-static size_t stream_tokens(int fd)
+ * the walk did not reach the end cleanly, at byte *stop (a cut container or trailing bytes). */
+static size_t stream_tokens(const stream_src_t *s, uint64_t *stop)
 {
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) return 0;
     uint64_t off = 0, T = 0;
-    while (off < (uint64_t)sb.st_size) {
+    for (*stop = 0; off < s->size; *stop = off) {
         uint8_t h[48 + 16 + 12];
-        if (pread(fd, h, sizeof(h), (off_t)off) != (ssize_t)sizeof(h)) return 0;
+        if (!src_pread(s, h, sizeof(h), off) || memcmp(h, "\x89KVC\r\n\x1a\n", 8)) return 0;
         const uint64_t total = get_le(h + 24, 8);
-        if (total < sizeof(h) || total > (uint64_t)sb.st_size - off) return 0;
+        if (total < sizeof(h) || total > s->size - off) return 0;
         T += get_le(h + 48 + 16 + 8, 4);
         off += total;
     }
     return (size_t)T;
 }
 
+/* "corrupt ...: IN: after N bytes of whole containers, M bytes that are not one (...)". */
+static int stream_cut(const char *cmd, const char *in_path, uint64_t stop, uint64_t size)
+{
+    fprintf(stderr, "kvcore %s: %s: %s: after %llu bytes of whole containers, %llu bytes that are not a whole "
+                    "container (trailing data, or a container cut short)\n", cmd, kvc_status_string(KVC_ERR_CORRUPT),
+            in_path, (unsigned long long)stop, (unsigned long long)(size - stop));
+    return CLI_EXIT_ERROR;
+}
+
 typedef struct {
-    int fd;
+    stream_src_t *src;
     kvc_npy_writer_t *w;
     size_t T, es;
     char label[16];
@@ -676,11 +693,17 @@ static int stream_corrupt(const char *in_path, const char *why)
     return CLI_EXIT_ERROR;
 }
 
-static kvc_status_t fd_read(void *user, void *buf, size_t len, size_t *got)
+static kvc_status_t src_read(void *user, void *buf, size_t len, size_t *got)
 {
-    stream_dec_t *d = user;
+    stream_src_t *s = ((stream_dec_t *)user)->src;
+    if (s->fd < 0) {
+        *got = (size_t)(len < s->size - s->pos ? len : s->size - s->pos);
+        memcpy(buf, s->data + s->pos, *got);
+        s->pos += *got;
+        return KVC_OK;
+    }
     for (;;) {
-        ssize_t g = read(d->fd, buf, len);
+        ssize_t g = read(s->fd, buf, len);
         if (g < 0 && errno == EINTR) continue;
         if (g < 0) {
             fprintf(stderr, "kvcore decode: cannot read the input: %s\n", strerror(errno));
@@ -708,23 +731,26 @@ static kvc_status_t chunk_to_npy(void *user, size_t t0, const void *chunk, const
     return KVC_OK;
 }
 
-static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, int fd, const char *out)
+static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, stream_src_t *src,
+                             const char *out)
 {
     if (o->fmt != CLI_FMT_NPY || o->split || !strcmp(out, "-")) {
         fprintf(stderr, "kvcore decode: %s is a stream of containers: it decodes to an .npy file (written in "
                         "place, chunk by chunk), not to safetensors or standard output\n", in_path);
         return CLI_EXIT_ERROR;
     }
-    stream_dec_t d = { .fd = fd, .T = stream_tokens(fd), .quiet = o->c.quiet || o->as_json };
+    uint64_t stop;
+    stream_dec_t d = { .src = src, .T = stream_tokens(src, &stop), .quiet = o->c.quiet || o->as_json };
+    if (!d.T && stop < src->size) return stream_cut("decode", in_path, stop, src->size);
     snprintf(d.label, sizeof(d.label), "decode");
     /* The first container gives the array's kind; the decoder checks that every chunk matches it. */
     uint8_t h[48];
     kvc_codec_info_t info;
     kvc_status_t st = KVC_ERR_CORRUPT;
     uint8_t *first = NULL;
-    const uint64_t c0 = pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) ? get_le(h + 24, 8) : 0;
+    const uint64_t c0 = src_pread(src, h, sizeof(h), 0) ? get_le(h + 24, 8) : 0;
     if (d.T && c0 >= sizeof(h) && c0 <= SIZE_MAX && (first = malloc((size_t)c0)) &&
-        pread(fd, first, (size_t)c0, 0) == (ssize_t)c0 && (st = kvc_codec_inspect(first, (size_t)c0, &info)) != KVC_OK) {
+        src_pread(src, first, (size_t)c0, 0) && (st = kvc_codec_inspect(first, (size_t)c0, &info)) != KVC_OK) {
         free(first);
         return cli_fail("decode", st);
     }
@@ -748,7 +774,7 @@ static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const c
     if ((st = kvc_npy_writer_open(out, &desc, &d.w)) != KVC_OK) return cli_fail("decode", st);
     kvc_codec_info_t all;
     const double t0 = cli_now();
-    st = kvc_codec_decode_stream(ctx, fd_read, &d, chunk_to_npy, &d, &all);
+    st = kvc_codec_decode_stream(ctx, src_read, &d, chunk_to_npy, &d, &all);
     if (st == KVC_OK && all.num_tokens != d.T) st = KVC_ERR_CORRUPT, d.why = "fewer tokens than its headers said";
     const double dt = cli_now() - t0;
     if (!d.quiet) cli_progress_end();
@@ -782,12 +808,16 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
     cli_format_t fmt = o->fmt;
     if (fmt == CLI_FMT_UNKNOWN && !format_of_name(out, &fmt)) fmt = CLI_FMT_NPY; /* '-' (checked before) */
     struct stat sb;
-    /* Only a regular file can be a stream; opening anything else here would let a FIFO's writer
-     * go ahead and then lose its data (SIGPIPE) when this descriptor closes. */
+    /* A regular file is read in place when it is a stream. Anything else is opened once (a FIFO's
+     * writer must not be cut off by a second open) and read into memory, where its bytes say
+     * whether it is a stream. */
     if (strcmp(in_path, "-") && stat(in_path, &sb) == 0 && S_ISREG(sb.st_mode)) {
         const int fd = open(in_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        if (fd >= 0 && is_stream(fd)) {
-            int rc = decode_stream_one(ctx, o, in_path, fd, out);
+        uint8_t h[48];
+        if (fd >= 0 && fstat(fd, &sb) == 0 && pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+            cli_kvc_is_stream(h, (size_t)sb.st_size)) {
+            stream_src_t src = { .fd = fd, .size = (uint64_t)sb.st_size };
+            int rc = decode_stream_one(ctx, o, in_path, &src, out);
             close(fd);
             return rc;
         }
@@ -796,6 +826,12 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
     cli_input_t in;
     int rc = cli_input_open("decode", in_path, 1, &in);
     if (rc || (rc = cli_input_load("decode", &in)) != 0) {
+        cli_input_close(&in);
+        return rc;
+    }
+    if (cli_kvc_is_stream(in.data, in.len)) {
+        stream_src_t src = { .fd = -1, .data = in.data, .size = in.len };
+        rc = decode_stream_one(ctx, o, in.label, &src, out);
         cli_input_close(&in);
         return rc;
     }
@@ -1022,6 +1058,99 @@ static int load_original(const char *const *orig, int norig, const kvc_codec_inf
     return 0;
 }
 
+/* A stream (.kvcs): one row per chunk (its tokens, bytes, ratio, bits per symbol) and the totals.
+ * Every chunk is validated as a container and must be of the first chunk's kind, as decode
+ * requires. */
+static int inspect_stream(const char *in_path, const char *label, const uint8_t *buf, size_t len, int as_json, int quiet)
+{
+    const stream_src_t src = { .fd = -1, .data = buf, .size = len };
+    uint64_t stop;
+    if (!stream_tokens(&src, &stop) && stop < len) return stream_cut("inspect", label, stop, len);
+    size_t n = 0;
+    for (size_t off = 0; off < len; off += (size_t)get_le(buf + off + 24, 8)) n++;
+    kvc_codec_info_t *ci = calloc(n, sizeof(*ci));
+    if (!ci) return cli_fail("inspect", KVC_ERR_NO_MEMORY);
+    size_t off = 0, T = 0, orig = 0;
+    for (size_t i = 0; i < n; i++) {
+        const size_t total = (size_t)get_le(buf + off + 24, 8);
+        kvc_status_t st = kvc_codec_inspect(buf + off, total, &ci[i]);
+        if (st != KVC_OK) {
+            fprintf(stderr, "kvcore inspect: %s: %s: chunk %zu (bytes %zu to %zu): %s\n", kvc_status_string(st), label, i,
+                    off, off + total, kvc_last_error());
+            free(ci);
+            return CLI_EXIT_ERROR;
+        }
+        if (ci[i].dtype != ci[0].dtype || ci[i].layout != ci[0].layout || ci[i].num_layers != ci[0].num_layers ||
+            ci[i].num_heads != ci[0].num_heads || ci[i].head_size != ci[0].head_size) {
+            fprintf(stderr, "kvcore inspect: %s: %s: chunk %zu is not of the first chunk's kind (%s, %zu layers, %zu "
+                            "channels): not one stream\n", kvc_status_string(KVC_ERR_CORRUPT), label, i,
+                    kvc_dtype_name(ci[0].dtype), ci[0].num_layers, ci[0].num_heads * ci[0].head_size);
+            free(ci);
+            return CLI_EXIT_ERROR;
+        }
+        off += total;
+        T += ci[i].num_tokens;
+        orig += ci[i].original_bytes;
+    }
+    const kvc_codec_info_t *c0 = &ci[0];
+    const size_t es = kvc_dtype_size(c0->dtype);
+    const double fp16 = (double)orig / (double)es * 2.0;
+    if (as_json) {
+        json_writer_t w;
+        json_init(&w, stdout, 1);
+        json_begin_object(&w, NULL);
+        json_string(&w, "file", in_path);
+        json_bool(&w, "stream", 1);
+        json_int(&w, "chunks", (long long)n);
+        kvc_codec_info_t all = *c0;
+        all.num_tokens = T;
+        json_chunk_shape(&w, &all);
+        json_begin_object(&w, "bytes");
+        json_int(&w, "stream", (long long)len);
+        json_int(&w, "original", (long long)orig);
+        json_end_object(&w);
+        json_double(&w, "ratio_vs_fp16", fp16 / (double)len);
+        json_begin_array(&w, "chunks_stats");
+        size_t t0 = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_begin_object(&w, NULL);
+            json_int(&w, "chunk", (long long)i);
+            json_int(&w, "first_token", (long long)t0);
+            json_int(&w, "tokens", (long long)ci[i].num_tokens);
+            json_int(&w, "bytes", (long long)ci[i].container_bytes);
+            json_int(&w, "original_bytes", (long long)ci[i].original_bytes);
+            json_double(&w, "bits_per_symbol", 8.0 * (double)ci[i].streams_bytes * (double)es / (double)ci[i].original_bytes);
+            json_bool(&w, "lmcache_readable", ci[i].lmcache_readable);
+            json_end_object(&w);
+            t0 += ci[i].num_tokens;
+        }
+        json_end_array(&w);
+        json_end_object(&w);
+        json_finish(&w);
+    } else {
+        char heads[64] = "channels (head split unknown)";
+        if (c0->heads_known) snprintf(heads, sizeof(heads), "heads x %zu", c0->head_size);
+        printf("%s: kvcore stream of %zu containers v%u.%u, %s %s, %zu layers x %zu tokens x %zu %s\n", label, n,
+               c0->version_major, c0->version_minor, layout_name(c0), kvc_dtype_name(c0->dtype), c0->num_layers, T,
+               c0->heads_known ? c0->num_heads : c0->num_heads * c0->head_size, heads);
+        if (!quiet) {
+            printf("\n%-6s %-15s %12s %12s %8s %9s\n", "chunk", "tokens", "bytes", "original", "ratio", "bits/sym");
+            size_t t0 = 0;
+            for (size_t i = 0; i < n; i++) {
+                char tok[40];
+                snprintf(tok, sizeof(tok), "%zu-%zu", t0, t0 + ci[i].num_tokens - 1);
+                printf("%-6zu %-15s %12zu %12zu %7.2fx %9.4f\n", i, tok, ci[i].container_bytes, ci[i].original_bytes,
+                       (double)ci[i].original_bytes / (double)es * 2.0 / (double)ci[i].container_bytes,
+                       8.0 * (double)ci[i].streams_bytes * (double)es / (double)ci[i].original_bytes);
+                t0 += ci[i].num_tokens;
+            }
+            printf("%-6s %-15zu %12zu %12zu %7.2fx\n", "total", T, len, orig, fp16 / (double)len);
+        }
+    }
+    free(ci);
+    return 0;
+}
+
 int kvc_cmd_inspect(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -1068,6 +1197,15 @@ int kvc_cmd_inspect(int argc, char **argv)
     }
     const uint8_t *buf = in.data;
     const size_t len = in.len;
+    if (cli_kvc_is_stream(buf, len)) {
+        if (norig) {
+            fprintf(stderr, "kvcore inspect: --original compares one container; %s is a stream: decode it and compare "
+                            "the .npy files\n", in.label);
+            rc = CLI_EXIT_USAGE;
+        } else rc = inspect_stream(in_path, in.label, buf, len, as_json, com.quiet);
+        cli_input_close(&in);
+        return rc;
+    }
     kvc_codec_info_t info;
     kvc_status_t st = kvc_codec_inspect(buf, len, &info);
     if (st != KVC_OK) {
