@@ -249,8 +249,10 @@ static kvc_status_t map_private(kvc_mem_block_t *b, const kvc_placement_t *pl)
 
 static void unlink_block(const kvc_mem_block_t *b)
 {
-    if ((b->kind_obtained & KVC_MEM_SHARED) && !b->attached && b->creator_pid == getpid() && shm_unlink(b->name) != 0)
-        KVC_WARN("shm_unlink('%s') failed: %s", b->name, strerror(errno));
+    if ((b->kind_obtained & KVC_MEM_SHARED) && !b->attached && b->creator_pid == getpid()) {
+        if (shm_unlink(b->name) != 0) KVC_WARN("shm_unlink('%s') failed: %s", b->name, strerror(errno));
+        kvc_shm_record_remove(b->name);
+    }
     if (b->owner_fd >= 0) close(b->owner_fd); /* after the unlink: the name is never seen abandoned */
 }
 
