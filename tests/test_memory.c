@@ -21,8 +21,10 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1927,6 +1929,15 @@ Test(memory, map_file_errors_have_exact_status)
     cr_assert_eq(mkfifo(fpath, 0600), 0);
     cr_assert_eq(kvc_mem_map_file(ctx, fpath, page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a FIFO, without blocking");
     unlink(fpath);
+    /* A unix socket cannot even be opened (ENXIO): the wrong kind of file, as memory.h says. */
+    const int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s", fifo);
+    cr_assert_eq(bind(sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(kvc_mem_map_file(ctx, sa.sun_path, page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a socket");
+    cr_assert(strstr(kvc_last_error(), "socket"), "%s", kvc_last_error());
+    close(sock);
+    unlink(sa.sun_path);
     rmdir(fifo);
     cr_assert_eq(kvc_mem_map_file(ctx, "/dev/null", page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a device node");
     chmod(path, 0400);
