@@ -129,6 +129,24 @@ KVCORE_NUM_THREADS=abc "$kvcore" info -q >"$tmp/out" 2>"$tmp/err"
 if [ $? -eq 2 ] && err_has "KVCORE_NUM_THREADS='abc'"; then ok "a bad KVCORE_NUM_THREADS is reported"; else not_ok "a bad KVCORE_NUM_THREADS is reported"; fi
 cat "$tmp/err" >>"$errs"
 
+# GPU modules: in a build tree libtool puts them beside libkvcore in .libs/, where they are found;
+# a missing one is reported with where it was sought and advice that fits how kvcore was configured.
+bdir="$(cd "${KVC_TEST_BUILDDIR:-.}" && pwd)"
+if [ -x "$bdir/.libs/kvcore" ] && [ -f "$bdir/.libs/libkvcore.so.0" ] && [ -f "$bdir/tests/modules/.libs/gpu_emu.so" ]; then
+    mkdir -p "$tmp/bt/.libs"
+    cp "$bdir/.libs/libkvcore.so.0" "$tmp/bt/.libs/"
+    cp "$bdir/tests/modules/.libs/gpu_emu.so" "$tmp/bt/.libs/kvcore_cuda.so"
+    status_is 0 "a module in a build tree's .libs is found" env -u KVCORE_MODULE_PATH LD_LIBRARY_PATH="$tmp/bt/.libs" KVCORE_BACKEND=cuda "$bdir/.libs/kvcore" info
+    if has "cuda  *SELECTED.*loaded, 1 device" && has "from $tmp/bt/.libs/kvcore_cuda.so"; then ok "build tree: .libs/kvcore_cuda.so loaded"; else not_ok "build tree: .libs/kvcore_cuda.so loaded"; fi
+    status_is 0 "a missing module: info" env -u KVCORE_MODULE_PATH LD_LIBRARY_PATH="$tmp/bt/.libs" "$bdir/.libs/kvcore" info
+    if has "hip .*module not found (looked for kvcore_hip.so in $tmp/bt/.libs/kvcore:$tmp/bt/.libs:" && ! has "from $tmp/bt/.libs/kvcore/kvcore_hip.so"; then ok "missing module: the directories searched, no bogus 'from'"; else not_ok "missing module: the directories searched, no bogus 'from'"; fi
+    if "$kvcore" info | grep -q "hip_module=yes"; then advice="configured with it: run make"; else advice="configured without it: configure with --with-hip"; fi
+    status_is_e 1 "a forced missing module fails" env -u KVCORE_MODULE_PATH LD_LIBRARY_PATH="$tmp/bt/.libs" KVCORE_BACKEND=hip "$bdir/.libs/kvcore" demo -q
+    if err_has "$advice"; then ok "forced missing module: advice fits the build ($advice)"; else not_ok "forced missing module: advice fits the build ($advice)"; fi
+else
+    n=$((n + 1)); echo "ok $n - modules in a build tree # SKIP not a libtool build tree with the emulated module"
+fi
+
 # several inputs, one directory
 cp "$tmp/h.npy" "$tmp/one.npy"
 cp "$tmp/h.npy" "$tmp/two.npy"
@@ -248,6 +266,28 @@ if has '"plane":"K","layer":0,"bins":40' && has '"plane":"K","layer":1,"bins":32
    has '"plane":"V","layer":2,"bins":8'; then ok "per-layer bins reach the container"; else not_ok "per-layer bins reach the container"; fi
 status_is 2 "a bins list of the wrong length is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bins-k 32,32
 status_is 2 "an unknown level is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --level 9
+
+# Messages in the user's terms: the flag, the file, the suite.
+"$kvcore" decode -q "$tmp/a.kvc" -o "$tmp/w.safetensors"
+status_is_e 2 "--chunk-tokens of a .safetensors is a usage error" "$kvcore" encode "$tmp/w.safetensors" --chunk-tokens 10 -o "$tmp/w.kvcs"
+if err_has "chunk-tokens reads an .npy file.*w.safetensors is a .safetensors file" && [ ! -e "$tmp/w.kvcs" ]; then ok "--chunk-tokens safetensors: says which file type it takes"; else not_ok "--chunk-tokens safetensors: says which file type it takes"; fi
+# A T = 0 .npy, [2, 5, 0, 32] f16: numpy's own header bytes.
+hdr="{'descr': '<f2', 'fortran_order': False, 'shape': (2, 5, 0, 32), }"
+{ printf '\223NUMPY\001\000v\000%s' "$hdr"; printf '%*s\n' $((117 - ${#hdr})) ''; } >"$tmp/t0.npy"
+for ct in "" "--chunk-tokens 10"; do
+    # shellcheck disable=SC2086
+    status_is_e 1 "encode of 0 tokens ${ct:-(one container)} fails" "$kvcore" encode "$tmp/t0.npy" $ct -o "$tmp/t0.kvc"
+    if err_has "t0.npy holds 5 layers x 0 tokens x 32 channels: nothing to encode" && [ ! -e "$tmp/t0.kvc" ]; then ok "0 tokens ${ct:-(one container)}: says so"; else not_ok "0 tokens ${ct:-(one container)}: says so"; fi
+done
+for b in 5 66 2 "32,7"; do
+    status_is_e 2 "--bins-k $b is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bins-k "$b"
+    if err_has "^kvcore encode: --bins-k $b: .* bins: a bin count is even, from 4 to 64" && [ ! -e "$tmp/x.kvc" ]; then ok "--bins-k $b: in the flag's terms"; else not_ok "--bins-k $b: in the flag's terms"; fi
+done
+status_is_e 2 "bench of an unknown suite" "$kvcore" bench foo
+if err_has "no suite named 'foo'; the suites are: .*codec"; then ok "bench foo: names foo and the suites"; else not_ok "bench foo: names foo and the suites"; fi
+status_is_e 2 "bench of a known and an unknown suite runs nothing" "$kvcore" bench memory fooo --quick
+if err_has "no suite named 'fooo'" && [ ! -s "$tmp/out" ]; then ok "bench memory fooo: refused before running"; else not_ok "bench memory fooo: refused before running"; fi
+if grep -n 'kvc_[a-z]\|params->\|KVC_ERR\|bins\[' "$errs" >"$tmp/err"; then not_ok "messages are in the user's terms (2)"; else ok "messages are in the user's terms (2)"; fi
 
 echo "1..$n"
 exit $fail

@@ -108,8 +108,24 @@ static int quality_option(int code, const char *v, quality_opts_t *q)
             return -1;
         }
         q->level = (int)n;
-    } else if (code == OPT_BINS_K || code == OPT_BINS_V) q->bins[code == OPT_BINS_V] = v;
-    else {
+    } else if (code == OPT_BINS_K || code == OPT_BINS_V) {
+        /* Each count now, in the flag's terms; how many there are is checked once NL is known. */
+        const char *opt = code == OPT_BINS_V ? "--bins-v" : "--bins-k";
+        for (const char *s = v;; s++) {
+            char *end;
+            const unsigned long b = strtoul(s, &end, 10);
+            if (end == s || (*end && *end != ',') || *s == '-' || *s == '+') {
+                fprintf(stderr, "kvcore encode: %s %s: expected a bin count or comma-separated ones (one per layer)\n", opt, v);
+                return -1;
+            }
+            if (b < 4 || b > 64 || b % 2) {
+                fprintf(stderr, "kvcore encode: %s %s: %lu bins: a bin count is even, from 4 to 64\n", opt, v, b);
+                return -1;
+            }
+            if (!*(s = end)) break;
+        }
+        q->bins[code == OPT_BINS_V] = v;
+    } else {
         if (strcmp(v, "token") && strcmp(v, "channel")) {
             fprintf(stderr, "kvcore encode: --key-scaling %s: expected token or channel\n", v);
             return -1;
@@ -210,6 +226,14 @@ static void encode_help(void)
            KVC_CODEC_LEVEL_MAX);
 }
 
+/* A cache with no layers, tokens or channels: nothing to encode (the container needs all three). */
+static int empty_cache(const char *in, size_t layers, size_t tokens, size_t channels)
+{
+    fprintf(stderr, "kvcore encode: %s holds %zu layers x %zu tokens x %zu channels: nothing to encode (a container "
+                    "holds at least one of each)\n", strcmp(in, "-") ? in : "standard input", layers, tokens, channels);
+    return CLI_EXIT_ERROR;
+}
+
 /* --chunk-tokens: an .npy [2, NL, T, D] or [2, NL, T, NH, HS] read by token ranges (NL*2 strided
  * pieces per chunk) and written as a stream of containers; memory holds the chunks in flight
  * (kvc_codec_encode_stream). */
@@ -255,12 +279,24 @@ static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *i
 {
     kvc_tensor_t h;
     npy_ranges_t r = { .fd = -1 };
+    cli_input_t src;
+    int rc = cli_input_open("encode", in, 0, &src);
+    const cli_format_t fmt = src.fmt;
+    cli_input_close(&src);
+    if (rc) return rc;
+    if (fmt != CLI_FMT_NPY) {
+        fprintf(stderr, "kvcore encode: --chunk-tokens reads an .npy file by token ranges; %s is %s: encode it without "
+                        "--chunk-tokens, or decode it to .npy first\n", in, cli_format_name(fmt));
+        return CLI_EXIT_USAGE;
+    }
     kvc_status_t st = kvc_npy_read_header(in, &h, &r.data_offset);
     if (st != KVC_OK) return cli_fail("encode", st);
     if (h.ndim < 4 || h.ndim > 5 || h.shape[0] != 2) {
         fprintf(stderr, "kvcore encode: --chunk-tokens takes an .npy of [2, NL, T, D] or [2, NL, T, NH, HS]\n");
         return CLI_EXIT_ERROR;
     }
+    if (!h.shape[1] || !h.shape[2] || !h.shape[3] || (h.ndim == 5 && !h.shape[4]))
+        return empty_cache(in, h.shape[1], h.shape[2], h.ndim == 5 ? h.shape[3] * h.shape[4] : h.shape[3]);
     kvc_codec_params_t p = o->p;
     p.dtype = h.dtype;
     p.layout = KVC_CODEC_KV_2LTD;
@@ -288,7 +324,7 @@ static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *i
     r.row = D * kvc_dtype_size(h.dtype);
     uint32_t *qbins = malloc(2 * p.num_layers * sizeof(uint32_t));
     if (!qbins) return cli_fail("encode", KVC_ERR_NO_MEMORY);
-    int rc = quality_apply(&o->q, &p, qbins);
+    rc = quality_apply(&o->q, &p, qbins);
     if (rc) {
         free(qbins);
         return rc;
@@ -366,6 +402,11 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
     else st = kvc_kvcache_load(in[0], &io, &kv, &dims);
     for (int i = 0; i < nin; i++) cli_input_close(&src[i]);
     if (st != KVC_OK) return cli_fail("encode", st);
+    if (!dims.num_layers || !dims.num_tokens || !dims.hidden) {
+        rc = empty_cache(in[0], dims.num_layers, dims.num_tokens, dims.hidden);
+        kvc_tensor_free(&kv);
+        return rc;
+    }
     kvc_codec_params_t p = o->p;
     p.dtype = kv.dtype;
     p.layout = KVC_CODEC_KV_2LTD;
