@@ -27,7 +27,7 @@ status_is 0 "decode --json" "$kvcore" decode "$tmp/a.kvc" -o "$tmp/a.npy" --json
 if has '"output_bytes": 327680' && has '"heads": 4' && has '"head_size": 8' && [ -s "$tmp/a.npy" ]; then ok "decode --json fields and output"; else not_ok "decode --json fields and output"; fi
 status_is 0 "inspect --json" "$kvcore" inspect "$tmp/a.kvc" --json
 if has '"lmcache_layout"' && has '"cdf_bins": 32'; then ok "inspect --json fields"; else not_ok "inspect --json fields"; fi
-status_is 2 "encode without -o is a usage error" "$kvcore" encode "$data/story_prompt_K.npy"
+status_is 2 "encode without an input is a usage error" "$kvcore" encode -o "$tmp/none.kvc"
 head -c 1000 "$tmp/a.kvc" >"$tmp/cut.kvc"
 status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kvc" -o "$tmp/cut.npy"
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
@@ -156,6 +156,43 @@ status_is 0 "decode DIR/*.kvc -o DIR2/" "$kvcore" decode "$tmp/many/one.kvc" "$t
 if same_bytes "$tmp/many2/one.npy" "$tmp/h.npy" && same_bytes "$tmp/many2/two.npy" "$tmp/h.npy"; then ok "each container decoded into DIR2"; else not_ok "each container decoded into DIR2"; fi
 status_is_e 1 "a second run refuses the existing outputs" "$kvcore" encode "$tmp/one.npy" "$tmp/two.npy" -o "$tmp/many/"
 status_is_e 2 "three inputs to one file is a usage error" "$kvcore" encode "$K" "$V" "$K" -o "$tmp/three.kvc"
+
+# zstd's conventions: -o is optional (kv.npy -> kv.kvc beside it; .kvcs with --chunk-tokens;
+# x.kvc -> x.npy), standard input goes to standard output, -c / --stdout writes standard output.
+mkdir "$tmp/z"
+cp "$tmp/h.npy" "$tmp/z/kv.npy"
+status_is 0 "encode kv.npy (no -o)" "$kvcore" encode -q "$tmp/z/kv.npy"
+if same_bytes "$tmp/z/kv.kvc" "$tmp/a.kvc"; then ok "no -o: kv.npy -> kv.kvc beside it"; else not_ok "no -o: kv.npy -> kv.kvc beside it"; fi
+status_is 0 "encode --chunk-tokens kv.npy (no -o)" "$kvcore" encode -q --chunk-tokens 200 "$tmp/z/kv.npy"
+"$kvcore" encode -q --chunk-tokens 200 "$tmp/h.npy" -o "$tmp/z/ref.kvcs"
+if same_bytes "$tmp/z/kv.kvcs" "$tmp/z/ref.kvcs"; then ok "no -o with --chunk-tokens: kv.kvcs"; else not_ok "no -o with --chunk-tokens: kv.kvcs"; fi
+mv "$tmp/z/kv.npy" "$tmp/z/orig.npy"
+status_is 0 "decode kv.kvc (no -o)" "$kvcore" decode -q "$tmp/z/kv.kvc"
+if same_bytes "$tmp/z/kv.npy" "$tmp/h.npy"; then ok "no -o: kv.kvc -> kv.npy beside it"; else not_ok "no -o: kv.kvc -> kv.npy beside it"; fi
+status_is_e 1 "decode kv.kvc again: kv.npy exists" "$kvcore" decode -q "$tmp/z/kv.kvc"
+if err_has "kv.npy already exists (use -f"; then ok "no -o: an existing output is refused as with -o"; else not_ok "no -o: an existing output is refused as with -o"; fi
+status_is 0 "decode --split (no -o) writes .safetensors" "$kvcore" decode -q --split "$tmp/z/kv.kvc"
+if [ -s "$tmp/z/kv.safetensors" ]; then ok "no -o --split: kv.safetensors"; else not_ok "no -o --split: kv.safetensors"; fi
+status_is 0 "decode -c" "$kvcore" decode -c "$tmp/z/kv.kvc"
+if same_bytes "$tmp/out" "$tmp/h.npy"; then ok "-c: the .npy on standard output"; else not_ok "-c: the .npy on standard output"; fi
+status_is 0 "encode --stdout" "$kvcore" encode --stdout -q "$tmp/h.npy"
+if same_bytes "$tmp/out" "$tmp/a.kvc"; then ok "--stdout: the container on standard output"; else not_ok "--stdout: the container on standard output"; fi
+status_is 0 "encode - (no -o) writes standard output" sh -c '"$1" encode -q - <"$2"' sh "$kvcore" "$tmp/h.npy"
+if same_bytes "$tmp/out" "$tmp/a.kvc"; then ok "stdin without -o: standard output"; else not_ok "stdin without -o: standard output"; fi
+status_is_e 2 "-c with -o FILE is a usage error" "$kvcore" encode -c "$tmp/h.npy" -o "$tmp/z/c.kvc"
+status_is_e 2 "several inputs with - and no -o is a usage error" "$kvcore" encode "$tmp/h.npy" - 
+# A batch where one output exists: that file is skipped with a message, the rest done, exit 1.
+mkdir "$tmp/batch"
+for f in b1 b2 b3; do cp "$tmp/h.npy" "$tmp/batch/$f.npy"; done
+printf 'precious' >"$tmp/batch/b2.kvc"
+status_is_e 1 "a batch with one existing output exits 1" "$kvcore" encode "$tmp/batch/b1.npy" "$tmp/batch/b2.npy" "$tmp/batch/b3.npy"
+if err_has "b2.kvc already exists (use -f" && same_bytes "$tmp/batch/b1.kvc" "$tmp/a.kvc" && same_bytes "$tmp/batch/b3.kvc" "$tmp/a.kvc" &&
+   [ "$(cat "$tmp/batch/b2.kvc")" = precious ] && has "2 files encoded, 0 failed, 1 skipped"; then ok "batch: b2 skipped and kept, b1 and b3 written, summary"; else not_ok "batch: b2 skipped and kept, b1 and b3 written, summary"; fi
+rm "$tmp/batch/b1.npy" "$tmp/batch/b3.npy"
+printf 'precious' >"$tmp/batch/b1.npy"
+status_is_e 1 "a decode batch with one existing output exits 1" "$kvcore" decode "$tmp/batch/b1.kvc" "$tmp/batch/b3.kvc" -o "$tmp/batch/"
+if err_has "b1.npy already exists" && same_bytes "$tmp/batch/b3.npy" "$tmp/h.npy" && [ "$(cat "$tmp/batch/b1.npy")" = precious ] &&
+   has "1 files decoded, 0 failed, 1 skipped"; then ok "decode batch: b1 skipped and kept, b3 written, summary"; else not_ok "decode batch: b1 skipped and kept, b3 written, summary"; fi
 
 # inputs that are not regular files: no hang, a clear message
 mkfifo "$tmp/fifo"

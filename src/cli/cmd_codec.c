@@ -51,21 +51,22 @@ static int count_stdin(const char *const *in, int n)
     return k;
 }
 
-/* Several inputs to one directory (created when named with a final '/' and absent): each gets
- * DIR/STEM.ext; two inputs with one output is an error. */
+/* Several inputs to one directory (created when named with a final '/' and absent), or each
+ * beside itself (dir NULL: no -o): each gets DIR/STEM.ext; two inputs with one output is an error. */
 static int plan_outputs(const char *cmd, const char *dir, const char *const *in, int n, const char *ext, char **outs)
 {
     struct stat sb;
-    if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0) {
+    if (dir && stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0) {
         fprintf(stderr, "kvcore %s: cannot create the directory %s: %s\n", cmd, dir, strerror(errno));
         return CLI_EXIT_ERROR;
     }
     for (int i = 0; i < n; i++) {
         if (!strcmp(in[i], "-")) {
-            fprintf(stderr, "kvcore %s: standard input has no name to derive an output name in %s from; give -o FILE\n", cmd, dir);
+            if (dir) fprintf(stderr, "kvcore %s: standard input has no name to derive an output name in %s from; give -o FILE\n", cmd, dir);
+            else fprintf(stderr, "kvcore %s: standard input among several inputs has no name to derive an output name from; give it alone (its output goes to standard output) or with -o FILE\n", cmd);
             return CLI_EXIT_USAGE;
         }
-        if (!(outs[i] = cli_output_in_dir(dir, in[i], ext))) {
+        if (!(outs[i] = dir ? cli_output_in_dir(dir, in[i], ext) : cli_output_beside(in[i], ext))) {
             fprintf(stderr, "kvcore %s: out of memory\n", cmd);
             return CLI_EXIT_ERROR;
         }
@@ -76,6 +77,57 @@ static int plan_outputs(const char *cmd, const char *dir, const char *const *in,
             }
     }
     return 0;
+}
+
+/* Where the outputs go, as zstd decides it: -o FILE, -o DIR/ (each input becomes DIR/STEM.ext),
+ * -c or -o - (standard output), or no -o: standard input to standard output, each named input
+ * beside itself (kv.npy -> kv.kvc). */
+typedef struct {
+    const char *out;  /* the one output (a path or "-"), or NULL when each input has its own */
+    const char *dir;  /* -o DIR/ */
+    char **outs;      /* [nin]: each input's output when out is NULL */
+    int many;         /* outs is used: a batch, where an input whose output cannot be written is skipped */
+    const char *label; /* the batch summary's subject */
+} outputs_t;
+
+static int plan(const char *cmd, const char *out, int to_stdout, const char *const *in, int nin, const char *ext,
+                outputs_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (to_stdout && out && strcmp(out, "-")) {
+        fprintf(stderr, "kvcore %s: -c (standard output) and -o %s contradict each other\n", cmd, out);
+        return CLI_EXIT_USAGE;
+    }
+    if (to_stdout || (!out && nin == 1 && !strcmp(in[0], "-"))) out = "-";
+    if (out && (!strcmp(out, "-") || !cli_is_dir(out))) {
+        p->out = out;
+        return 0;
+    }
+    p->dir = out;
+    p->label = out ? out : "kvcore";
+    if (!(p->outs = calloc((size_t)nin, sizeof(char *)))) {
+        fprintf(stderr, "kvcore %s: out of memory\n", cmd);
+        return CLI_EXIT_ERROR;
+    }
+    int rc = plan_outputs(cmd, p->dir, in, nin, ext, p->outs);
+    if (!rc && !p->dir && nin == 1) p->out = p->outs[0]; /* one input, no -o: an ordinary single output */
+    else p->many = 1;
+    return rc;
+}
+
+/* ", N skipped" for a batch summary ("" when none). */
+static const char *skipped_text(int skipped)
+{
+    static char t[32];
+    if (skipped) snprintf(t, sizeof(t), ", %d skipped", skipped);
+    else t[0] = '\0';
+    return t;
+}
+
+static void plan_free(outputs_t *p, int nin)
+{
+    for (int i = 0; p->outs && i < nin; i++) free(p->outs[i]);
+    free(p->outs);
 }
 
 static size_t positive(const char *cmd, const char *opt, const char *v, int *bad)
@@ -199,15 +251,19 @@ typedef struct {
 
 static void encode_help(void)
 {
-    printf("usage: kvcore encode [OPTIONS] KV_FILE -o OUT.kvc\n"
+    printf("usage: kvcore encode [OPTIONS] KV_FILE [-o OUT.kvc | -c]\n"
            "       kvcore encode [OPTIONS] K_FILE V_FILE -o OUT.kvc\n"
-           "       kvcore encode [OPTIONS] KV_FILE... -o DIR/\n"
+           "       kvcore encode [OPTIONS] KV_FILE... [-o DIR/]\n"
            "CacheGen-compress a KV cache into a kvcore container.\n"
            "  KV_FILE: .npy or .safetensors (the type is read from the file's first bytes) holding\n"
            "           [2, NL, T, NH*HS] or [2, NL, T, NH, HS] (or \"k\"/\"v\" tensors [NL, T, NH, HS]);\n"
            "  K_FILE V_FILE: two files of [NL, T, NH, HS]. f16, bf16 or f32. '-' reads standard input.\n"
            "  -o, --output OUT  the container ('-': standard output), or a directory (an existing one, or a\n"
-           "                    name ending in '/') where each input KV_FILE becomes DIR/NAME.kvc\n"
+           "                    name ending in '/') where each input KV_FILE becomes DIR/NAME.kvc; without -o,\n"
+           "                    each KV_FILE becomes NAME.kvc beside it (NAME.kvcs with --chunk-tokens) and\n"
+           "                    standard input goes to standard output; a batch skips an input whose output\n"
+           "                    exists, does the rest and exits 1\n"
+           "  -c, --stdout      write to standard output (as -o -)\n"
            "  -f, --force       replace an existing output (never one of the inputs)\n"
            "  --heads N, --head-size N  the head split of a [2, NL, T, C] input (recorded in the container;\n"
            "                    without them the container says the split is unknown)\n"
@@ -489,6 +545,7 @@ int kvc_cmd_encode(int argc, char **argv)
     static const struct option longopts[] = {
         CLI_COMMON_LONG,
         { "output", required_argument, NULL, 'o' },
+        { "stdout", no_argument, NULL, 'c' },
         { "force", no_argument, NULL, 'f' },
         { "heads", required_argument, NULL, 'H' },
         { "head-size", required_argument, NULL, 'S' },
@@ -505,12 +562,13 @@ int kvc_cmd_encode(int argc, char **argv)
     memset(&o, 0, sizeof(o));
     o.q.level = o.q.key_scaling = -1;
     const char *out = NULL;
-    int c, bad = 0;
+    int c, bad = 0, to_stdout = 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:f", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:fc", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
+        case 'c': to_stdout = 1; break;
         case 'f': o.force = 1; break;
         case 'J': o.as_json = 1; break;
         case OPT_LEVEL:
@@ -545,61 +603,66 @@ int kvc_cmd_encode(int argc, char **argv)
     }
     const char *const *in = (const char *const *)argv + optind;
     const int nin = argc - optind;
-    if (!nin || !out) {
-        fprintf(stderr, "kvcore encode: need an input file and -o OUT.kvc (see kvcore encode --help)\n");
+    if (!nin) {
+        fprintf(stderr, "kvcore encode: need an input file (see kvcore encode --help)\n");
         return CLI_EXIT_USAGE;
     }
     if (count_stdin(in, nin) > 1) {
         fprintf(stderr, "kvcore encode: standard input (-) can be given once\n");
         return CLI_EXIT_USAGE;
     }
-    const int to_dir = strcmp(out, "-") && cli_is_dir(out);
-    if (!to_dir && nin > 2) {
+    /* Two inputs with one output file are a K/V pair; without -o every input is its own cache. */
+    outputs_t op;
+    int rc = plan("encode", out, to_stdout, in, nin, o.chunk_tokens ? ".kvcs" : ".kvc", &op);
+    if (rc) {
+        plan_free(&op, nin);
+        return rc;
+    }
+    out = op.out;
+    if (!op.many && nin > 2) {
         fprintf(stderr, "kvcore encode: %d inputs: one output file takes a KV file or a K and a V file; for several, "
-                        "give -o DIR/\n", nin);
-        return CLI_EXIT_USAGE;
-    }
-    if (!to_dir && nin == 2 && count_stdin(in, nin)) {
+                        "give -o DIR/ or no -o (each beside its input)\n", nin);
+        rc = CLI_EXIT_USAGE;
+    } else if (!op.many && nin == 2 && count_stdin(in, nin)) {
         fprintf(stderr, "kvcore encode: standard input can hold a KV file, not one of a K/V pair\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (o.as_json && (to_dir || !strcmp(out, "-"))) {
+        rc = CLI_EXIT_USAGE;
+    } else if (o.as_json && (op.many || !strcmp(out, "-"))) {
         fprintf(stderr, "kvcore encode: --json describes one output file: not with %s\n",
-                to_dir ? "-o DIR/" : "-o - (standard output carries the container)");
-        return CLI_EXIT_USAGE;
-    }
-    if (o.chunk_tokens && (to_dir || nin != 1 || !strcmp(in[0], "-"))) {
+                op.many ? "several outputs" : "standard output (it carries the container)");
+        rc = CLI_EXIT_USAGE;
+    } else if (o.chunk_tokens && (op.many || nin != 1 || !strcmp(in[0], "-"))) {
         fprintf(stderr, "kvcore encode: --chunk-tokens reads one .npy file by token ranges: not standard input, a K/V "
-                        "pair or -o DIR/\n");
-        return CLI_EXIT_USAGE;
+                        "pair or several files\n");
+        rc = CLI_EXIT_USAGE;
     }
-    o.nfiles = to_dir ? nin : 1;
-    char **outs = calloc((size_t)nin, sizeof(char *));
-    int rc = outs ? 0 : CLI_EXIT_ERROR;
-    if (!rc && to_dir) rc = plan_outputs("encode", out, in, nin, ".kvc", outs);
-    for (int i = 0; !rc && i < o.nfiles; i++)
-        rc = cli_check_output("encode", to_dir ? outs[i] : out, o.force, in, nin);
+    o.nfiles = op.many ? nin : 1;
+    if (!rc && !op.many) rc = cli_check_output("encode", out, o.force, in, nin);
     kvc_context_t *ctx = rc ? NULL : open_context("encode");
     if (!rc && !ctx) rc = CLI_EXIT_ERROR;
     if (!rc) cli_install_signal_handlers();
-    int failed = 0, last = 0;
+    int failed = 0, skipped = 0, last = 0;
     for (int i = 0; !rc && i < o.nfiles; i++) {
         o.file_index = i;
+        /* A batch goes on past an output it may not write: that file is skipped, said so, counted. */
+        if (op.many && cli_check_output("encode", op.outs[i], o.force, in, nin)) {
+            skipped++;
+            continue;
+        }
         last = o.chunk_tokens ? encode_stream_one(ctx, &o, in[0], out)
-               : to_dir       ? encode_one(ctx, &o, in + i, 1, outs[i])
+               : op.many      ? encode_one(ctx, &o, in + i, 1, op.outs[i])
                               : encode_one(ctx, &o, in, nin, out);
         failed += last != 0;
     }
-    if (!rc && o.nfiles > 1) {
+    if (!rc && op.many) {
         cli_progress_end();
         if (!o.c.quiet)
-            printf("%s: %d files encoded, %d failed, %zu -> %zu bytes (%.2fx) in %.3f s\n", out, o.nfiles - failed, failed,
-                   o.in_bytes, o.out_bytes, o.out_bytes ? (double)o.in_bytes / (double)o.out_bytes : 0.0, o.seconds);
+            printf("%s: %d files encoded, %d failed%s, %zu -> %zu bytes (%.2fx) in %.3f s\n", op.label,
+                   o.nfiles - failed - skipped, failed, skipped_text(skipped), o.in_bytes, o.out_bytes,
+                   o.out_bytes ? (double)o.in_bytes / (double)o.out_bytes : 0.0, o.seconds);
     }
     /* One file: its own exit status (a bad --bins-k list is a usage error once NL is known). */
-    if (!rc && failed) rc = o.nfiles == 1 ? last : CLI_EXIT_ERROR;
-    for (int i = 0; outs && i < nin; i++) free(outs[i]);
-    free(outs);
+    if (!rc && (failed || skipped)) rc = o.nfiles == 1 ? last : CLI_EXIT_ERROR;
+    plan_free(&op, nin);
     kvc_context_destroy(ctx);
     return rc;
 }
@@ -614,16 +677,21 @@ typedef struct {
 
 static void decode_help(void)
 {
-    printf("usage: kvcore decode [OPTIONS] IN.kvc -o OUT.{npy,safetensors}\n"
-           "       kvcore decode [OPTIONS] IN.kvc... -o DIR/\n"
+    printf("usage: kvcore decode [OPTIONS] IN.kvc [-o OUT.{npy,safetensors} | -c]\n"
+           "       kvcore decode [OPTIONS] IN.kvc... [-o DIR/]\n"
            "Restore a kvcore container. '-' reads the container from standard input / writes to standard output.\n"
            "  .npy: [2, NL, T, NH, HS] when the container records the head split, else [2, NL, T, C];\n"
            "  .safetensors: \"kv\" [2, NL, T, C] with metadata kvcore.num_heads / kvcore.head_size;\n"
            "  MLA containers: [NL, T, HS].\n"
            "  -o, --output OUT  the output ('-': standard output), or a directory (an existing one, or a name\n"
-           "                    ending in '/') where each IN.kvc becomes DIR/IN.npy (or .safetensors)\n"
+           "                    ending in '/') where each IN.kvc becomes DIR/IN.npy (or .safetensors); without\n"
+           "                    -o, each IN.kvc (or IN.kvcs) becomes IN.npy beside it and standard input goes to\n"
+           "                    standard output; a batch skips an input whose output exists, does the rest and\n"
+           "                    exits 1\n"
+           "  -c, --stdout      write to standard output (as -o -)\n"
            "  -f, --force       replace an existing output (never the input)\n"
-           "  --format F        npy or safetensors (default: from the output's name; npy for '-' and DIR/)\n"
+           "  --format F        npy or safetensors (default: from the output's name; else safetensors with\n"
+           "                    --split, npy otherwise)\n"
            "  --split           safetensors only: \"k\" and \"v\" tensors [NL, T, NH, HS]\n"
            "  --json            one JSON object on stdout (shape, sizes, seconds) instead of the summary\n");
 }
@@ -958,6 +1026,7 @@ int kvc_cmd_decode(int argc, char **argv)
     static const struct option longopts[] = {
         CLI_COMMON_LONG,
         { "output", required_argument, NULL, 'o' },
+        { "stdout", no_argument, NULL, 'c' },
         { "force", no_argument, NULL, 'f' },
         { "format", required_argument, NULL, 'F' },
         { "split", no_argument, NULL, 'P' },
@@ -967,12 +1036,13 @@ int kvc_cmd_decode(int argc, char **argv)
     decode_opts_t o;
     memset(&o, 0, sizeof(o));
     const char *out = NULL;
-    int c;
+    int c, to_stdout = 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:f", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:fc", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
+        case 'c': to_stdout = 1; break;
         case 'f': o.force = 1; break;
         case 'P': o.split = 1; break;
         case 'J': o.as_json = 1; break;
@@ -992,68 +1062,78 @@ int kvc_cmd_decode(int argc, char **argv)
     }
     const char *const *in = (const char *const *)argv + optind;
     const int nin = argc - optind;
-    if (!nin || !out) {
-        fprintf(stderr, "kvcore decode: need IN.kvc and -o OUT (see kvcore decode --help)\n");
+    if (!nin) {
+        fprintf(stderr, "kvcore decode: need IN.kvc (see kvcore decode --help)\n");
         return CLI_EXIT_USAGE;
     }
     if (count_stdin(in, nin) > 1) {
         fprintf(stderr, "kvcore decode: standard input (-) can be given once\n");
         return CLI_EXIT_USAGE;
     }
-    const int to_dir = strcmp(out, "-") && cli_is_dir(out);
-    if (!to_dir && nin > 1) {
-        fprintf(stderr, "kvcore decode: %d inputs need -o DIR/ (one output file holds one container)\n", nin);
-        return CLI_EXIT_USAGE;
+    /* Derived names (no -o, -o DIR/) take --format, else .safetensors for --split, else .npy. */
+    const cli_format_t derived = o.fmt != CLI_FMT_UNKNOWN ? o.fmt : o.split ? CLI_FMT_SAFETENSORS : CLI_FMT_NPY;
+    outputs_t op;
+    int rc = plan("decode", out, to_stdout, in, nin, derived == CLI_FMT_NPY ? ".npy" : ".safetensors", &op);
+    if (rc) {
+        plan_free(&op, nin);
+        return rc;
+    }
+    out = op.out;
+    if (!op.many && nin > 1) {
+        fprintf(stderr, "kvcore decode: %d inputs need -o DIR/ or no -o (one output file holds one container)\n", nin);
+        rc = CLI_EXIT_USAGE;
     }
     cli_format_t named;
-    if (!to_dir && strcmp(out, "-")) {
+    if (!rc && !op.many && strcmp(out, "-")) {
         if (!format_of_name(out, &named)) {
             if (o.fmt == CLI_FMT_UNKNOWN) {
                 fprintf(stderr, "kvcore decode: cannot tell the output type from '%s': name it .npy or .safetensors, "
                                 "or give --format\n", out);
-                return CLI_EXIT_USAGE;
+                rc = CLI_EXIT_USAGE;
             }
         } else if (o.fmt != CLI_FMT_UNKNOWN && o.fmt != named) {
             fprintf(stderr, "kvcore decode: --format %s contradicts the output name %s\n",
                     o.fmt == CLI_FMT_NPY ? "npy" : "safetensors", out);
-            return CLI_EXIT_USAGE;
+            rc = CLI_EXIT_USAGE;
         } else o.fmt = named;
     }
-    if (o.fmt == CLI_FMT_UNKNOWN) o.fmt = o.split ? CLI_FMT_SAFETENSORS : CLI_FMT_NPY;
-    if (o.split && o.fmt != CLI_FMT_SAFETENSORS) {
+    if (o.fmt == CLI_FMT_UNKNOWN) o.fmt = derived;
+    if (!rc && o.split && o.fmt != CLI_FMT_SAFETENSORS) {
         fprintf(stderr, "kvcore decode: --split writes \"k\" and \"v\" into one .safetensors file; an .npy holds one array\n");
-        return CLI_EXIT_USAGE;
+        rc = CLI_EXIT_USAGE;
     }
-    if (o.as_json && (to_dir || !strcmp(out, "-"))) {
+    if (!rc && o.as_json && (op.many || !strcmp(out, "-"))) {
         fprintf(stderr, "kvcore decode: --json describes one output file: not with %s\n",
-                to_dir ? "-o DIR/" : "-o - (standard output carries the data)");
-        return CLI_EXIT_USAGE;
+                op.many ? "several outputs" : "standard output (it carries the data)");
+        rc = CLI_EXIT_USAGE;
     }
-    o.nfiles = to_dir ? nin : 1;
-    char **outs = calloc((size_t)nin, sizeof(char *));
-    int rc = outs ? 0 : CLI_EXIT_ERROR;
-    if (!rc && to_dir) rc = plan_outputs("decode", out, in, nin, o.fmt == CLI_FMT_NPY ? ".npy" : ".safetensors", outs);
-    for (int i = 0; !rc && i < o.nfiles; i++) rc = cli_check_output("decode", to_dir ? outs[i] : out, o.force, in, nin);
+    o.nfiles = op.many ? nin : 1;
+    if (!rc && !op.many) rc = cli_check_output("decode", out, o.force, in, nin);
     kvc_context_t *ctx = rc ? NULL : open_context("decode");
     if (!rc && !ctx) rc = CLI_EXIT_ERROR;
     if (!rc) cli_install_signal_handlers();
-    int failed = 0;
+    int failed = 0, skipped = 0;
     char label[32];
     for (int i = 0; !rc && i < o.nfiles; i++) {
         if (o.nfiles > 1 && !o.c.quiet) {
             snprintf(label, sizeof(label), "decode");
             cli_progress(label, (size_t)i, (size_t)o.nfiles);
         }
-        failed += decode_one(ctx, &o, in[i], to_dir ? outs[i] : out) != 0;
+        /* A batch goes on past an output it may not write: that file is skipped, said so, counted. */
+        if (op.many && cli_check_output("decode", op.outs[i], o.force, in, nin)) {
+            skipped++;
+            continue;
+        }
+        failed += decode_one(ctx, &o, in[i], op.many ? op.outs[i] : out) != 0;
     }
     if (!rc && o.nfiles > 1) {
         if (!o.c.quiet) cli_progress(label, (size_t)o.nfiles, (size_t)o.nfiles);
         cli_progress_end();
-        if (!o.c.quiet) printf("%s: %d files decoded, %d failed\n", out, o.nfiles - failed, failed);
+        if (!o.c.quiet)
+            printf("%s: %d files decoded, %d failed%s\n", op.label, o.nfiles - failed - skipped, failed, skipped_text(skipped));
     }
-    if (!rc && failed) rc = CLI_EXIT_ERROR;
-    for (int i = 0; outs && i < nin; i++) free(outs[i]);
-    free(outs);
+    if (!rc && (failed || skipped)) rc = CLI_EXIT_ERROR;
+    plan_free(&op, nin);
     kvc_context_destroy(ctx);
     return rc;
 }

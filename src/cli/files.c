@@ -261,6 +261,16 @@ char *cli_output_in_dir(const char *dir, const char *input, const char *ext)
     return p;
 }
 
+char *cli_output_beside(const char *input, const char *ext)
+{
+    const char *base = strrchr(input, '/') ? strrchr(input, '/') + 1 : input;
+    const char *dot = strrchr(base, '.');
+    const size_t keep = dot && dot != base ? (size_t)(dot - input) : strlen(input), n = keep + strlen(ext) + 1;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%.*s%s", (int)keep, input, ext);
+    return p;
+}
+
 int cli_check_output(const char *cmd, const char *out, int force, const char *const *inputs, int ninputs)
 {
     if (!strcmp(out, "-")) {

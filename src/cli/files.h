@@ -53,6 +53,9 @@ int cli_check_output(const char *cmd, const char *out, int force, const char *co
 int cli_is_dir(const char *path);
 /* DIR/BASENAME-without-extension + ext (malloc'ed). */
 char *cli_output_in_dir(const char *dir, const char *input, const char *ext);
+/* The input's own name with its extension replaced by ext, in its directory (malloc'ed): what a
+ * command writes without -o, as zstd does (kv.npy -> kv.kvc). */
+char *cli_output_beside(const char *input, const char *ext);
 
 /* Write buf to path ("-": standard output) through PATH.tmp.PID.N renamed into place when
  * complete, removed on error and on a signal. Prints the error; returns 0/1. */
