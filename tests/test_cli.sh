@@ -326,5 +326,23 @@ status_is_e 2 "bench of a known and an unknown suite runs nothing" "$kvcore" ben
 if err_has "no suite named 'fooo'" && [ ! -s "$tmp/out" ]; then ok "bench memory fooo: refused before running"; else not_ok "bench memory fooo: refused before running"; fi
 if grep -n 'kvc_[a-z]\|params->\|KVC_ERR\|bins\[' "$errs" >"$tmp/err"; then not_ok "messages are in the user's terms (2)"; else ok "messages are in the user's terms (2)"; fi
 
+# Progress: a live line on a terminal (file, bytes done / total, %, rate), never on a pipe unless
+# --progress; summaries in human units, no GB/s, no internal layout names.
+for i in 1 2 3 4 5 6 7 8; do cat "$tmp/s.kvcs"; done >"$tmp/p8.kvcs"
+status_is 0 "decode on a pipe: no progress" "$kvcore" decode "$tmp/p8.kvcs" -o "$tmp/p8a.npy"
+if ! grep -q "$(printf '\r')" "$tmp/err" && has "p8a.npy: 5 layers x 4096 tokens x 32 channels (f16) from a stream, .* KiB => 2.50 MiB ([0-9.]*x) in [0-9.]* s, [0-9.]* [KMG]*i*B/s$" && ! has "GB/s\|KV_2LTD"; then ok "pipe: no progress; summary in human units"; else not_ok "pipe: no progress; summary in human units"; fi
+status_is 0 "decode --progress on a pipe" "$kvcore" decode --progress "$tmp/p8.kvcs" -o "$tmp/p8b.npy"
+if grep -q "p8.kvcs: .* / 2.50 MiB  *[0-9]*%, .*/s" "$tmp/err"; then ok "--progress forces the line on a pipe"; else not_ok "--progress forces the line on a pipe"; fi
+if command -v script >/dev/null 2>&1; then
+    script -qc "\"$kvcore\" decode \"$tmp/p8.kvcs\" -o \"$tmp/p8c.npy\"" /dev/null >"$tmp/out" 2>&1
+    if grep -q "p8.kvcs: .* / 2.50 MiB  *[0-9]*%, .*/s" "$tmp/out"; then ok "terminal: the progress line by default"; else not_ok "terminal: the progress line by default"; fi
+    script -qc "\"$kvcore\" decode --no-progress \"$tmp/p8.kvcs\" -o \"$tmp/p8d.npy\"" /dev/null >"$tmp/out" 2>&1
+    if ! grep -q "MiB  *[0-9]*%" "$tmp/out" && has "p8d.npy: "; then ok "terminal: --no-progress"; else not_ok "terminal: --no-progress"; fi
+else
+    n=$((n + 1)); echo "ok $n - progress on a terminal # SKIP no script(1) to make a terminal"
+fi
+status_is 0 "encode summary" "$kvcore" encode "$K" "$V" -o "$tmp/hu.kvc"
+if has "hu.kvc: 5 layers x 512 tokens x 32 channels (4 heads x 8, f16), 320 KiB => [0-9.]* KiB ([0-9.]*x) in [0-9.]* s, " && ! has "GB/s"; then ok "encode summary in human units"; else not_ok "encode summary in human units"; fi
+
 echo "1..$n"
 exit $fail

@@ -44,6 +44,18 @@ static void json_chunk_shape(json_writer_t *w, const kvc_codec_info_t *info)
 /* Where the summary goes: standard output, unless the data does. */
 static FILE *summary_stream(const char *out) { return strcmp(out, "-") ? stdout : stderr; }
 
+/* "512 MiB => 109 MiB (4.68x) in 19.2 s, 26.7 MiB/s": sizes and the rate (of the uncompressed
+ * side, raw) for people; --json keeps the exact numbers. */
+static const char *size_line(size_t from, size_t to, size_t raw, double seconds)
+{
+    static char line[128];
+    char a[16], b[16], r[16];
+    snprintf(line, sizeof(line), "%s => %s (%.2fx) in %.*f s, %s/s", cli_human((double)from, a), cli_human((double)to, b),
+             from > to ? (double)from / (double)to : (double)to / (double)from, seconds < 10 ? 2 : 1, seconds,
+             cli_human(seconds > 0 ? (double)raw / seconds : 0, r));
+    return line;
+}
+
 static int count_stdin(const char *const *in, int n)
 {
     int k = 0;
@@ -148,6 +160,9 @@ typedef struct {
 } quality_opts_t;
 
 enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING };
+/* --progress / --no-progress (encode and decode). */
+enum { OPT_PROGRESS = 1100, OPT_NO_PROGRESS };
+#define PROGRESS_LONG { "progress", no_argument, NULL, OPT_PROGRESS }, { "no-progress", no_argument, NULL, OPT_NO_PROGRESS }
 
 /* One quality option from getopt_long: 0 ok, -1 bad value (message printed). */
 static int quality_option(int code, const char *v, quality_opts_t *q)
@@ -243,7 +258,7 @@ typedef struct {
     kvc_kvcache_io_params_t io;
     kvc_codec_params_t p;
     quality_opts_t q;
-    char label[32];
+    cli_progress_t prog;
     size_t in_bytes, out_bytes;
     double seconds;
     size_t chunk_tokens; /* 0: one container */
@@ -264,6 +279,8 @@ static void encode_help(void)
            "                    standard input goes to standard output; a batch skips an input whose output\n"
            "                    exists, does the rest and exits 1\n"
            "  -c, --stdout      write to standard output (as -o -)\n"
+           "  --progress, --no-progress  a live line on stderr (file, MiB done / total, %%, rate, time left):\n"
+           "                    by default only when stderr is a terminal\n"
            "  -f, --force       replace an existing output (never one of the inputs)\n"
            "  --heads N, --head-size N  the head split of a [2, NL, T, C] input (recorded in the container;\n"
            "                    without them the container says the split is unknown)\n"
@@ -393,8 +410,8 @@ static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *i
     if (!o->c.quiet && !o->as_json) {
         p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
         p.progress = cli_progress;
-        snprintf(o->label, sizeof(o->label), "encode");
-        p.progress_user = o->label;
+        cli_progress_begin(&o->prog, in, h.nbytes);
+        p.progress_user = &o->prog;
     }
     stream_out_t so = { .bytes = 0 };
     rc = cli_out_open("encode", out, &so.out);
@@ -429,9 +446,9 @@ static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *i
         json_end_object(&w);
         json_finish(&w);
     } else if (!o->c.quiet) {
-        fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s) in %zu chunks of %zu tokens, %zu -> %zu bytes (%.2fx) in %.3f s (%.2f GB/s)\n",
+        fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s) in %zu chunks of %zu tokens, %s\n",
                 strcmp(out, "-") ? out : "standard output", p.num_layers, p.num_tokens, D, kvc_dtype_name(h.dtype), chunks,
-                o->chunk_tokens, h.nbytes, so.bytes, (double)h.nbytes / (double)so.bytes, dt, (double)h.nbytes / dt / 1e9);
+                o->chunk_tokens, size_line(h.nbytes, so.bytes, h.nbytes, dt));
     }
     return 0;
 }
@@ -489,9 +506,11 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
     if (!o->c.quiet && !o->as_json) {
         p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
         p.progress = cli_progress;
-        if (o->nfiles > 1) snprintf(o->label, sizeof(o->label), "encode %d/%d", o->file_index + 1, o->nfiles);
-        else snprintf(o->label, sizeof(o->label), "encode");
-        p.progress_user = o->label;
+        char name[64];
+        if (o->nfiles > 1) snprintf(name, sizeof(name), "%.30s (%d/%d)", in[0], o->file_index + 1, o->nfiles);
+        else snprintf(name, sizeof(name), "%s", strcmp(in[0], "-") ? in[0] : "standard input");
+        cli_progress_begin(&o->prog, name, kv.nbytes);
+        p.progress_user = &o->prog;
     }
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -530,9 +549,9 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
             char heads[64] = "head split unknown";
             if (dims.num_heads) snprintf(heads, sizeof(heads), "%zu heads x %zu", p.num_heads, p.head_size);
             if (o->nfiles > 1) cli_progress_end();
-            fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s, %s), %zu -> %zu bytes (%.2fx) in %.3f s (%.2f GB/s)\n",
+            fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s, %s), %s\n",
                     strcmp(out, "-") ? out : "standard output", p.num_layers, p.num_tokens, p.num_heads * p.head_size, heads,
-                    kvc_dtype_name(kv.dtype), kv.nbytes, len, (double)kv.nbytes / (double)len, dt, (double)kv.nbytes / dt / 1e9);
+                    kvc_dtype_name(kv.dtype), size_line(kv.nbytes, len, kv.nbytes, dt));
         }
     }
     kvc_codec_free(buf);
@@ -556,6 +575,7 @@ int kvc_cmd_encode(int argc, char **argv)
         { "bins-v", required_argument, NULL, OPT_BINS_V },
         { "key-scaling", required_argument, NULL, OPT_KEY_SCALING },
         { "chunk-tokens", required_argument, NULL, 'C' },
+        PROGRESS_LONG,
         { NULL, 0, NULL, 0 },
     };
     encode_opts_t o;
@@ -569,6 +589,8 @@ int kvc_cmd_encode(int argc, char **argv)
         switch (c) {
         case 'o': out = optarg; break;
         case 'c': to_stdout = 1; break;
+        case OPT_PROGRESS:
+        case OPT_NO_PROGRESS: cli_progress_mode(c == OPT_PROGRESS); break;
         case 'f': o.force = 1; break;
         case 'J': o.as_json = 1; break;
         case OPT_LEVEL:
@@ -656,9 +678,8 @@ int kvc_cmd_encode(int argc, char **argv)
     if (!rc && op.many) {
         cli_progress_end();
         if (!o.c.quiet)
-            printf("%s: %d files encoded, %d failed%s, %zu -> %zu bytes (%.2fx) in %.3f s\n", op.label,
-                   o.nfiles - failed - skipped, failed, skipped_text(skipped), o.in_bytes, o.out_bytes,
-                   o.out_bytes ? (double)o.in_bytes / (double)o.out_bytes : 0.0, o.seconds);
+            printf("%s: %d files encoded, %d failed%s%s%s\n", op.label, o.nfiles - failed - skipped, failed,
+                   skipped_text(skipped), o.out_bytes ? ", " : "", o.out_bytes ? size_line(o.in_bytes, o.out_bytes, o.in_bytes, o.seconds) : "");
     }
     /* One file: its own exit status (a bad --bins-k list is a usage error once NL is known). */
     if (!rc && (failed || skipped)) rc = o.nfiles == 1 ? last : CLI_EXIT_ERROR;
@@ -689,6 +710,8 @@ static void decode_help(void)
            "                    standard output; a batch skips an input whose output exists, does the rest and\n"
            "                    exits 1\n"
            "  -c, --stdout      write to standard output (as -o -)\n"
+           "  --progress, --no-progress  a live line on stderr (file, MiB done / total, %%, rate, time left):\n"
+           "                    by default only when stderr is a terminal\n"
            "  -f, --force       replace an existing output (never the input)\n"
            "  --format F        npy or safetensors (default: from the output's name; else safetensors with\n"
            "                    --split, npy otherwise)\n"
@@ -791,7 +814,7 @@ typedef struct {
     stream_src_t *src;
     kvc_npy_writer_t *w;
     size_t T, es;
-    char label[16];
+    cli_progress_t prog;
     int quiet;
     const char *why; /* a failure the library did not describe */
 } stream_dec_t;
@@ -836,7 +859,7 @@ static kvc_status_t chunk_to_npy(void *user, size_t t0, const void *chunk, const
         kvc_status_t st = kvc_npy_writer_pwrite(d->w, (l * d->T + t0) * row, (const uint8_t *)chunk + l * n * row, n * row);
         if (st != KVC_OK) return st;
     }
-    if (!d->quiet) cli_progress(d->label, t0 + n, d->T);
+    if (!d->quiet) cli_progress(&d->prog, t0 + n, d->T);
     return KVC_OK;
 }
 
@@ -851,7 +874,6 @@ static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const c
     uint64_t stop;
     stream_dec_t d = { .src = src, .T = stream_tokens(src, &stop), .quiet = o->c.quiet || o->as_json };
     if (!d.T && stop < src->size) return stream_cut("decode", in_path, stop, src->size);
-    snprintf(d.label, sizeof(d.label), "decode");
     /* The first container gives the array's kind; the decoder checks that every chunk matches it. */
     uint8_t h[48];
     kvc_codec_info_t info;
@@ -866,6 +888,7 @@ static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const c
     free(first);
     if (st != KVC_OK) return stream_corrupt(in_path, "its containers' sizes do not add up to the file (truncated or damaged)");
     d.es = kvc_dtype_size(info.dtype);
+    cli_progress_begin(&d.prog, in_path, d.T * info.planes * info.num_layers * info.num_heads * info.head_size * d.es);
     kvc_tensor_t desc;
     memset(&desc, 0, sizeof(desc));
     desc.dtype = info.dtype;
@@ -905,9 +928,10 @@ static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const c
         json_end_object(&w);
         json_finish(&w);
     } else if (!o->c.quiet && (o->nfiles == 1 || o->c.verbose)) {
-        fprintf(stdout, "%s: stream of %s %zu layers x %zu tokens x %zu channels (%s), %zu -> %zu bytes in %.3f s (%.2f GB/s)\n",
-                out, layout_name(&all), all.num_layers, all.num_tokens, all.num_heads * all.head_size, kvc_dtype_name(all.dtype),
-                all.container_bytes, all.original_bytes, dt, (double)all.original_bytes / dt / 1e9);
+        fprintf(stdout, "%s: %s%zu layers x %zu tokens x %zu channels (%s) from a stream, %s\n", out,
+                all.layout == KVC_CODEC_MLA ? "MLA latent cache, " : "", all.num_layers, all.num_tokens,
+                all.num_heads * all.head_size, kvc_dtype_name(all.dtype),
+                size_line(all.container_bytes, all.original_bytes, all.original_bytes, dt));
     }
     return 0;
 }
@@ -1011,9 +1035,9 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
     } else if (!o->c.quiet && (o->nfiles == 1 || o->c.verbose)) {
         char heads[64] = "head split unknown";
         if (info.heads_known) snprintf(heads, sizeof(heads), "%zu heads x %zu", NH, HS);
-        fprintf(summary_stream(out), "%s: %s %zu layers x %zu tokens x %zu channels (%s, %s), %zu -> %zu bytes in %.3f s (%.2f GB/s)\n",
-                strcmp(out, "-") ? out : "standard output", layout_name(&info), NL, T, NH * HS, heads,
-                kvc_dtype_name(kv.dtype), in.len, written, dt, (double)kv.nbytes / dt / 1e9);
+        fprintf(summary_stream(out), "%s: %s%zu layers x %zu tokens x %zu channels (%s, %s), %s\n",
+                strcmp(out, "-") ? out : "standard output", info.layout == KVC_CODEC_MLA ? "MLA latent cache, " : "", NL, T,
+                NH * HS, heads, kvc_dtype_name(kv.dtype), size_line(in.len, written, kv.nbytes, dt));
     }
 done:
     kvc_tensor_free(&kv);
@@ -1031,6 +1055,7 @@ int kvc_cmd_decode(int argc, char **argv)
         { "format", required_argument, NULL, 'F' },
         { "split", no_argument, NULL, 'P' },
         { "json", no_argument, NULL, 'J' },
+        PROGRESS_LONG,
         { NULL, 0, NULL, 0 },
     };
     decode_opts_t o;
@@ -1043,6 +1068,8 @@ int kvc_cmd_decode(int argc, char **argv)
         switch (c) {
         case 'o': out = optarg; break;
         case 'c': to_stdout = 1; break;
+        case OPT_PROGRESS:
+        case OPT_NO_PROGRESS: cli_progress_mode(c == OPT_PROGRESS); break;
         case 'f': o.force = 1; break;
         case 'P': o.split = 1; break;
         case 'J': o.as_json = 1; break;
@@ -1113,12 +1140,13 @@ int kvc_cmd_decode(int argc, char **argv)
     if (!rc && !ctx) rc = CLI_EXIT_ERROR;
     if (!rc) cli_install_signal_handlers();
     int failed = 0, skipped = 0;
-    char label[32];
+    cli_progress_t batch;
+    size_t batch_bytes = 0;
+    struct stat sb;
+    for (int i = 0; i < nin; i++) batch_bytes += stat(in[i], &sb) == 0 ? (size_t)sb.st_size : 0;
+    cli_progress_begin(&batch, "decode", batch_bytes);
     for (int i = 0; !rc && i < o.nfiles; i++) {
-        if (o.nfiles > 1 && !o.c.quiet) {
-            snprintf(label, sizeof(label), "decode");
-            cli_progress(label, (size_t)i, (size_t)o.nfiles);
-        }
+        if (o.nfiles > 1 && !o.c.quiet) cli_progress(&batch, (size_t)i, (size_t)o.nfiles);
         /* A batch goes on past an output it may not write: that file is skipped, said so, counted. */
         if (op.many && cli_check_output("decode", op.outs[i], o.force, in, nin)) {
             skipped++;
@@ -1127,7 +1155,7 @@ int kvc_cmd_decode(int argc, char **argv)
         failed += decode_one(ctx, &o, in[i], op.many ? op.outs[i] : out) != 0;
     }
     if (!rc && o.nfiles > 1) {
-        if (!o.c.quiet) cli_progress(label, (size_t)o.nfiles, (size_t)o.nfiles);
+        if (!o.c.quiet) cli_progress(&batch, (size_t)o.nfiles, (size_t)o.nfiles);
         cli_progress_end();
         if (!o.c.quiet)
             printf("%s: %d files decoded, %d failed%s\n", op.label, o.nfiles - failed - skipped, failed, skipped_text(skipped));
