@@ -21,8 +21,10 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1089,7 +1091,7 @@ Test(memory, shared_exclusive_create_never_reuses)
     cr_assert_eq(ftruncate(fd, 4096), 0);
     cr_assert_eq(pwrite(fd, "stale", 5, 0), 5);
     cr_assert_eq(kvc_mem_alloc(ctx, 1 << 20, &p, &b, NULL), KVC_ERR_EXISTS);
-    cr_assert(strstr(kvc_last_error(), "abandoned"), "%s", kvc_last_error());
+    cr_assert(strstr(kvc_last_error(), "not a kvcore segment"), "%s", kvc_last_error());
     struct stat st;
     cr_assert_eq(fstat(fd, &st), 0);
     cr_assert_eq(st.st_size, 4096, "the stale segment was not resized");
@@ -1153,6 +1155,83 @@ Test(memory, shared_reclaim_after_killed_creator)
     cr_assert_not(shm_exists(name));
     close(ready[0]);
     close(ready[1]);
+    kvc_context_destroy(ctx);
+}
+
+/* Reclaim removes only a segment proven to be kvcore's (its owner record names this very file):
+ * another program's file of that name, unlocked, is KVC_ERR_EXISTS and left exactly as it was,
+ * whether no kvcore segment ever had the name or a dead kvcore creator's segment was replaced. */
+static void assert_untouched(int fd, const char *what)
+{
+    struct stat st;
+    char buf[8] = { 0 };
+    cr_assert_eq(fstat(fd, &st), 0);
+    cr_assert_gt(st.st_nlink, 0, "%s: unlinked", what);
+    cr_assert_eq(st.st_size, 4096, "%s: resized", what);
+    cr_assert_eq(pread(fd, buf, 7, 0), 7);
+    cr_assert_str_eq(buf, "foreign", "%s: overwritten", what);
+}
+
+static int foreign_segment(const char *name)
+{
+    const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, 4096), 0);
+    cr_assert_eq(pwrite(fd, "foreign", 7, 0), 7);
+    return fd;
+}
+
+Test(memory, reclaim_never_removes_another_programs_segment)
+{
+    kvc_context_t *ctx = real_ctx();
+    const char *name = shm_name("foreign");
+    kvc_mem_params_t rp = shm_params(0, name);
+    rp.field_mask |= KVC_MEM_PARAM_RECLAIM;
+    rp.reclaim = 1;
+    void *a = (void *)0x1;
+    /* Never kvcore's. */
+    int fd = foreign_segment(name);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &rp, &a, NULL), KVC_ERR_EXISTS);
+    cr_assert(strstr(kvc_last_error(), "not a kvcore segment"), "%s", kvc_last_error());
+    cr_assert_eq(a, (void *)0x1);
+    assert_untouched(fd, "never kvcore's");
+    close(fd);
+    shm_unlink(name);
+    /* kvcore's once, freed; then another program's. */
+    kvc_mem_params_t p = shm_params(0, name);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &p, &a, NULL), KVC_OK);
+    cr_assert_eq(kvc_mem_free(ctx, a), KVC_OK);
+    a = (void *)0x1;
+    fd = foreign_segment(name);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &rp, &a, NULL), KVC_ERR_EXISTS);
+    assert_untouched(fd, "after a freed kvcore segment");
+    close(fd);
+    shm_unlink(name);
+    /* A kvcore creator killed (its owner record left behind), its segment removed and the name
+     * taken by another program: the record names another file, so nothing is proven. */
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        kvc_context_t *c = real_ctx();
+        void *x;
+        _exit(kvc_mem_alloc(c, 64 * KiB, &p, &x, NULL) == KVC_OK ? 9 : 1);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 9, "the creator failed");
+    cr_assert(shm_exists(name), "an exiting creator that did not free leaves its segment");
+    cr_assert_eq(shm_unlink(name), 0);
+    fd = foreign_segment(name);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &rp, &a, NULL), KVC_ERR_EXISTS);
+    cr_assert(strstr(kvc_last_error(), "not a kvcore segment"), "%s", kvc_last_error());
+    assert_untouched(fd, "a foreign file under a dead creator's name");
+    close(fd);
+    shm_unlink(name);
+    /* Now free: the stale owner record does not stop a fresh create. */
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &p, &a, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_mem_free(ctx, a), KVC_OK);
+    cr_assert_not(shm_exists(name));
     kvc_context_destroy(ctx);
 }
 
@@ -1938,6 +2017,15 @@ Test(memory, map_file_errors_have_exact_status)
     cr_assert_eq(mkfifo(fpath, 0600), 0);
     cr_assert_eq(kvc_mem_map_file(ctx, fpath, page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a FIFO, without blocking");
     unlink(fpath);
+    /* A unix socket cannot even be opened (ENXIO): the wrong kind of file, as memory.h says. */
+    const int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s", fifo);
+    cr_assert_eq(bind(sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(kvc_mem_map_file(ctx, sa.sun_path, page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a socket");
+    cr_assert(strstr(kvc_last_error(), "socket"), "%s", kvc_last_error());
+    close(sock);
+    unlink(sa.sun_path);
     rmdir(fifo);
     cr_assert_eq(kvc_mem_map_file(ctx, "/dev/null", page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a device node");
     chmod(path, 0400);

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kvcore.h>
 
@@ -82,8 +83,10 @@ static void print_text(kvc_context_t *ctx)
     for (int i = 0; i < kvc_context_backend_count(ctx); i++) {
         kvc_backend_info_t b;
         kvc_context_backend_info(ctx, i, &b);
-        printf("  %-5s %-9s prio %-3d devices %-2d %s\n        from %s\n", b.name, b.selected ? "SELECTED" : "", b.priority,
-               b.num_devices, b.reason, b.origin);
+        printf("  %-5s %-9s prio %-3d devices %-2d %s\n", b.name, b.selected ? "SELECTED" : "", b.priority,
+               b.num_devices, b.reason);
+        /* A module that was not found has no origin to show (the reason lists where it was sought). */
+        if (!strcmp(b.origin, "built-in") || access(b.origin, R_OK) == 0) printf("        from %s\n", b.origin);
     }
     printf("\ncpu: isa %s, %d threads\n", kvc_context_isa(ctx), kvc_context_num_threads(ctx));
     kvc_llc_info_t llc;

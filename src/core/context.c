@@ -171,11 +171,20 @@ static kvc_status_t select_backend(kvc_context_t *ctx, const char *forced)
             if (!strcmp(ctx->slots[i].name, forced)) best = &ctx->slots[i];
         if (!best)
             return kvc_error(KVC_ERR_INVALID_ARG, "backend '%s' is unknown: use auto, cpu, cuda or hip", forced);
-        if (!best->built)
+        if (!best->built) {
+            /* Whether this build made the module decides the advice: configure, or find it. */
+            char built[32];
+            snprintf(built, sizeof(built), "\n%s_module=yes", forced);
+            if (strstr(KVC_BUILD_CONFIG, built))
+                return kvc_error(KVC_ERR_NOT_FOUND,
+                                 "backend '%s' was forced but its module is missing (%s): this kvcore was configured "
+                                 "with it: run make (or make install), or point KVCORE_MODULE_PATH at the directory "
+                                 "holding kvcore_%s.so", forced, best->reason, forced);
             return kvc_error(KVC_ERR_NOT_FOUND,
-                             "backend '%s' was forced but its module is missing (%s): build kvcore with --with-%s "
-                             "or point KVCORE_MODULE_PATH at the directory holding kvcore_%s.so",
-                             forced, best->origin, forced, forced);
+                             "backend '%s' was forced but its module is missing (%s): this kvcore was configured "
+                             "without it: configure with --with-%s, or point KVCORE_MODULE_PATH at the directory "
+                             "holding a kvcore_%s.so", forced, best->reason, forced, forced);
+        }
         if (best->loaded == -1)
             return kvc_error(KVC_ERR_ABI, "backend '%s' was forced but %s: %s; rebuild the module with this kvcore",
                              forced, best->origin, best->reason);
