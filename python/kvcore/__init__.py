@@ -2,6 +2,7 @@
 """kvcore from Python: KV-cache transfers, the CacheGen coder and codec, RoPE re-rotation, host
 memory and recorders, over libkvcore through ctypes (no torch or numpy C ABI is linked; every call
 releases the GIL). `kvcore.lmcache_ops` is a drop-in for LMCache's `c_ops`. See docs/PYTHON.md."""
+import builtins as _builtins
 import ctypes as _C
 import os as _os
 import threading as _threading
@@ -13,18 +14,28 @@ from . import _abi
 from ._array import buf as _buf, require as _require, DTYPE_NAMES as _DTYPE_NAMES, NP_DTYPES as _NP_KVC_DTYPES, \
     torch_dtypes as _torch_dtypes
 from ._lib import KvcoreError, UnsupportedError, check as _check, lib as _lib, path as library_path
+from .enums import ChunkLayout, DType, Direction, Format, KeyScaling, RopeStyle
+from .errors import KvcoreFileExistsError, KvcoreFileNotFoundError, KvcoreMemoryError, KvcoreOSError, \
+    KvcorePermissionError, KvcoreTypeError, KvcoreValueError
+from . import errors
+from . import codec as _codec
+from .codec import compress, decompress, open, default_context, StreamReader, StreamWriter
 
 __all__ = ["Context", "Engine", "HostBuffer", "DeviceBuffer", "DeviceArray", "KvcoreError", "UnsupportedError", "PageShape", "library_path",
            "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "default_bins", "inspect", "recorder_now",
-           "format_name", "format_ptr_count", "shape_ptr_count", "status_name", "load_kvcache", "save_kvcache"]
+           "format_name", "format_ptr_count", "shape_ptr_count", "status_name", "load_kvcache", "save_kvcache",
+           "__version__", "compress", "decompress", "open", "default_context", "StreamReader", "StreamWriter",
+           "ChunkLayout", "DType", "Direction", "Format", "KeyScaling", "RopeStyle", "errors", "KvcoreValueError",
+           "KvcoreTypeError", "KvcoreMemoryError", "KvcoreOSError", "KvcoreFileNotFoundError",
+           "KvcoreFileExistsError", "KvcorePermissionError"]
 
-H2D, D2H = _abi.H2D, _abi.D2H
-NEOX, GPTJ = _abi.ROPE_NEOX, _abi.ROPE_GPTJ
+__version__ = _lib.kvc_version_string().decode()  # the loaded libkvcore's (VERSION), which this package binds
+H2D, D2H = Direction.H2D, Direction.D2H
+NEOX, GPTJ = RopeStyle.NEOX, RopeStyle.GPTJ
 PageShape = _abi.PageShape
 
 _U8, _U16, _I32, _I64, _F32 = _abi.DTYPE_U8, _abi.DTYPE_U16, _abi.DTYPE_I32, _abi.DTYPE_I64, _abi.DTYPE_F32
 _FLOATS = (_abi.DTYPE_F16, _abi.DTYPE_BF16, _abi.DTYPE_F32)
-_NP_DTYPE = {_abi.DTYPE_F16: _np.float16, _abi.DTYPE_BF16: _np.uint16, _abi.DTYPE_F32: _np.float32}
 _env_lock = _threading.Lock()
 # Format facts, read once from the library (the transfer paths consult them on every call).
 _VALID = {f for f in range(64) if _lib.kvc_format_is_valid(f)}
@@ -283,6 +294,20 @@ def _report_dict(r):
     return d
 
 
+def _default_threads():
+    """The CPU thread count of a Context given none (docs/PYTHON.md, "Threads"): OMP_NUM_THREADS's
+    first value when set, else the CPUs this process may run on. Not omp_get_max_threads(): torch
+    calls omp_set_num_threads() at import (its intra-op default, 1 on some machines) in the shared
+    libgomp, so `import torch` before the first Context would change kvcore's count."""
+    v = _os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if v.isdigit() and int(v) > 0:
+        return int(v)
+    try:
+        return len(_os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no sched_getaffinity (not Linux)
+        return _os.cpu_count() or 1
+
+
 class Context:
     """A kvcore context: the backend ("auto", "cpu", "cuda", "hip"), its device, CPU threads and an
     ISA cap ("scalar", "avx2", "avx512", "neon", "best"). Every op is a method of a context."""
@@ -298,6 +323,8 @@ class Context:
         if device is not None:
             p.field_mask |= _abi.CONTEXT_PARAM_DEVICE
             p.device = device
+        if num_threads is None and not _os.environ.get("KVCORE_NUM_THREADS"):
+            num_threads = _default_threads()
         if num_threads is not None:
             p.field_mask |= _abi.CONTEXT_PARAM_NUM_THREADS
             p.num_threads = num_threads
@@ -422,8 +449,9 @@ class Context:
         Engine wherever a transfer takes `engine` (the same format and shape) and the per-tensor
         checks and the pointer table are not redone on every call (about 11 us for 32 numpy
         layers, 3 % of a 32 MiB block transfer)."""
+        fmt, _, shape = _args(fmt, H2D, shape, tensors)
         ptrs, n, keep = self._engine(tensors, fmt, shape)
-        return Engine(self, int(fmt), shape, ptrs, n, keep)
+        return Engine(self, fmt, shape, ptrs, n, keep)
 
     def _chunk(self, chunk, name, shape, tokens, writable):
         b = self._arr(chunk, name, writable)
@@ -438,6 +466,8 @@ class Context:
         return b
 
     def _index(self, idx, name, count=None):
+        if isinstance(idx, (list, tuple, range)):  # a Python sequence of ints: as int64
+            idx = _np.asarray(idx, dtype=_np.int64).reshape(-1)
         b = self._arr(idx, name, dtypes=_I64, ndim=1)
         if count is not None and b.shape[0] != count:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: {b.shape[0]} entries, expected {count}")
@@ -446,7 +476,9 @@ class Context:
     def transfer_tokens(self, fmt, direction, shape, engine, chunk, slots, chunk_layout=0, skip_prefix=0,
                         stream=None):
         """Per-token multi-layer transfer (kvc_transfer_tokens). engine: the format's tensor(s);
-        chunk: [planes, NL, T, row] (MLA [NL, T, HS]); slots: int64 [T], < 0 skipped."""
+        chunk: [planes, NL, T, row] (MLA [NL, T, HS]); slots: int64 [T] or a sequence, < 0 skipped.
+        fmt: a Format (or its int or name); direction: a Direction, 0/1 or "H2D"/"D2H"."""
+        fmt, direction, shape = _args(fmt, direction, shape, engine)
         s = self._index(slots, "slots")
         t = s.shape[0]
         c = self._chunk(chunk, "chunk", shape, t, direction == D2H)
@@ -459,6 +491,7 @@ class Context:
     def transfer_blocks(self, fmt, direction, shape, engine, objects, block_ids, chunk_tokens, chunk_layout=0,
                         skip_prefix_blocks=0, stream=None):
         """Per-block transfer (kvc_transfer_blocks): objects are [planes, NL, chunk_tokens, row] each."""
+        fmt, direction, shape = _args(fmt, direction, shape, engine)
         ids = self._index(block_ids, "block_ids")
         objs = [self._chunk(o, f"objects[{i}]", shape, chunk_tokens, direction == D2H)
                 for i, o in enumerate(objects)]
@@ -474,6 +507,7 @@ class Context:
     def transfer_layer(self, fmt, direction, shape, engine, chunk, slots, chunk_layout=0, token_major=False,
                        stream=None):
         """One layer (kvc_transfer_layer): chunk [planes, T, row] or [T, planes, row] (token_major)."""
+        fmt, direction, shape = _args(fmt, direction, shape, engine)
         s = self._index(slots, "slots")
         t = s.shape[0]
         c = self._chunk(chunk, "chunk", shape, t, direction == D2H)
@@ -629,9 +663,12 @@ class Context:
         return out
 
     # ------------------------------------------------------------ CacheGen codec
-    def codec_encode(self, kv, num_heads=None, head_size=None, mla=False, bins=None, window_tokens=None):
+    def codec_encode(self, kv, num_heads=None, head_size=None, mla=False, bins=None, window_tokens=None, *,
+                     level=None, bins_k=None, bins_v=None, key_scaling=None):
         """Compress one chunk to a .kvc container (bytes). kv: [2, NL, T, NH*HS] or [2, NL, T, NH, HS]
-        (mla: [NL, T, HS]); f16, bf16 or f32. num_heads/head_size default to a [.., NH, HS] input's."""
+        (mla: [NL, T, HS]); f16, bf16 or f32. num_heads/head_size default to a [.., NH, HS] input's.
+        bins: every (plane, layer)'s bin count; or level, bins_k, bins_v, key_scaling as
+        kvcore.compress (and `kvcore encode`) take them."""
         k = self._arr(kv, "kv", dtypes=_FLOATS, ndim=(3, 4, 5))
         p = _abi.CodecParams(dtype=k.dtype, layout=_abi.CODEC_MLA if mla else _abi.CODEC_KV_2LTD)
         if mla:
@@ -655,7 +692,11 @@ class Context:
                 raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: row of {d} elements is not num_heads {p.num_heads} "
                                                       f"x head_size {p.head_size}")
         keep = None
-        if bins is not None:
+        if level is not None or bins_k is not None or bins_v is not None or key_scaling is not None:
+            if bins is not None:
+                raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, "bins: give bins, or level / bins_k / bins_v, not both")
+            keep = _codec.quality(p, level, bins_k, bins_v, key_scaling)
+        elif bins is not None:
             keep = _np.ascontiguousarray(bins, dtype=_np.uint32)
             p.field_mask |= _abi.CODEC_PARAM_BINS
             p.bins = keep.ctypes.data
@@ -670,41 +711,32 @@ class Context:
             _lib.kvc_codec_free(out)
             del keep
 
-    def codec_decode(self, data, out=None, torch=False):
-        """Decompress a .kvc container into out, or into a new array ([2, NL, T, NH*HS] or [NL, T, HS];
-        a bf16 chunk comes back as a torch bfloat16 tensor with torch=True, else as uint16 bits)."""
-        mv = _bytes_view(data)
-        info = _abi.CodecInfo()
-        _check(_lib.kvc_codec_inspect(_addr(mv), len(mv), _C.byref(info)))
-        if out is None:
-            if info.layout == _abi.CODEC_MLA:
-                shape = (info.num_layers, info.num_tokens, info.head_size)
-            else:
-                shape = (2, info.num_layers, info.num_tokens, info.num_heads * info.head_size)
-            out = _np.empty(shape, _NP_DTYPE[info.dtype])
-            if torch:
-                import torch as _torch
-                if info.dtype == _abi.DTYPE_BF16:  # torch has no uint16: through int16, same bits
-                    out = _torch.from_numpy(out.view(_np.int16)).view(_torch.bfloat16)
-                else:
-                    out = _torch.from_numpy(out)
+    def codec_decode(self, data, out=None, torch=False, *, like=None):
+        """Decompress a .kvc container into out, or into a new array of the shape it was encoded from
+        ([2, NL, T, NH, HS] when the container records the head split, else [2, NL, T, C]; MLA
+        [NL, T, HS]): numpy, or torch with torch=True or like=a tensor (kvcore.decompress). out may
+        also be flat bytes (uint8) of the chunk's size."""
+        mv, addr, info = _codec.inspected(data)
+        if out is None or str(getattr(out, "dtype", "")) not in ("uint8", "torch.uint8"):
+            return _codec.decode_one(mv, addr, info, out, "torch" if torch and like is None else like, self)
         o = self._arr(out, "out", True)
-        if o.dtype != info.dtype and o.dtype != _U8:
-            raise KvcoreError(_abi.KVC_ERR_DTYPE, f"out: dtype {_DTYPE_NAMES[o.dtype]}, the container holds "
-                                                  f"{_DTYPE_NAMES.get(info.dtype, '?')}")
-        _check(_lib.kvc_codec_decode(self._handle(), _addr(mv), len(mv), _C.c_void_p(o.ptr), o.nbytes, None))
+        if o.nbytes != info.original_bytes:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"out: {o.nbytes} bytes (uint8), the chunk {_codec.shape_of(info)} "
+                                                  f"{_DTYPE_NAMES.get(info.dtype, '?')} is {info.original_bytes}")
+        _check(_lib.kvc_codec_decode(self._handle(), addr, len(mv), _C.c_void_p(o.ptr), o.nbytes, None))
         return out
 
     def codec_encode_file(self, path, kv, **kw):
         """codec_encode, written to a .kvc file. Returns the container size."""
         data = self.codec_encode(kv, **kw)
-        with open(path, "wb") as f:
+        with _builtins.open(path, "wb") as f:
             f.write(data)
         return len(data)
 
-    def codec_decode_file(self, path, out=None, torch=False):
-        with open(path, "rb") as f:
-            return self.codec_decode(f.read(), out=out, torch=torch)
+    def codec_decode_file(self, path, out=None, torch=False, *, like=None):
+        """codec_decode of a .kvc file's bytes."""
+        with _builtins.open(path, "rb") as f:
+            return self.codec_decode(f.read(), out=out, torch=torch, like=like)
 
     # ------------------------------------------------------------ RoPE
     def _keys(self, key, head_size, head_stride):
@@ -856,6 +888,35 @@ class Context:
         b = _C.create_string_buffer(32)
         _check(_lib.kvc_device_pci_bus_id(self._handle(), device, b, len(b)))
         return b.value.decode()
+
+
+def _fmt(fmt):
+    """A Format for a known format (int or name); other ints are passed on for the C call to name."""
+    if isinstance(fmt, str) or (isinstance(fmt, int) and fmt in _FORMAT_VALUES):
+        return Format.coerce(fmt, "fmt")
+    return fmt
+
+
+_FORMAT_VALUES = frozenset(int(f) for f in Format)
+
+
+def _first_tensor(engine):
+    while isinstance(engine, (list, tuple)) and engine:
+        engine = engine[0]
+    return engine
+
+
+def _args(fmt, direction, shape, engine):
+    """Transfer arguments as kvcore takes them: the format and direction as enums (names accepted),
+    and a PageShape whose element_size 0 is taken from the engine tensors' dtype."""
+    if not isinstance(shape, _abi.PageShape):
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"shape: {type(shape).__name__}, expected kvcore.PageShape")
+    if shape.element_size == 0:
+        es = _abi.PageShape.from_buffer_copy(engine._shape).element_size if type(engine) is Engine else \
+            _buf(_first_tensor(engine), "engine[0]").itemsize
+        shape = _abi.PageShape.from_buffer_copy(shape)
+        shape.element_size = es
+    return _fmt(fmt), Direction.coerce(direction, "direction"), shape
 
 
 def _rope_params(is_neox):

@@ -3,45 +3,48 @@
 import ctypes
 import ctypes.util
 import os
+import subprocess
 
 from . import _abi
-
-
-class KvcoreError(RuntimeError):
-    """A kvcore call failed. `status` is the numeric kvc_status_t, `name` its enum name
-    ("KVC_ERR_DTYPE"), `message` kvcore's detailed message (kvc_last_error) or the binding's."""
-
-    def __init__(self, status, message):
-        self.status = int(status)
-        self.name = _abi.STATUS.get(self.status, "KVC_UNKNOWN")
-        self.message = message
-        super().__init__(f"{self.name}: {message}")
-
-
-class UnsupportedError(KvcoreError, NotImplementedError):
-    """KVC_ERR_UNSUPPORTED: the backend or this build does not implement the operation."""
+from .errors import KvcoreError, UnsupportedError  # noqa: F401 (re-exported)
 
 
 def error(status, message):
-    cls = UnsupportedError if status == _abi.KVC_ERR_UNSUPPORTED else KvcoreError
-    return cls(status, message)
+    """The exception for a failed call: KvcoreError's subclass for the status (kvcore.errors)."""
+    return KvcoreError(status, message)
+
+
+def _pkg_config_libdir():
+    """libkvcore's directory as pkg-config says (PKG_CONFIG_PATH applies; in a build tree,
+    kvcore-uninstalled.pc), or None."""
+    try:
+        r = subprocess.run(["pkg-config", "--variable=libdir", "kvcore"], capture_output=True, text=True,
+                           timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
 
 
 def _candidates():
+    """Where libkvcore is looked for, in order (docs/PYTHON.md, "Installing"): KVCORE_LIBRARY alone
+    when set; else the libdir recorded at install (make install, pip's pkg-config), pkg-config now,
+    then the system's search path."""
     env = os.environ.get("KVCORE_LIBRARY")
     if env:
-        return [env]  # an explicit choice is never silently replaced by another library
-    out = []
+        yield env  # an explicit choice is never silently replaced by another library
+        return
     try:
         from . import _config  # written by `make install` / `pip install` with the libdir found then
-        out.append(os.path.join(_config.LIBDIR, "libkvcore.so"))
+        yield os.path.join(_config.LIBDIR, "libkvcore.so")
     except ImportError:
         pass
+    libdir = _pkg_config_libdir()  # run only when the recorded libdir did not load
+    if libdir:
+        yield os.path.join(libdir, "libkvcore.so")
     found = ctypes.util.find_library("kvcore")
     if found:
-        out.append(found)
-    out.append("libkvcore.so")
-    return out
+        yield found
+    yield "libkvcore.so"
 
 
 def _load():
