@@ -1409,6 +1409,30 @@ Test(memory, split_copy_errors_write_nothing)
     kvc_context_destroy(ctx);
 }
 
+/* kvc_memcpy used to hand a negative size (as size_t) or a range wrapping the address space to the
+ * backend's memcpy, which wrote before and after dst. */
+Test(memory, sync_copy_refuses_wrapping_ranges)
+{
+    kvc_context_t *ctx = real_ctx();
+    unsigned char a[64], b[64], orig[64];
+    fill_pattern(a, sizeof(a), 1);
+    fill_pattern(b, sizeof(b), 2);
+    memcpy(orig, b, sizeof(b));
+    cr_assert_eq(kvc_memcpy(ctx, b, a, (size_t)-1), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "PTRDIFF_MAX"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy(ctx, b, a, (size_t)PTRDIFF_MAX + 1), KVC_ERR_INVALID_ARG);
+    void *top = (void *)(UINTPTR_MAX - 15);
+    cr_assert_eq(kvc_memcpy(ctx, top, a, 32), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "wraps around the address space") && strstr(kvc_last_error(), "dst"), "%s",
+              kvc_last_error());
+    cr_assert_eq(kvc_memcpy(ctx, b, top, 32), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "src"), "%s", kvc_last_error());
+    cr_assert_arr_eq(b, orig, sizeof(b), "a rejected copy wrote something");
+    cr_assert_eq(kvc_memcpy(ctx, b, a, sizeof(a)), KVC_OK, "%s", kvc_last_error());
+    cr_assert_arr_eq(b, a, sizeof(a));
+    kvc_context_destroy(ctx);
+}
+
 /* ---------------------------------------------------------------- batched copy */
 
 Test(memory, batched_equals_oracle)

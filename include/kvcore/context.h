@@ -82,8 +82,9 @@ KVC_API kvc_status_t kvc_device_free(kvc_context_t *ctx, void *ptr);
 /* Synchronous copy of nbytes between any two addresses the backend can reach (host, pinned or
  * device memory, in any direction; the GPU runtime tells them apart). Waits for the copy, and on
  * GPU backends it is ordered after work on the default stream. Overlapping ranges are allowed on
- * the CPU backend only (memmove). nbytes 0 is a no-op; a NULL pointer with nbytes > 0 is
- * KVC_ERR_INVALID_ARG. */
+ * the CPU backend only (memmove). nbytes 0 is a no-op; a NULL pointer with nbytes > 0, nbytes above
+ * PTRDIFF_MAX (a negative size converted to size_t) and a range that wraps around the address space
+ * are KVC_ERR_INVALID_ARG, with nothing copied. */
 KVC_API kvc_status_t kvc_memcpy(kvc_context_t *ctx, void *dst, const void *src, size_t nbytes);
 
 /* PCI bus id ("DDDD:BB:DD.F", lower case) of a device of the selected GPU backend, from its

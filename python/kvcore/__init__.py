@@ -11,6 +11,8 @@ import weakref as _weakref
 import numpy as _np
 
 from . import _abi
+from ._array import count as _count, cstr as _cstr, require_distinct as _distinct, \
+    require_reach as _reach
 from ._array import buf as _buf, require as _require, DTYPE_NAMES as _DTYPE_NAMES, NP_DTYPES as _NP_KVC_DTYPES, \
     torch_dtypes as _torch_dtypes
 from ._lib import KvcoreError, UnsupportedError, check as _check, lib as _lib, path as library_path
@@ -135,7 +137,7 @@ def load_kvcache(path, num_heads=None, head_size=None):
     [2, NL, T, D] (bfloat16 as uint16 bits) and its dims {num_layers, num_tokens, num_heads,
     head_size, hidden}; NH/HS are 0 when the file does not say and no hint is given."""
     t, dims = _abi.Tensor(), _abi.KvcacheDims()
-    _check(_lib.kvc_kvcache_load(_os.fsencode(path), _C.byref(_kvcache_params(num_heads, head_size)), _C.byref(t),
+    _check(_lib.kvc_kvcache_load(_cstr(path, "path"), _C.byref(_kvcache_params(num_heads, head_size)), _C.byref(t),
                                  _C.byref(dims)))
     dtype = _DTYPE_NAMES.get(t.dtype, "?")
     return _np.asarray(_OwnedTensor(t)), dict({n: getattr(dims, n) for n, _ in _abi.KvcacheDims._fields_}, dtype=dtype)
@@ -153,7 +155,7 @@ def save_kvcache(path, kv, num_heads=None, head_size=None, split=False, format=N
     t = _abi.Tensor(dtype=b.dtype, ndim=len(b.shape), data=b.ptr, nbytes=b.nbytes, owns_data=0)
     for i, d in enumerate(b.shape):
         t.shape[i] = d
-    _check(_lib.kvc_kvcache_save(_os.fsencode(path), _C.byref(t), _C.byref(_kvcache_params(num_heads, head_size, format,
+    _check(_lib.kvc_kvcache_save(_cstr(path, "path"), _C.byref(t), _C.byref(_kvcache_params(num_heads, head_size, format,
                                                                                              split))))
 
 
@@ -319,7 +321,7 @@ class Context:
         p = _abi.ContextParams()
         if backend is not None:
             p.field_mask |= _abi.CONTEXT_PARAM_BACKEND
-            p.backend = backend.encode()
+            p.backend = _cstr(backend, "backend")
         if device is not None:
             p.field_mask |= _abi.CONTEXT_PARAM_DEVICE
             p.device = device
@@ -330,7 +332,7 @@ class Context:
             p.num_threads = num_threads
         if module_path is not None:
             p.field_mask |= _abi.CONTEXT_PARAM_MODULE_PATH
-            p.module_path = _os.fsencode(module_path)
+            p.module_path = _cstr(module_path, "module_path")
         if load_all_modules:
             p.field_mask |= _abi.CONTEXT_PARAM_LOAD_ALL
             p.load_all_modules = 1
@@ -550,15 +552,16 @@ class Context:
     def memcpy(self, dst, src, nbytes=None):
         """Synchronous copy of nbytes (default: all of src) from array src into array dst."""
         d, s = self._arr(dst, "dst", True), self._arr(src, "src")
-        n = s.nbytes if nbytes is None else nbytes
+        n = s.nbytes if nbytes is None else _count(nbytes, "nbytes")
         if n > d.nbytes or n > s.nbytes:
             raise KvcoreError(_abi.KVC_ERR_NO_SPACE, f"copy of {n} bytes: dst has {d.nbytes}, src {s.nbytes}")
         _check(_lib.kvc_memcpy(self._handle(), _C.c_void_p(d.ptr), _C.c_void_p(s.ptr), n))
 
     def memcpy_async_ptr(self, dst, src, nbytes, direction, host_offset, host_alignment, stream=None):
         """LMCache's split copy on raw addresses (kvc_memcpy_async)."""
-        _check(_lib.kvc_memcpy_async(self._handle(), _C.c_void_p(dst), _C.c_void_p(src), nbytes, int(direction),
-                                     host_offset, host_alignment, _C.c_void_p(stream or 0)))
+        _check(_lib.kvc_memcpy_async(self._handle(), _C.c_void_p(dst), _C.c_void_p(src), _count(nbytes, "nbytes"),
+                                     int(direction), _count(host_offset, "host_buffer_offset"),
+                                     _count(host_alignment, "host_buffer_alignment"), _C.c_void_p(stream or 0)))
 
     def batched_memcpy_ptr(self, dsts, srcs, sizes, stream=None):
         """count copies dsts[i] <- srcs[i] of sizes[i] bytes, on raw addresses."""
@@ -568,7 +571,7 @@ class Context:
         n = len(sizes)
         _check(_lib.kvc_batched_memcpy(self._handle(), _c_array(_C.c_void_p, [int(x) for x in dsts]),
                                        _c_array(_C.c_void_p, [int(x) for x in srcs]),
-                                       _c_array(_C.c_size_t, [int(x) for x in sizes]), n, _C.c_void_p(stream or 0)))
+                                       _c_array(_C.c_size_t, [_count(x, f"sizes[{i}]") for i, x in enumerate(sizes)]), n, _C.c_void_p(stream or 0)))
 
     # ------------------------------------------------------------ CacheGen coder
     def cdf(self, symbols, num_bins, out=None):
@@ -740,22 +743,36 @@ class Context:
 
     # ------------------------------------------------------------ RoPE
     def _keys(self, key, head_size, head_stride):
-        k = self._arr(key, "key", True, dtypes=_FLOATS, contiguous=False)
+        k = _distinct(self._arr(key, "key", True, dtypes=_FLOATS, contiguous=False))
         if len(k.shape) < 2:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key: shape {list(k.shape)}, expected [..., NKV, HS]")
         es = k.itemsize
-        nkv, hs = k.shape[-2], (k.shape[-1] if head_size is None else head_size)
-        hstride = k.strides[-2] // es if head_stride is None else head_stride
-        if k.strides[-1] != es:
+        if any(d > 1 and st % es for d, st in zip(k.shape, k.strides)):
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key: byte strides {list(k.strides)} are not multiples of the "
+                                                  f"element size {es}")
+        nkv = k.shape[-2]
+        hs = k.shape[-1] if head_size is None else _count(head_size, "head_size")
+        if nkv == 1:  # a dimension of length 1 has no meaningful stride
+            hstride = hs if head_stride is None else max(_count(head_stride, "head_stride"), hs)
+        else:  # 0 would mean "head_size" to the C core, not the stride asked for
+            hstride = k.strides[-2] // es if head_stride is None else _count(head_stride, "head_stride")
+            if hstride == 0:
+                raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key: head_stride 0 with {nkv} heads; heads that are "
+                                                      "written need a positive stride")
+        if k.strides[-1] != es and k.shape[-1] > 1:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, "key: the last dimension must be contiguous")
         n = 1
         for d in k.shape[:-2]:
             n *= d
-        tstride = k.strides[-3] // es if len(k.shape) >= 3 else nkv * hstride
-        for i in range(len(k.shape) - 3):  # leading dimensions fold into tokens only when dense
-            if k.shape[i] > 1 and k.strides[i] != k.strides[i + 1] * k.shape[i + 1]:
+        lead = [(d, st) for d, st in zip(k.shape[:-2], k.strides[:-2]) if d > 1]
+        tstride = lead[-1][1] // es if lead else nkv * hstride
+        for (d0, s0), (d1, s1) in zip(lead, lead[1:]):  # leading dimensions fold into tokens only when dense
+            if s0 != s1 * d1:
                 raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key: dimensions before [NKV, HS] must fold into one "
                                                       f"(strides {list(k.strides)})")
+        if n and nkv and hs:  # the kernel's last element: token n-1, head nkv-1, element hs-1
+            _reach(k, 0, ((n - 1) * tstride + (nkv - 1) * hstride + hs) * es,
+                   f"{n} token(s) x {nkv} head(s) of {hs} elements (head stride {hstride}, token stride {tstride})")
         return _abi.RopeKeys(data=k.ptr, dtype=k.dtype, num_tokens=n, num_heads=nkv, head_size=hs,
                              head_stride=hstride, token_stride=tstride), k
 
@@ -791,7 +808,7 @@ class Context:
     # ------------------------------------------------------------ recorders
     def record_completion(self, kind, payload=b"", stream=None):
         p = bytes(payload)
-        _check(_lib.kvc_record_completion(self._handle(), _C.c_void_p(stream or 0), kind.encode(), p or None,
+        _check(_lib.kvc_record_completion(self._handle(), _C.c_void_p(stream or 0), _cstr(kind, "kind"), p or None,
                                           len(p)))
 
     def drain_completions(self):
@@ -807,12 +824,12 @@ class Context:
     def record_event(self, name, session_id, str_meta=None, int_meta=None, stream=None):
         sm = list((str_meta or {}).items())
         im = list((int_meta or {}).items())
-        sarr = (_abi.StrMeta * len(sm))(*[_abi.StrMeta(str(k).encode(), str(v).encode()) for k, v in sm])
+        sarr = (_abi.StrMeta * len(sm))(*[_abi.StrMeta(_cstr(str(k), "str_meta key"), _cstr(str(v), "str_meta value")) for k, v in sm])
         for k, v in im:
             if not isinstance(v, int):
                 raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"int_meta[{k!r}]: {type(v).__name__}, expected int")
-        iarr = (_abi.IntMeta * len(im))(*[_abi.IntMeta(str(k).encode(), v) for k, v in im])
-        _check(_lib.kvc_record_event(self._handle(), _C.c_void_p(stream or 0), name.encode(), session_id.encode(),
+        iarr = (_abi.IntMeta * len(im))(*[_abi.IntMeta(_cstr(str(k), "int_meta key"), v) for k, v in im])
+        _check(_lib.kvc_record_event(self._handle(), _C.c_void_p(stream or 0), _cstr(name, "name"), _cstr(session_id, "session_id"),
                                      sarr if sm else None, len(sm), iarr if im else None, len(im)))
 
     def drain_events(self):
@@ -846,7 +863,7 @@ class Context:
             kind |= _abi.MEM_NUMA
             p.field_mask |= _abi.MEM_PARAM_TARGET
             if near_pci is not None:
-                p.target, p.pci_bus_id = _abi.MEM_TARGET_PCI, near_pci.encode()
+                p.target, p.pci_bus_id = _abi.MEM_TARGET_PCI, _cstr(near_pci, "near_pci")
             elif numa_node == "local":
                 p.target = _abi.MEM_TARGET_LOCAL
             else:
@@ -854,10 +871,10 @@ class Context:
         if shared_name is not None:
             kind |= _abi.MEM_SHARED
             p.field_mask |= _abi.MEM_PARAM_NAME
-            p.name = shared_name.encode()
+            p.name = _cstr(shared_name, "shared_name")
         p.kind = kind
         ptr, rep = _C.c_void_p(), _abi.MemReport()
-        _check(_lib.kvc_mem_alloc(self._handle(), size, _C.byref(p), _C.byref(ptr), _C.byref(rep)))
+        _check(_lib.kvc_mem_alloc(self._handle(), _count(size, "size"), _C.byref(p), _C.byref(ptr), _C.byref(rep)))
         return HostBuffer(self, ptr.value, size, _report_dict(rep))
 
     def alloc_device(self, size):
@@ -869,7 +886,7 @@ class Context:
     def attach_shared(self, name, pinned=False):
         """Map a shared segment created by alloc_host(shared_name=...) (any process)."""
         ptr, size, rep = _C.c_void_p(), _C.c_size_t(), _abi.MemReport()
-        _check(_lib.kvc_mem_attach(self._handle(), name.encode(), _abi.MEM_PINNED if pinned else 0,
+        _check(_lib.kvc_mem_attach(self._handle(), _cstr(name, "name"), _abi.MEM_PINNED if pinned else 0,
                                    _C.byref(ptr), _C.byref(size), _C.byref(rep)))
         return HostBuffer(self, ptr.value, size.value, _report_dict(rep))
 
@@ -877,7 +894,7 @@ class Context:
         """Map size bytes at offset of a device's memory file (a PCIe BAR's sysfs resource file,
         kvc_mem_map_file) as a HostBuffer; pinned registers it with the backend as I/O memory."""
         ptr, rep = _C.c_void_p(), _abi.MemReport()
-        _check(_lib.kvc_mem_map_file(self._handle(), _os.fsencode(path), size, offset,
+        _check(_lib.kvc_mem_map_file(self._handle(), _cstr(path, "path"), _count(size, "size"), _count(offset, "offset"),
                                      _abi.MEM_PINNED if pinned else 0, _C.byref(ptr), _C.byref(rep)))
         return HostBuffer(self, ptr.value, size, _report_dict(rep))
 

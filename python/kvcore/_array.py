@@ -3,6 +3,7 @@
 __cuda_array_interface__ or DLPack, reduced to (pointer, shape, byte strides, kvcore dtype, device).
 Nothing here copies: a kvcore call works on the caller's memory or refuses it."""
 import ctypes
+import os
 
 import numpy as _np
 
@@ -208,4 +209,64 @@ def require(b, dtypes=None, ndim=None, shape=None, contiguous=True):
     if contiguous and not b.contiguous():
         _fail(_abi.KVC_ERR_SHAPE, f"{b.name}: not C-contiguous (shape {list(b.shape)}, byte strides "
                                   f"{list(b.strides)}); pass .contiguous() / np.ascontiguousarray()")
+    return b
+
+
+# ---------------------------------------------------------------- bounds
+# ctypes wraps a negative int silently into a size_t (-1 becomes SIZE_MAX) and cuts a char* at its
+# first NUL: every size and name from the caller passes through these before it reaches C.
+_PTRDIFF_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t) - 1)) - 1
+
+
+def count(v, name, limit=_PTRDIFF_MAX):
+    """A size, count or offset for a C size_t: an integer in [0, limit], else KVC_ERR_INVALID_ARG."""
+    try:
+        i = v.__index__()
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: {type(v).__name__}, expected an integer")
+    if i < 0:
+        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name} {i} is negative")
+    if i > limit:
+        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name} {i} is larger than {limit}")
+    return i
+
+
+def cstr(s, name):
+    """A str/bytes/path argument as C bytes; an embedded NUL is refused (C would stop reading there)."""
+    b = s if isinstance(s, bytes) else (s.encode() if isinstance(s, str) else os.fsencode(s))
+    if b"\0" in b:
+        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name} {s!r} contains a NUL character")
+    return b
+
+
+def span(b):
+    """[lo, hi): the bytes b's shape and strides reach, relative to b.ptr ((0, 0) when empty)."""
+    if any(d == 0 for d in b.shape):
+        return 0, 0
+    lo, hi = 0, b.itemsize
+    for d, s in zip(b.shape, b.strides):
+        if s < 0:
+            lo += (d - 1) * s
+        else:
+            hi += (d - 1) * s
+    return lo, hi
+
+
+def require_reach(b, lo, hi, what):
+    """A kernel reaches bytes [lo, hi) relative to b.ptr: refuse (KVC_ERR_SHAPE) anything outside
+    the bytes b itself covers."""
+    blo, bhi = span(b)
+    if hi > lo and (lo < blo or hi > bhi):
+        _fail(_abi.KVC_ERR_SHAPE, f"{b.name}: {what} reaches bytes [{lo}, {hi}) from the first element, the "
+                                  f"array (shape {list(b.shape)}, byte strides {list(b.strides)}) covers "
+                                  f"[{blo}, {bhi})")
+
+
+def require_distinct(b):
+    """A written array's elements must be distinct memory: a zero or negative stride on a dimension
+    longer than 1 (torch expand(), numpy as_strided/broadcast_to, reversed views) is KVC_ERR_SHAPE."""
+    for i, (d, s) in enumerate(zip(b.shape, b.strides)):
+        if d > 1 and s <= 0:
+            _fail(_abi.KVC_ERR_SHAPE, f"{b.name}: dimension {i} has byte stride {s} (shape {list(b.shape)}); "
+                                      "an array that is written needs positive strides")
     return b
