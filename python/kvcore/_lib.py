@@ -4,17 +4,18 @@ import ctypes
 import ctypes.util
 import os
 import subprocess
+from typing import Iterator, List, Optional, Tuple
 
 from . import _abi
 from .errors import KvcoreError, UnsupportedError  # noqa: F401 (re-exported)
 
 
-def error(status, message):
+def error(status: int, message: str) -> KvcoreError:
     """The exception for a failed call: KvcoreError's subclass for the status (kvcore.errors)."""
     return KvcoreError(status, message)
 
 
-def _pkg_config_libdir():
+def _pkg_config_libdir() -> Optional[str]:
     """libkvcore's directory as pkg-config says (PKG_CONFIG_PATH applies; in a build tree,
     kvcore-uninstalled.pc), or None."""
     try:
@@ -25,7 +26,7 @@ def _pkg_config_libdir():
     return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
 
 
-def _candidates():
+def _candidates() -> Iterator[str]:
     """Where libkvcore is looked for, in order (docs/PYTHON.md, "Installing"): KVCORE_LIBRARY alone
     when set; else the libdir recorded at install (make install, pip's pkg-config), pkg-config now,
     then the system's search path."""
@@ -34,7 +35,7 @@ def _candidates():
         yield env  # an explicit choice is never silently replaced by another library
         return
     try:
-        from . import _config  # written by `make install` / `pip install` with the libdir found then
+        from . import _config  # type: ignore[attr-defined]  # written by `make install` / `pip install` with the libdir found then
         yield os.path.join(_config.LIBDIR, "libkvcore.so")
     except ImportError:
         pass
@@ -47,8 +48,8 @@ def _candidates():
     yield "libkvcore.so"
 
 
-def _load():
-    tried = []
+def _load() -> Tuple[ctypes.CDLL, str]:
+    tried: List[str] = []
     for path in _candidates():
         try:
             lib = ctypes.CDLL(path)  # CDLL (not PyDLL): every call releases the GIL
@@ -66,7 +67,7 @@ def _load():
 lib, path = _load()
 
 
-def check(status):
+def check(status: int) -> None:
     """Raise for a failed call, with kvcore's message from this thread (kvc_last_error)."""
     if status != 0:
         raise error(status, (lib.kvc_last_error() or b"").decode(errors="replace") or

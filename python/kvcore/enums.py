@@ -40,7 +40,7 @@ class _KvcEnum(_enum.IntEnum):
             raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"{what}: {type(value).__name__} {value!r}, expected one "
                                                         f"of {cls._choices()}") from None
         try:
-            return cls(value)
+            return cls(value)  # type: ignore[arg-type]  # names: _missing_
         except ValueError:
             raise KvcoreError(_abi.KVC_ERR_INVALID_ARG if cls is not Format else _abi.KVC_ERR_FORMAT,
                               f"{what}: {value!r} is not one of {cls._choices()}") from None
@@ -119,7 +119,7 @@ class DType(_KvcEnum):
             dtype = getattr(dtype, "dtype", dtype)
         name = str(dtype).replace("torch.", "")
         try:
-            return cls(name)
+            return cls(name)  # type: ignore[arg-type]  # names: _missing_
         except ValueError:
             raise KvcoreError(_abi.KVC_ERR_DTYPE, f"dtype {dtype} has no kvcore equivalent") from None
 

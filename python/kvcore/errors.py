@@ -34,7 +34,7 @@ class KvcoreError(RuntimeError):
         if cls is KvcoreError:
             cls = _CLASS.get(int(status), KvcoreError)
         base = OSError if issubclass(cls, OSError) else RuntimeError  # OSError has its own object layout
-        return base.__new__(cls, status, message)  # type: ignore[no-any-return]
+        return base.__new__(cls, status, message)  # type: ignore[call-arg]
 
     def __init__(self, status: int, message: str = "", *args: Any, **kw: Any) -> None:
         self.status = int(status)

@@ -318,3 +318,23 @@ def test_thread_count_does_not_depend_on_importing_torch_first():
         got = subprocess.run([sys.executable, "-c", "import torch; " + code], env=dict(env, **{var: val}),
                              capture_output=True, text=True, check=True)
         assert got.stdout.split() == ["3", "3"], (var, got.stdout, got.stderr)
+
+
+# ---------------------------------------------------------------- mypy --strict, the example
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+
+def test_mypy_strict_on_the_package_and_example(tmp_path):
+    if subprocess.run([sys.executable, "-c", "import mypy"], capture_output=True).returncode != 0:
+        pytest.skip(f"{sys.executable} has no mypy (Debian: apt-get install mypy)")
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "pyproject.toml",
+                        "--cache-dir", str(tmp_path / "cache"), "kvcore", os.path.join(ROOT, "examples", "kv_stream.py")],
+                       cwd=os.path.join(ROOT, "python"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+
+
+def test_python_example_runs(tmp_path):
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "kv_stream.py"), str(tmp_path / "c.kvcs")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "read back 600 tokens" in r.stdout
