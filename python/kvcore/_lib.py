@@ -7,7 +7,7 @@ import subprocess
 from typing import Iterator, List, Optional, Tuple
 
 from . import _abi
-from .errors import KvcoreError, UnsupportedError  # noqa: F401 (re-exported)
+from .errors import KvcoreError as KvcoreError, UnsupportedError as UnsupportedError  # re-exported
 
 
 def error(status: int, message: str) -> KvcoreError:
@@ -35,7 +35,8 @@ def _candidates() -> Iterator[str]:
         yield env  # an explicit choice is never silently replaced by another library
         return
     try:
-        from . import _config  # type: ignore[attr-defined]  # written by `make install` / `pip install` with the libdir found then
+        # written by `make install` / `pip install` with the libdir found then
+        from . import _config  # type: ignore[attr-defined]
         yield os.path.join(_config.LIBDIR, "libkvcore.so")
     except ImportError:
         pass

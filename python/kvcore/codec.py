@@ -1,25 +1,29 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""One-line KV compression, as python-zstandard: kvcore.compress(kv) -> bytes, kvcore.decompress(data),
-and kvcore.open(path, "wb"/"rb") for .kvcs streams written and read chunk by chunk.
+"""The CacheGen codec: kvcore.compress / decompress / open (.kvc, .kvcs), the coder, KV-cache files.
 
-Shapes and types round-trip: the container records the layout, the dtype and (for a 5-D input) the
-head split, so [2, NL, T, NH, HS] comes back as [2, NL, T, NH, HS], [2, NL, T, C] as
-[2, NL, T, C] and MLA [NL, T, HS] as [NL, T, HS], in the same dtype. decompress returns numpy
-unless `out=` or `like=` says otherwise (like=tensor: a torch tensor on that tensor's device)."""
+One-line KV compression, as python-zstandard: kvcore.compress(kv) -> bytes, kvcore.decompress(data),
+and kvcore.open(path, "wb"/"rb") for .kvcs streams written and read chunk by chunk. Shapes and
+types round-trip: the container records the layout, the dtype and (for a 5-D input) the head
+split, so [2, NL, T, NH, HS] comes back as [2, NL, T, NH, HS], [2, NL, T, C] as [2, NL, T, C] and
+MLA [NL, T, HS] as [NL, T, HS], in the same dtype. decompress returns numpy unless `out=` or
+`like=` says otherwise (like=tensor: a torch tensor on that tensor's device)."""
 import builtins as _builtins
 import ctypes as _C
 import os as _os
 import struct as _struct
 import threading as _threading
 import zlib as _zlib
-from typing import IO, Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, IO, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as _np
 
 from . import _abi
+from ._array import buf as _buf, cstr as _cstr, DTYPE_NAMES as _DTYPE_NAMES, require as _require
+from ._base import _F32, _FLOATS, _I32, _I64, _U16, _U8, Array, ContextBase
 from ._lib import check as _check, lib as _lib
 from .enums import DType, KeyScaling
 from .errors import KvcoreError
+
 
 __all__ = ["compress", "decompress", "open", "StreamWriter", "StreamReader", "default_context"]
 
@@ -37,7 +41,7 @@ def default_context() -> Any:
     global _default
     with _default_lock:
         if _default is None:
-            from . import Context
+            from .context import Context
             _default = Context(backend="cpu")
         return _default
 
@@ -92,7 +96,7 @@ def _wrap(a: "_np.ndarray[Any, Any]", dt: DType, like: Any) -> Any:
         raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"like={like!r}: expected \"numpy\", \"torch\" or an array")
     if dt == DType.BF16:
         try:
-            import ml_dtypes  # type: ignore[import]
+            import ml_dtypes
             return a.view(ml_dtypes.bfloat16)
         except ImportError:
             return a  # bfloat16 bits as uint16 (numpy has no bfloat16)
@@ -421,3 +425,285 @@ def open(file: Union[str, bytes, "_os.PathLike[str]", IO[bytes]], mode: str = "r
         if own:
             f.close()
         raise
+
+
+def encode_bound(tokens: int) -> int:
+    """A per-stream capacity that always suffices for `tokens` symbols."""
+    return int(_lib.kvc_cg_encode_bound(tokens))
+
+
+def default_bins(num_layers: int) -> Any:
+    """LMCache's quantiser bins for a model of num_layers layers: uint32 [2 * num_layers]."""
+    out = _np.empty(2 * num_layers, _np.uint32)
+    _check(_lib.kvc_cg_default_bins(num_layers, out.ctypes.data))
+    return out
+
+
+def inspect(data: Any) -> Dict[str, Any]:
+    """Validate a .kvc container (bytes-like) and describe it as a dict."""
+    mv = _bytes_view(data)
+    info = _abi.CodecInfo()
+    _check(_lib.kvc_codec_inspect(_addr(mv), len(mv), _C.byref(info)))
+    return _info_dict(info)
+
+
+def _info_dict(info: Any) -> Dict[str, Any]:
+    d = {name: getattr(info, name) for name, _ in _abi.CodecInfo._fields_}
+    d["dtype"] = _DTYPE_NAMES.get(info.dtype, "invalid")
+    d["layout"] = "mla" if info.layout == _abi.CODEC_MLA else "kv_2ltd"
+    return d
+
+
+_TYPESTR = {_abi.DTYPE_F16: "<f2", _abi.DTYPE_BF16: "<u2", _abi.DTYPE_F32: "<f4", _abi.DTYPE_F64: "<f8",
+            _abi.DTYPE_U8: "|u1", _abi.DTYPE_I8: "|i1", _abi.DTYPE_I16: "<i2", _abi.DTYPE_I32: "<i4",
+            _abi.DTYPE_I64: "<i8", _abi.DTYPE_U16: "<u2", _abi.DTYPE_U32: "<u4", _abi.DTYPE_U64: "<u8",
+            _abi.DTYPE_BOOL: "|b1", _abi.DTYPE_F8_E4M3: "|u1", _abi.DTYPE_F8_E5M2: "|u1"}
+
+
+class _OwnedTensor:
+    """A kvc_tensor_t that owns its data, as the base of the numpy array over it: freed
+    (kvc_tensor_free) when the last view is gone."""
+
+    def __init__(self, t: Any) -> None:
+        self._t = t
+        self.__array_interface__ = {"shape": tuple(t.shape[i] for i in range(t.ndim)), "typestr": _TYPESTR[t.dtype],
+                                    "data": (t.data or 0, False), "version": 3}
+
+    def __del__(self) -> None:
+        _lib.kvc_tensor_free(_C.byref(self._t))
+
+
+def _kvcache_params(num_heads: Optional[int], head_size: Optional[int], fmt: Optional[str] = None,
+                    split: Optional[bool] = None) -> Any:
+    p = _abi.KvcacheIoParams()
+    if num_heads is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_NUM_HEADS
+        p.num_heads = num_heads
+    if head_size is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_HEAD_SIZE
+        p.head_size = head_size
+    if fmt is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_FORMAT
+        p.format = {"npy": _abi.FILE_NPY, "safetensors": _abi.FILE_SAFETENSORS}[fmt]
+    if split is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_FORM
+        p.form = _abi.KVCACHE_SPLIT if split else _abi.KVCACHE_FUSED
+    return p
+
+
+def load_kvcache(path: Union[str, "_os.PathLike[str]"], num_heads: Optional[int] = None,
+                 head_size: Optional[int] = None) -> Tuple[Any, Dict[str, Any]]:
+    """Read a KV cache file (.npy, or .safetensors: fused "kv", or "k"/"v") into a numpy array
+    [2, NL, T, D] (bfloat16 as uint16 bits) and its dims {num_layers, num_tokens, num_heads,
+    head_size, hidden}; NH/HS are 0 when the file does not say and no hint is given."""
+    t, dims = _abi.Tensor(), _abi.KvcacheDims()
+    _check(_lib.kvc_kvcache_load(_cstr(path, "path"), _C.byref(_kvcache_params(num_heads, head_size)), _C.byref(t),
+                                 _C.byref(dims)))
+    dtype = _DTYPE_NAMES.get(t.dtype, "?")
+    return _np.asarray(_OwnedTensor(t)), dict({n: getattr(dims, n) for n, _ in _abi.KvcacheDims._fields_}, dtype=dtype)
+
+
+def save_kvcache(path: Union[str, "_os.PathLike[str]"], kv: Any, num_heads: Optional[int] = None,
+                 head_size: Optional[int] = None, split: bool = False, format: Optional[str] = None) -> None:
+    """Write kv ([2, NL, T, D] or [2, NL, T, NH, HS], any kvcore dtype) as .npy or .safetensors
+    (format None: from the extension). split: "k" and "v" tensors [NL, T, NH, HS] (safetensors)."""
+    b = _require(_buf(kv, "kv"))
+    if len(b.shape) > _abi.TENSOR_MAX_DIMS:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: {len(b.shape)} dimensions")
+    if b.device[0] != "cpu":
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"kv: the array is on {b.device[0]}; files are written from "
+                                                    "host memory")
+    t = _abi.Tensor(dtype=b.dtype, ndim=len(b.shape), data=b.ptr, nbytes=b.nbytes, owns_data=0)
+    for i, d in enumerate(b.shape):
+        t.shape[i] = d
+    _check(_lib.kvc_kvcache_save(_cstr(path, "path"), _C.byref(t), _C.byref(_kvcache_params(num_heads, head_size, format,
+                                                                                             split))))
+
+
+def _bytes_view(data: Any) -> memoryview:
+    mv = memoryview(data)
+    if not mv.c_contiguous:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, "container bytes must be contiguous")
+    return mv.cast("B")
+
+
+def _addr(mv: memoryview) -> Optional[int]:
+    """Address of a contiguous memoryview's first byte (read-only views included)."""
+    if len(mv) == 0:
+        return None
+    return _np.frombuffer(mv, _np.uint8).ctypes.data
+
+
+class CodecOps(ContextBase):
+    """kvcore.Context's CacheGen coder and .kvc codec (docs/CACHEGEN.md, docs/FORMAT.md)."""
+
+    def cdf(self, symbols: Array, num_bins: int, out: Optional[Array] = None) -> Any:
+        """Per-(layer, channel) CDF of uint8/int8 symbols [L, T, C]: uint16 [L, C, num_bins + 1]."""
+        s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, t, c = s.shape
+        o = _np.empty((l, c, num_bins + 1), _np.uint16) if out is None else out
+        ob = self._arr(o, "out", True, dtypes=(_U16, _abi.DTYPE_I16), shape=(l, c, num_bins + 1))
+        a = _abi.CgCdfParams(symbols=s.ptr, cdf=ob.ptr, layers=l, tokens=t, channels=c, num_bins=num_bins)
+        _check(_lib.kvc_cg_cdf(self._handle(), _C.byref(a)))
+        return o
+
+    def encode_streams(self, cdf: Array, symbols: Array, streams: Array, lengths: Array) -> int:
+        """Arithmetic-code symbols [L, T, C] into streams [L, C, capacity] and lengths int32 [L, C].
+        Returns the longest stream's length. KVC_ERR_NO_SPACE when one does not fit (lengths are set)."""
+        s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, t, c = s.shape
+        cb = self._arr(cdf, "cdf", dtypes=(_U16, _abi.DTYPE_I16), ndim=3, shape=(l, c, None))
+        st = self._arr(streams, "streams", True, dtypes=(_U8, _abi.DTYPE_I8), ndim=3, shape=(l, c, None))
+        ln = self._arr(lengths, "lengths", True, dtypes=_I32, shape=(l, c))
+        needed = _C.c_size_t()
+        a = _abi.CgEncodeParams(cdf=cb.ptr, symbols=s.ptr, streams=st.ptr, lengths=ln.ptr, layers=l, tokens=t, channels=c,
+                            capacity=st.shape[2], num_bins=cb.shape[2] - 1, needed=_C.addressof(needed))
+        _check(_lib.kvc_cg_encode(self._handle(), _C.byref(a)))
+        return needed.value
+
+    def encode(self, cdf: Array, symbols: Array, capacity: Optional[int] = None) -> Tuple[Any, Any]:
+        """Code symbols [L, T, C] under cdf [L, C, B+1]: returns (streams uint8 [L, C, capacity],
+        lengths int32 [L, C]); capacity defaults to encode_bound(T)."""
+        s = _buf(symbols, "symbols")
+        if len(s.shape) != 3:
+            _require(s, ndim=3)
+        l, t, c = s.shape
+        cap = encode_bound(t) if capacity is None else capacity
+        streams, lengths = _np.zeros((l, c, cap), _np.uint8), _np.zeros((l, c), _np.int32)
+        self.encode_streams(cdf, symbols, streams, lengths)
+        return streams, lengths
+
+    def decode(self, cdf: Array, streams: Array, lengths: Array, tokens: int, out: Optional[Array] = None) -> Any:
+        """Decode per-stream buffers [L, C, capacity] into symbols uint8 [L, tokens, C]."""
+        st = self._arr(streams, "streams", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, c, cap = st.shape
+        cb = self._arr(cdf, "cdf", dtypes=(_U16, _abi.DTYPE_I16), ndim=3, shape=(l, c, None))
+        ln = self._arr(lengths, "lengths", dtypes=_I32, shape=(l, c))
+        o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
+        ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
+        a = _abi.CgDecodeParams(cdf=cb.ptr, streams=st.ptr, lengths=ln.ptr, symbols=ob.ptr, layers=l, tokens=tokens,
+                            channels=c, capacity=cap, num_bins=cb.shape[2] - 1)
+        _check(_lib.kvc_cg_decode(self._handle(), _C.byref(a)))
+        return o
+
+    def decode_packed(self, cdf: Array, data: Array, prefsum: Array, tokens: int,
+                      out: Optional[Array] = None) -> Any:
+        """Decode one packed byte array (stream k at [prefsum[k-1], prefsum[k])) into uint8 [L, tokens, C]."""
+        cb = self._arr(cdf, "cdf", dtypes=(_U16, _abi.DTYPE_I16), ndim=3)
+        l, c, lp = cb.shape
+        d = self._arr(data, "bytestreams", dtypes=(_U8, _abi.DTYPE_I8), ndim=1)
+        p = self._arr(prefsum, "prefsum", dtypes=_I64, shape=(l, c))
+        o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
+        ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
+        a = _abi.CgDecodePackedParams(cdf=cb.ptr, bytes=d.ptr, nbytes=d.shape[0], prefsum=p.ptr, symbols=ob.ptr,
+                                  layers=l, tokens=tokens, channels=c, num_bins=lp - 1)
+        _check(_lib.kvc_cg_decode_packed(self._handle(), _C.byref(a)))
+        return o
+
+    def _bins(self, bins: Any, layers: int) -> Any:
+        b = _np.ascontiguousarray(bins, dtype=_np.uint32).reshape(-1)
+        if b.shape[0] != layers:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"bins: {b.shape[0]} entries, expected {layers}")
+        return b
+
+    def quantise(self, values: Array, bins: Any) -> Tuple[Any, Any]:
+        """values [L, T, C] (f16/bf16/f32) -> (symbols uint8 [L, T, C], scales float32 [L, T])."""
+        v = self._arr(values, "values", dtypes=_FLOATS, ndim=3)
+        l, t, c = v.shape
+        b = self._bins(bins, l)
+        sym, sc = _np.empty((l, t, c), _np.uint8), _np.empty((l, t), _np.float32)
+        a = _abi.QuantParams(dtype=v.dtype, values=v.ptr, symbols=sym.ctypes.data, scales=sc.ctypes.data,
+                           bins=b.ctypes.data, layers=l, tokens=t, channels=c)
+        _check(_lib.kvc_quantise(self._handle(), _C.byref(a)))
+        return sym, sc
+
+    def dequantise(self, symbols: Array, scales: Array, bins: Any, out: Array) -> Any:
+        """symbols [L, T, C] and scales [L, T] -> out (f16/bf16/f32 [L, T, C]), returned."""
+        s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, t, c = s.shape
+        sc = self._arr(scales, "scales", dtypes=_F32, shape=(l, t))
+        o = self._arr(out, "out", True, dtypes=_FLOATS, shape=(l, t, c))
+        b = self._bins(bins, l)
+        a = _abi.QuantParams(dtype=o.dtype, values=o.ptr, symbols=s.ptr, scales=sc.ptr,
+                           bins=b.ctypes.data, layers=l, tokens=t, channels=c)
+        _check(_lib.kvc_dequantise(self._handle(), _C.byref(a)))
+        return out
+
+    def codec_encode(self, kv: Array, num_heads: Optional[int] = None, head_size: Optional[int] = None,
+                     mla: bool = False, bins: Any = None, window_tokens: Optional[int] = None, *,
+                     level: Optional[int] = None, bins_k: Bins = None, bins_v: Bins = None,
+                     key_scaling: Union[KeyScaling, str, int, None] = None) -> bytes:
+        """Compress one chunk to a .kvc container (bytes). kv: [2, NL, T, NH*HS] or [2, NL, T, NH, HS]
+        (mla: [NL, T, HS]); f16, bf16 or f32. num_heads/head_size default to a [.., NH, HS] input's.
+        bins: every (plane, layer)'s bin count; or level, bins_k, bins_v, key_scaling as
+        kvcore.compress (and `kvcore encode`) take them."""
+        k = self._arr(kv, "kv", dtypes=_FLOATS, ndim=(3, 4, 5))
+        p = _abi.CodecParams(dtype=k.dtype, layout=_abi.CODEC_MLA if mla else _abi.CODEC_KV_2LTD)
+        if mla:
+            _require(k, ndim=3)
+            p.num_layers, p.num_tokens, p.head_size = k.shape
+            p.num_heads = 1
+        else:
+            if k.shape[0] != 2 or len(k.shape) == 3:
+                raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: shape {list(k.shape)}, expected [2, NL, T, D] or "
+                                                      "[2, NL, T, NH, HS]")
+            p.num_layers, p.num_tokens = k.shape[1], k.shape[2]
+            d = k.shape[3] * (k.shape[4] if len(k.shape) == 5 else 1)
+            if len(k.shape) == 5:
+                num_heads, head_size = num_heads or k.shape[3], head_size or k.shape[4]
+            elif num_heads is None and head_size is None:
+                num_heads = 1  # [2, NL, T, C] without a hint: one nominal head, recorded as such
+                p.field_mask |= _abi.CODEC_PARAM_HEADS_UNKNOWN
+            p.num_heads = num_heads or d // head_size
+            p.head_size = head_size or d // p.num_heads
+            if p.num_heads * p.head_size != d:
+                raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: row of {d} elements is not num_heads {p.num_heads} "
+                                                      f"x head_size {p.head_size}")
+        keep = None
+        if level is not None or bins_k is not None or bins_v is not None or key_scaling is not None:
+            if bins is not None:
+                raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, "bins: give bins, or level / bins_k / bins_v, not both")
+            keep = quality(p, level, bins_k, bins_v, key_scaling)
+        elif bins is not None:
+            keep = _np.ascontiguousarray(bins, dtype=_np.uint32)
+            p.field_mask |= _abi.CODEC_PARAM_BINS
+            p.bins = keep.ctypes.data
+        if window_tokens is not None:
+            p.field_mask |= _abi.CODEC_PARAM_WINDOW
+            p.window_tokens = window_tokens
+        out, n = _C.c_void_p(), _C.c_size_t()
+        _check(_lib.kvc_codec_encode(self._handle(), _C.byref(p), _C.c_void_p(k.ptr), _C.byref(out), _C.byref(n)))
+        try:
+            return _C.string_at(out, n.value)
+        finally:
+            _lib.kvc_codec_free(out)
+            del keep
+
+    def codec_decode(self, data: Any, out: Optional[Array] = None, torch: bool = False, *, like: Any = None) -> Any:
+        """Decompress a .kvc container into out, or into a new array of the shape it was encoded from
+        ([2, NL, T, NH, HS] when the container records the head split, else [2, NL, T, C]; MLA
+        [NL, T, HS]): numpy, or torch with torch=True or like=a tensor (kvcore.decompress). out may
+        also be flat bytes (uint8) of the chunk's size."""
+        mv, addr, info = inspected(data)
+        if out is None or str(getattr(out, "dtype", "")) not in ("uint8", "torch.uint8"):
+            return decode_one(mv, addr, info, out, "torch" if torch and like is None else like, self)
+        o = self._arr(out, "out", True)
+        if o.nbytes != info.original_bytes:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"out: {o.nbytes} bytes (uint8), the chunk {shape_of(info)} "
+                                                  f"{_DTYPE_NAMES.get(info.dtype, '?')} is {info.original_bytes}")
+        _check(_lib.kvc_codec_decode(self._handle(), addr, len(mv), _C.c_void_p(o.ptr), o.nbytes, None))
+        return out
+
+    def codec_encode_file(self, path: Union[str, "_os.PathLike[str]"], kv: Array, **kw: Any) -> int:
+        """codec_encode, written to a .kvc file. Returns the container size."""
+        data = self.codec_encode(kv, **kw)
+        with _builtins.open(path, "wb") as f:
+            f.write(data)
+        return len(data)
+
+    def codec_decode_file(self, path: Union[str, "_os.PathLike[str]"], out: Optional[Array] = None,
+                          torch: bool = False, *, like: Any = None) -> Any:
+        """codec_decode of a .kvc file's bytes."""
+        with _builtins.open(path, "rb") as f:
+            return self.codec_decode(f.read(), out=out, torch=torch, like=like)
+
