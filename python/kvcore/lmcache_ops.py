@@ -8,19 +8,20 @@ differences (errors instead of silent corruption, int64-only slots, ...) are lis
 function in docs/PYTHON.md. Every error is a kvcore.KvcoreError carrying kvcore's status name."""
 import ctypes as _C
 import enum as _enum
+import os as _os
 import threading as _threading
 
 import numpy as _np
 
-from . import Context as _Context, KvcoreError, _abi, _lib, _MLA, _FUSED
-from ._array import buf as _buf, require as _require
+from . import Context as _Context, KvcoreError, _abi, _lib, _MLA, _FUSED, _CROSS, _KV_LIST
+from ._array import buf as _buf, count as _count, cstr as _cstr, require as _require
 from ._lib import check as _lib_check
 
 __all__ = [
     "TransferDirection", "EngineKVFormat", "GPUKVFormat", "MemObjKVLayout", "PageBufferShapeDesc",
     "StagingCopy", "LaunchVar", "BatchStep", "KernelGroupSpec", "CBGroupSpec",
     "is_cross_layer", "is_kv_list", "is_layer_list", "is_mla", "is_hnd", "is_fused_packed", "is_two_major",
-    "is_pbs_fused", "is_kv_second_tuple",
+    "is_pbs_fused", "is_kv_second_tuple", "set_shape_desc_dtype",
     "multi_layer_kv_transfer", "multi_layer_kv_transfer_unilateral", "single_layer_kv_transfer",
     "single_layer_kv_transfer_sgl", "load_and_reshape_flash", "reshape_and_cache_back_flash",
     "multi_layer_block_kv_transfer", "execute_object_group_transfer", "execute_cb_retrieve_plan_flat",
@@ -77,7 +78,7 @@ class MemObjKVLayout(_enum.IntEnum):
 class PageBufferShapeDesc:
     """LMCache's PageBufferShapeDesc (attributes may be added, as its py::dynamic_attr)."""
 
-    def __init__(self, kv_size=2, nl=0, nb=0, bs=0, nh=0, hs=0, element_size=0, block_stride_elems=0,
+    def __init__(self, kv_size=0, nl=0, nb=0, bs=0, nh=0, hs=0, element_size=0, block_stride_elems=0,
                  kv_interleaved=False):
         self.kv_size, self.nl, self.nb, self.bs, self.nh, self.hs = kv_size, nl, nb, bs, nh, hs
         self.element_size, self.block_stride_elems, self.kv_interleaved = element_size, block_stride_elems, \
@@ -86,6 +87,15 @@ class PageBufferShapeDesc:
     def __repr__(self):
         return ("PageBufferShapeDesc(kv_size={kv_size}, nl={nl}, nb={nb}, bs={bs}, nh={nh}, hs={hs}, "
                 "element_size={element_size}, block_stride_elems={block_stride_elems})").format(**vars(self))
+
+
+def set_shape_desc_dtype(shape_desc, dtype):
+    """LMCache's helper: shape_desc.dtype = dtype where the descriptor takes attributes (it tells
+    float16 from bfloat16, which share an element size); ignored where it does not."""
+    try:
+        shape_desc.dtype = dtype
+    except AttributeError:
+        pass
 
 
 def _record(name, fields):
@@ -144,15 +154,16 @@ def _fact(fmt, name):
     return bool(getattr(_lib, "kvc_format_is_" + name)(f))
 
 
-def is_cross_layer(fmt): return _fact(fmt, "cross_layer")
-def is_kv_list(fmt): return _fact(fmt, "kv_list")
-def is_layer_list(fmt): return _fact(fmt, "layer_list")
-def is_mla(fmt): return _fact(fmt, "mla")
-def is_hnd(fmt): return _fact(fmt, "hnd")
-def is_fused_packed(fmt): return _fact(fmt, "fused_packed")
-def is_two_major(fmt): return _fact(fmt, "two_major")
-def is_pbs_fused(fmt): return _fact(fmt, "pbs_fused")
-def is_kv_second_tuple(fmt): return _fact(fmt, "kv_second_tuple")
+# LMCache's parameter name is `format` (lmcache_native's py::arg)
+def is_cross_layer(format): return _fact(format, "cross_layer")  # noqa: A002
+def is_kv_list(format): return _fact(format, "kv_list")  # noqa: A002
+def is_layer_list(format): return _fact(format, "layer_list")  # noqa: A002
+def is_mla(format): return _fact(format, "mla")  # noqa: A002
+def is_hnd(format): return _fact(format, "hnd")  # noqa: A002
+def is_fused_packed(format): return _fact(format, "fused_packed")  # noqa: A002
+def is_two_major(format): return _fact(format, "two_major")  # noqa: A002
+def is_pbs_fused(format): return _fact(format, "pbs_fused")  # noqa: A002
+def is_kv_second_tuple(format): return _fact(format, "kv_second_tuple")  # noqa: A002
 
 
 # ---------------------------------------------------------------- helpers
@@ -195,6 +206,47 @@ def _ptr_table(obj, name, count):
     if b.shape[0] != count:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: {b.shape[0]} addresses, the format takes {count}")
     return b
+
+
+def _is_ptr_table(obj):
+    """LMCache's rule: a 1-D int64/uint64 tensor holds addresses; any other tensor holds KV data."""
+    if isinstance(obj, (list, tuple)):
+        return False
+    b = _buf(obj, "pointer table")
+    return len(b.shape) == 1 and b.dtype in (_abi.DTYPE_I64, _abi.DTYPE_U64)
+
+
+def _split(t, n):
+    """n views t[0] .. t[n-1] along the first dimension (numpy and torch alike)."""
+    return [t[i] for i in range(n)]
+
+
+def _engine_tensors(obj, fmt, nl):
+    """Every container LMCache's callers pass for the engine side, as kvcore's tensor list:
+    a list/tuple (SGLang's [[K_0..], [V_0..]] flattened K list then V list), or one data tensor
+    (cross-layer: itself; K/V lists: [2, NL, ...]; per-layer formats: stacked [NL, ...])."""
+    if isinstance(obj, (list, tuple)):
+        if fmt in (16, 17):  # per-layer tuples: Context._engine takes them as they are
+            return list(obj)
+        out = []
+        for x in obj:
+            out += list(x) if isinstance(x, (list, tuple)) else [x]
+        return out
+    if fmt in _CROSS:
+        return [obj]
+    if fmt in _KV_LIST:
+        return [x for half in _split(obj, 2) for x in _split(half, nl)]
+    return _split(obj, nl)
+
+
+def _engine_table(obj, name, fmt, shape, nptr):
+    """(address of the pointer table, entry count, what keeps it alive): a pointer tensor is used
+    as it is (raw addresses, LMCache's contract); tensors are checked against the geometry."""
+    if _is_ptr_table(obj):
+        b = _ptr_table(obj, name, nptr)
+        return b.ptr, nptr, b
+    ptrs, n, keep = context()._engine(_engine_tensors(obj, fmt, shape.nl), fmt, shape)
+    return _C.addressof(ptrs), n, (ptrs, keep)
 
 
 def _slots(obj, name="slot_mapping"):
@@ -260,15 +312,17 @@ def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memor
                            block_stride_elems=block_stride_elems)
     _planes(shape, plane_slot_bytes)
     nptr = _nptr(fmt, shape)
-    if fmt == 0 and nl > 1 and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,):
+    # per-layer [2, PBS, D] buffers for format 0, as LMCache's per-token op takes them
+    if fmt == 0 and (isinstance(key_value_ptrs, (list, tuple)) or
+                     nl > 1 and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,)):
         ptr_fmt, nptr = int(EngineKVFormat.NL_X_TWO_NB_BS_NH_HS), nl
-    ptrs = _ptr_table(key_value_ptrs, "key_value_ptrs", nptr)
+    table, nptr, _keep = _engine_table(key_value_ptrs, "key_value_ptrs", ptr_fmt, shape, nptr)
     if s.shape[0] != t:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
     if kvs * row != kv_size * nh * hs and not (fused and layout == MemObjKVLayout.SPLIT_KV_2LTD):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key_value: shape {list(kv.shape)} does not match "
                                               f"{kv_size} plane(s) of {nh} x {hs}")
-    a = _abi.TokenTransfer(ptr_fmt, d, shape, ptrs.ptr, nptr, kv.ptr, layout, t, s.ptr, _abi.INDEX_INT64, t,
+    a = _abi.TokenTransfer(ptr_fmt, d, shape, table, nptr, kv.ptr, layout, t, s.ptr, _abi.INDEX_INT64, t,
                            skip_prefix_n_tokens, _stream(key_value))
     _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
 
@@ -286,12 +340,13 @@ def multi_layer_kv_transfer_unilateral(key_value, key_value_ptrs, slot_mapping, 
     _, nl, t, row = kv.shape
     s = _slots(slot_mapping)
     pbs = page_buffer_size if page_buffer_size > 0 else _max_slot(s) + 1
-    ptrs = _ptr_table(key_value_ptrs, "key_value_ptrs", 2 * nl)
     shape = _abi.PageShape(kv_size=2, element_size=kv.itemsize, nl=nl, nb=pbs, bs=1, nh=1, hs=row)
+    fmt4 = int(EngineKVFormat.TWO_X_NL_X_NBBS_NH_HS)
+    table, _n, _keep = _engine_table(key_value_ptrs, "key_value_ptrs", fmt4, shape, 2 * nl)
     if s.shape[0] != t:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
-    a = _abi.TokenTransfer(format=int(EngineKVFormat.TWO_X_NL_X_NBBS_NH_HS), direction=d, shape=shape,
-                           engine_ptrs=ptrs.ptr, num_engine_ptrs=2 * nl, chunk=kv.ptr, num_tokens=t, slots=s.ptr,
+    a = _abi.TokenTransfer(format=fmt4, direction=d, shape=shape,
+                           engine_ptrs=table, num_engine_ptrs=2 * nl, chunk=kv.ptr, num_tokens=t, slots=s.ptr,
                            slot_type=_abi.INDEX_INT64, num_slots=t, stream=_stream(key_value))
     _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
 
@@ -376,24 +431,75 @@ def _chunk_layout(desc):
     return _abi.CHUNK_INTERLEAVED_KV if getattr(desc, "kv_interleaved", False) else _abi.CHUNK_DEFAULT
 
 
-def _page_shape(desc):
-    shape = _abi.PageShape(kv_size=desc.kv_size, element_size=desc.element_size, nl=desc.nl, nb=desc.nb,
-                           bs=desc.bs, nh=desc.nh, hs=desc.hs, block_stride_elems=desc.block_stride_elems)
+def _page_shape(desc, fmt=None, es=0):
+    """kvcore's PageShape of an LMCache PageBufferShapeDesc. kv_size 0 (LMCache's default) is what
+    LMCache's CPU path assumes (1 for MLA and the slab formats 12/13, else 2); formats 10 and 11
+    described as LMCache does (kv_size 2, hs = HS, split K/V objects) become kvcore's fused rows
+    (kv_size 1, hs = 2*HS) with split objects."""
+    kv_size, hs = int(desc.kv_size), int(desc.hs)
+    if fmt is not None:
+        if kv_size == 0:
+            kv_size = 1 if fmt in _MLA or (fmt in _FUSED and fmt not in _TWO_HS) else 2
+        if fmt in _TWO_HS and kv_size == 2:
+            kv_size, hs = 1, 2 * hs
+    shape = _abi.PageShape(kv_size=kv_size, element_size=int(desc.element_size) or es, nl=desc.nl, nb=desc.nb,
+                           bs=desc.bs, nh=desc.nh, hs=hs, block_stride_elems=desc.block_stride_elems)
     _planes(shape, getattr(desc, "plane_slot_bytes", None))  # format 17 (LMCache-Ascend's attribute)
     return shape
+
+
+# Fused formats whose rows are each head's K half then V half (LMCache's kv_size 2 view of them).
+_TWO_HS = (int(EngineKVFormat.NL_X_NB_NH_BS_TWO_HS), int(EngineKVFormat.NL_X_NB_BS_NH_TWO_HS))
+
+
+def _element_size(desc, *containers):
+    """The element size when the descriptor leaves it 0: from desc.dtype (set_shape_desc_dtype),
+    else from the first data tensor given."""
+    if int(desc.element_size):
+        return int(desc.element_size)
+    dt = getattr(desc, "dtype", None)
+    if dt is not None:
+        if type(dt).__module__.startswith("torch"):
+            import torch
+            return torch.empty((), dtype=dt).element_size()
+        return _np.dtype(dt).itemsize
+    for c in containers:
+        while isinstance(c, (list, tuple)) and c:
+            c = c[0]
+        if c is not None and not isinstance(c, (list, tuple, int, _np.integer)) and not _is_ptr_table(c):
+            return _buf(c, "tensor").itemsize
+    return 0
 
 
 def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor, lmcache_objects_ptrs, block_ids, device, direction,
                                   shape_desc, lmcache_chunk_size, engine_kv_format, skip_prefix_n_blocks):
     ctx = context()
     fmt, d = _format(engine_kv_format), _direction(direction)
-    shape = _page_shape(shape_desc)
-    ptrs = _ptr_table(paged_buffer_ptrs_tensor, "paged_buffer_ptrs_tensor", _nptr(fmt, shape))
-    objs = [int(o) for o in lmcache_objects_ptrs]
-    otab = (_C.c_void_p * len(objs))(*objs)
+    objs_in = list(lmcache_objects_ptrs)
+    shape = _page_shape(shape_desc, fmt, _element_size(shape_desc, paged_buffer_ptrs_tensor, objs_in))
+    layout = _chunk_layout(shape_desc)
+    if fmt in _TWO_HS and int(shape_desc.kv_size) in (0, 2):  # LMCache's split K/V objects
+        layout = _abi.CHUNK_SPLIT_KV
+    table, nptr, _keep = _engine_table(paged_buffer_ptrs_tensor, "paged_buffer_ptrs_tensor", fmt, shape,
+                                       _nptr(fmt, shape))
+    row_elems = shape.kv_size * shape.nh * shape.hs  # one token of one layer, all planes
+    objs = []
+    for i, o in enumerate(objs_in):  # raw addresses (LMCache's contract) or the chunk tensors themselves
+        if isinstance(o, (int, _np.integer)):
+            objs.append(int(o))
+            continue
+        b = ctx._arr(o, f"lmcache_objects_ptrs[{i}]", d == 1)
+        need = shape.nl * lmcache_chunk_size * row_elems * shape.element_size
+        if b.nbytes != need:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{b.name}: {b.nbytes} bytes, a chunk of {lmcache_chunk_size} "
+                                                  f"tokens of this geometry is {need}")
+        objs.append(b.ptr)
+    otab = (_C.c_void_p * max(len(objs), 1))(*objs)
+    if isinstance(block_ids, (list, tuple)):  # LMCache's CPU path takes a list of ints too
+        block_ids = _np.asarray(block_ids, _np.int64)
     ids = _slots(block_ids, "block_ids")
-    a = _abi.BlockTransfer(format=fmt, direction=d, shape=shape, engine_ptrs=ptrs.ptr, num_engine_ptrs=ptrs.shape[0],
-                           objects=_C.addressof(otab), num_objects=len(objs), chunk_layout=_chunk_layout(shape_desc),
+    a = _abi.BlockTransfer(format=fmt, direction=d, shape=shape, engine_ptrs=table, num_engine_ptrs=nptr,
+                           objects=_C.addressof(otab), num_objects=len(objs), chunk_layout=layout,
                            chunk_tokens=lmcache_chunk_size,
                            block_ids=ids.ptr, block_id_type=_abi.INDEX_INT64, num_block_ids=ids.shape[0],
                            skip_prefix_blocks=skip_prefix_n_blocks, stream=_stream(block_ids))
@@ -421,7 +527,7 @@ def execute_object_group_transfer(direction, device, host_buffer_alignment, kern
     for gi, g in enumerate(kernel_group_specs):
         where = f"kernel_group_specs[{gi}]"
         fmt = _format(g.engine_kv_format)
-        shape = _page_shape(g.shape_desc)
+        shape = _page_shape(g.shape_desc, fmt)
         objs = _addresses(list(g.lmcache_objects_ptrs), f"{where}.lmcache_objects_ptrs")
         keep.append(objs)
         groups[gi] = _abi.KernelGroup(fmt, shape, _address(g.paged_buffer_ptrs, f"{where}.paged_buffer_ptrs"),
@@ -533,15 +639,27 @@ def _addr_of(x, name):
     return context()._arr(x, name).ptr
 
 
-def lmcache_memcpy_async(dest, src, nbytes, direction, host_buffer_offset, host_buffer_alignment):
+def lmcache_memcpy_async(dest, src, nbytes, direction, host_buffer_offset, host_buffer_alignments):
     ctx = context()
     ctx.memcpy_async_ptr(_addr_of(dest, "dest"), _addr_of(src, "src"), nbytes, _direction(direction),
-                         host_buffer_offset, host_buffer_alignment,
+                         host_buffer_offset, host_buffer_alignments,
                          stream=(ctx._stream(None, dest, src) or _C.c_void_p()).value)
 
 
 def batched_memcpy(src_ptrs, dst_ptrs, sizes):
-    context().batched_memcpy_ptr(list(dst_ptrs), list(src_ptrs), list(sizes))
+    """The copies in list order, as LMCache does them: one batched call, or copy by copy (memmove)
+    when an entry overlaps another's source or destination and the order decides the result."""
+    dsts, srcs, sizes = list(dst_ptrs), list(src_ptrs), list(sizes)
+    ctx = context()
+    try:
+        ctx.batched_memcpy_ptr(dsts, srcs, sizes)
+    except KvcoreError as e:
+        if e.status != _abi.KVC_ERR_INVALID_ARG or "overlap" not in str(e):
+            raise
+        for i, (dst, src, n) in enumerate(zip(dsts, srcs, sizes)):
+            if n:
+                _lib_check(_lib.kvc_memcpy(ctx._handle(), _C.c_void_p(int(dst)), _C.c_void_p(int(src)),
+                                           _count(n, f"sizes[{i}]")))
 
 
 # ---------------------------------------------------------------- allocation
@@ -564,7 +682,7 @@ def _free(ptr, size=None, name=None):
         if b is None:
             raise KvcoreError(_abi.KVC_ERR_STATE, f"free of 0x{ptr:x}: not an address allocated by this module "
                                                   "(or already freed)")
-        if size is not None and int(size) != b.size:
+        if size and _count(size, "size") != b.size:  # 0 / None: not given (LMCache's defaults)
             raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"free of 0x{ptr:x}: size {size}, allocated {b.size}")
         if name is not None and b.report.get("name") != name:
             raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"free of 0x{ptr:x}: shm name {name!r}, allocated as "
@@ -572,7 +690,9 @@ def _free(ptr, size=None, name=None):
         del _allocs[ptr]
 
 
-def alloc_pinned_ptr(size, flags=0):
+# LMCache's names and defaults (its CPU path's signatures; device_id and the sizes of the frees are
+# accepted and ignored on the host side, a size that is given must match the allocation).
+def alloc_pinned_ptr(size, device_id=0):
     return _alloc(size, pinned=True)
 
 
@@ -580,46 +700,51 @@ def free_pinned_ptr(ptr):
     _free(ptr)
 
 
-def alloc_hugepage_pinned_ptr(size, flags=0):
+def alloc_hugepage_pinned_ptr(size, device_id=0):
     return _alloc(size, pinned=True, hugepage=True)
 
 
-def free_hugepage_pinned_ptr(ptr, size):
+def free_hugepage_pinned_ptr(ptr, size=0):
     _free(ptr, size)
 
 
-def alloc_numa_ptr(size, node):
-    return _alloc(size, numa_node=node, strict=True)
+def alloc_numa_ptr(size, numa_id=0):
+    return _alloc(size, numa_node=numa_id, strict=True)
 
 
-def free_numa_ptr(ptr, size):
+def free_numa_ptr(ptr, size=None):
     _free(ptr, size)
 
 
-def alloc_pinned_numa_ptr(size, node):
-    return _alloc(size, pinned=True, numa_node=node, strict=True)
+def alloc_pinned_numa_ptr(size, numa_id=0):
+    return _alloc(size, pinned=True, numa_node=numa_id, strict=True)
 
 
-def free_pinned_numa_ptr(ptr, size):
+def free_pinned_numa_ptr(ptr, size=None):
     _free(ptr, size)
 
 
-def alloc_hugepage_pinned_numa_ptr(size, node):
+def alloc_hugepage_pinned_numa_ptr(size, numa_id=0):
     # preferred policy: without free hugetlb pages this falls back to THP (as LMCache's fallback
     # returns a regular allocation), and then the NUMA binding is preferred too (one policy field)
-    return _alloc(size, pinned=True, hugepage=True, numa_node=node)
+    return _alloc(size, pinned=True, hugepage=True, numa_node=numa_id)
 
 
-def free_hugepage_pinned_numa_ptr(ptr, size):
+def free_hugepage_pinned_numa_ptr(ptr, size=0):
     _free(ptr, size)
 
 
-def alloc_shm_pinned_ptr(size, shm_name):
-    return _alloc(size, pinned=True, shared_name=shm_name)
+_shm_seq = iter(range(1 << 62))
 
 
-def free_shm_pinned_ptr(ptr, size, shm_name):
-    _free(ptr, size, shm_name)
+def alloc_shm_pinned_ptr(size, shm_name=""):
+    # "" asks for a segment of any name (LMCache's CPU path lets the system pick one)
+    name = shm_name or f"/kvc-lmc-{_os.getpid()}-{next(_shm_seq)}"
+    return _alloc(size, pinned=True, shared_name=name)
+
+
+def free_shm_pinned_ptr(ptr, size=0, shm_name=""):
+    _free(ptr, size, shm_name or None)
 
 
 def alloc_pcie_bar_ptr(bar_path, size, bar_offset):
@@ -634,8 +759,8 @@ def free_pcie_bar_ptr(ptr, size):
     _free(ptr, size)
 
 
-def get_gpu_pci_bus_id(device):
-    return context().pci_bus_id(device)
+def get_gpu_pci_bus_id(device_id=0):
+    return context().pci_bus_id(device_id)
 
 
 # ---------------------------------------------------------------- CacheGen
@@ -648,16 +773,24 @@ def _like(src, arr):
     return arr
 
 
-def calculate_cdf(input, max_bins):
+def calculate_cdf(input_tensor, num_bins):
     ctx = context()
-    s = ctx._arr(input, "input", dtypes=(_abi.DTYPE_I8, _abi.DTYPE_U8), ndim=3)
-    out = _np.empty((s.shape[0], s.shape[2], max_bins + 1), _np.int16)
-    ctx.cdf(input, max_bins, out=out)
-    return _like(input, out)
+    s = ctx._arr(input_tensor, "input_tensor", dtypes=(_abi.DTYPE_I8, _abi.DTYPE_U8), ndim=3)
+    out = _np.empty((s.shape[0], s.shape[2], _count(num_bins, "num_bins") + 1), _np.int16)
+    ctx.cdf(input_tensor, num_bins, out=out)
+    return _like(input_tensor, out)
+
+
+def _dense(x):
+    """x itself when C-contiguous, else a dense copy: LMCache's encoder passes the window
+    encode_input[:, start:end, :], which is strided for chunks longer than one window."""
+    if _buf(x, "input_sym").contiguous():
+        return x
+    return x.contiguous() if type(x).__module__.startswith("torch") else _np.ascontiguousarray(x)
 
 
 def encode_fast_new(cdf, input_sym, output_buffer, output_lengths):
-    context().encode_streams(cdf, input_sym, output_buffer, output_lengths)
+    context().encode_streams(cdf, _dense(input_sym), output_buffer, output_lengths)
 
 
 def decode_fast_new(cdf, bytestreams, lengths, output):
@@ -667,23 +800,79 @@ def decode_fast_new(cdf, bytestreams, lengths, output):
 
 def decode_fast_prefsum(cdf, bytestreams, lengths_prefsum, output):
     o = _buf(output, "output")
+    c, p = _buf(cdf, "cdf"), _buf(lengths_prefsum, "lengths_prefsum")
+    if len(p.shape) == 1 and len(c.shape) == 3 and p.shape[0] == c.shape[0] * c.shape[1]:
+        lengths_prefsum = lengths_prefsum.reshape(c.shape[0], c.shape[1])  # the flat [L*C] form
     context().decode_packed(cdf, bytestreams, lengths_prefsum, o.shape[1] if len(o.shape) == 3 else 0, out=output)
 
 
 # ---------------------------------------------------------------- RoPE
+
+# A row of a cos/sin table is taken as a rotation by kvcore's kernel (it combines the two rows into
+# one rotation and normalises it); LMCache multiplies by the rows as given. Rows within this of
+# unit length (fp16/bf16 rounding of real cos/sin) take the kernel; any other table is applied as
+# LMCache applies it, undo then redo with the rows as they are.
+_UNIT_ROW_TOLERANCE = 1.0 / 64
+
+
+def _rope_as_given(key, keys, old, new, table, neox):
+    """LMCache's two steps, in float32, on the heads kvcore validated (keys: RopeKeys)."""
+    n, nkv, hs, es = keys.num_tokens, keys.num_heads, keys.head_size, _buf(key, "key").itemsize
+    rot, half = table.shape[1], table.shape[1] // 2
+    if type(key).__module__.startswith("torch"):
+        import torch
+        k = torch.as_strided(key, (n, nkv, hs), (keys.token_stride, keys.head_stride, 1), key.storage_offset())
+        t = torch.as_tensor(table).float()
+        o, w = t[torch.as_tensor(old)], t[torch.as_tensor(new)]
+        kf = k[..., :rot].float()
+    else:
+        k = _np.lib.stride_tricks.as_strided(key, (n, nkv, hs), (keys.token_stride * es, keys.head_stride * es, es))
+        t = _np.asarray(table, _np.float32)
+        o, w = t[_np.asarray(old)], t[_np.asarray(new)]
+        kf = k[..., :rot].astype(_np.float32)
+    oc, os_, nc, ns = o[:, None, :half], o[:, None, half:], w[:, None, :half], w[:, None, half:]
+    xi, yi = (slice(0, half), slice(half, rot)) if neox else (slice(0, rot, 2), slice(1, rot, 2))
+    x, y = kf[..., xi], kf[..., yi]
+    xr, yr = x * oc + y * os_, y * oc - x * os_
+    out = kf.clone() if hasattr(kf, "clone") else kf.copy()
+    out[..., xi], out[..., yi] = xr * nc - yr * ns, yr * nc + xr * ns
+    k[..., :rot] = out.to(k.dtype) if hasattr(out, "to") else out.astype(k.dtype)
+
+
+def _rope(old_positions, new_positions, key, cos_sin_cache, is_neox, head_size=None, head_stride=None):
+    ctx = context()
+    keys, _k = ctx._keys(key, head_size, head_stride)
+    tb = ctx._arr(cos_sin_cache, "cos_sin_cache", ndim=2)
+    pos = [ctx._index(p, name, keys.num_tokens) for p, name in ((old_positions, "old_positions"),
+                                                               (new_positions, "new_positions"))]
+    if keys.num_tokens and tb.device[0] == "cpu" and pos[0].device[0] == "cpu" and pos[1].device[0] == "cpu":
+        t = _np.asarray(cos_sin_cache if not type(cos_sin_cache).__module__.startswith("torch")
+                        else cos_sin_cache.float().numpy(), _np.float64)
+        idx = [_np.ctypeslib.as_array((_C.c_int64 * keys.num_tokens).from_address(p.ptr)) for p in pos]
+        if min(int(i.min()) for i in idx) >= 0 and max(int(i.max()) for i in idx) < tb.shape[0] and \
+                tb.shape[1] % 2 == 0 and tb.shape[1] <= keys.head_size:
+            half = tb.shape[1] // 2
+            rows = t[_np.concatenate(idx)]
+            norm2 = rows[:, :half] ** 2 + rows[:, half:] ** 2
+            if not (_np.abs(norm2 - 1) <= _UNIT_ROW_TOLERANCE).all():
+                _rope_as_given(key, keys, *[i.copy() for i in idx], cos_sin_cache, bool(is_neox))
+                return
+    # real cos/sin rows (and every error: positions, rot_dim, dtypes) go to kvcore's kernel
+    ctx.rope_k_fused(key, old_positions, new_positions, cos_sin_cache, is_neox=bool(is_neox), head_size=head_size,
+                     head_stride=head_stride)
+
 
 def rotary_embedding_k_fused(old_positions, new_positions, key, head_size, cos_sin_cache, is_neox):
     k = _buf(key, "key")
     if k.shape and head_size != k.shape[-1]:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"head_size {head_size} differs from key.size(-1) {k.shape[-1]} "
                                               "(use rotary_embedding_k_fused_strided for strided heads)")
-    context().rope_k_fused(key, old_positions, new_positions, cos_sin_cache, is_neox=bool(is_neox))
+    _rope(old_positions, new_positions, key, cos_sin_cache, is_neox)
 
 
 def rotary_embedding_k_fused_strided(old_positions, new_positions, key, head_size, head_stride, cos_sin_cache,
                                      is_neox):
-    context().rope_k_fused(key, old_positions, new_positions, cos_sin_cache, is_neox=bool(is_neox),
-                           head_size=head_size, head_stride=head_stride)
+    _rope(old_positions, new_positions, key, cos_sin_cache, is_neox, head_size=head_size, head_stride=head_stride)
 
 
 # ---------------------------------------------------------------- recorders
