@@ -15,7 +15,7 @@ from .enums import ChunkLayout, DType, Direction, Format, KeyScaling, RopeStyle
 from .errors import KvcoreFileExistsError, KvcoreFileNotFoundError, KvcoreMemoryError, KvcoreOSError, \
     KvcorePermissionError, KvcoreTypeError, KvcoreValueError
 from .memory import DeviceArray, DeviceBuffer, HostBuffer
-from .transfer import Engine, _FUSED, _MLA  # noqa: F401 (_FUSED, _MLA: for lmcache_ops)
+from .transfer import Engine, _CROSS, _FUSED, _KV_LIST, _MLA  # noqa: F401 (_CROSS.._MLA: for lmcache_ops)
 from .transfer import format_name, format_ptr_count, shape_ptr_count
 from ._lib import lib as _lib  # kvcore._lib is the loaded library (lmcache_ops imports it so)
 
