@@ -40,7 +40,7 @@ def _version() -> str:
 def _metadata(version: str) -> str:
     return (f"Metadata-Version: 2.1\nName: {_NAME}\nVersion: {version}\n"
             "Summary: KV-cache transfers, CacheGen codec, RoPE and host memory for LLM serving (libkvcore "
-            "binding)\nLicense: BSD-3-Clause\nRequires-Python: >=3.7\nRequires-Dist: numpy\n"
+            "binding)\nLicense: BSD-3-Clause\nRequires-Python: >=3.8\nRequires-Dist: numpy\n"
             "Provides-Extra: torch\nRequires-Dist: torch; extra == \"torch\"\n")
 
 

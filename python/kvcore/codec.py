@@ -13,7 +13,7 @@ import os as _os
 import struct as _struct
 import threading as _threading
 import zlib as _zlib
-from typing import Any, Dict, IO, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, IO, Iterator, List, Literal, Optional, overload, Sequence, Tuple, Union
 
 import numpy as _np
 
@@ -405,7 +405,22 @@ class StreamWriter:
                 self._f.close()
 
 
-def open(file: Union[str, bytes, "_os.PathLike[str]", IO[bytes]], mode: str = "rb", *,
+FileArg = Union[str, bytes, "_os.PathLike[str]", IO[bytes]]
+
+
+@overload
+def open(file: FileArg, mode: Literal["rb", "r"] = "rb", *, chunk_tokens: int = 256, level: int = 0,
+         bins_k: Bins = None, bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token",
+         like: Any = None, context: Any = None) -> StreamReader: ...
+
+
+@overload
+def open(file: FileArg, mode: Literal["wb", "w"], *, chunk_tokens: int = 256, level: int = 0, bins_k: Bins = None,
+         bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token", like: Any = None,
+         context: Any = None) -> StreamWriter: ...
+
+
+def open(file: FileArg, mode: str = "rb", *,
          chunk_tokens: int = 256, level: int = 0, bins_k: Bins = None, bins_v: Bins = None,
          key_scaling: Union[KeyScaling, str, int] = "token", like: Any = None,
          context: Any = None) -> Union[StreamReader, StreamWriter]:
