@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Install what kvcore needs to build and test on Debian (run as root); packages already present are
 # left alone. cmake, python3 and man-db are for the packaging checks (make installcheck, the recipe
-# check, man pages); numpy, pytest, torch (~80 MB) and hypothesis run the Python binding's tests. The CUDA
+# check, man pages); numpy, pytest, torch (~80 MB) and hypothesis run the Python binding's tests,
+# python3-venv its fresh-venv install test and mypy its type check. The CUDA
 # Toolkit is not a Debian package here: when nvcc is found (PATH or /usr/local/cuda) configure builds
 # the CUDA module, otherwise it is skipped and says so.
 set -eu
 pkgs="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev \
 libcriterion-dev hipcc clang libclang-rt-14-dev valgrind cmake python3 man-db \
-python3-numpy python3-pytest python3-torch python3-hypothesis"
+python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy"
 missing=
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

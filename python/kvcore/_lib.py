@@ -7,7 +7,7 @@ import subprocess
 from typing import Iterator, List, Optional, Tuple
 
 from . import _abi
-from .errors import KvcoreError as KvcoreError, UnsupportedError as UnsupportedError  # re-exported
+from .errors import KvcoreError as KvcoreError, UnsupportedError as UnsupportedError  # noqa: F401 (re-exported)
 
 
 def error(status: int, message: str) -> KvcoreError:

@@ -721,4 +721,3 @@ class CodecOps(ContextBase):
         """codec_decode of a .kvc file's bytes."""
         with _builtins.open(path, "rb") as f:
             return self.codec_decode(f.read(), out=out, torch=torch, like=like)
-

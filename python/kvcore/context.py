@@ -26,6 +26,7 @@ def recorder_now() -> float:
 
 from .codec import CodecOps  # noqa: E402
 
+
 class Context(TransferOps, CodecOps, RopeOps, MemoryOps, ContextBase):
     """A kvcore context: the backend ("auto", "cpu", "cuda", "hip"), its device, CPU threads and an
     ISA cap ("scalar", "avx2", "avx512", "neon", "best"). Every op is a method of a context."""

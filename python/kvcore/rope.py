@@ -81,5 +81,6 @@ class RopeOps(ContextBase):
         _check(_lib.kvc_rope_cache_build(self._handle(), None, _C.byref(table), float(base)))
         return o
 
+
 def _rope_params(is_neox: bool) -> Any:
     return _C.byref(_abi.RopeParams(_abi.ROPE_PARAM_STYLE, RopeStyle.NEOX if is_neox else RopeStyle.GPTJ))

@@ -21,6 +21,7 @@ _CROSS = {f for f in _VALID if _lib.kvc_format_is_cross_layer(f)}
 _MLA = {f for f in _VALID if _lib.kvc_format_is_mla(f)}
 _FUSED = {f for f in _VALID if _lib.kvc_format_is_fused_packed(f)}
 
+
 def format_name(fmt: FormatLike) -> str:
     """LMCache's name of an EngineKVFormat (\"NL_X_TWO_NB_BS_NH_HS\")."""
     return str(_lib.kvc_format_name(int(_fmt(fmt))).decode())
@@ -195,6 +196,7 @@ class TransferOps(ContextBase):
         """H2D: the inverse of load_and_reshape_flash."""
         self._flash(_lib.kvc_reshape_and_cache_back_flash, key_value, key_cache, value_cache, slots, layer_idx,
                     stream, False)
+
 
 def _fmt(fmt: FormatLike) -> Any:
     """A Format for a known format (int or name); other ints are passed on for the C call to name."""

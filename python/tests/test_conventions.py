@@ -327,8 +327,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 def test_mypy_strict_on_the_package_and_example(tmp_path):
     if subprocess.run([sys.executable, "-c", "import mypy"], capture_output=True).returncode != 0:
         pytest.skip(f"{sys.executable} has no mypy (Debian: apt-get install mypy)")
-    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "pyproject.toml",
-                        "--cache-dir", str(tmp_path / "cache"), "kvcore", os.path.join(ROOT, "examples", "kv_stream.py")],
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", "pyproject.toml", "--cache-dir",
+                        str(tmp_path / "cache"), "kvcore", os.path.join(ROOT, "examples", "kv_stream.py")],
                        cwd=os.path.join(ROOT, "python"), capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
 
