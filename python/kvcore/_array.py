@@ -11,6 +11,7 @@ import numpy as _np
 
 from . import _abi
 from ._lib import KvcoreError
+from .errors import type_error
 
 # numpy / __array_interface__ type strings (little-endian or byte-sized) -> kvc_dtype_t
 _TYPESTR = {
@@ -201,8 +202,8 @@ def buf(obj: Any, name: str, writable: bool = False) -> Buf:
     elif hasattr(obj, "__dlpack__"):
         _from_dlpack(b, obj, name)
     else:
-        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: expected an array (numpy, torch, __array_interface__, "
-                                        f"__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
+        raise type_error(f"{name}: expected an array (numpy, torch, __array_interface__, "
+                         f"__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
     if writable and b.readonly:
         _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: the array is read-only and this call writes it")
     return b

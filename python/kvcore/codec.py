@@ -22,7 +22,7 @@ from ._array import buf as _buf, cstr as _cstr, DTYPE_NAMES as _DTYPE_NAMES, req
 from ._base import _F32, _FLOATS, _I32, _I64, _U16, _U8, Array, ContextBase
 from ._lib import check as _check, lib as _lib
 from .enums import DType, KeyScaling
-from .errors import KvcoreError
+from .errors import KvcoreError, type_error
 
 
 __all__ = ["compress", "decompress", "open", "StreamWriter", "StreamReader", "default_context"]
@@ -61,8 +61,7 @@ def _host(kv: Any, name: str) -> Tuple["_np.ndarray[Any, Any]", DType]:
             return t.view(torch.int16).numpy().view(_np.uint16), dt
         return t.numpy(), dt
     if not hasattr(kv, "__array_interface__") and not hasattr(kv, "__array__"):
-        raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{name}: expected a numpy array or torch tensor, got "
-                                              f"{type(kv).__name__}")
+        raise type_error(f"{name}: expected a numpy array or torch tensor, got {type(kv).__name__}")
     a = _np.ascontiguousarray(kv)
     try:
         dt = DType.of(a.dtype)

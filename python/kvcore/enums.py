@@ -9,7 +9,7 @@ from typing import Any, Optional, Type, TypeVar, Union
 import numpy as _np
 
 from . import _abi
-from .errors import KvcoreError
+from .errors import KvcoreError, type_error
 
 _E = TypeVar("_E", bound="_KvcEnum")
 
@@ -37,8 +37,7 @@ class _KvcEnum(_enum.IntEnum):
         """cls(value), or a KvcoreError (ValueError; TypeError for another type) naming the choices."""
         what = what or cls.__name__
         if not isinstance(value, (int, str)) or isinstance(value, bool):
-            raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"{what}: {type(value).__name__} {value!r}, expected one "
-                                                        f"of {cls._choices()}") from None
+            raise type_error(f"{what}: {type(value).__name__} {value!r}, expected one of {cls._choices()}")
         try:
             return cls(value)  # type: ignore[arg-type]  # names: _missing_
         except ValueError:

@@ -113,8 +113,9 @@ def test_levels_bins_key_scaling():
     assert e.value.name == "KVC_ERR_DTYPE"
     with pytest.raises(ValueError, match=r"kv: shape \(3, 3, 300, 32\)") as e:
         kvcore.compress(np.zeros((3, NL, T, 32), np.float16))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as e:
         kvcore.compress("not an array")
+    assert e.value.name == "KVC_ERR_INVALID_ARG"
 
 
 # ---------------------------------------------------------------- streams, against the CLI
@@ -207,6 +208,11 @@ def test_errors_are_builtin_classes(ctx, tmp_path):
     with pytest.raises(TypeError) as e:
         ctx.codec_encode(np.zeros((2, 1, 4, 8), np.int32))
     assert e.value.name == "KVC_ERR_DTYPE"
+    with pytest.raises(TypeError) as e:  # an object that is not an array: TypeError, status INVALID_ARG
+        ctx.memcpy("dst", np.zeros(4, np.uint8))
+    assert e.value.name == "KVC_ERR_INVALID_ARG" and "expected an array" in str(e.value)
+    with pytest.raises(TypeError):
+        kvcore.Direction.coerce(1.5, "direction")
     import pickle
     e2 = pickle.loads(pickle.dumps(E(codes["KVC_ERR_SHAPE"], "s")))
     assert isinstance(e2, ValueError) and e2.status == codes["KVC_ERR_SHAPE"] and e2.message == "s"
