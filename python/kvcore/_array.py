@@ -206,6 +206,8 @@ def buf(obj: Any, name: str, writable: bool = False) -> Buf:
                          f"__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
     if writable and b.readonly:
         _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: the array is read-only and this call writes it")
+    if any(d < 0 for d in b.shape):  # only a hand-made interface can say so; nbytes would go negative
+        _fail(_abi.KVC_ERR_SHAPE, f"{name}: negative dimension in shape {list(b.shape)}")
     return b
 
 

@@ -530,8 +530,8 @@ def save_kvcache(path: Union[str, "_os.PathLike[str]"], kv: Any, num_heads: Opti
     t = _abi.Tensor(dtype=b.dtype, ndim=len(b.shape), data=b.ptr, nbytes=b.nbytes, owns_data=0)
     for i, d in enumerate(b.shape):
         t.shape[i] = d
-    _check(_lib.kvc_kvcache_save(_cstr(path, "path"), _C.byref(t), _C.byref(_kvcache_params(num_heads, head_size, format,
-                                                                                             split))))
+    params = _kvcache_params(num_heads, head_size, format, split)
+    _check(_lib.kvc_kvcache_save(_cstr(path, "path"), _C.byref(t), _C.byref(params)))
 
 
 def _bytes_view(data: Any) -> memoryview:

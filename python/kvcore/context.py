@@ -54,13 +54,15 @@ class Context(TransferOps, CodecOps, RopeOps, MemoryOps, ContextBase):
         recorder_now() (docs/RECORDERS.md); drain_events() returns them."""
         sm = list((str_meta or {}).items())
         im = list((int_meta or {}).items())
-        sarr = (_abi.StrMeta * len(sm))(*[_abi.StrMeta(_cstr(str(k), "str_meta key"), _cstr(str(v), "str_meta value")) for k, v in sm])
+        sarr = (_abi.StrMeta * len(sm))(*[_abi.StrMeta(_cstr(str(k), "str_meta key"), _cstr(str(v), "str_meta value"))
+                                          for k, v in sm])
         for k, v in im:
             if not isinstance(v, int):
                 raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"int_meta[{k!r}]: {type(v).__name__}, expected int")
         iarr = (_abi.IntMeta * len(im))(*[_abi.IntMeta(_cstr(str(k), "int_meta key"), v) for k, v in im])
-        _check(_lib.kvc_record_event(self._handle(), _C.c_void_p(stream or 0), _cstr(name, "name"), _cstr(session_id, "session_id"),
-                                     sarr if sm else None, len(sm), iarr if im else None, len(im)))
+        _check(_lib.kvc_record_event(self._handle(), _C.c_void_p(stream or 0), _cstr(name, "name"),
+                                     _cstr(session_id, "session_id"), sarr if sm else None, len(sm),
+                                     iarr if im else None, len(im)))
 
     def drain_events(self) -> List[Tuple[str, str, float, Dict[str, str], Dict[str, int]]]:
         """[(name, session_id, timestamp, {str: str}, {str: int})] in record order."""

@@ -17,7 +17,7 @@ import numpy as _np
 from . import Context as _Context, KvcoreError, _abi
 from ._lib import lib as _lib
 from .transfer import _CROSS, _FUSED, _KV_LIST, _MLA
-from ._array import buf as _buf, count as _count, cstr as _cstr, require as _require
+from ._array import buf as _buf, count as _count, require as _require
 from ._lib import check as _lib_check
 
 __all__ = [
@@ -900,8 +900,8 @@ def _rope(old_positions: Any, new_positions: Any, key: Any, cos_sin_cache: Any, 
     ctx = context()
     keys, _k = ctx._keys(key, head_size, head_stride)
     tb = ctx._arr(cos_sin_cache, "cos_sin_cache", ndim=2)
-    pos = [ctx._index(p, name, keys.num_tokens) for p, name in ((old_positions, "old_positions"),
-                                                               (new_positions, "new_positions"))]
+    pos = [ctx._index(old_positions, "old_positions", keys.num_tokens),
+           ctx._index(new_positions, "new_positions", keys.num_tokens)]
     if keys.num_tokens and tb.device[0] == "cpu" and pos[0].device[0] == "cpu" and pos[1].device[0] == "cpu":
         t = _np.asarray(cos_sin_cache if not type(cos_sin_cache).__module__.startswith("torch")
                         else cos_sin_cache.float().numpy(), _np.float64)

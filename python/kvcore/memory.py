@@ -90,6 +90,8 @@ class DeviceArray:
     def __init__(self, buf: DeviceBuffer, dtype: Any, shape: Optional[Sequence[int]]) -> None:
         n = buf.size // dtype.itemsize
         shape = (n,) if shape is None else tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"view shape {list(shape)} has a negative dimension")
         need = dtype.itemsize
         for d in shape:
             need *= d
@@ -140,9 +142,9 @@ class MemoryOps(ContextBase):
             raise KvcoreError(_abi.KVC_ERR_SHAPE, f"batched_memcpy: {len(dsts)} destinations, {len(srcs)} "
                                                   f"sources, {len(sizes)} sizes")
         n = len(sizes)
+        sz = _c_array(_C.c_size_t, [_count(x, f"sizes[{i}]") for i, x in enumerate(sizes)])
         _check(_lib.kvc_batched_memcpy(self._handle(), _c_array(_C.c_void_p, [int(x) for x in dsts]),
-                                       _c_array(_C.c_void_p, [int(x) for x in srcs]),
-                                       _c_array(_C.c_size_t, [_count(x, f"sizes[{i}]") for i, x in enumerate(sizes)]), n, _C.c_void_p(stream or 0)))
+                                       _c_array(_C.c_void_p, [int(x) for x in srcs]), sz, n, _C.c_void_p(stream or 0)))
 
     def alloc_host(self, size: int, pinned: bool = False, numa_node: Union[int, str, None] = None,
                    near_pci: Optional[str] = None, shared_name: Optional[str] = None, hugepage: bool = False,
@@ -192,8 +194,9 @@ class MemoryOps(ContextBase):
         """Map size bytes at offset of a device's memory file (a PCIe BAR's sysfs resource file,
         kvc_mem_map_file) as a HostBuffer; pinned registers it with the backend as I/O memory."""
         ptr, rep = _C.c_void_p(), _abi.MemReport()
-        _check(_lib.kvc_mem_map_file(self._handle(), _cstr(path, "path"), _count(size, "size"), _count(offset, "offset"),
-                                     _abi.MEM_PINNED if pinned else 0, _C.byref(ptr), _C.byref(rep)))
+        _check(_lib.kvc_mem_map_file(self._handle(), _cstr(path, "path"), _count(size, "size"),
+                                     _count(offset, "offset"), _abi.MEM_PINNED if pinned else 0, _C.byref(ptr),
+                                     _C.byref(rep)))
         return HostBuffer(self, ptr.value or 0, size, _report_dict(rep))
 
     def live_allocations(self) -> int:

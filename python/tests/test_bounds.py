@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kvcore
+import kvcore.lmcache_ops
 from kvcore import KvcoreError
 
 try:
@@ -209,8 +210,8 @@ if given is not None:
 
     @needs_hypothesis
     @PROP
-    @given(n=st.integers(-40, 80), doff=st.integers(0, 64), dlen=st.integers(0, 40), dstride=st.sampled_from([1, 2, -1]),
-           slen=st.integers(0, 40))
+    @given(n=st.integers(-40, 80), doff=st.integers(0, 64), dlen=st.integers(0, 40),
+           dstride=st.sampled_from([1, 2, -1]), slen=st.integers(0, 40))
     def test_memcpy_any_size(ctx, n, doff, dlen, dstride, slen):
         """memcpy(dst view, src, nbytes) for random sizes and views: the first n bytes of dst are
         src's, or KVC_ERR_INVALID_ARG / KVC_ERR_SHAPE / KVC_ERR_NO_SPACE; the canary never changes."""
@@ -301,3 +302,178 @@ else:
     @needs_hypothesis
     def test_property_based():
         pass
+
+
+# ---------------------------------------------------------------- every entry point, any view
+
+def _place(a, mode, k, rng):
+    """A view shaped like a (or one row off) inside a canary of random bytes: exact, shrunk or
+    grown by k along dim 0, transposed, every other row, broadcast (stride 0) or reversed.
+    Returns (view, canary bytes, their original value)."""
+    es = a.itemsize
+    shape = list(a.shape)
+    if mode == "shrink":
+        shape[0] = max(shape[0] - k, 0)
+    elif mode == "grow":
+        shape[0] += k
+    n = int(np.prod(shape))
+    pad = 64 * es
+    raw = np.frombuffer(rng.bytes(2 * n * es + 2 * pad), np.uint8).copy()
+    dense = [int(np.prod(shape[i + 1:])) * es for i in range(len(shape))]
+    strides, start = list(dense), pad
+    if mode == "step":
+        strides[0] *= 2
+    elif mode == "broadcast":
+        strides[0] = 0
+    elif mode == "reverse":
+        strides[0] = -dense[0]
+        start += max(shape[0] - 1, 0) * dense[0]
+    v = np.lib.stride_tricks.as_strided(raw[start:start + (raw.size - start) // es * es].view(a.dtype), shape,
+                                        strides, writeable=True)
+    if mode == "transpose" and v.ndim >= 2:
+        v = np.swapaxes(v, 0, 1)
+    return v, raw, raw.copy()
+
+
+def _outside_ok(v, raw, orig):
+    """True when every byte of raw outside v's elements kept its value."""
+    mask = np.ones(raw.size, bool)
+    if v.size:
+        start = v.__array_interface__["data"][0] - raw.ctypes.data
+        idx = np.array(start)
+        for d, s in zip(v.shape, v.strides):
+            idx = idx[..., None] + np.arange(d) * s
+        idx = idx[..., None] + np.arange(v.itemsize)
+        mask[idx.ravel()] = False
+    return np.array_equal(raw[mask], orig[mask])
+
+
+def _cases(ctx):
+    """name -> (make(rng) -> dict of arrays, call(ctx, args), names of the arrays written)."""
+    sh = kvcore.PageShape(kv_size=2, element_size=4, nl=1, nb=3, bs=2, nh=1, hs=4)
+
+    def layer_d2h(rng):
+        return {"engine": rng.standard_normal((2, 3, 2, 1, 4)).astype(np.float32),
+                "chunk": np.zeros((2, 3, 4), np.float32), "slots": np.array([0, 5, 2], np.int64)}
+
+    def flash(rng):
+        return {"kv": np.zeros((2, 1, 3, 4), np.float32), "k": rng.standard_normal((3, 2, 1, 4)).astype(np.float32),
+                "v": rng.standard_normal((3, 2, 1, 4)).astype(np.float32), "slots": np.array([1, 4, 0], np.int64)}
+
+    def coder(rng):
+        sym = rng.integers(0, 8, (2, 20, 3)).astype(np.uint8)
+        cdf = ctx.cdf(sym, 8)
+        streams, lengths = ctx.encode(cdf, sym)
+        return {"cdf": cdf, "sym": sym, "streams": streams, "lengths": lengths, "out": np.zeros((2, 20, 3), np.uint8),
+                "enc_streams": np.zeros_like(streams), "enc_lengths": np.zeros_like(lengths)}
+
+    def quant(rng):
+        v = rng.standard_normal((2, 5, 8)).astype(np.float32)
+        sym, sc = ctx.quantise(v, [16, 16])
+        return {"sym": sym, "scales": sc, "out": np.zeros((2, 5, 8), np.float32)}
+
+    def blocks(rng):
+        e = rng.standard_normal((2, 3, 2, 1, 4)).astype(np.float32)
+        return {"engine": e, "obj": np.zeros((2, 1, 2, 4), np.float32), "ids": np.array([2], np.int64)}
+
+    def packed(rng):
+        a = coder(rng)
+        n = a["lengths"].reshape(-1)
+        a["bytes"] = np.concatenate([a["streams"][i // 3, i % 3, :k] for i, k in enumerate(n)])
+        a["prefsum"] = np.cumsum(n).astype(np.int64).reshape(2, 3)
+        return a
+
+    def codec(rng):
+        kv = rng.standard_normal((2, 1, 8, 4)).astype(np.float32)
+        return {"data": np.frombuffer(ctx.codec_encode(kv, num_heads=1), np.uint8).copy(),
+                "out": np.zeros((2, 1, 8, 4), np.float32)}
+
+    def lmc_blocks(rng):
+        a = blocks(rng)
+        a["layers"] = rng.standard_normal((1, 2, 3, 2, 1, 4)).astype(np.float32)
+        return a
+
+    desc = kvcore.lmcache_ops.PageBufferShapeDesc(kv_size=2, nl=1, nb=3, bs=2, nh=1, hs=4, element_size=4)
+    return {
+        "transfer_blocks": (blocks, lambda c, a: c.transfer_blocks(1, kvcore.D2H, sh, [a["engine"]], [a["obj"]],
+                                                                   a["ids"], 2), ["obj"]),
+        "decode_packed": (packed, lambda c, a: c.decode_packed(a["cdf"], a["bytes"], a["prefsum"], 20,
+                                                               out=a["out"]), ["out"]),
+        "codec_decode": (codec, lambda c, a: c.codec_decode(a["data"], out=a["out"]), ["out"]),
+        "lmcache_block_h2d": (lmc_blocks, lambda c, a: kvcore.lmcache_ops.multi_layer_block_kv_transfer(
+            list(a["layers"]), [a["obj"]], a["ids"], "cpu", 0, desc, 2, 1, 0), ["layers"]),
+        "transfer_layer": (layer_d2h, lambda c, a: c.transfer_layer(1, kvcore.D2H, sh, [a["engine"]], a["chunk"],
+                                                                     a["slots"]), ["chunk"]),
+        "transfer_layer_h2d": (layer_d2h, lambda c, a: c.transfer_layer(1, kvcore.H2D, sh, [a["engine"]],
+                                                                         a["chunk"], a["slots"]), ["engine"]),
+        "load_and_reshape_flash": (flash, lambda c, a: c.load_and_reshape_flash(a["kv"], a["k"], a["v"], a["slots"],
+                                                                                0), ["kv"]),
+        "reshape_and_cache_back_flash": (flash, lambda c, a: c.reshape_and_cache_back_flash(
+            a["kv"], a["k"], a["v"], a["slots"], 0), ["k", "v"]),
+        "decode": (coder, lambda c, a: c.decode(a["cdf"], a["streams"], a["lengths"], 20, out=a["out"]), ["out"]),
+        "encode_streams": (coder, lambda c, a: c.encode_streams(a["cdf"], a["sym"], a["enc_streams"],
+                                                                a["enc_lengths"]), ["enc_streams", "enc_lengths"]),
+        "dequantise": (quant, lambda c, a: c.dequantise(a["sym"], a["scales"], [16, 16], a["out"]), ["out"]),
+        "rope_cache_build": (lambda rng: {"out": np.zeros((16, 8), np.float32)},
+                             lambda c, a: c.rope_cache_build(16, 8, 10000.0, out=a["out"]), ["out"]),
+    }
+
+
+if given is not None:
+    MODES = ["exact", "shrink", "grow", "transpose", "step", "broadcast", "reverse"]
+
+    @needs_hypothesis
+    @settings(PROP, max_examples=500)
+    @given(name=st.sampled_from(sorted(_cases(kvcore.Context(backend="cpu")))), which=st.integers(0, 9),
+           mode=st.sampled_from(MODES), k=st.integers(1, 3), seed=st.integers(0, 999))
+    def test_entry_points_any_view(ctx, name, which, mode, k, seed):
+        """One array argument of an entry point replaced by a view of random shape and strides in a
+        canary: refused (exact status family) with nothing written, or accepted with the same
+        result as on plain arrays (the numpy oracle of the other tests) and nothing written
+        outside the arrays."""
+        make, call, written = _cases(ctx)[name]
+        rng = np.random.default_rng(seed)
+        ref = make(np.random.default_rng(seed))
+        call(ctx, ref)  # plain arrays: the reference result
+        args = make(np.random.default_rng(seed))
+        arg = sorted(args)[which % len(args)]
+        v, raw, orig = _place(args[arg], mode, k, rng)
+        if mode == "exact":  # the same values, in canary memory
+            v[...] = args[arg]
+            orig[:] = raw
+        args[arg] = v
+        try:
+            call(ctx, args)
+        except KvcoreError as e:
+            assert status(e) in (SHAPE, INVALID, "KVC_ERR_DTYPE", "KVC_ERR_OUT_OF_RANGE", "KVC_ERR_CORRUPT",
+                                 "KVC_ERR_NO_SPACE"), e
+            assert mode != "exact", f"{name}: a plain copy of a valid argument was refused: {e}"
+            assert np.array_equal(raw, orig), f"{name}: a refused call wrote"
+            return
+        assert _outside_ok(v, raw, orig), f"{name}: wrote outside {arg}"
+        if mode == "exact":
+            for w in written:
+                np.testing.assert_array_equal(np.asarray(args[w]), ref[w])
+
+
+class _Interface:
+    """An object describing memory by __array_interface__ only, as a hand-made wrapper may."""
+
+    def __init__(self, arr, shape):
+        self.__array_interface__ = {"shape": shape, "typestr": arr.dtype.str, "version": 3,
+                                    "data": (arr.ctypes.data, False)}
+        self.keep = arr
+
+
+def test_negative_dimensions_are_refused(ctx):
+    """A shape with a negative dimension (possible through __array_interface__ or DeviceBuffer.view)
+    would make nbytes negative and pass every "is it big enough" check."""
+    c = Canary(64)
+    dst = _Interface(c.view(16, (16,), (1,)), (-4, 4))
+    with pytest.raises(KvcoreError) as e:
+        ctx.memcpy(dst, np.ones(16, np.float32), 0)
+    assert status(e.value) == SHAPE and "negative dimension" in str(e.value)
+    with pytest.raises(KvcoreError) as e:
+        ctx.alloc_device(64).view(np.float32, (-1, 4))
+    assert status(e.value) == SHAPE
+    assert c.intact()

@@ -130,7 +130,7 @@ def test_multi_layer_kv_transfer_unilateral(conv, dtype, d):
 
 # ---------------------------------------------------------------- per-block transfers
 
-BLOCK_FORMATS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+BLOCK_FORMATS = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
 
 
 def block_engine(fmt, dtype, seed):
@@ -145,12 +145,12 @@ def block_engine(fmt, dtype, seed):
         e = rand((2, NL, PBS, NH, HS) if fmt == 4 else (2, NL, NB, BS, NH, HS), dtype, seed)
         return e, [e[p][l] for p in range(2) for l in range(NL)], lambda l, p: e[p][l].view(NB, BS, NH, HS), nh, hs
     per = {1: (2, NB, BS, NH, HS), 2: (NB, 2, BS, NH, HS), 3: (NB, BS, D), 5: (PBS, 1, D), 6: (2, NB, NH, BS, HS),
-           7: (NB, 2, NH, BS, HS), 10: (NB, NH, BS, 2, HS)}[fmt]
+           7: (NB, 2, NH, BS, HS), 10: (NB, NH, BS, 2, HS), 11: (NB, BS, NH, 2, HS)}[fmt]
     e = rand((NL,) + per, dtype, seed)
     view = {1: lambda l, p: e[l][p], 2: lambda l, p: e[l][:, p], 3: lambda l, p: e[l].view(NB, BS, 1, D),
             5: lambda l, p: e[l].view(NB, BS, 1, D), 6: lambda l, p: e[l][p].permute(0, 2, 1, 3),
             7: lambda l, p: e[l][:, p].permute(0, 2, 1, 3),
-            10: lambda l, p: e[l][:, :, :, p].permute(0, 2, 1, 3)}[fmt]
+            10: lambda l, p: e[l][:, :, :, p].permute(0, 2, 1, 3), 11: lambda l, p: e[l][:, :, :, p]}[fmt]
     return e, [e[l] for l in range(NL)], view, nh, hs
 
 
@@ -219,6 +219,33 @@ def test_block_transfer_with_default_shape_desc(fmt):
     model_blocks(view, [want], [4], BS, 0, D2H, mla)
     c_ops.multi_layer_block_kv_transfer(tensors, [obj], torch.tensor([4]), "cpu", D2H, desc, BS, fmt, 0)
     assert same(obj, want)
+
+
+@pytest.mark.parametrize("fmt,pool_shape", [(11, (12, 3, 4, 2, 16)), (10, (12, 3, 2, 4, 16))], ids=["nhd", "hnd"])
+def test_blocks_first_fused_padded_stride_roundtrip(fmt, pool_shape):
+    """LMCache's blocks-first fused case: each layer a view pool[:, l] of one [NB, NL, ...] pool
+    (block stride NL pages), described as kv_size 1 with the fused head width and
+    block_stride_elems; D2H from blocks 1, 7 then H2D into 3, 9 moves whole pages, and every
+    other page keeps its 0xA5 fill."""
+    nb, nl = pool_shape[:2]
+    bs, nh, fused = 4, 2, 16
+    src = torch.arange(int(np.prod(pool_shape)), dtype=torch.int64).to(torch.uint8).reshape(pool_shape)
+    dst = torch.full(pool_shape, 0xA5, dtype=torch.uint8)
+    obj = torch.zeros((1, nl, 2 * bs, nh * fused), dtype=torch.uint8)
+
+    def run(pool, ids, d):
+        layers = [pool[:, l] for l in range(nl)]
+        desc = c_ops.PageBufferShapeDesc()
+        desc.kv_size, desc.nl, desc.nb, desc.bs, desc.nh, desc.hs = 1, nl, nb, bs, nh, fused
+        desc.element_size, desc.block_stride_elems = 1, layers[0].stride(0)
+        table = torch.tensor([t.data_ptr() for t in layers], dtype=torch.int64)
+        c_ops.multi_layer_block_kv_transfer(table, [obj.data_ptr()], torch.tensor(ids), "cpu", d, desc, 2 * bs,
+                                            fmt, 0)
+    run(src, [1, 7], D2H)
+    run(dst, [3, 9], H2D)
+    assert torch.equal(dst[3], src[1]) and torch.equal(dst[9], src[7])
+    for b in set(range(nb)) - {3, 9}:
+        assert bool((dst[b] == 0xA5).all())
 
 
 # ---------------------------------------------------------------- single-layer and flash ops
