@@ -2,6 +2,7 @@
 """Finding and loading libkvcore, and turning its statuses into exceptions."""
 import ctypes
 import ctypes.util
+import importlib
 import os
 import subprocess
 from typing import Iterator, List, Optional, Tuple
@@ -35,11 +36,12 @@ def _candidates() -> Iterator[str]:
         yield env  # an explicit choice is never silently replaced by another library
         return
     try:
-        # written by `make install` / `pip install` with the libdir found then
-        from . import _config  # type: ignore[attr-defined]
-        yield os.path.join(_config.LIBDIR, "libkvcore.so")
+        # written by `make install` / `pip install` with the libdir found then (absent in a source tree)
+        libdir = importlib.import_module(__name__.rsplit(".", 1)[0] + "._config").LIBDIR
     except ImportError:
-        pass
+        libdir = None
+    if libdir:
+        yield os.path.join(libdir, "libkvcore.so")
     libdir = _pkg_config_libdir()  # run only when the recorded libdir did not load
     if libdir:
         yield os.path.join(libdir, "libkvcore.so")

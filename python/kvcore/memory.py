@@ -22,6 +22,12 @@ class HostBuffer:
         self._ctx, self.ptr, self.size, self.report = ctx, ptr, size, report
         ctx._buffers.add(self)
 
+    def __repr__(self) -> str:
+        r = self.report
+        what = ", ".join(w for w, on in (("pinned", r.get("pinned")), ("shared " + str(r.get("name")), r.get("name")),
+                                         ("huge pages", r.get("huge_bytes"))) if on)
+        return f"<kvcore.HostBuffer {self.size} bytes at {self.ptr:#x}{', ' + what if what else ''}>"
+
     @property
     def __array_interface__(self) -> Dict[str, Any]:
         return {"shape": (self.size,), "typestr": "|u1", "data": (self.ptr, False), "version": 3}

@@ -47,6 +47,11 @@ class Engine:
         self._ctx, self.fmt, self._shape = ctx, fmt, bytes(shape)
         self._ptrs, self._count, self._keep = ptrs, count, keep
 
+    def __repr__(self) -> str:
+        shape = PageShape.from_buffer_copy(self._shape)
+        fmt = self.fmt.name if isinstance(self.fmt, Format) else self.fmt
+        return f"<kvcore.Engine {fmt}, {self._count} tensor(s), {shape!r}>"
+
     def _table(self, ctx: ContextBase, fmt: Any, shape: PageShape) -> Tuple[Any, int, Any]:
         if ctx is not self._ctx:
             raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, "engine: made by another Context")

@@ -265,6 +265,9 @@ def test_pageshape_and_transfer_arguments(ctx):
     assert e.value.name == "KVC_ERR_FORMAT"
     eng = ctx.engine(1, shape, engine)
     assert eng.fmt is kvcore.Format.NL_X_TWO_NB_BS_NH_HS
+    assert repr(eng) == (f"<kvcore.Engine NL_X_TWO_NB_BS_NH_HS, 2 tensor(s), PageShape(nl=2, nb=4, bs=4, nh={NH}, "
+                         f"hs={HS}, kv_size=2, element_size=2)>")
+    assert repr(ctx.alloc_host(64)).startswith("<kvcore.HostBuffer 64 bytes at 0x")
     ctx.transfer_tokens(1, "D2H", shape, eng, chunk, range(5))
 
 
