@@ -173,6 +173,21 @@ def test_stream_errors(tmp_path):
         kvcore.open(tmp_path / "missing.kvcs")
 
 
+def test_stream_mla():
+    kv = kv_data((NL, 150, HS), np.float32)
+    buf = io.BytesIO()
+    with kvcore.open(buf, "wb", chunk_tokens=64, bins_k=16) as w:
+        w.write(kv[:, :100])
+        w.write(kv[:, 100:])
+        w.close()
+        data = buf.getvalue()
+    chunks = list(kvcore.open(io.BytesIO(data)))
+    assert [c.shape for c in chunks] == [(NL, 64, HS), (NL, 64, HS), (NL, 22, HS)]
+    # each container is compress() of its tokens
+    assert data.startswith(kvcore.compress(kv[:, :64], bins_k=16))
+    np.testing.assert_array_equal(np.concatenate(chunks, axis=1), kvcore.open(io.BytesIO(data)).read())
+
+
 def test_stream_torch_like(tmp_path):
     torch = needs_torch()
     kv = torch.randn(2, NL, 70, NH, HS).to(torch.bfloat16)
