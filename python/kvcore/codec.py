@@ -200,6 +200,8 @@ def _inspect(mv: memoryview, addr: Optional[int]) -> Any:
 
 def _check_out(out: Any, shape: Tuple[int, ...], dt: DType) -> None:
     """out must hold the chunk: its shape (or the same with the head split flattened) and dtype."""
+    if not hasattr(out, "shape") or not hasattr(out, "dtype"):
+        raise type_error(f"out: {type(out).__name__}, expected an array of shape {shape}")
     oshape = tuple(int(d) for d in out.shape)
     flat = shape[:3] + (shape[3] * shape[4],) if len(shape) == 5 else shape
     if oshape not in (shape, flat):

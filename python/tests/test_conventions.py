@@ -83,6 +83,8 @@ def test_decompress_out_checked_by_shape():
     assert e.value.name == "KVC_ERR_SHAPE"
     assert f"(2, {NL}, {T // 2}, {NH}, {HS})" in str(e.value) and f"(2, {NL}, {T}, {NH}, {HS})" in str(e.value)
     assert "bytes" not in str(e.value)
+    with pytest.raises(TypeError, match=r"out: list, expected an array of shape \(2, 3, 300, 2, 16\)"):
+        kvcore.decompress(data, out=[])
     with pytest.raises(TypeError) as e:
         kvcore.decompress(data, out=np.empty(kv.shape, np.float32))
     assert e.value.name == "KVC_ERR_DTYPE" and "float32" in str(e.value) and "float16" in str(e.value)
