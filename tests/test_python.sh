@@ -31,7 +31,7 @@ case "${KVC_SAN_FLAGS:-}" in
 esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-py.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
-KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_abi" \
+KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_abi" KVC_CLI="$build/kvcore" \
     PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 \
     "$py" -m pytest -p no:cacheprovider -q -rA "$src/python/tests" >"$tmp/out" 2>&1
 rc=$?

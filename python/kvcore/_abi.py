@@ -16,8 +16,30 @@ STATUS = {
     -16: "KVC_ERR_ALIGNMENT", -17: "KVC_ERR_DTYPE", -18: "KVC_ERR_SHAPE", -19: "KVC_ERR_FORMAT",
     -20: "KVC_ERR_PLACEMENT", -21: "KVC_ERR_STATE", -22: "KVC_ERR_OVERLAP",
 }
-for _v, _n in STATUS.items():
-    globals()[_n] = _v
+STATUS_CODES = {n: v for v, n in STATUS.items()}
+KVC_OK = 0
+KVC_ERR_INVALID_ARG = -1
+KVC_ERR_NO_MEMORY = -2
+KVC_ERR_UNSUPPORTED = -3
+KVC_ERR_NO_DEVICE = -4
+KVC_ERR_OUT_OF_RANGE = -5
+KVC_ERR_NO_SPACE = -6
+KVC_ERR_CORRUPT = -7
+KVC_ERR_VERSION = -8
+KVC_ERR_EXISTS = -9
+KVC_ERR_NOT_FOUND = -10
+KVC_ERR_IO = -11
+KVC_ERR_ABI = -12
+KVC_ERR_BACKEND = -13
+KVC_ERR_PERMISSION = -14
+KVC_ERR_LIMIT = -15
+KVC_ERR_ALIGNMENT = -16
+KVC_ERR_DTYPE = -17
+KVC_ERR_SHAPE = -18
+KVC_ERR_FORMAT = -19
+KVC_ERR_PLACEMENT = -20
+KVC_ERR_STATE = -21
+KVC_ERR_OVERLAP = -22
 
 # ---------------------------------------------------------------- types.h
 DTYPE_INVALID, DTYPE_F16, DTYPE_BF16, DTYPE_F32, DTYPE_F64 = 0, 1, 2, 3, 4
@@ -66,9 +88,35 @@ CHUNK_DEFAULT, CHUNK_SPLIT_KV, CHUNK_FUSED_PACKED, CHUNK_INTERLEAVED_KV = 0, 1, 
 
 
 class PageShape(C.Structure):
+    """An engine's paged geometry (kvc_page_shape_t): nl layers of nb blocks of bs tokens, nh heads
+    of hs elements, kv_size planes (2: K and V; 1: MLA). element_size 0 takes the bytes per element
+    from the tensors' dtype; block_stride_elems 0 means dense blocks; num_planes / plane_bytes
+    describe format 17's per-layer planes."""
     _fields_ = [("kv_size", C.c_int32), ("element_size", C.c_int32), ("nl", C.c_int64), ("nb", C.c_int64),
                 ("bs", C.c_int64), ("nh", C.c_int64), ("hs", C.c_int64), ("block_stride_elems", C.c_int64),
                 ("num_planes", C.c_int32), ("plane_bytes", C.c_int64 * 4)]
+
+    def __init__(self, *, nl: int = 0, nb: int = 0, bs: int = 0, nh: int = 1, hs: int = 0, kv_size: int = 2,
+                 element_size: int = 0, block_stride_elems: int = 0, num_planes: int = 0,
+                 plane_bytes: "tuple[int, ...] | list[int]" = ()) -> None:
+        super().__init__(kv_size=kv_size, element_size=element_size, nl=nl, nb=nb, bs=bs, nh=nh, hs=hs,
+                         block_stride_elems=block_stride_elems, num_planes=num_planes)
+        for i, b in enumerate(plane_bytes):
+            self.plane_bytes[i] = b
+
+    def __repr__(self) -> str:
+        s = (f"PageShape(nl={self.nl}, nb={self.nb}, bs={self.bs}, nh={self.nh}, hs={self.hs}, "
+             f"kv_size={self.kv_size}, element_size={self.element_size}")
+        if self.block_stride_elems:
+            s += f", block_stride_elems={self.block_stride_elems}"
+        if self.num_planes:
+            s += f", num_planes={self.num_planes}, plane_bytes={list(self.plane_bytes)[:self.num_planes]}"
+        return s + ")"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PageShape) and bytes(self) == bytes(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
 
 
 class TokenTransfer(C.Structure):
@@ -376,6 +424,8 @@ PROTOTYPES = {
     "kvc_cg_default_bins": (_S, [_Z, _P]),
     "kvc_codec_encode": (_S, [_P, C.POINTER(CodecParams), _P, C.POINTER(_P), C.POINTER(_Z)]),
     "kvc_codec_free": (None, [_P]),
+    "kvc_codec_level_params": (_S, [C.c_int, C.POINTER(CodecParams), _P]),
+    "kvc_version_string": (C.c_char_p, []),
     "kvc_codec_inspect": (_S, [_P, _Z, C.POINTER(CodecInfo)]),
     "kvc_codec_decode": (_S, [_P, _P, _Z, _P, _Z, C.POINTER(CodecInfo)]),
     "kvc_rope_k_fused": (_S, [_P, _P, C.POINTER(RopeKeys), _P, _P, C.POINTER(RopeTable), C.POINTER(RopeParams)]),

@@ -5,10 +5,13 @@ Nothing here copies: a kvcore call works on the caller's memory or refuses it.""
 import ctypes
 import os
 
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
+
 import numpy as _np
 
 from . import _abi
 from ._lib import KvcoreError
+from .errors import type_error
 
 # numpy / __array_interface__ type strings (little-endian or byte-sized) -> kvc_dtype_t
 _TYPESTR = {
@@ -36,23 +39,36 @@ _DLPACK_DEVICES = {1: "cpu", 3: "cpu", 2: "cuda", 10: "hip"}  # kDLCPU, kDLCUDAH
 class Buf:
     """One array's memory as kvcore sees it; `keep` holds whatever keeps the memory alive."""
     __slots__ = ("ptr", "shape", "strides", "dtype", "device", "readonly", "keep", "name", "contig")
+    ptr: int
+    shape: Tuple[int, ...]
+    strides: Tuple[int, ...]
+    dtype: int
+    device: Tuple[str, Optional[int]]
+    readonly: bool
+    keep: Any
+    name: str
+    contig: Optional[bool]
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
+        """Bytes per element."""
         return _SIZE[self.dtype]
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """Elements."""
         n = 1
         for d in self.shape:
             n *= d
         return n
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
+        """Bytes of the elements (size x itemsize)."""
         return self.size * self.itemsize
 
-    def contiguous(self):
+    def contiguous(self) -> bool:
+        """C order without gaps."""
         if self.contig is not None:
             return self.contig
         step = self.itemsize
@@ -63,14 +79,14 @@ class Buf:
         return True
 
 
-def _fail(status, msg):
+def _fail(status: int, msg: str) -> NoReturn:
     raise KvcoreError(status, msg)
 
 
-_TORCH_DTYPES = None
+_TORCH_DTYPES: Optional[Dict[Any, int]] = None
 
 
-def torch_dtypes():
+def torch_dtypes() -> Dict[Any, int]:
     """torch dtype -> kvc_dtype_t, built on first use (torch is imported only when a tensor comes)."""
     global _TORCH_DTYPES
     if _TORCH_DTYPES is None:
@@ -87,14 +103,14 @@ def torch_dtypes():
     return _TORCH_DTYPES
 
 
-def _torch_dtype_code(t, name):
+def _torch_dtype_code(t: Any, name: str) -> int:
     table = torch_dtypes()
     if t.dtype not in table:
         _fail(_abi.KVC_ERR_DTYPE, f"{name}: torch dtype {t.dtype} has no kvcore equivalent")
     return table[t.dtype]
 
 
-def _from_interface(b, ai, name, device):
+def _from_interface(b: Buf, ai: Dict[str, Any], name: str, device: Tuple[str, Optional[int]]) -> Buf:
     typestr = ai["typestr"]
     if typestr not in _TYPESTR:
         _fail(_abi.KVC_ERR_DTYPE, f"{name}: element type {typestr!r} has no kvcore equivalent "
@@ -129,7 +145,7 @@ _capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_ptr.restype, _capsule_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
 
-def _from_dlpack(b, obj, name):
+def _from_dlpack(b: Buf, obj: Any, name: str) -> Buf:
     cap = obj.__dlpack__()
     t = _DLTensor.from_address(_capsule_ptr(cap, b"dltensor"))  # DLManagedTensor starts with its DLTensor
     if (t.code, t.bits) not in _DLPACK or t.lanes != 1:
@@ -141,7 +157,8 @@ def _from_dlpack(b, obj, name):
     if t.strides:
         b.strides = tuple(t.strides[i] * size for i in range(t.ndim))
     else:
-        st, step = [], size
+        st: List[int] = []
+        step = size
         for d in reversed(b.shape):
             st.insert(0, step)
             step *= d
@@ -157,7 +174,7 @@ NP_DTYPES = {_np.dtype(t): code for t, code in _TYPESTR.items()}
 _CPU = ("cpu", 0)
 
 
-def buf(obj, name, writable=False):
+def buf(obj: Any, name: str, writable: bool = False) -> Buf:
     """Describe obj's memory. Raises KvcoreError for anything that is not an array of a kvcore type."""
     b = Buf()
     b.name, b.keep, b.contig = name, obj, None
@@ -185,8 +202,8 @@ def buf(obj, name, writable=False):
     elif hasattr(obj, "__dlpack__"):
         _from_dlpack(b, obj, name)
     else:
-        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: expected an array (numpy, torch, __array_interface__, "
-                                        f"__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
+        raise type_error(f"{name}: expected an array (numpy, torch, __array_interface__, "
+                         f"__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
     if writable and b.readonly:
         _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: the array is read-only and this call writes it")
     if any(d < 0 for d in b.shape):  # only a hand-made interface can say so; nbytes would go negative
@@ -194,7 +211,8 @@ def buf(obj, name, writable=False):
     return b
 
 
-def require(b, dtypes=None, ndim=None, shape=None, contiguous=True):
+def require(b: Buf, dtypes: Union[int, Sequence[int], None] = None, ndim: Union[int, Sequence[int], None] = None,
+            shape: Optional[Sequence[Optional[int]]] = None, contiguous: bool = True) -> Buf:
     """Check one Buf: kvcore dtype codes, rank, exact shape (None entries match anything), C order."""
     if dtypes is not None:
         if isinstance(dtypes, int):
@@ -220,7 +238,7 @@ def require(b, dtypes=None, ndim=None, shape=None, contiguous=True):
 _PTRDIFF_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t) - 1)) - 1
 
 
-def count(v, name, limit=_PTRDIFF_MAX):
+def count(v: Any, name: str, limit: int = _PTRDIFF_MAX) -> int:
     """A size, count or offset for a C size_t: an integer in [0, limit], else KVC_ERR_INVALID_ARG."""
     try:
         i = v.__index__()
@@ -230,10 +248,10 @@ def count(v, name, limit=_PTRDIFF_MAX):
         _fail(_abi.KVC_ERR_INVALID_ARG, f"{name} {i} is negative")
     if i > limit:
         _fail(_abi.KVC_ERR_INVALID_ARG, f"{name} {i} is larger than {limit}")
-    return i
+    return int(i)
 
 
-def cstr(s, name):
+def cstr(s: Union[str, bytes, "os.PathLike[str]"], name: str) -> bytes:
     """A str/bytes/path argument as C bytes; an embedded NUL is refused (C would stop reading there)."""
     b = s if isinstance(s, bytes) else (s.encode() if isinstance(s, str) else os.fsencode(s))
     if b"\0" in b:
@@ -241,7 +259,7 @@ def cstr(s, name):
     return b
 
 
-def span(b):
+def span(b: Buf) -> Tuple[int, int]:
     """[lo, hi): the bytes b's shape and strides reach, relative to b.ptr ((0, 0) when empty)."""
     if any(d == 0 for d in b.shape):
         return 0, 0
@@ -254,7 +272,7 @@ def span(b):
     return lo, hi
 
 
-def require_reach(b, lo, hi, what):
+def require_reach(b: Buf, lo: int, hi: int, what: str) -> None:
     """A kernel reaches bytes [lo, hi) relative to b.ptr: refuse (KVC_ERR_SHAPE) anything outside
     the bytes b itself covers."""
     blo, bhi = span(b)
@@ -264,7 +282,7 @@ def require_reach(b, lo, hi, what):
                                   f"[{blo}, {bhi})")
 
 
-def require_distinct(b):
+def require_distinct(b: Buf) -> Buf:
     """A written array's elements must be distinct memory: a zero or negative stride on a dimension
     longer than 1 (torch expand(), numpy as_strided/broadcast_to, reversed views) is KVC_ERR_SHAPE."""
     for i, (d, s) in enumerate(zip(b.shape, b.strides)):
