@@ -10,7 +10,10 @@
  *   - "gpu":  on the real CUDA or HIP module (KVC_TEST_GPU=cuda|hip picks one; skipped with the
  *             reason when kvc_context_create reports no device or no module);
  *   - "emu":  on tests/modules/gpu_emu.so, the kernels' per-element / per-stream code compiled for
- *             the CPU (see that file for what it does and does not cover). */
+ *             the CPU (see that file for what it does and does not cover).
+ * KVC_TEST_GPU_MODULE=<file> runs the "gpu" tests on that module file, loaded as "cuda": tests/test_gpu_host.sh
+ * runs them on tests/modules/gpu_host.so, the GPU module's own source (kernels and glue) built for
+ * the CPU. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,17 +45,25 @@ static void fill_random(void *p, size_t n, uint64_t seed)
 
 typedef enum { TARGET_GPU, TARGET_EMU } target_t;
 
+/* The module file the "gpu" tests run on instead of the installed GPU modules (NULL: those). */
+static const char *gpu_module_file(void)
+{
+    const char *m = getenv("KVC_TEST_GPU_MODULE");
+    return m && *m ? m : NULL;
+}
+
 /* A context on the GPU backend under test, or a skip saying why there is none. */
 static kvc_context_t *open_target(target_t t)
 {
     kvc_context_t *ctx = NULL;
-    if (t == TARGET_EMU) {
-        const char *dir = kvc_test_module_dir(kvc_test_build("tests/modules/.libs/gpu_emu.so"), "kvcore_cuda.so");
+    if (t == TARGET_EMU || gpu_module_file()) {
+        const char *so = t == TARGET_EMU ? kvc_test_build("tests/modules/.libs/gpu_emu.so") : gpu_module_file();
+        const char *dir = kvc_test_module_dir(so, "kvcore_cuda.so");
         kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_MODULE_PATH,
                                    .backend = "cuda",
                                    .module_path = dir };
         const kvc_status_t st = kvc_context_create(&p, &ctx);
-        cr_assert_eq(st, KVC_OK, "emulation module: %s (%s)", kvc_status_string(st), kvc_last_error());
+        cr_assert_eq(st, KVC_OK, "module %s: %s (%s)", so, kvc_status_string(st), kvc_last_error());
         return ctx;
     }
     const char *want = getenv("KVC_TEST_GPU");
@@ -664,7 +675,7 @@ Test(gpu, coder_bad_input_statuses)
     ps[3] = 10;
     cr_assert_eq(kvc_memcpy(dev, ps_d, ps, sizeof(ps)), KVC_OK);
     cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
-    cr_assert(strstr(kvc_last_error(), "prefsum[6]") && strstr(kvc_last_error(), "past the end"), "%s",
+    cr_assert(strstr(kvc_last_error(), "prefsum[7]") && strstr(kvc_last_error(), "past the end"), "%s",
               kvc_last_error());
     assert_same(dev, sym_d, sym, L * T * C, "symbols untouched");
 
@@ -1137,7 +1148,7 @@ Test(gpu, split_and_batched_copies)
         sizes[i] = i % 7 == 0 ? 0 : (size_t)(rng_next(&seed) % 9000);
         srcs[i] = d + (size_t)i * 20000;
         dsts[i] = d2 + (size_t)i * 20000;
-        if (sizes[i]) memcpy(expect + (size_t)i * 20000, src + (size_t)i * 20000, sizes[i]);
+        if (sizes[i] && i < K - 1) memcpy(expect + (size_t)i * 20000, src + (size_t)i * 20000, sizes[i]);
     }
     /* entry K-1 moves d2[900000, +5000) to d2[900100, ...): overlapping within the entry */
     sizes[K - 1] = 5000;
@@ -1215,6 +1226,7 @@ static void pageable_chunk_refused_registered_chunk_works(target_t target)
     cr_assert_eq(kvc_mem_alloc(dev, n, &mp, &pinned, NULL), KVC_OK, "%s", kvc_last_error());
     a.chunk = pinned;
     cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error()); /* the copy is asynchronous */
     kvc_context_t *cpu = kvc_test_cpu_context();
     void *hptrs[1] = { host_pool };
     kvc_token_transfer_t c = small_transfer(hptrs, chunk, slots, KVC_D2H);
@@ -1447,14 +1459,17 @@ Test(emu, codec_round_trip_on_gpu_context) { codec_round_trip_on_gpu_context(TAR
 /* Slot lists and block ids in device memory (vLLM keeps slot_mapping and block tables on the GPU):
  * the same bytes as the CPU backend with host tables; a bad entry is caught on the device before
  * any write, with the CPU backend's status and message. */
-/* The emulation's count of host waits (0 on a real GPU, where nothing counts them). */
+/* The emulation's count of host waits, or the host-built module's (kvc_gpu_host_waits: stream, event
+ * and device synchronisations); 0 on a real GPU, where nothing counts them. */
 static unsigned long emu_syncs(target_t target)
 {
-    if (target != TARGET_EMU) return 0;
-    void *h = dlopen(kvc_test_build("tests/modules/.libs/gpu_emu.so"), RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(h, "the emulation module is not loaded: %s", dlerror());
-    unsigned long (*count)(void) = (unsigned long (*)(void))dlsym(h, "kvc_emu_syncs");
-    cr_assert_not_null(count);
+    const char *so = target == TARGET_EMU ? kvc_test_build("tests/modules/.libs/gpu_emu.so") : gpu_module_file();
+    if (!so) return 0;
+    void *h = dlopen(so, RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h, "module %s is not loaded: %s", so, dlerror());
+    unsigned long (*count)(void) =
+        (unsigned long (*)(void))dlsym(h, target == TARGET_EMU ? "kvc_emu_syncs" : "kvc_gpu_host_waits");
+    cr_assert_not_null(count, "%s counts no host waits", so);
     const unsigned long n = count();
     dlclose(h);
     return n;
