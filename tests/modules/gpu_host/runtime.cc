@@ -398,7 +398,16 @@ gpuError_t gpuFree(void *p)
     if (!in_arena(d, p)) return fail(gpuErrorInvalidValue);
     auto it = d->allocs.find((size_t)((char *)p - d->dev));
     if (it == d->allocs.end()) return fail(gpuErrorInvalidValue);
-    (void)madvise(d->shadow + it->first, it->second, MADV_REMOVE); /* the pages go back */
+    /* the whole pages go back (a later allocation reads zeros there); the ends, which share a page
+     * with a neighbour, read 0xDD */
+    const size_t page = 4096, lo = (it->first + page - 1) / page * page, hi = (it->first + it->second) / page * page;
+    if (lo < hi) {
+        memset(d->shadow + it->first, 0xDD, lo - it->first);
+        (void)madvise(d->shadow + lo, hi - lo, MADV_REMOVE);
+        memset(d->shadow + hi, 0xDD, it->first + it->second - hi);
+    } else {
+        memset(d->shadow + it->first, 0xDD, it->second);
+    }
     d->allocs.erase(it);
     return gpuSuccess;
 }
