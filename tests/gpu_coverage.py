@@ -10,17 +10,18 @@ import sys
 
 
 def main():
-    objdir, srcdir = sys.argv[1], os.path.realpath(sys.argv[2])
+    objdir, srcdir = os.path.abspath(sys.argv[1]), os.path.realpath(sys.argv[2])
     gpu = os.path.join(srcdir, "src", "backends", "gpu") + os.sep
     lines, funcs = {}, {}
     for obj in sorted(f for f in os.listdir(objdir) if f.endswith(".gcno")):
         out = subprocess.run(["gcov", "--json-format", "--stdout", "-o", objdir, os.path.join(objdir, obj)],
                              check=True, capture_output=True, cwd=objdir).stdout
-        for doc in out.splitlines():
-            if not doc.strip():
+        for line in out.splitlines():
+            if not line.strip():
                 continue
-            for f in json.loads(doc)["files"]:
-                path = os.path.realpath(os.path.join(objdir, f["file"]))
+            doc = json.loads(line)
+            for f in doc["files"]:
+                path = os.path.realpath(os.path.join(doc["current_working_directory"], f["file"]))
                 if not path.startswith(gpu):
                     continue
                 name = path[len(srcdir) + 1:]

@@ -677,6 +677,11 @@ Test(gpu, coder_bad_input_statuses)
     cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
     cr_assert(strstr(kvc_last_error(), "prefsum[7]") && strstr(kvc_last_error(), "past the end"), "%s",
               kvc_last_error());
+    /* a CDF row that does not increase is named before the prefix sums */
+    cr_assert_eq(kvc_memcpy(dev, cdf_d, cdf_bad, 2 * ns * (B + 1)), KVC_OK);
+    cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "stream 7") && strstr(kvc_last_error(), "not strictly increasing"), "%s",
+              kvc_last_error());
     assert_same(dev, sym_d, sym, L * T * C, "symbols untouched");
 
     void *all[] = { sym_d, cdf_d, cdf_out_d, len_d, streams_d, ps_d, bytes_d };
@@ -843,6 +848,56 @@ Test(gpu, device_api)
     kvc_context_t *ctx = open_target(TARGET_GPU);
     device_api(ctx);
     kvc_context_destroy(ctx);
+}
+
+/* The module's remaining slots and its runtime-error mapping: a completion recorded on a stream is
+ * taken once the stream's earlier work is done (the module's host callback), the PCI bus id comes in
+ * hwloc's lower-case form, and a runtime allocation failure is KVC_ERR_NO_MEMORY naming the call. */
+Test(gpu, recorder_pci_bus_id_and_runtime_errors)
+{
+    kvc_context_t *dev = open_target(TARGET_GPU);
+    const size_t n = 4096;
+    uint8_t *src = malloc(n), *back = calloc(1, n);
+    fill_random(src, n, 5);
+    uint8_t *d = dev_alloc(dev, n);
+    cr_assert_eq(kvc_memcpy(dev, d, src, n), KVC_OK);
+    void *pinned = NULL;
+    const kvc_mem_params_t mp = { .field_mask = KVC_MEM_PARAM_KIND, .kind = KVC_MEM_PINNED };
+    cr_assert_eq(kvc_mem_alloc(dev, n, &mp, &pinned, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy_async(dev, pinned, d, n, KVC_D2H, 0, n, NULL), KVC_OK, "%s", kvc_last_error());
+    const char payload[3] = { 'a', 0, 'b' };
+    cr_assert_eq(kvc_record_completion(dev, NULL, "copied", payload, sizeof(payload)), KVC_OK, "%s", kvc_last_error());
+    kvc_completion_record_t *rec = NULL;
+    size_t count = 0;
+    if (gpu_module_file()) { /* the host-built module runs a stream's work when the host waits for it */
+        cr_assert_eq(kvc_drain_completions(dev, &rec, &count), KVC_OK);
+        cr_assert_eq(count, 0, "a completion taken before the stream got there");
+    }
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_drain_completions(dev, &rec, &count), KVC_OK);
+    cr_assert_eq(count, 1);
+    cr_assert_str_eq(rec[0].kind, "copied");
+    cr_assert(rec[0].payload_len == sizeof(payload) && !memcmp(rec[0].payload, payload, sizeof(payload)));
+    kvc_completion_records_free(rec, count);
+    cr_assert_arr_eq(pinned, src, n, "the copy queued before the record is done");
+
+    char bus[32];
+    cr_assert_eq(kvc_device_pci_bus_id(dev, 0, bus, sizeof(bus)), KVC_OK, "%s", kvc_last_error());
+    unsigned dom, b, dv, fn;
+    char end;
+    cr_assert_eq(sscanf(bus, "%4x:%2x:%2x.%1x%c", &dom, &b, &dv, &fn, &end), 4, "bus id %s", bus);
+    for (const char *c = bus; *c; c++) cr_assert(!(*c >= 'A' && *c <= 'F'), "bus id %s is not lower case", bus);
+    if (gpu_module_file()) cr_assert_str_eq(bus, "0000:3b:00.0"); /* the runtime's "0000:3B:00.0" */
+
+    void *huge = NULL;
+    cr_assert_eq(kvc_device_alloc(dev, (size_t)1 << 50, &huge), KVC_ERR_NO_MEMORY);
+    cr_assert(strstr(kvc_last_error(), "call gpuMalloc") && strstr(kvc_last_error(), "failed"), "%s",
+              kvc_last_error());
+    cr_assert_eq(kvc_mem_free(dev, pinned), KVC_OK);
+    cr_assert_eq(kvc_device_free(dev, d), KVC_OK);
+    free(src);
+    free(back);
+    kvc_context_destroy(dev);
 }
 
 /* ------------------------------------------------------------------ modules (always) */
