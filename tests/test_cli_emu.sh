@@ -7,11 +7,12 @@
 set -u
 build="${KVC_TEST_BUILDDIR:-.}"
 src="$(dirname "$0")"
-emu="$build/tests/modules/.libs/gpu_emu.so"
+# KVC_EMU_MODULE: another module file in its place (tests/test_cli_host.sh: tests/modules/gpu_host.so)
+emu="${KVC_EMU_MODULE:-$build/tests/modules/.libs/gpu_emu.so}"
 [ -f "$emu" ] || { echo "1..0 # SKIP $emu not built"; exit 0; }
 mods=$(mktemp -d "${TMPDIR:-/tmp}/kvc-cli-emu.XXXXXX") || exit 99
 trap 'rm -rf "$mods"' EXIT
-ln -s "$(cd "$(dirname "$emu")" && pwd)/gpu_emu.so" "$mods/kvcore_cuda.so"
+ln -s "$(cd "$(dirname "$emu")" && pwd)/$(basename "$emu")" "$mods/kvcore_cuda.so"
 data="${KVC_TEST_DATA:-tests/data}/kvdata"
 echo "# emulated cuda module: $mods/kvcore_cuda.so"
 KVCORE_MODULE_PATH=$mods KVCORE_BACKEND=cuda "$build/kvcore" info --json >"$mods/info.json" 2>&1

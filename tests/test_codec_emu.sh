@@ -6,9 +6,10 @@
 # the CPU backend's (docs/ARCHITECTURE.md, "Dispatch by residence"). TAP on stdout.
 set -u
 build="${KVC_TEST_BUILDDIR:-.}"
-emu="$build/tests/modules/.libs/gpu_emu.so"
+# KVC_EMU_MODULE: another module file in its place (tests/test_codec_host.sh: tests/modules/gpu_host.so)
+emu="${KVC_EMU_MODULE:-$build/tests/modules/.libs/gpu_emu.so}"
 [ -f "$emu" ] || { echo "1..0 # SKIP $emu not built"; exit 0; }
 mods=$(mktemp -d "${TMPDIR:-/tmp}/kvc-codec-emu.XXXXXX") || exit 99
 trap 'rm -rf "$mods"' EXIT
-ln -s "$(cd "$(dirname "$emu")" && pwd)/gpu_emu.so" "$mods/kvcore_cuda.so"
+ln -s "$(cd "$(dirname "$emu")" && pwd)/$(basename "$emu")" "$mods/kvcore_cuda.so"
 KVCORE_MODULE_PATH=$mods KVC_TEST_BACKEND=cuda sh "$(dirname "$0")/criterion-tap.sh" "$build/tests/test_codec"

@@ -10,7 +10,10 @@
  *   - "gpu":  on the real CUDA or HIP module (KVC_TEST_GPU=cuda|hip picks one; skipped with the
  *             reason when kvc_context_create reports no device or no module);
  *   - "emu":  on tests/modules/gpu_emu.so, the kernels' per-element / per-stream code compiled for
- *             the CPU (see that file for what it does and does not cover). */
+ *             the CPU (see that file for what it does and does not cover).
+ * KVC_TEST_GPU_MODULE=<file> runs the "gpu" tests on that module file, loaded as "cuda": tests/test_gpu_host.sh
+ * runs them on tests/modules/gpu_host.so, the GPU module's own source (kernels and glue) built for
+ * the CPU. */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,17 +45,25 @@ static void fill_random(void *p, size_t n, uint64_t seed)
 
 typedef enum { TARGET_GPU, TARGET_EMU } target_t;
 
+/* The module file the "gpu" tests run on instead of the installed GPU modules (NULL: those). */
+static const char *gpu_module_file(void)
+{
+    const char *m = getenv("KVC_TEST_GPU_MODULE");
+    return m && *m ? m : NULL;
+}
+
 /* A context on the GPU backend under test, or a skip saying why there is none. */
 static kvc_context_t *open_target(target_t t)
 {
     kvc_context_t *ctx = NULL;
-    if (t == TARGET_EMU) {
-        const char *dir = kvc_test_module_dir(kvc_test_build("tests/modules/.libs/gpu_emu.so"), "kvcore_cuda.so");
+    if (t == TARGET_EMU || gpu_module_file()) {
+        const char *so = t == TARGET_EMU ? kvc_test_build("tests/modules/.libs/gpu_emu.so") : gpu_module_file();
+        const char *dir = kvc_test_module_dir(so, "kvcore_cuda.so");
         kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_MODULE_PATH,
                                    .backend = "cuda",
                                    .module_path = dir };
         const kvc_status_t st = kvc_context_create(&p, &ctx);
-        cr_assert_eq(st, KVC_OK, "emulation module: %s (%s)", kvc_status_string(st), kvc_last_error());
+        cr_assert_eq(st, KVC_OK, "module %s: %s (%s)", so, kvc_status_string(st), kvc_last_error());
         return ctx;
     }
     const char *want = getenv("KVC_TEST_GPU");
@@ -664,7 +675,12 @@ Test(gpu, coder_bad_input_statuses)
     ps[3] = 10;
     cr_assert_eq(kvc_memcpy(dev, ps_d, ps, sizeof(ps)), KVC_OK);
     cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
-    cr_assert(strstr(kvc_last_error(), "prefsum[6]") && strstr(kvc_last_error(), "past the end"), "%s",
+    cr_assert(strstr(kvc_last_error(), "prefsum[7]") && strstr(kvc_last_error(), "past the end"), "%s",
+              kvc_last_error());
+    /* a CDF row that does not increase is named before the prefix sums */
+    cr_assert_eq(kvc_memcpy(dev, cdf_d, cdf_bad, 2 * ns * (B + 1)), KVC_OK);
+    cr_assert_eq(kvc_cg_decode_packed(dev, &pa), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "stream 7") && strstr(kvc_last_error(), "not strictly increasing"), "%s",
               kvc_last_error());
     assert_same(dev, sym_d, sym, L * T * C, "symbols untouched");
 
@@ -832,6 +848,56 @@ Test(gpu, device_api)
     kvc_context_t *ctx = open_target(TARGET_GPU);
     device_api(ctx);
     kvc_context_destroy(ctx);
+}
+
+/* The module's remaining slots and its runtime-error mapping: a completion recorded on a stream is
+ * taken once the stream's earlier work is done (the module's host callback), the PCI bus id comes in
+ * hwloc's lower-case form, and a runtime allocation failure is KVC_ERR_NO_MEMORY naming the call. */
+Test(gpu, recorder_pci_bus_id_and_runtime_errors)
+{
+    kvc_context_t *dev = open_target(TARGET_GPU);
+    const size_t n = 4096;
+    uint8_t *src = malloc(n), *back = calloc(1, n);
+    fill_random(src, n, 5);
+    uint8_t *d = dev_alloc(dev, n);
+    cr_assert_eq(kvc_memcpy(dev, d, src, n), KVC_OK);
+    void *pinned = NULL;
+    const kvc_mem_params_t mp = { .field_mask = KVC_MEM_PARAM_KIND, .kind = KVC_MEM_PINNED };
+    cr_assert_eq(kvc_mem_alloc(dev, n, &mp, &pinned, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy_async(dev, pinned, d, n, KVC_D2H, 0, n, NULL), KVC_OK, "%s", kvc_last_error());
+    const char payload[3] = { 'a', 0, 'b' };
+    cr_assert_eq(kvc_record_completion(dev, NULL, "copied", payload, sizeof(payload)), KVC_OK, "%s", kvc_last_error());
+    kvc_completion_record_t *rec = NULL;
+    size_t count = 0;
+    if (gpu_module_file()) { /* the host-built module runs a stream's work when the host waits for it */
+        cr_assert_eq(kvc_drain_completions(dev, &rec, &count), KVC_OK);
+        cr_assert_eq(count, 0, "a completion taken before the stream got there");
+    }
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_drain_completions(dev, &rec, &count), KVC_OK);
+    cr_assert_eq(count, 1);
+    cr_assert_str_eq(rec[0].kind, "copied");
+    cr_assert(rec[0].payload_len == sizeof(payload) && !memcmp(rec[0].payload, payload, sizeof(payload)));
+    kvc_completion_records_free(rec, count);
+    cr_assert_arr_eq(pinned, src, n, "the copy queued before the record is done");
+
+    char bus[32];
+    cr_assert_eq(kvc_device_pci_bus_id(dev, 0, bus, sizeof(bus)), KVC_OK, "%s", kvc_last_error());
+    unsigned dom, b, dv, fn;
+    char end;
+    cr_assert_eq(sscanf(bus, "%4x:%2x:%2x.%1x%c", &dom, &b, &dv, &fn, &end), 4, "bus id %s", bus);
+    for (const char *c = bus; *c; c++) cr_assert(!(*c >= 'A' && *c <= 'F'), "bus id %s is not lower case", bus);
+    if (gpu_module_file()) cr_assert_str_eq(bus, "0000:3b:00.0"); /* the runtime's "0000:3B:00.0" */
+
+    void *huge = NULL;
+    cr_assert_eq(kvc_device_alloc(dev, (size_t)1 << 50, &huge), KVC_ERR_NO_MEMORY);
+    cr_assert(strstr(kvc_last_error(), "call gpuMalloc") && strstr(kvc_last_error(), "failed"), "%s",
+              kvc_last_error());
+    cr_assert_eq(kvc_mem_free(dev, pinned), KVC_OK);
+    cr_assert_eq(kvc_device_free(dev, d), KVC_OK);
+    free(src);
+    free(back);
+    kvc_context_destroy(dev);
 }
 
 /* ------------------------------------------------------------------ modules (always) */
@@ -1137,7 +1203,7 @@ Test(gpu, split_and_batched_copies)
         sizes[i] = i % 7 == 0 ? 0 : (size_t)(rng_next(&seed) % 9000);
         srcs[i] = d + (size_t)i * 20000;
         dsts[i] = d2 + (size_t)i * 20000;
-        if (sizes[i]) memcpy(expect + (size_t)i * 20000, src + (size_t)i * 20000, sizes[i]);
+        if (sizes[i] && i < K - 1) memcpy(expect + (size_t)i * 20000, src + (size_t)i * 20000, sizes[i]);
     }
     /* entry K-1 moves d2[900000, +5000) to d2[900100, ...): overlapping within the entry */
     sizes[K - 1] = 5000;
@@ -1215,6 +1281,7 @@ static void pageable_chunk_refused_registered_chunk_works(target_t target)
     cr_assert_eq(kvc_mem_alloc(dev, n, &mp, &pinned, NULL), KVC_OK, "%s", kvc_last_error());
     a.chunk = pinned;
     cr_assert_eq(kvc_transfer_tokens(dev, &a), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_stream_synchronize(dev, NULL), KVC_OK, "%s", kvc_last_error()); /* the copy is asynchronous */
     kvc_context_t *cpu = kvc_test_cpu_context();
     void *hptrs[1] = { host_pool };
     kvc_token_transfer_t c = small_transfer(hptrs, chunk, slots, KVC_D2H);
@@ -1447,14 +1514,17 @@ Test(emu, codec_round_trip_on_gpu_context) { codec_round_trip_on_gpu_context(TAR
 /* Slot lists and block ids in device memory (vLLM keeps slot_mapping and block tables on the GPU):
  * the same bytes as the CPU backend with host tables; a bad entry is caught on the device before
  * any write, with the CPU backend's status and message. */
-/* The emulation's count of host waits (0 on a real GPU, where nothing counts them). */
+/* The emulation's count of host waits, or the host-built module's (kvc_gpu_host_waits: stream, event
+ * and device synchronisations); 0 on a real GPU, where nothing counts them. */
 static unsigned long emu_syncs(target_t target)
 {
-    if (target != TARGET_EMU) return 0;
-    void *h = dlopen(kvc_test_build("tests/modules/.libs/gpu_emu.so"), RTLD_NOW | RTLD_NOLOAD);
-    cr_assert_not_null(h, "the emulation module is not loaded: %s", dlerror());
-    unsigned long (*count)(void) = (unsigned long (*)(void))dlsym(h, "kvc_emu_syncs");
-    cr_assert_not_null(count);
+    const char *so = target == TARGET_EMU ? kvc_test_build("tests/modules/.libs/gpu_emu.so") : gpu_module_file();
+    if (!so) return 0;
+    void *h = dlopen(so, RTLD_NOW | RTLD_NOLOAD);
+    cr_assert_not_null(h, "module %s is not loaded: %s", so, dlerror());
+    unsigned long (*count)(void) =
+        (unsigned long (*)(void))dlsym(h, target == TARGET_EMU ? "kvc_emu_syncs" : "kvc_gpu_host_waits");
+    cr_assert_not_null(count, "%s counts no host waits", so);
     const unsigned long n = count();
     dlclose(h);
     return n;

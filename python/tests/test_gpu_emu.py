@@ -3,7 +3,9 @@
 (tests/modules/gpu_emu.c: device memory from an arena the host cannot read, pageable host memory
 refused like a real GPU) loaded as "cuda". Checks that __cuda_array_interface__ arrays reach the
 module as device pointers, that pinned host buffers and device arrays mix, that host-only calls
-still run on the CPU ops, and that pageable + device in one call is refused, nothing written."""
+still run on the CPU ops, and that pageable + device in one call is refused, nothing written.
+Every test runs twice: on the emulation module, and on tests/modules/gpu_host.so (the GPU module's
+own source, kernels and glue, built for the CPU: tests/modules/gpu_host/gpu_runtime.h)."""
 import ctypes
 import os
 
@@ -16,13 +18,13 @@ from conftest import raises_status
 NL, NB, BS, NH, HS, T = 2, 4, 4, 2, 8, 6
 
 
-@pytest.fixture(scope="module")
-def gctx(tmp_path_factory):
+@pytest.fixture(scope="module", params=["gpu_emu.so", "gpu_host.so"])
+def gctx(request, tmp_path_factory):
     lib = os.environ.get("KVCORE_LIBRARY", "")
     emu = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(lib))), "tests", "modules", ".libs",
-                       "gpu_emu.so")
+                       request.param)
     if not lib or not os.path.exists(emu):
-        pytest.skip(f"the emulated GPU module is not built ({emu})")
+        pytest.skip(f"the {request.param} GPU module is not built ({emu})")
     d = tmp_path_factory.mktemp("mods")
     os.symlink(emu, d / "kvcore_cuda.so")
     ctx = kvcore.Context(backend="cuda", module_path=str(d))

@@ -57,6 +57,8 @@ typedef cudaEvent_t gpuEvent_t;
 #define gpuDeviceGetAttribute cudaDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount cudaDevAttrMultiProcessorCount
 #define gpuDevAttrPageableMemoryAccess cudaDevAttrPageableMemoryAccess
+/* The one launch form of src/backends/gpu (tests/modules/gpu_host runs kernels without <<<>>>). */
+#define gpuLaunch(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
 #define KVC_GPU_NAME "cuda"
 #define KVC_GPU_RUNTIME "CUDA"
 #define KVC_GPU_PRIORITY KVC_BACKEND_PRIORITY_CUDA

@@ -215,9 +215,10 @@ static kvc_status_t run_checks(kvc_backend_ctx_t *b, gpu_stage_t *s, cg_result_t
                                uint64_t nsym, const uint16_t *cdf, uint64_t nstreams, unsigned num_bins)
 {
     if (sym && nsym)
-        check_symbols_kernel<<<kvc_gpu_grid(b, nsym, CHECK_THREADS), CHECK_THREADS>>>(sym, nsym, num_bins, &dres->bad_sym);
+        gpuLaunch(check_symbols_kernel, kvc_gpu_grid(b, nsym, CHECK_THREADS), CHECK_THREADS, 0)(
+            sym, nsym, num_bins, &dres->bad_sym);
     if (cdf)
-        check_cdf_kernel<<<kvc_gpu_grid(b, nstreams, CHECK_THREADS), CHECK_THREADS>>>(cdf, nstreams, num_bins,
+        gpuLaunch(check_cdf_kernel, kvc_gpu_grid(b, nstreams, CHECK_THREADS), CHECK_THREADS, 0)(cdf, nstreams, num_bins,
                                                                                       &dres->bad_row);
     kvc_status_t st = kvc_gpu_launch_status(b, "cachegen checks");
     if (st == KVC_OK) st = kvc_gpu_stage_download(b, s, sizeof(cg_result_t), 0);
@@ -236,7 +237,8 @@ static kvc_status_t cg_cdf_on_device(kvc_backend_ctx_t *b, const struct kvc_cdf_
     if (st == KVC_OK && h->bad_sym != CG_NONE)
         st = symbols_error(b, "cg_cdf", a->symbols, h->bad_sym, a->tokens, a->channels, a->num_bins);
     if (st == KVC_OK) {
-        cdf_kernel<<<kvc_gpu_grid(b, L * C, CG_THREADS), CG_THREADS>>>(a->symbols, a->cdf, L, T, C, a->num_bins);
+        gpuLaunch(cdf_kernel, kvc_gpu_grid(b, L * C, CG_THREADS), CG_THREADS, 0)(
+            a->symbols, a->cdf, L, T, C, a->num_bins);
         st = kvc_gpu_launch_status(b, "cg_cdf");
         if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuStreamSynchronize(0), 1);
     }
@@ -257,7 +259,8 @@ static kvc_status_t cg_encode_on_device(kvc_backend_ctx_t *b, const struct kvc_e
     if (st == KVC_OK && h->bad_row != CG_NONE)
         st = cdf_error(b, "cg_encode", KVC_ERR_INVALID_ARG, a->cdf, h->bad_row, a->channels, a->num_bins);
     if (st == KVC_OK) {
-        encode_kernel<<<kvc_gpu_grid(b, n, CG_THREADS), CG_THREADS>>>(a->cdf, a->symbols, a->streams, a->lengths, L, T,
+        gpuLaunch(encode_kernel, kvc_gpu_grid(b, n, CG_THREADS), CG_THREADS, 0)(
+            a->cdf, a->symbols, a->streams, a->lengths, L, T,
                                                                       C, a->capacity, a->num_bins, dres);
         st = kvc_gpu_launch_status(b, "cg_encode");
         if (st == KVC_OK) st = kvc_gpu_stage_download(b, &s, sizeof(cg_result_t), 0);
@@ -285,7 +288,7 @@ static kvc_status_t cg_decode_on_device(kvc_backend_ctx_t *b, const struct kvc_d
     cg_result_t *dres = NULL;
     kvc_status_t st = result_begin(b, &s, &dres);
     if (st != KVC_OK) return st;
-    check_lengths_kernel<<<kvc_gpu_grid(b, n, CHECK_THREADS), CHECK_THREADS>>>(a->lengths, n, a->capacity,
+    gpuLaunch(check_lengths_kernel, kvc_gpu_grid(b, n, CHECK_THREADS), CHECK_THREADS, 0)(a->lengths, n, a->capacity,
                                                                                &dres->bad_len);
     st = run_checks(b, &s, dres, NULL, 0, a->cdf, n, a->num_bins);
     const cg_result_t *h = (const cg_result_t *)s.host;
@@ -301,7 +304,8 @@ static kvc_status_t cg_decode_on_device(kvc_backend_ctx_t *b, const struct kvc_d
                                    k / a->channels, k % a->channels, len, a->capacity);
     }
     if (st == KVC_OK) {
-        decode_kernel<<<kvc_gpu_grid(b, n, CG_THREADS), CG_THREADS>>>(a->cdf, a->streams, a->capacity, a->lengths, NULL,
+        gpuLaunch(decode_kernel, kvc_gpu_grid(b, n, CG_THREADS), CG_THREADS, 0)(
+            a->cdf, a->streams, a->capacity, a->lengths, NULL,
                                                                       a->symbols, L, a->tokens, C, a->num_bins);
         st = kvc_gpu_launch_status(b, "cg_decode");
         if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuStreamSynchronize(0), 1);
@@ -316,7 +320,7 @@ static kvc_status_t cg_decode_packed_on_device(kvc_backend_ctx_t *b, const struc
     cg_result_t *dres = NULL;
     kvc_status_t st = result_begin(b, &s, &dres);
     if (st != KVC_OK) return st;
-    check_prefsum_kernel<<<kvc_gpu_grid(b, n, CHECK_THREADS), CHECK_THREADS>>>(a->prefsum, n, a->nbytes,
+    gpuLaunch(check_prefsum_kernel, kvc_gpu_grid(b, n, CHECK_THREADS), CHECK_THREADS, 0)(a->prefsum, n, a->nbytes,
                                                                                &dres->bad_len);
     st = run_checks(b, &s, dres, NULL, 0, a->cdf, n, a->num_bins);
     const cg_result_t *h = (const cg_result_t *)s.host;
@@ -334,7 +338,8 @@ static kvc_status_t cg_decode_packed_on_device(kvc_backend_ctx_t *b, const struc
                                    v[1] < v[0] ? "decreases" : "is past the end", (long long)v[0], a->nbytes);
     }
     if (st == KVC_OK) {
-        decode_kernel<<<kvc_gpu_grid(b, n, CG_THREADS), CG_THREADS>>>(a->cdf, a->bytes, 0, NULL, a->prefsum, a->symbols,
+        gpuLaunch(decode_kernel, kvc_gpu_grid(b, n, CG_THREADS), CG_THREADS, 0)(
+            a->cdf, a->bytes, 0, NULL, a->prefsum, a->symbols,
                                                                       L, a->tokens, C, a->num_bins);
         st = kvc_gpu_launch_status(b, "cg_decode_packed");
         if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuStreamSynchronize(0), 1);

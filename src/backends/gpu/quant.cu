@@ -105,7 +105,7 @@ static kvc_status_t quantise_on_device(kvc_backend_ctx_t *b, const struct kvc_qu
     size_t off;
     kvc_status_t st = stage_m(b, a, 0, &s, &off);
     if (st != KVC_OK) return st;
-    quantise_kernel<<<kvc_gpu_grid(b, rows, 1), Q_THREADS>>>((int)a->dtype, a->values, a->symbols, a->scales,
+    gpuLaunch(quantise_kernel, kvc_gpu_grid(b, rows, 1), Q_THREADS, 0)((int)a->dtype, a->values, a->symbols, a->scales,
                                                              (const uint32_t *)s.dev, rows, a->tokens, a->channels);
     st = kvc_gpu_launch_status(b, "quantise");
     return kvc_gpu_stage_end(b, &s, 0, st);
@@ -120,7 +120,7 @@ static kvc_status_t dequantise_on_device(kvc_backend_ctx_t *b, const struct kvc_
     kvc_status_t st = stage_m(b, a, 1, &s, &off);
     if (st != KVC_OK) return st;
     const uint32_t *dm = (const uint32_t *)s.dev;
-    dequant_check_kernel<<<kvc_gpu_grid(b, rows, 1), Q_THREADS>>>(a->symbols, a->scales, dm, rows, T, C,
+    gpuLaunch(dequant_check_kernel, kvc_gpu_grid(b, rows, 1), Q_THREADS, 0)(a->symbols, a->scales, dm, rows, T, C,
                                                                   (unsigned long long *)(s.dev + off));
     st = kvc_gpu_launch_status(b, "dequantise check");
     if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuMemcpy(s.host + off, s.dev + off, 16, gpuMemcpyDeviceToHost), 1);
@@ -145,7 +145,8 @@ static kvc_status_t dequantise_on_device(kvc_backend_ctx_t *b, const struct kvc_
                                    i, l, i / C % T, i % C, v, 2 * (a->bins[l] / 2 - 1), a->bins[l]);
     }
     if (st == KVC_OK) {
-        dequantise_kernel<<<kvc_gpu_grid(b, rows, 1), Q_THREADS>>>((int)a->dtype, a->values, a->symbols, a->scales, dm,
+        gpuLaunch(dequantise_kernel, kvc_gpu_grid(b, rows, 1), Q_THREADS, 0)(
+            (int)a->dtype, a->values, a->symbols, a->scales, dm,
                                                                    rows, T, C);
         st = kvc_gpu_launch_status(b, "dequantise");
     }

@@ -212,7 +212,7 @@ static kvc_status_t stage_inputs(kvc_backend_ctx_t *b, rope_stage_t *r, const ch
     if (st == KVC_OK) st = kvc_gpu_stage_upload(b, &r->s, bytes, stream);
     if (st == KVC_OK && on_device) {
         r->bad = (const unsigned long long *)r->s.dev;
-        position_check_kernel<<<kvc_gpu_grid(b, 2 * (uint64_t)n, ROPE_THREADS), ROPE_THREADS, 0, stream>>>(
+        gpuLaunch(position_check_kernel, kvc_gpu_grid(b, 2 * (uint64_t)n, ROPE_THREADS), ROPE_THREADS, stream)(
             r->old_pos, r->new_pos, (int64_t)n, limit, (unsigned long long *)r->s.dev);
         st = kvc_gpu_launch_status(b, "position check");
     }
@@ -244,9 +244,10 @@ kvc_status_t kvc_gpu_rope_k_fused(kvc_backend_ctx_t *b, const struct kvc_rope_ar
     kvc_status_t st = stage_inputs(b, &r, "rope_k_fused", a->old_positions, a->new_positions, n,
                                    a->positions_on_device, a->position_limit, a->table.rot_dim, 0, stream);
     if (st == KVC_OK) {
-        rope_fused_kernel<<<kvc_gpu_grid(b, (uint64_t)n * a->keys.num_heads * half, ROPE_THREADS), ROPE_THREADS, 0,
-                            stream>>>(keys_of(&a->keys), n, r.old_pos, r.new_pos, a->table.data, (int)a->table.dtype,
-                                      a->table.rot_dim, a->is_neox, r.bad, r.report);
+        const unsigned grid = kvc_gpu_grid(b, (uint64_t)n * a->keys.num_heads * half, ROPE_THREADS);
+        gpuLaunch(rope_fused_kernel, grid, ROPE_THREADS, stream)(keys_of(&a->keys), n, r.old_pos, r.new_pos, a->table.data,
+                                                                 (int)a->table.dtype, a->table.rot_dim, a->is_neox,
+                                                                 r.bad, r.report);
         st = kvc_gpu_launch_status(b, "rope_k_fused");
     }
     return stage_finish(b, &r, (int64_t)n, a->position_limit, stream, st);
@@ -261,9 +262,9 @@ kvc_status_t kvc_gpu_rope_k_delta(kvc_backend_ctx_t *b, const struct kvc_rope_de
     kvc_status_t st = stage_inputs(b, &r, "rope_k_delta", a->old_positions, a->new_positions, n,
                                    a->positions_on_device, a->position_limit, a->rot_dim, a->base, stream);
     if (st == KVC_OK) {
-        rope_delta_kernel<<<kvc_gpu_grid(b, (uint64_t)n * a->keys.num_heads * half, ROPE_THREADS), ROPE_THREADS, 0,
-                            stream>>>(keys_of(&a->keys), n, r.old_pos, r.new_pos, r.theta, half, a->is_neox, r.bad,
-                                      r.report);
+        const unsigned grid = kvc_gpu_grid(b, (uint64_t)n * a->keys.num_heads * half, ROPE_THREADS);
+        gpuLaunch(rope_delta_kernel, grid, ROPE_THREADS, stream)(keys_of(&a->keys), n, r.old_pos, r.new_pos, r.theta,
+                                                                 half, a->is_neox, r.bad, r.report);
         st = kvc_gpu_launch_status(b, "rope_k_delta");
     }
     return stage_finish(b, &r, (int64_t)n, a->position_limit, stream, st);
@@ -277,7 +278,7 @@ kvc_status_t kvc_gpu_rope_cache_build(kvc_backend_ctx_t *b, const struct kvc_rop
     rope_stage_t r;
     kvc_status_t st = stage_inputs(b, &r, "rope_cache_build", NULL, NULL, 0, 0, 0, a->table.rot_dim, a->base, stream);
     if (st == KVC_OK) {
-        rope_table_kernel<<<kvc_gpu_grid(b, (uint64_t)rows * half, ROPE_THREADS), ROPE_THREADS, 0, stream>>>(
+        gpuLaunch(rope_table_kernel, kvc_gpu_grid(b, (uint64_t)rows * half, ROPE_THREADS), ROPE_THREADS, stream)(
             a->table.data, (int)a->table.dtype, rows, r.theta, half);
         st = kvc_gpu_launch_status(b, "rope_cache_build");
     }

@@ -255,17 +255,17 @@ static kvc_status_t launch(kvc_backend_ctx_t *b, const char *op, kvc_xfer_args_t
     if (st == KVC_OK) st = kvc_gpu_stage_upload(b, &s, bytes, stream);
     if (st == KVC_OK && ix->on_device) {
         bad = (const unsigned long long *)s.dev;
-        index_check_kernel<<<kvc_gpu_grid(b, (uint64_t)a.count, CHECK_THREADS), CHECK_THREADS, 0, stream>>>(
+        gpuLaunch(index_check_kernel, kvc_gpu_grid(b, (uint64_t)a.count, CHECK_THREADS), CHECK_THREADS, stream)(
             dindex, a.first, a.first + a.count, ix->limit, ix->negative_skips, (unsigned long long *)s.dev);
         st = kvc_gpu_launch_status(b, "index check");
     }
     if (st == KVC_OK) {
         switch (w) {
-        case 16: xfer_kernel<uint4><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
-        case 8: xfer_kernel<uint2><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
-        case 4: xfer_kernel<uint32_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
-        case 2: xfer_kernel<uint16_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
-        default: xfer_kernel<uint8_t><<<grid, XFER_THREADS, 0, stream>>>(a, team_shift, bad, report); break;
+        case 16: gpuLaunch(xfer_kernel<uint4>, grid, XFER_THREADS, stream)(a, team_shift, bad, report); break;
+        case 8: gpuLaunch(xfer_kernel<uint2>, grid, XFER_THREADS, stream)(a, team_shift, bad, report); break;
+        case 4: gpuLaunch(xfer_kernel<uint32_t>, grid, XFER_THREADS, stream)(a, team_shift, bad, report); break;
+        case 2: gpuLaunch(xfer_kernel<uint16_t>, grid, XFER_THREADS, stream)(a, team_shift, bad, report); break;
+        default: gpuLaunch(xfer_kernel<uint8_t>, grid, XFER_THREADS, stream)(a, team_shift, bad, report); break;
         }
         st = kvc_gpu_launch_status(b, op);
     }

@@ -57,6 +57,8 @@ typedef hipEvent_t gpuEvent_t;
 #define gpuDeviceGetAttribute hipDeviceGetAttribute
 #define gpuDevAttrMultiProcessorCount hipDeviceAttributeMultiprocessorCount
 #define gpuDevAttrPageableMemoryAccess hipDeviceAttributePageableMemoryAccess
+/* The one launch form of src/backends/gpu (tests/modules/gpu_host runs kernels without <<<>>>). */
+#define gpuLaunch(kernel, grid, block, stream) kernel<<<(grid), (block), 0, (stream)>>>
 #define KVC_GPU_NAME "hip"
 #define KVC_GPU_RUNTIME "HIP"
 #define KVC_GPU_PRIORITY KVC_BACKEND_PRIORITY_HIP
