@@ -5,7 +5,8 @@
 # `kvcore --version`, `man kvcore` and `import kvcore` must work after `module load kvcore`, on a
 # site without an hwloc module, and an hwloc module is loaded where there is one. TAP.
 # Debian's lmod and environment-modules conflict: the one not installed is looked for in
-# KVC_ENVMODULES_ROOT / KVC_LMOD_ROOT (a `dpkg-deb -x` of its package; scripts/install-deps.sh).
+# KVC_ENVMODULES_ROOT / KVC_LMOD_ROOT (a `dpkg-deb -x` of its package; scripts/install-deps.sh
+# unpacks environment-modules in /opt/kvcore-deps/environment-modules).
 set -u
 src="${KVC_TEST_SRCDIR:-.}"
 build="${KVC_TEST_BUILDDIR:-.}"
@@ -25,7 +26,7 @@ for d in "${KVC_LMOD_ROOT:-}" ""; do
     [ -x "$d/usr/share/lmod/lmod/libexec/lmod" ] && { lmod="$d/usr/share/lmod/lmod/libexec/lmod"; break; }
 done
 envmod=
-for d in "${KVC_ENVMODULES_ROOT:-}" ""; do
+for d in "${KVC_ENVMODULES_ROOT:-}" "" /opt/kvcore-deps/environment-modules; do
     [ -f "$d/usr/lib/x86_64-linux-gnu/modulecmd.tcl" ] && { envmod="$d/usr/lib/x86_64-linux-gnu/modulecmd.tcl"; break; }
     [ -f "$d/usr/lib/modulecmd.tcl" ] && { envmod="$d/usr/lib/modulecmd.tcl"; break; }
 done
