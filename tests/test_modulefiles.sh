@@ -91,7 +91,7 @@ for tool in lmod envmod; do
         cat "$tmp/env" >>"$tmp/err"; not_ok "$name: module load kvcore loads the site's hwloc module"
     fi
     if run_loaded $tool "$mp" kvcore --version >"$tmp/out" 2>"$tmp/err" && [ "$(cat "$tmp/out")" = "kvcore $version" ] \
-        && run_loaded $tool "$mp" sh -c 'command -v kvcore' | grep -q "^$root/bin/kvcore$"; then
+        && run_loaded $tool "$mp" sh -c 'command -v kvcore' 2>/dev/null | grep -q "^$root/bin/kvcore$"; then
         ok "$name: kvcore --version runs the installed kvcore ($(cat "$tmp/out"))"
     else
         cat "$tmp/out" >>"$tmp/err"; not_ok "$name: kvcore --version runs the installed kvcore"
