@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="128fb863497e0a5b2643a8d8d7460196975208c5521179261895471e61a266f0")
+    version("0.1.0", sha256="44fcdae5a757c7dcadcd93fa4f1ddf0a32ea4153ac1bec5e8360c2d8037b11c2")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
