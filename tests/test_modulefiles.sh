@@ -55,6 +55,15 @@ sed "s|^set root .*|set root $root|" "$src/contrib/modulefiles/kvcore/$version" 
 echo 'setenv("KVC_TEST_HWLOC_MODULE", "loaded")' >"$tmp/hw-lua/hwloc/2.lua"
 printf '#%%Module1.0\nsetenv KVC_TEST_HWLOC_MODULE loaded\n' >"$tmp/hw-tcl/hwloc/2"
 
+# A library built with --enable-sanitizers needs the ASan/UBSan runtimes loaded before it in Python
+# (as in tests/test_python.sh); LD_PRELOAD is otherwise left as it was.
+san=${LD_PRELOAD:-}
+case "${KVC_SAN_FLAGS:-}" in
+*address*)
+    cc="${KVC_CC:-cc}"
+    san="$($cc -print-file-name=libasan.so) $($cc -print-file-name=libubsan.so)${san:+ $san}" ;;
+esac
+
 # run_loaded TOOL MODULEPATH CMD...: CMD in a shell where `module load kvcore` was evaluated.
 run_loaded() {
     tool=$1 mp=$2
@@ -108,7 +117,7 @@ for tool in lmod envmod; do
     fi
     if [ "$py" = : ]; then
         skip "$name: import kvcore: the Python package is not installed (configure found no python3 or had --disable-python)"
-    elif run_loaded $tool "$mp" "$py" -c 'import kvcore; print(kvcore.__file__)' >"$tmp/out" 2>"$tmp/err" \
+    elif run_loaded $tool "$mp" env LD_PRELOAD="$san" ASAN_OPTIONS=detect_leaks=0 "$py" -c 'import kvcore; print(kvcore.__file__)' >"$tmp/out" 2>"$tmp/err" \
         && grep -q "^$root/lib/python3[^/]*/[a-z-]*-packages/kvcore/__init__.py$" "$tmp/out"; then
         ok "$name: $py -c 'import kvcore' imports the installed package"
     else

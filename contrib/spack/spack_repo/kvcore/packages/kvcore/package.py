@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="44fcdae5a757c7dcadcd93fa4f1ddf0a32ea4153ac1bec5e8360c2d8037b11c2")
+    version("0.1.0", sha256="38ad6f442f5b83de3144813b382bf88ab030f73016e83322de5665bdc96fd5e1")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
