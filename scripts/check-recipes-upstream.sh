@@ -15,7 +15,8 @@
 # BUILDDIR         a configured build tree of this source (default: .) for `make dist`
 # KVC_UPSTREAM_WORK a folder for Spack's install tree and stages (default: a temporary one, removed)
 # The Spack install builds kvcore +python from the `make dist` tarball against Debian's packages
-# (externals: gcc, gmake, pkgconf, hwloc, sleef, zlib, python, py-numpy), with --test=root, then
+# (externals: gcc, gmake, pkgconf, hwloc, sleef, zlib, python, py-numpy, and /usr as the python-venv
+# that `extends("python")` brings: a venv of its own would not see Debian's numpy), with --test=root, then
 # runs its stand-alone tests (`spack test run`).
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -113,6 +114,7 @@ packages:
   zlib: {buildable: false, externals: [{spec: zlib@$(dv zlib1g-dev), prefix: /usr}]}
   python: {buildable: false, externals: [{spec: python@$(dv python3.11), prefix: /usr}]}
   py-numpy: {buildable: false, externals: [{spec: py-numpy@$(dv python3-numpy), prefix: /usr}]}
+  python-venv: {buildable: false, externals: [{spec: python-venv@1.0, prefix: /usr}]}
 EOF
     step "spack: version and repositories" sh -c "'$SPACK_ROOT/bin/spack' --version && '$SPACK_ROOT/bin/spack' repo list"
     step "spack: compiler find (Debian gcc)" spack compiler find
@@ -134,8 +136,9 @@ EOF
     step "spack spec kvcore (CPU)" spack spec -I kvcore
     if [ -n "$tarball" ]; then
         # The tarball through a local mirror, so that Spack checks it against the recorded sha256.
-        mkdir -p "$work/mirror/kvcore"
-        cp "$tarball" "$work/mirror/kvcore/"
+        sum=$(sha256sum "$tarball" | cut -d' ' -f1)
+        mkdir -p "$work/mirror/_source-cache/archive/$(echo "$sum" | cut -c1-2)"
+        cp "$tarball" "$work/mirror/_source-cache/archive/$(echo "$sum" | cut -c1-2)/$sum.tar.gz"
         cat >"$cfg/mirrors.yaml" <<EOF
 mirrors:
   local: file://$work/mirror

@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="38ad6f442f5b83de3144813b382bf88ab030f73016e83322de5665bdc96fd5e1")
+    version("0.1.0", sha256="66527a4613289022064c5fbcf661501d2e1b2e71d4f40304e866e5ef3edc16e2")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
@@ -100,4 +100,8 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
         if not self.spec.satisfies("+python"):
             raise SkipTest("kvcore was built without +python")
         python = self.spec["python"].command
-        python("-c", "import kvcore; print(kvcore.library_path)")
+        # configure installs the package under the prefix's lib/pythonX.Y/site-packages; an
+        # external python (/usr) does not have it on its path in the test environment.
+        pyver = self.spec["python"].version.up_to(2)
+        site = join_path(self.prefix.lib, f"python{pyver}", "site-packages")
+        python("-c", "import kvcore; print(kvcore.library_path)", extra_env={"PYTHONPATH": site})
