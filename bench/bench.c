@@ -3,8 +3,10 @@
 #define _GNU_SOURCE
 #include "bench.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -72,6 +74,7 @@ void bench_set_rates(bench_result_t *r, double amount, const bench_stat_t *op, c
     r->baseline_value = amount / base->best;
     r->value_median = amount / op->median;
     r->baseline_median = amount / base->median;
+    r->baseline_worst = amount / base->worst;
     r->samples = op->samples;
 }
 
@@ -154,6 +157,38 @@ static double load1(void)
     return l;
 }
 
+/* MHz of cpu0 now (/proc/cpuinfo "cpu MHz"), -1 when unknown. */
+static double cpu_mhz(void)
+{
+    double mhz = -1;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return mhz;
+    char line[256];
+    while (fgets(line, sizeof(line), f))
+        if (!strncmp(line, "cpu MHz", 7) && sscanf(strchr(line, ':') ? strchr(line, ':') + 1 : line, "%lf", &mhz) == 1)
+            break;
+    fclose(f);
+    return mhz;
+}
+
+int64_t bench_huge_bytes(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    int in = 0;
+    int64_t kb = -1;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) /* a mapping's header line */
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && sscanf(line, "AnonHugePages: %" SCNd64 " kB", &kb) == 1)
+            break;
+    }
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
 int bench_case_wanted(const bench_opts_t *o, const char *name) { return !o->only || strstr(name, o->only); }
 
 void bench_report(const bench_opts_t *o, const bench_result_t *r)
@@ -174,6 +209,18 @@ void bench_report(const bench_opts_t *o, const bench_result_t *r)
             printf(",\"value_median\":%s,\"baseline_median\":%s,\"ratio_median\":%s,\"samples\":%d",
                    num(vm, sizeof(vm), r->value_median), num(bm, sizeof(bm), r->baseline_median),
                    num(qm, sizeof(qm), ratio_median), r->samples);
+        /* What decides a ratio besides the code: the cache size the streaming threshold comes from
+         * (and where it came from), THP, the clock, the baseline's own spread (docs/PERFORMANCE.md). */
+        kvc_llc_info_t llc;
+        char mhz[32];
+        const double f = cpu_mhz();
+        if (o->ctx && kvc_llc_info(&llc) == KVC_OK)
+            printf(",\"llc_bytes\":%" PRId64 ",\"llc_source\":\"%s\",\"stream_min_bytes\":%" PRId64, llc.bytes,
+                   kvc_llc_source_name(llc.source), kvc_context_stream_min_bytes(o->ctx));
+        printf(",\"thp\":\"%s\",\"cpu_mhz\":%s", kvc_thp_mode_name(kvc_thp_mode()), f > 0 ? num(mhz, sizeof(mhz), f) : "null");
+        if (r->samples > 0 && r->baseline_value > 0)
+            printf(",\"baseline_worst\":%s,\"baseline_spread\":%s", num(vm, sizeof(vm), r->baseline_worst),
+                   num(bm, sizeof(bm), 1.0 - r->baseline_median / r->baseline_value));
         printf("%s%s}\n", r->params && *r->params ? "," : "", r->params ? r->params : "");
     } else {
         printf("%-10s %-44s %10.3f %-7s vs %-18s %10.3f  ratio %6.3f", r->suite, r->name, r->value, r->unit,

@@ -8,6 +8,7 @@
 #define KVC_BENCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <kvcore.h>
 
@@ -32,8 +33,11 @@ typedef struct bench_stat {
 
 /* One result line. JSON keys: suite, case, value, unit, baseline_name, baseline_value, ratio
  * (value / baseline_value), threads, cpu, isa, load1 (the 1-minute load average when the line was
- * written), then, when `samples` > 0, value_median, baseline_median, ratio_median, samples, and
- * `params` (a JSON fragment of extra "key": value pairs, without braces; may be NULL). value and
+ * written), then, when `samples` > 0, value_median, baseline_median, ratio_median, samples; the
+ * machine's conditions: llc_bytes, llc_source and stream_min_bytes (kvc_llc_info,
+ * kvc_context_stream_min_bytes), thp (the kernel's THP mode), cpu_mhz (cpu0 now), and when
+ * `samples` > 0 baseline_worst and baseline_spread (1 - baseline median / best: how much the
+ * baseline itself varied); then `params` (a JSON fragment of extra "key": value pairs, without braces; may be NULL). value and
  * baseline_value are the best of the samples. */
 typedef struct bench_result {
     const char *suite;
@@ -45,6 +49,7 @@ typedef struct bench_result {
     int threads;
     const char *params;
     double value_median, baseline_median;
+    double baseline_worst; /* the baseline's slowest sample as a rate (set by bench_set_rates) */
     int samples;
 } bench_result_t;
 
@@ -74,6 +79,10 @@ void bench_memcpy_run(void *job);
 /* A page-aligned, first-touched buffer (aborts on failure); free with bench_free. */
 void *bench_alloc(size_t bytes);
 void bench_free(void *p, size_t bytes);
+
+/* Bytes of the mapping that holds p backed by transparent huge pages (/proc/self/smaps
+ * AnonHugePages), -1 when unknown. */
+int64_t bench_huge_bytes(const void *p);
 
 /* CPU model name, from /proc/cpuinfo where there is one ("unknown" otherwise). */
 const char *bench_cpu_model(void);

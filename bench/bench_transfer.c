@@ -5,6 +5,7 @@
  * thread count, timed alternately with the op (bench_pair). On a GPU backend the engine tensors
  * and the chunk are device memory (kvc_device_alloc), each timed call ends with a stream
  * synchronisation, and the baseline is a device-to-device copy of the same bytes (kvc_memcpy). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +148,7 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
                                             .num_engine_ptrs = nptr, .objects = &chunk, .num_objects = 1,
                                             .chunk_tokens = CHUNK, .block_ids = ids,
                                             .block_id_type = KVC_INDEX_INT64, .num_block_ids = CHUNK / BS };
-            char name[96], params[320];
+            char name[96], params[448];
             snprintf(name, sizeof(name), "%s/%s/%s", c->blocks ? "blocks" : "tokens", kvc_format_name(c->format),
                      dir == KVC_H2D ? "H2D" : "D2H");
             if (!bench_case_wanted(o, name)) continue;
@@ -163,12 +164,17 @@ static int run_case(const bench_opts_t *o, suite_t *su, const tcase_t *c)
                 fprintf(stderr, "bench transfer: format %d failed: %s\n", c->format, kvc_last_error());
                 return 1;
             }
+            /* streaming: whether the CPU engine wrote this case with streaming stores; *_huge_bytes:
+             * how much of each buffer transparent huge pages back (page placement differs by machine). */
+            const int streaming = !su->gpu && (int64_t)chunk_bytes > kvc_context_stream_min_bytes(su->ctxs[ti]);
             snprintf(params, sizeof(params),
                      "\"op\":\"%s\",\"format\":%d,\"direction\":\"%s\",\"layout\":\"%s\",\"nl\":%d,\"nh\":%d,"
-                     "\"hs\":%d,\"bs\":%d,\"chunk_tokens\":%d,\"element_size\":%d,\"bytes\":%zu",
+                     "\"hs\":%d,\"bs\":%d,\"chunk_tokens\":%d,\"element_size\":%d,\"bytes\":%zu,\"streaming\":%s,"
+                     "\"pool_huge_bytes\":%" PRId64 ",\"chunk_huge_bytes\":%" PRId64,
                      c->blocks ? "blocks" : "tokens", c->format, dir == KVC_H2D ? "H2D" : "D2H",
                      kvc_format_is_hnd(c->format) ? "HND" : "NHD", NL, (int)s.nh, (int)s.hs, BS, CHUNK, ES,
-                     chunk_bytes);
+                     chunk_bytes, streaming ? "true" : "false", su->gpu ? -1 : bench_huge_bytes(su->arena),
+                     su->gpu ? -1 : bench_huge_bytes(chunk));
             bench_result_t r = { .suite = "transfer", .name = name, .unit = "GB/s",
                                  .baseline_name = su->gpu ? "memcpy_d2d" : "memcpy", .threads = su->threads[ti],
                                  .params = params };

@@ -34,9 +34,17 @@ function field(line, key,    m) {
     if (suite == "transfer" && field($0, "layout") == "HND") target[k] = 0.85
     if (suite == "rope" && (name ~ /gptj|bf16|cache_build/)) target[k] = 0.7
     cpu = field($0, "cpu"); isa = field($0, "isa")
+    llc = field($0, "llc_bytes"); src = field($0, "llc_source"); smin = field($0, "stream_min_bytes")
+    thp = field($0, "thp"); l = field($0, "load1") + 0
+    if (!seen++ || l < lmin) lmin = l
+    if (l > lmax) lmax = l
+    if (field($0, "streaming") == "true") streamed++
+    if (field($0, "streaming") == "false") cached++
 }
 END {
-    printf "# %s, isa %s\n", cpu, isa
+    printf "# %s, isa %s, last-level cache %.1f MiB (%s), streaming above %.1f MiB, THP %s, load %.2f-%.2f\n", \
+        cpu, isa, llc / 1048576, src, smin / 1048576, thp, lmin, lmax
+    printf "# transfer lines with streaming stores: %d, with cached stores: %d\n", streamed, cached
     below = 0
     for (i = 1; i <= n; i++) {
         k = order[i]; split(k, p, "|")

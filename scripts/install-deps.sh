@@ -1,39 +1,93 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Install what kvcore needs to build and test on Debian (run as root); packages already present are
-# left alone. cmake, python3 and man-db are for the packaging checks (make installcheck, the recipe
-# check, man pages); numpy, pytest and torch (~80 MB) run the Python binding's tests. The CUDA
-# Toolkit is not a Debian package here: when nvcc is found (PATH or /usr/local/cuda) configure builds
-# the CUDA module, otherwise it is skipped and says so. lmod and Environment Modules (tests/
-# test_modulefiles.sh) conflict as Debian packages: the latter is unpacked beside, not installed.
+# Install what kvcore needs on Debian (run as root); packages already present are left alone.
+#   install-deps.sh --lean   the library, the kvcore tool and its demo: compiler, autotools, hwloc,
+#                            SLEEF, zlib (a few hundred MB less, minutes faster)
+#   install-deps.sh [--test] also what `make check` uses: Criterion, hipcc and clang (the HIP module
+#                            and its checks), valgrind, cmake, python3 and man-db for the packaging
+#                            checks, numpy, pytest, torch (~80 MB) and hypothesis for the Python
+#                            binding's tests, python3-venv (its fresh-venv install test), mypy
+#   install-deps.sh --update-only  only refresh the package lists (waiting for the locks as below)
+# lmod and Environment Modules (tests/test_modulefiles.sh) conflict as Debian packages: the latter
+# is unpacked into /opt/kvcore-deps/environment-modules (--test), not installed.
+# The CUDA Toolkit is not a Debian package here: when nvcc is found (PATH or /usr/local/cuda)
+# configure builds the CUDA module, otherwise it is skipped and says so.
+# Another apt or dpkg at work (unattended upgrades, a parallel job) is waited for, up to
+# KVC_APT_WAIT seconds (default 600): the dpkg lock through DPkg::Lock::Timeout, the package
+# lists' lock of apt-get update (which that option does not cover) by retrying while apt says
+# "Could not get lock".
 set -eu
-pkgs="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev \
-libcriterion-dev hipcc clang libclang-rt-14-dev valgrind cmake python3 man-db \
-python3-numpy python3-pytest python3-torch lmod tcl"
+lean="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev"
+test_only="libcriterion-dev hipcc clang libclang-rt-14-dev valgrind cmake python3 man-db \
+python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy lmod tcl"
+mode=test
+case "${1:-}" in
+--lean) mode=lean ;;
+--test | "") ;;
+--update-only) mode=update ;;
+*)
+    echo "usage: install-deps.sh [--lean | --test | --update-only]" >&2
+    exit 2
+    ;;
+esac
+limit=${KVC_APT_WAIT:-600}
+say() { echo "install-deps: $*"; }
+
+# apt_get ARGS...: apt-get, retried every 5 s while another process holds one of its locks.
+apt_get() {
+    errf=$(mktemp) || return 1
+    waited=0
+    while :; do
+        rc=0
+        apt-get -o DPkg::Lock::Timeout="$limit" "$@" 2>"$errf" || rc=$?
+        if [ $rc -ne 0 ] && grep -q "Could not get lock" "$errf" && [ $waited -lt "$limit" ]; then
+            [ $waited -eq 0 ] && say "another apt or dpkg holds a lock ($(sed -n 's/.*Could not get lock \([^ ]*\)\. It is \(held by process [0-9]* ([^)]*)\).*/\1, \2/p' "$errf" | head -1)); waiting up to $limit s"
+            sleep 5
+            waited=$((waited + 5))
+            continue
+        fi
+        [ $waited -gt 0 ] && [ $rc -eq 0 ] && say "the lock was free after about $waited s"
+        cat "$errf" >&2
+        rm -f "$errf"
+        return $rc
+    done
+}
+
+if [ "$mode" = update ]; then
+    [ "$(id -u)" = 0 ] || { echo "install-deps: --update-only needs root" >&2; exit 1; }
+    say "refreshing the package lists (apt-get update)"
+    apt_get update -qq
+    exit 0
+fi
+pkgs=$lean
+[ "$mode" = test ] && pkgs="$lean $test_only"
+envmod=/opt/kvcore-deps/environment-modules
+if [ "$mode" = test ] && ! [ -f /usr/lib/x86_64-linux-gnu/modulecmd.tcl ] \
+    && ! [ -f "$envmod/usr/lib/x86_64-linux-gnu/modulecmd.tcl" ]; then
+    [ "$(id -u)" = 0 ] || { echo "install-deps: environment-modules not unpacked in $envmod (run as root)" >&2; exit 1; }
+    say "unpacking environment-modules in $envmod"
+    dl=$(mktemp -d) && chmod 755 "$dl" # apt-get download runs as _apt
+    (cd "$dl" && apt_get download -qq environment-modules) \
+        && mkdir -p "$envmod" && dpkg-deb -x "$dl"/environment-modules_*.deb "$envmod"
+    rm -rf "$dl"
+fi
 missing=
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
-    if [ "$(id -u)" != 0 ]; then
-        echo "install-deps: missing packages:$missing (run as root, or install them yourself)" >&2
-        exit 1
-    fi
-    echo "install-deps: installing$missing"
-    export DEBIAN_FRONTEND=noninteractive
-    # wait for another apt/dpkg (unattended upgrades, a parallel job) rather than fail at once
-    apt-get -o DPkg::Lock::Timeout=600 update -qq
-    apt-get -o DPkg::Lock::Timeout=600 install -y -qq $missing >/dev/null
+if [ -z "$missing" ]; then
+    say "all $(echo $pkgs | wc -w) packages of the $mode set are installed"
+    exit 0
 fi
-envmod=/opt/kvcore-deps/environment-modules
-if ! [ -f /usr/lib/x86_64-linux-gnu/modulecmd.tcl ] && ! [ -f "$envmod/usr/lib/x86_64-linux-gnu/modulecmd.tcl" ]; then
-    if [ "$(id -u)" != 0 ]; then
-        echo "install-deps: environment-modules not unpacked in $envmod (run as root)" >&2
-        exit 1
-    fi
-    echo "install-deps: unpacking environment-modules in $envmod"
-    dl=$(mktemp -d) && chmod 755 "$dl"  # apt-get download runs as _apt
-    (cd "$dl" && apt-get -o DPkg::Lock::Timeout=600 download -qq environment-modules) &&
-        mkdir -p "$envmod" && dpkg-deb -x "$dl"/environment-modules_*.deb "$envmod"
-    rm -rf "$dl"
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing packages:$missing (run as root, or install them yourself)" >&2
+    exit 1
 fi
+export DEBIAN_FRONTEND=noninteractive
+say "refreshing the package lists (apt-get update, usually under a minute)"
+apt_get update -qq
+# shellcheck disable=SC2086
+say "downloading and installing$missing ($(echo $missing | wc -w) packages$(case " $missing " in *" python3-torch "*) echo "; torch alone is ~80 MB" ;; esac); this takes a few minutes and prints nothing until done"
+# shellcheck disable=SC2086
+apt_get install -y -qq $missing >/dev/null
+say "done"

@@ -14,7 +14,7 @@ not_ok() { n=$((n + 1)); fail=1; echo "not ok $n - $1"; [ -s "$tmp/err" ] && sed
 # every line of $tmp/out matches the pattern (and there is at least one line)
 all_lines() { [ -s "$tmp/out" ] && ! grep -v -e "$1" "$tmp/out" >/dev/null; }
 
-echo "1..8"
+echo "1..11"
 if KVCORE_BACKEND=cpu "$kvcore" bench rope codec --quick --json --threads 2 >"$tmp/out" 2>"$tmp/err"; then ok "bench rope codec --quick --json"; else not_ok "bench rope codec --quick --json"; fi
 if all_lines '"cpu":"[^"][^"]*"'; then ok "every line names the CPU model"; else not_ok "every line names the CPU model"; fi
 if all_lines '"isa":"\(scalar\|neon\|avx2\|avx512\)"'; then ok "every line names the ISA tier"; else not_ok "every line names the ISA tier"; fi
@@ -28,4 +28,17 @@ if grep '"case":"size_vs_fp16"' "$tmp/out" | grep -q '"value":[0-9][0-9]*,'; the
 if ! grep -q '[0-9]e+[0-9]' "$tmp/out"; then ok "no large value in exponent form"; else not_ok "no large value in exponent form"; fi
 # Rates keep more than %.6g's six significant digits (23.0669 GB/s had four decimals).
 if grep '"suite":"rope"' "$tmp/out" | grep -q '"value":[0-9][0-9]*\.[0-9]\{6,\}'; then ok "rates keep their digits"; else not_ok "rates keep their digits"; fi
+# The conditions a ratio depends on travel with it (issue #32): the cache the streaming threshold
+# comes from, the threshold, THP, the clock, the baseline's own spread; transfers say if they streamed.
+if all_lines '"llc_bytes":[0-9][0-9]*,"llc_source":"[a-z, ]*","stream_min_bytes":[0-9][0-9]*,"thp":"[a-z]*","cpu_mhz":'; then
+    ok "every line carries the cache, threshold, THP and clock"
+else not_ok "every line carries the cache, threshold, THP and clock"; fi
+if [ -s "$tmp/rates" ] && ! grep -v '"baseline_spread":[0-9.-]' "$tmp/rates" >/dev/null; then ok "every rate carries the baseline's spread"
+else not_ok "every rate carries the baseline's spread"; fi
+if KVCORE_BACKEND=cpu KVCORE_STREAM_MIN_BYTES=0 "$kvcore" bench transfer --quick --json --case tokens/NL_X_NB_NH_BS_CS/H2D >"$tmp/out" 2>"$tmp/err" \
+    && all_lines '"streaming":true,"pool_huge_bytes":-\{0,1\}[0-9][0-9]*,"chunk_huge_bytes":' \
+    && KVCORE_BACKEND=cpu KVCORE_STREAM_MIN_BYTES=1000000000 "$kvcore" bench transfer --quick --json --case tokens/NL_X_NB_NH_BS_CS/H2D >"$tmp/out" 2>"$tmp/err" \
+    && all_lines '"streaming":false'; then
+    ok "transfer lines say whether they streamed and how much THP backs the buffers"
+else not_ok "transfer lines say whether they streamed and how much THP backs the buffers"; fi
 exit $fail

@@ -27,7 +27,7 @@ status_is 0 "decode --json" "$kvcore" decode "$tmp/a.kvc" -o "$tmp/a.npy" --json
 if has '"output_bytes": 327680' && has '"heads": 4' && has '"head_size": 8' && [ -s "$tmp/a.npy" ]; then ok "decode --json fields and output"; else not_ok "decode --json fields and output"; fi
 status_is 0 "inspect --json" "$kvcore" inspect "$tmp/a.kvc" --json
 if has '"lmcache_layout"' && has '"cdf_bins": 32'; then ok "inspect --json fields"; else not_ok "inspect --json fields"; fi
-status_is 2 "encode without -o is a usage error" "$kvcore" encode "$data/story_prompt_K.npy"
+status_is 2 "encode without an input is a usage error" "$kvcore" encode -o "$tmp/none.kvc"
 head -c 1000 "$tmp/a.kvc" >"$tmp/cut.kvc"
 status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kvc" -o "$tmp/cut.npy"
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
@@ -129,6 +129,24 @@ KVCORE_NUM_THREADS=abc "$kvcore" info -q >"$tmp/out" 2>"$tmp/err"
 if [ $? -eq 2 ] && err_has "KVCORE_NUM_THREADS='abc'"; then ok "a bad KVCORE_NUM_THREADS is reported"; else not_ok "a bad KVCORE_NUM_THREADS is reported"; fi
 cat "$tmp/err" >>"$errs"
 
+# GPU modules: in a build tree libtool puts them beside libkvcore in .libs/, where they are found;
+# a missing one is reported with where it was sought and advice that fits how kvcore was configured.
+bdir="$(cd "${KVC_TEST_BUILDDIR:-.}" && pwd)"
+if [ -x "$bdir/.libs/kvcore" ] && [ -f "$bdir/.libs/libkvcore.so.0" ] && [ -f "$bdir/tests/modules/.libs/gpu_emu.so" ]; then
+    mkdir -p "$tmp/bt/.libs"
+    cp "$bdir/.libs/libkvcore.so.0" "$tmp/bt/.libs/"
+    cp "$bdir/tests/modules/.libs/gpu_emu.so" "$tmp/bt/.libs/kvcore_cuda.so"
+    status_is 0 "a module in a build tree's .libs is found" env -u KVCORE_MODULE_PATH LD_LIBRARY_PATH="$tmp/bt/.libs" KVCORE_BACKEND=cuda "$bdir/.libs/kvcore" info
+    if has "cuda  *SELECTED.*loaded, 1 device" && has "from $tmp/bt/.libs/kvcore_cuda.so"; then ok "build tree: .libs/kvcore_cuda.so loaded"; else not_ok "build tree: .libs/kvcore_cuda.so loaded"; fi
+    status_is 0 "a missing module: info" env -u KVCORE_MODULE_PATH LD_LIBRARY_PATH="$tmp/bt/.libs" "$bdir/.libs/kvcore" info
+    if has "hip .*module not found (looked for kvcore_hip.so in $tmp/bt/.libs/kvcore:$tmp/bt/.libs:" && ! has "from $tmp/bt/.libs/kvcore/kvcore_hip.so"; then ok "missing module: the directories searched, no bogus 'from'"; else not_ok "missing module: the directories searched, no bogus 'from'"; fi
+    if "$kvcore" info | grep -q "hip_module=yes"; then advice="configured with it: run make"; else advice="configured without it: configure with --with-hip"; fi
+    status_is_e 1 "a forced missing module fails" env -u KVCORE_MODULE_PATH LD_LIBRARY_PATH="$tmp/bt/.libs" KVCORE_BACKEND=hip "$bdir/.libs/kvcore" demo -q
+    if err_has "$advice"; then ok "forced missing module: advice fits the build ($advice)"; else not_ok "forced missing module: advice fits the build ($advice)"; fi
+else
+    n=$((n + 1)); echo "ok $n - modules in a build tree # SKIP not a libtool build tree with the emulated module"
+fi
+
 # several inputs, one directory
 cp "$tmp/h.npy" "$tmp/one.npy"
 cp "$tmp/h.npy" "$tmp/two.npy"
@@ -138,6 +156,43 @@ status_is 0 "decode DIR/*.kvc -o DIR2/" "$kvcore" decode "$tmp/many/one.kvc" "$t
 if same_bytes "$tmp/many2/one.npy" "$tmp/h.npy" && same_bytes "$tmp/many2/two.npy" "$tmp/h.npy"; then ok "each container decoded into DIR2"; else not_ok "each container decoded into DIR2"; fi
 status_is_e 1 "a second run refuses the existing outputs" "$kvcore" encode "$tmp/one.npy" "$tmp/two.npy" -o "$tmp/many/"
 status_is_e 2 "three inputs to one file is a usage error" "$kvcore" encode "$K" "$V" "$K" -o "$tmp/three.kvc"
+
+# zstd's conventions: -o is optional (kv.npy -> kv.kvc beside it; .kvcs with --chunk-tokens;
+# x.kvc -> x.npy), standard input goes to standard output, -c / --stdout writes standard output.
+mkdir "$tmp/z"
+cp "$tmp/h.npy" "$tmp/z/kv.npy"
+status_is 0 "encode kv.npy (no -o)" "$kvcore" encode -q "$tmp/z/kv.npy"
+if same_bytes "$tmp/z/kv.kvc" "$tmp/a.kvc"; then ok "no -o: kv.npy -> kv.kvc beside it"; else not_ok "no -o: kv.npy -> kv.kvc beside it"; fi
+status_is 0 "encode --chunk-tokens kv.npy (no -o)" "$kvcore" encode -q --chunk-tokens 200 "$tmp/z/kv.npy"
+"$kvcore" encode -q --chunk-tokens 200 "$tmp/h.npy" -o "$tmp/z/ref.kvcs"
+if same_bytes "$tmp/z/kv.kvcs" "$tmp/z/ref.kvcs"; then ok "no -o with --chunk-tokens: kv.kvcs"; else not_ok "no -o with --chunk-tokens: kv.kvcs"; fi
+mv "$tmp/z/kv.npy" "$tmp/z/orig.npy"
+status_is 0 "decode kv.kvc (no -o)" "$kvcore" decode -q "$tmp/z/kv.kvc"
+if same_bytes "$tmp/z/kv.npy" "$tmp/h.npy"; then ok "no -o: kv.kvc -> kv.npy beside it"; else not_ok "no -o: kv.kvc -> kv.npy beside it"; fi
+status_is_e 1 "decode kv.kvc again: kv.npy exists" "$kvcore" decode -q "$tmp/z/kv.kvc"
+if err_has "kv.npy already exists (use -f"; then ok "no -o: an existing output is refused as with -o"; else not_ok "no -o: an existing output is refused as with -o"; fi
+status_is 0 "decode --split (no -o) writes .safetensors" "$kvcore" decode -q --split "$tmp/z/kv.kvc"
+if [ -s "$tmp/z/kv.safetensors" ]; then ok "no -o --split: kv.safetensors"; else not_ok "no -o --split: kv.safetensors"; fi
+status_is 0 "decode -c" "$kvcore" decode -c "$tmp/z/kv.kvc"
+if same_bytes "$tmp/out" "$tmp/h.npy"; then ok "-c: the .npy on standard output"; else not_ok "-c: the .npy on standard output"; fi
+status_is 0 "encode --stdout" "$kvcore" encode --stdout -q "$tmp/h.npy"
+if same_bytes "$tmp/out" "$tmp/a.kvc"; then ok "--stdout: the container on standard output"; else not_ok "--stdout: the container on standard output"; fi
+status_is 0 "encode - (no -o) writes standard output" sh -c '"$1" encode -q - <"$2"' sh "$kvcore" "$tmp/h.npy"
+if same_bytes "$tmp/out" "$tmp/a.kvc"; then ok "stdin without -o: standard output"; else not_ok "stdin without -o: standard output"; fi
+status_is_e 2 "-c with -o FILE is a usage error" "$kvcore" encode -c "$tmp/h.npy" -o "$tmp/z/c.kvc"
+status_is_e 2 "several inputs with - and no -o is a usage error" "$kvcore" encode "$tmp/h.npy" - 
+# A batch where one output exists: that file is skipped with a message, the rest done, exit 1.
+mkdir "$tmp/batch"
+for f in b1 b2 b3; do cp "$tmp/h.npy" "$tmp/batch/$f.npy"; done
+printf 'precious' >"$tmp/batch/b2.kvc"
+status_is_e 1 "a batch with one existing output exits 1" "$kvcore" encode "$tmp/batch/b1.npy" "$tmp/batch/b2.npy" "$tmp/batch/b3.npy"
+if err_has "b2.kvc already exists (use -f" && same_bytes "$tmp/batch/b1.kvc" "$tmp/a.kvc" && same_bytes "$tmp/batch/b3.kvc" "$tmp/a.kvc" &&
+   [ "$(cat "$tmp/batch/b2.kvc")" = precious ] && has "2 files encoded, 0 failed, 1 skipped"; then ok "batch: b2 skipped and kept, b1 and b3 written, summary"; else not_ok "batch: b2 skipped and kept, b1 and b3 written, summary"; fi
+rm "$tmp/batch/b1.npy" "$tmp/batch/b3.npy"
+printf 'precious' >"$tmp/batch/b1.npy"
+status_is_e 1 "a decode batch with one existing output exits 1" "$kvcore" decode "$tmp/batch/b1.kvc" "$tmp/batch/b3.kvc" -o "$tmp/batch/"
+if err_has "b1.npy already exists" && same_bytes "$tmp/batch/b3.npy" "$tmp/h.npy" && [ "$(cat "$tmp/batch/b1.npy")" = precious ] &&
+   has "1 files decoded, 0 failed, 1 skipped"; then ok "decode batch: b1 skipped and kept, b3 written, summary"; else not_ok "decode batch: b1 skipped and kept, b3 written, summary"; fi
 
 # inputs that are not regular files: no hang, a clear message
 mkfifo "$tmp/fifo"
@@ -177,6 +232,37 @@ cp "$tmp/s.kvcs" "$tmp/bad.kvcs"
 printf '\377' | dd of="$tmp/bad.kvcs" bs=1 seek=$((sz - 100)) conv=notrunc 2>/dev/null
 status_is_e 1 "a damaged stream fails" "$kvcore" decode "$tmp/bad.kvcs" -o "$tmp/bad.npy"
 if err_has "corrupt" && [ ! -e "$tmp/bad.npy" ]; then ok "damaged stream: says corrupt, writes nothing"; else not_ok "damaged stream: says corrupt, writes nothing"; fi
+# A stream through standard input, a pipe or a FIFO is told from a container by its bytes and read
+# whole: every chunk decoded, none silently dropped.
+status_is 0 "decode - < stream (a redirect)" sh -c '"$1" decode -q - -o "$2" <"$3"' sh "$kvcore" "$tmp/sin.npy" "$tmp/s.kvcs"
+if same_bytes "$tmp/sin.npy" "$tmp/kv5.npy"; then ok "stream from a redirect: all 512 tokens"; else not_ok "stream from a redirect: all 512 tokens"; fi
+status_is 0 "cat stream | decode -" sh -c 'cat "$3" | "$1" decode -q - -o "$2"' sh "$kvcore" "$tmp/spipe.npy" "$tmp/s.kvcs"
+if same_bytes "$tmp/spipe.npy" "$tmp/kv5.npy"; then ok "stream from a pipe: all 512 tokens"; else not_ok "stream from a pipe: all 512 tokens"; fi
+mkfifo "$tmp/sfifo"
+(cat "$tmp/s.kvcs" >"$tmp/sfifo" &)
+status_is 0 "decode FIFO holding a stream" timeout 20 "$kvcore" decode -q "$tmp/sfifo" -o "$tmp/sfifo.npy"
+if same_bytes "$tmp/sfifo.npy" "$tmp/kv5.npy"; then ok "stream from a FIFO: all 512 tokens"; else not_ok "stream from a FIFO: all 512 tokens"; fi
+{ cat "$tmp/s.kvcs"; printf 'junk'; } >"$tmp/sjunk.kvcs"
+status_is_e 1 "a stream with trailing junk on standard input fails" sh -c '"$1" decode - -o "$2" <"$3"' sh "$kvcore" "$tmp/sj.npy" "$tmp/sjunk.kvcs"
+if err_has "corrupt" && [ ! -e "$tmp/sj.npy" ]; then ok "stream + junk on stdin: corrupt, nothing written"; else not_ok "stream + junk on stdin: corrupt, nothing written"; fi
+# A single container with trailing junk: refused as a file and through standard input alike.
+{ cat "$tmp/a.kvc"; printf 'trailing junk'; } >"$tmp/junk.kvc"
+status_is_e 1 "a container with trailing junk (file) fails" "$kvcore" decode "$tmp/junk.kvc" -o "$tmp/j1.npy"
+if err_has "corrupt.*13 bytes that are not a whole container (trailing data" && [ ! -e "$tmp/j1.npy" ]; then ok "junk (file): corrupt, nothing written"; else not_ok "junk (file): corrupt, nothing written"; fi
+status_is_e 1 "a container with trailing junk (standard input) fails" sh -c '"$1" decode - -o "$2" <"$3"' sh "$kvcore" "$tmp/j2.npy" "$tmp/junk.kvc"
+if err_has "corrupt.*13 bytes that are not a whole container (trailing data" && [ ! -e "$tmp/j2.npy" ]; then ok "junk (stdin): corrupt, nothing written"; else not_ok "junk (stdin): corrupt, nothing written"; fi
+status_is_e 1 "a container with trailing junk through a pipe fails" sh -c 'cat "$3" | "$1" decode - -o "$2"' sh "$kvcore" "$tmp/j3.npy" "$tmp/junk.kvc"
+status_is_e 1 "inspect of a container with trailing junk (standard input) fails" sh -c '"$1" inspect - <"$2"' sh "$kvcore" "$tmp/junk.kvc"
+if err_has "corrupt"; then ok "inspect junk (stdin): corrupt"; else not_ok "inspect junk (stdin): corrupt"; fi
+# inspect reads streams: a row per chunk and the totals, from a file and from standard input.
+status_is 0 "inspect a stream" "$kvcore" inspect "$tmp/s.kvcs"
+if has "kvcore stream of 3 containers" && has "^2  *400-511 " && has "^total  *512  *$sz  *327680 "; then ok "inspect stream: 3 chunk rows and the totals"; else not_ok "inspect stream: 3 chunk rows and the totals"; fi
+status_is 0 "inspect - < stream" sh -c '"$1" inspect - --json <"$2"' sh "$kvcore" "$tmp/s.kvcs"
+if has '"chunks": 3' && has '"tokens": 512' && has '"first_token": 400' && has "\"stream\": $sz"; then ok "inspect --json of a stream from stdin"; else not_ok "inspect --json of a stream from stdin"; fi
+status_is_e 2 "inspect --original of a stream is a usage error" "$kvcore" inspect "$tmp/s.kvcs" --original "$tmp/kv5.npy"
+if err_has "is a stream"; then ok "inspect --original of a stream: says why"; else not_ok "inspect --original of a stream: says why"; fi
+status_is_e 1 "inspect of a stream with trailing junk fails" "$kvcore" inspect "$tmp/sjunk.kvcs"
+if err_has "corrupt.*4 bytes that are not a whole container"; then ok "inspect stream + junk: names the 4 bytes"; else not_ok "inspect stream + junk: names the 4 bytes"; fi
 status_is_e 1 "a stream does not decode to safetensors" "$kvcore" decode "$tmp/s.kvcs" -o "$tmp/s.safetensors"
 status_is_e 2 "--chunk-tokens with a K/V pair is a usage error" "$kvcore" encode --chunk-tokens 200 "$K" "$V" -o "$tmp/x.kvcs"
 status_is_e 2 "--chunk-tokens 0 is a usage error" "$kvcore" encode --chunk-tokens 0 "$tmp/kv5.npy" -o "$tmp/x.kvcs"
@@ -217,6 +303,75 @@ if has '"plane":"K","layer":0,"bins":40' && has '"plane":"K","layer":1,"bins":32
    has '"plane":"V","layer":2,"bins":8'; then ok "per-layer bins reach the container"; else not_ok "per-layer bins reach the container"; fi
 status_is 2 "a bins list of the wrong length is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bins-k 32,32
 status_is 2 "an unknown level is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --level 9
+
+# Rate target (encode --bits) and the LMCache settings a container needs (inspect --lmcache-config).
+check "encode --bits 3.5" "$kvcore" encode "$K" "$V" -o "$tmp/b35.kvc" -q --bits 3.5
+bits=$(awk -v b="$(wc -c <"$tmp/b35.kvc")" 'BEGIN { printf "%.4f", 8 * b / (2 * 5 * 512 * 32) }')
+if awk -v x="$bits" 'BEGIN { exit !(x <= 3.5 && x > 3.0) }'; then ok "--bits 3.5: $bits bits per element"; else not_ok "--bits 3.5: $bits bits per element"; fi
+status_is 0 "inspect --lmcache-config (default bins)" "$kvcore" inspect "$tmp/a.kvc" --lmcache-config
+if has "key bins:   QuantizationSpec(start_layer=0, end_layer=5, bins=32)" && has "own default for 5 layers"; then ok "--lmcache-config: the default needs no settings"; else not_ok "--lmcache-config: the default needs no settings"; fi
+status_is 0 "inspect --lmcache-config (rate target)" "$kvcore" inspect "$tmp/b35.kvc" --lmcache-config --original "$K" --original "$V"
+if has "CacheGenConfig(nlayers=5, kspecs=\[QuantizationSpec(start_layer=0" && has "its default for 5 layers differs" &&
+   has "level 3: .* vs level 0"; then ok "--lmcache-config: the config LMCache needs, and every level's size"; else not_ok "--lmcache-config: the config LMCache needs, and every level's size"; fi
+status_is 0 "inspect --lmcache-config (per-channel keys)" "$kvcore" inspect "$tmp/pc.kvc" --lmcache-config
+if has "LMCache cannot read it: .*per channel"; then ok "--lmcache-config: says why LMCache cannot read it"; else not_ok "--lmcache-config: says why LMCache cannot read it"; fi
+# A 32-layer cache (the real layers repeated): LMCache's default differs by layer there.
+if "${KVC_PYTHON:-python3}" -c "import numpy" 2>/dev/null; then
+    "${KVC_PYTHON:-python3}" -c "import numpy as np, sys; [np.save(sys.argv[i + 3], np.load(sys.argv[i + 1])[[l % 5 for l in range(32)]]) for i in (0, 1)]" \
+        "$K" "$V" "$tmp/k32.npy" "$tmp/v32.npy"
+    "$kvcore" encode "$tmp/k32.npy" "$tmp/v32.npy" -o "$tmp/l0_32.kvc" -q
+    check "inspect --lmcache-config, 32 layers" "$kvcore" inspect "$tmp/l0_32.kvc" --lmcache-config --original "$tmp/k32.npy" --original "$tmp/v32.npy"
+    if has "key bins:   QuantizationSpec(start_layer=0, end_layer=10, bins=32), QuantizationSpec(start_layer=10, end_layer=32, bins=16)" &&
+       has "value bins: QuantizationSpec(start_layer=0, end_layer=2, bins=32), QuantizationSpec(start_layer=2, end_layer=32, bins=16)" &&
+       has "own default for 32 layers" && has "level 1: .*(-[0-9.]* % vs level 0)"; then ok "32 layers: level 0 is LMCache's 32/16 default, level 1 is smaller"; else not_ok "32 layers: level 0 is LMCache's 32/16 default, level 1 is smaller"; fi
+else
+    n=$((n + 1)); echo "ok $n - 32-layer --lmcache-config # SKIP numpy is not importable by ${KVC_PYTHON:-python3}"
+fi
+status_is 2 "--bits 0 is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bits 0
+if err_has "bits per element, a number in (0, 64\]"; then ok "--bits 0: says what it expects"; else not_ok "--bits 0: says what it expects"; fi
+status_is 2 "--bits with --level is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bits 3 --level 1
+status_is 1 "--bits below what the chunk codes to fails" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bits 0.5
+if err_has "0.5 bits per element is below what this chunk codes to" && [ ! -e "$tmp/x.kvc" ]; then ok "--bits 0.5: says so, writes nothing"; else not_ok "--bits 0.5: says so, writes nothing"; fi
+
+# Messages in the user's terms: the flag, the file, the suite.
+"$kvcore" decode -q "$tmp/a.kvc" -o "$tmp/w.safetensors"
+status_is_e 2 "--chunk-tokens of a .safetensors is a usage error" "$kvcore" encode "$tmp/w.safetensors" --chunk-tokens 10 -o "$tmp/w.kvcs"
+if err_has "chunk-tokens reads an .npy file.*w.safetensors is a .safetensors file" && [ ! -e "$tmp/w.kvcs" ]; then ok "--chunk-tokens safetensors: says which file type it takes"; else not_ok "--chunk-tokens safetensors: says which file type it takes"; fi
+# A T = 0 .npy, [2, 5, 0, 32] f16: numpy's own header bytes.
+hdr="{'descr': '<f2', 'fortran_order': False, 'shape': (2, 5, 0, 32), }"
+{ printf '\223NUMPY\001\000v\000%s' "$hdr"; printf '%*s\n' $((117 - ${#hdr})) ''; } >"$tmp/t0.npy"
+for ct in "" "--chunk-tokens 10"; do
+    # shellcheck disable=SC2086
+    status_is_e 1 "encode of 0 tokens ${ct:-(one container)} fails" "$kvcore" encode "$tmp/t0.npy" $ct -o "$tmp/t0.kvc"
+    if err_has "t0.npy holds 5 layers x 0 tokens x 32 channels: nothing to encode" && [ ! -e "$tmp/t0.kvc" ]; then ok "0 tokens ${ct:-(one container)}: says so"; else not_ok "0 tokens ${ct:-(one container)}: says so"; fi
+done
+for b in 5 66 2 "32,7"; do
+    status_is_e 2 "--bins-k $b is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --bins-k "$b"
+    if err_has "^kvcore encode: --bins-k $b: .* bins: a bin count is even, from 4 to 64" && [ ! -e "$tmp/x.kvc" ]; then ok "--bins-k $b: in the flag's terms"; else not_ok "--bins-k $b: in the flag's terms"; fi
+done
+status_is_e 2 "bench of an unknown suite" "$kvcore" bench foo
+if err_has "no suite named 'foo'; the suites are: .*codec"; then ok "bench foo: names foo and the suites"; else not_ok "bench foo: names foo and the suites"; fi
+status_is_e 2 "bench of a known and an unknown suite runs nothing" "$kvcore" bench memory fooo --quick
+if err_has "no suite named 'fooo'" && [ ! -s "$tmp/out" ]; then ok "bench memory fooo: refused before running"; else not_ok "bench memory fooo: refused before running"; fi
+if grep -n 'kvc_[a-z]\|params->\|KVC_ERR\|bins\[' "$errs" >"$tmp/err"; then not_ok "messages are in the user's terms (2)"; else ok "messages are in the user's terms (2)"; fi
+
+# Progress: a live line on a terminal (file, bytes done / total, %, rate), never on a pipe unless
+# --progress; summaries in human units, no GB/s, no internal layout names.
+for i in 1 2 3 4 5 6 7 8; do cat "$tmp/s.kvcs"; done >"$tmp/p8.kvcs"
+status_is 0 "decode on a pipe: no progress" "$kvcore" decode "$tmp/p8.kvcs" -o "$tmp/p8a.npy"
+if ! grep -q "$(printf '\r')" "$tmp/err" && has "p8a.npy: 5 layers x 4096 tokens x 32 channels (f16) from a stream, .* KiB => 2.50 MiB ([0-9.]*x) in [0-9.]* s, [0-9.]* [KMG]*i*B/s$" && ! has "GB/s\|KV_2LTD"; then ok "pipe: no progress; summary in human units"; else not_ok "pipe: no progress; summary in human units"; fi
+status_is 0 "decode --progress on a pipe" "$kvcore" decode --progress "$tmp/p8.kvcs" -o "$tmp/p8b.npy"
+if grep -q "p8.kvcs: .* / 2.50 MiB  *[0-9]*%, .*/s" "$tmp/err"; then ok "--progress forces the line on a pipe"; else not_ok "--progress forces the line on a pipe"; fi
+if command -v script >/dev/null 2>&1; then
+    script -qc "\"$kvcore\" decode \"$tmp/p8.kvcs\" -o \"$tmp/p8c.npy\"" /dev/null >"$tmp/out" 2>&1
+    if grep -q "p8.kvcs: .* / 2.50 MiB  *[0-9]*%, .*/s" "$tmp/out"; then ok "terminal: the progress line by default"; else not_ok "terminal: the progress line by default"; fi
+    script -qc "\"$kvcore\" decode --no-progress \"$tmp/p8.kvcs\" -o \"$tmp/p8d.npy\"" /dev/null >"$tmp/out" 2>&1
+    if ! grep -q "MiB  *[0-9]*%" "$tmp/out" && has "p8d.npy: "; then ok "terminal: --no-progress"; else not_ok "terminal: --no-progress"; fi
+else
+    n=$((n + 1)); echo "ok $n - progress on a terminal # SKIP no script(1) to make a terminal"
+fi
+status_is 0 "encode summary" "$kvcore" encode "$K" "$V" -o "$tmp/hu.kvc"
+if has "hu.kvc: 5 layers x 512 tokens x 32 channels (4 heads x 8, f16), 320 KiB => [0-9.]* KiB ([0-9.]*x) in [0-9.]* s, " && ! has "GB/s"; then ok "encode summary in human units"; else not_ok "encode summary in human units"; fi
 
 echo "1..$n"
 exit $fail

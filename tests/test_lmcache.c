@@ -460,3 +460,155 @@ Test(lmcache, export_errors)
     golden_free(&g);
     kvc_context_destroy(ctx);
 }
+
+/* ---- a second decoder: LMCache's GPU decoding arithmetic, written here --------------------------
+ * Not kvcore's decoder: one stream at a time as LMCache's csrc/ac_dec.cu kernel does it (16-bit CDF
+ * precision, 32-bit low / high / value, the stream copied into a 256-byte slot padded with zeros,
+ * bits read most significant first, lp = CDF entries per stream and max_sym = lp - 2, its binary
+ * search with early exit on an equal entry), then LMCache's dequantisation (q - M) / M * max with
+ * M = bins / 2 - 1 from the per-layer bins a CacheGenConfig would have to list. */
+#define LMC_SLOT 256
+
+static void lmc_decode_stream(const uint16_t *cdf, int lp, const uint8_t *bytes, int32_t length, size_t ntokens, uint8_t *out,
+                              size_t stride)
+{
+    uint8_t slot[LMC_SLOT];
+    for (int j = 0; j < LMC_SLOT; j++) slot[j] = j < length ? bytes[j] : 0;
+    uint32_t low = 0, high = 0xFFFFFFFFu;
+    uint32_t value = (uint32_t)slot[0] << 24 | (uint32_t)slot[1] << 16 | (uint32_t)slot[2] << 8 | slot[3];
+    int off = 4, bit = 1;
+    uint8_t byte = slot[off];
+    const int max_sym = lp - 2;
+    for (size_t i = 0; i < ntokens; i++) {
+        const uint64_t span = (uint64_t)high - low + 1;
+        const uint16_t count = (uint16_t)((((uint64_t)value - low + 1) * 0x10000u - 1) / span);
+        uint16_t left = 0, right = (uint16_t)(max_sym + 1);
+        int sym = -1;
+        while (left + 1 < right) {
+            const uint16_t m = (uint16_t)((left + right) / 2);
+            if (cdf[m] < count) left = m;
+            else if (cdf[m] > count) right = m;
+            else { sym = m; break; }
+        }
+        if (sym < 0) sym = left;
+        out[i * stride] = (uint8_t)sym;
+        if (i + 1 == ntokens) break;
+        const uint32_t c_low = cdf[sym], c_high = sym == max_sym ? 0x10000u : cdf[sym + 1];
+        high = (uint32_t)((low - 1) + ((span * c_high) >> 16));
+        low = (uint32_t)(low + ((span * c_low) >> 16));
+        for (;;) {
+            if (low >= 0x80000000u || high < 0x80000000u) {
+                low <<= 1;
+                high = high << 1 | 1;
+            } else if (low >= 0x40000000u && high < 0xC0000000u) {
+                low = (low << 1) & 0x7FFFFFFFu;
+                high = high << 1 | 0x80000001u;
+                value -= 0x40000000u;
+            } else break;
+            value = value << 1 | ((byte >> (8 - bit)) & 1u);
+            if (++bit == 9) {
+                bit = 1;
+                off++;
+                byte = off < LMC_SLOT ? slot[off] : 0;
+            }
+        }
+    }
+}
+
+/* Encode a [2, NL, T, C] fp16 chunk with p, export it, decode every window's streams with the
+ * decoder above: the symbols must be the quantiser's for the container's per-layer bins, and
+ * LMCache's dequantisation with those bins must be within half a step of the input. Returns the
+ * CDF entries per stream. */
+static unsigned second_decoder_roundtrip(kvc_context_t *ctx, kvc_codec_params_t *p, const uint16_t *kv)
+{
+    const size_t NL = p->num_layers, T = p->num_tokens, C = p->num_heads * p->head_size, L = 2 * NL, S = L * C;
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(kvc_codec_encode(ctx, p, kv, &buf, &len), KVC_OK, "%s", kvc_last_error());
+    kvc_lmcache_chunk_t o;
+    void *storage;
+    cr_assert_eq(kvc_codec_export_lmcache(buf, len, &o, &storage), KVC_OK, "%s", kvc_last_error());
+    const int lp = (int)o.cdf_bins + 1;
+    cr_assert_leq(lp, 64, "LMCache's decoder takes at most 64 CDF entries");
+    /* The encoder's symbols: the per-token quantiser with the container's bins. */
+    uint8_t *want = malloc(L * T * C), *got = malloc(L * T * C);
+    float *scales = malloc(L * T * sizeof(float));
+    kvc_quant_params_t q = { .dtype = KVC_DTYPE_F16, .values = (void *)kv, .symbols = want, .scales = scales, .bins = o.bins,
+                             .layers = L, .tokens = T, .channels = C };
+    cr_assert_eq(kvc_quantise(ctx, &q), KVC_OK, "%s", kvc_last_error());
+    size_t t0 = 0;
+    for (size_t w = 0; w < o.num_windows; w++) {
+        const kvc_lmcache_window_t *win = &o.windows[w];
+        size_t at = 0;
+        for (size_t s = 0; s < S; s++) {
+            const size_t l = s / C, c = s % C;
+            cr_assert_leq(win->lengths[s], LMC_SLOT);
+            lmc_decode_stream(o.cdf + s * (size_t)lp, lp, win->bytes + at, win->lengths[s], win->num_tokens,
+                              got + (l * T + t0) * C + c, C);
+            at += (size_t)win->lengths[s];
+        }
+        cr_assert_eq(at, win->nbytes);
+        t0 += win->num_tokens;
+    }
+    cr_assert_eq(t0, T);
+    for (size_t i = 0; i < L * T * C; i++)
+        cr_assert_eq(got[i], want[i], "symbol %zu (layer %zu): LMCache's arithmetic gives %u, the quantiser %u", i, i / (T * C),
+                     got[i], want[i]);
+    for (size_t l = 0; l < L; l++) {
+        const double M = o.bins[l] / 2 - 1;
+        const uint16_t *mx = l < NL ? (const uint16_t *)o.max_key : (const uint16_t *)o.max_value;
+        for (size_t t = 0; t < T; t++) {
+            const double scale = ref_f16_to_f32(mx[(l % NL) * T + t]);
+            for (size_t c = 0; c < C; c++) {
+                const size_t i = (l * T + t) * C + c;
+                const double x = ref_f16_to_f32(kv[i]), xh = ((double)got[i] - M) / M * scale;
+                cr_assert_leq(fabs(x - xh), scale / (2 * M) * 1.002 + 1e-3, "layer %zu bins %u: |%g - %g|", l, o.bins[l], x, xh);
+            }
+        }
+    }
+    free(want);
+    free(got);
+    free(scales);
+    kvc_codec_free(storage);
+    kvc_codec_free(buf);
+    return (unsigned)lp;
+}
+
+Test(lmcache, second_decoder_reads_every_level_and_uneven_bins)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    const size_t T = 300, C = 16; /* two windows: 256 + 44 tokens */
+    for (size_t NL = 5; NL <= 32; NL += 27) {
+        uint16_t *kv = malloc(2 * NL * T * C * 2);
+        uint64_t s = 0x1234 + NL;
+        for (size_t i = 0; i < 2 * NL * T * C; i++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const double u = (double)(s >> 11) * 0x1.0p-53, g = (u - 0.5) * (i % 16 == 3 ? 8.0 : 1.0); /* one outlier channel */
+            kv[i] = ref_f32_to_f16((float)(g * g * g * 4.0));
+        }
+        /* Every named level, two uneven fixed pairs (47- and 63-entry CDFs with K != V bins) and a
+         * rate target (bins chosen per layer). */
+        int saw47 = 0, saw63 = 0;
+        for (int cfg = 0; cfg <= KVC_CODEC_LEVEL_MAX + 3; cfg++) {
+            kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = NL, .num_tokens = T,
+                                     .num_heads = 2, .head_size = C / 2 };
+            uint32_t bins[64];
+            if (cfg <= KVC_CODEC_LEVEL_MAX) cr_assert_eq(kvc_codec_level_params(cfg, &p, bins), KVC_OK);
+            else if (cfg <= KVC_CODEC_LEVEL_MAX + 2) {
+                const uint32_t k = cfg == KVC_CODEC_LEVEL_MAX + 1 ? 46 : 62, v = k == 46 ? 6 : 12;
+                for (size_t l = 0; l < NL; l++) { bins[l] = k; bins[NL + l] = v; }
+                p.bins = bins;
+                p.field_mask = KVC_CODEC_PARAM_BINS;
+            } else {
+                p.field_mask = KVC_CODEC_PARAM_BITS;
+                p.bits = 3.5;
+            }
+            const unsigned lp = second_decoder_roundtrip(ctx, &p, kv);
+            saw47 |= lp == 47;
+            saw63 |= lp == 63;
+        }
+        cr_assert(saw47 && saw63, "the cases must include 47- and 63-entry CDFs");
+        free(kv);
+    }
+    kvc_context_destroy(ctx);
+}

@@ -21,8 +21,10 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1089,7 +1091,7 @@ Test(memory, shared_exclusive_create_never_reuses)
     cr_assert_eq(ftruncate(fd, 4096), 0);
     cr_assert_eq(pwrite(fd, "stale", 5, 0), 5);
     cr_assert_eq(kvc_mem_alloc(ctx, 1 << 20, &p, &b, NULL), KVC_ERR_EXISTS);
-    cr_assert(strstr(kvc_last_error(), "abandoned"), "%s", kvc_last_error());
+    cr_assert(strstr(kvc_last_error(), "not a kvcore segment"), "%s", kvc_last_error());
     struct stat st;
     cr_assert_eq(fstat(fd, &st), 0);
     cr_assert_eq(st.st_size, 4096, "the stale segment was not resized");
@@ -1153,6 +1155,83 @@ Test(memory, shared_reclaim_after_killed_creator)
     cr_assert_not(shm_exists(name));
     close(ready[0]);
     close(ready[1]);
+    kvc_context_destroy(ctx);
+}
+
+/* Reclaim removes only a segment proven to be kvcore's (its owner record names this very file):
+ * another program's file of that name, unlocked, is KVC_ERR_EXISTS and left exactly as it was,
+ * whether no kvcore segment ever had the name or a dead kvcore creator's segment was replaced. */
+static void assert_untouched(int fd, const char *what)
+{
+    struct stat st;
+    char buf[8] = { 0 };
+    cr_assert_eq(fstat(fd, &st), 0);
+    cr_assert_gt(st.st_nlink, 0, "%s: unlinked", what);
+    cr_assert_eq(st.st_size, 4096, "%s: resized", what);
+    cr_assert_eq(pread(fd, buf, 7, 0), 7);
+    cr_assert_str_eq(buf, "foreign", "%s: overwritten", what);
+}
+
+static int foreign_segment(const char *name)
+{
+    const int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, 4096), 0);
+    cr_assert_eq(pwrite(fd, "foreign", 7, 0), 7);
+    return fd;
+}
+
+Test(memory, reclaim_never_removes_another_programs_segment)
+{
+    kvc_context_t *ctx = real_ctx();
+    const char *name = shm_name("foreign");
+    kvc_mem_params_t rp = shm_params(0, name);
+    rp.field_mask |= KVC_MEM_PARAM_RECLAIM;
+    rp.reclaim = 1;
+    void *a = (void *)0x1;
+    /* Never kvcore's. */
+    int fd = foreign_segment(name);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &rp, &a, NULL), KVC_ERR_EXISTS);
+    cr_assert(strstr(kvc_last_error(), "not a kvcore segment"), "%s", kvc_last_error());
+    cr_assert_eq(a, (void *)0x1);
+    assert_untouched(fd, "never kvcore's");
+    close(fd);
+    shm_unlink(name);
+    /* kvcore's once, freed; then another program's. */
+    kvc_mem_params_t p = shm_params(0, name);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &p, &a, NULL), KVC_OK);
+    cr_assert_eq(kvc_mem_free(ctx, a), KVC_OK);
+    a = (void *)0x1;
+    fd = foreign_segment(name);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &rp, &a, NULL), KVC_ERR_EXISTS);
+    assert_untouched(fd, "after a freed kvcore segment");
+    close(fd);
+    shm_unlink(name);
+    /* A kvcore creator killed (its owner record left behind), its segment removed and the name
+     * taken by another program: the record names another file, so nothing is proven. */
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        kvc_context_t *c = real_ctx();
+        void *x;
+        _exit(kvc_mem_alloc(c, 64 * KiB, &p, &x, NULL) == KVC_OK ? 9 : 1);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 9, "the creator failed");
+    cr_assert(shm_exists(name), "an exiting creator that did not free leaves its segment");
+    cr_assert_eq(shm_unlink(name), 0);
+    fd = foreign_segment(name);
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &rp, &a, NULL), KVC_ERR_EXISTS);
+    cr_assert(strstr(kvc_last_error(), "not a kvcore segment"), "%s", kvc_last_error());
+    assert_untouched(fd, "a foreign file under a dead creator's name");
+    close(fd);
+    shm_unlink(name);
+    /* Now free: the stale owner record does not stop a fresh create. */
+    cr_assert_eq(kvc_mem_alloc(ctx, 64 * KiB, &p, &a, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_mem_free(ctx, a), KVC_OK);
+    cr_assert_not(shm_exists(name));
     kvc_context_destroy(ctx);
 }
 
@@ -1409,6 +1488,30 @@ Test(memory, split_copy_errors_write_nothing)
     kvc_context_destroy(ctx);
 }
 
+/* kvc_memcpy used to hand a negative size (as size_t) or a range wrapping the address space to the
+ * backend's memcpy, which wrote before and after dst. */
+Test(memory, sync_copy_refuses_wrapping_ranges)
+{
+    kvc_context_t *ctx = real_ctx();
+    unsigned char a[64], b[64], orig[64];
+    fill_pattern(a, sizeof(a), 1);
+    fill_pattern(b, sizeof(b), 2);
+    memcpy(orig, b, sizeof(b));
+    cr_assert_eq(kvc_memcpy(ctx, b, a, (size_t)-1), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "PTRDIFF_MAX"), "%s", kvc_last_error());
+    cr_assert_eq(kvc_memcpy(ctx, b, a, (size_t)PTRDIFF_MAX + 1), KVC_ERR_INVALID_ARG);
+    void *top = (void *)(UINTPTR_MAX - 15);
+    cr_assert_eq(kvc_memcpy(ctx, top, a, 32), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "wraps around the address space") && strstr(kvc_last_error(), "dst"), "%s",
+              kvc_last_error());
+    cr_assert_eq(kvc_memcpy(ctx, b, top, 32), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "src"), "%s", kvc_last_error());
+    cr_assert_arr_eq(b, orig, sizeof(b), "a rejected copy wrote something");
+    cr_assert_eq(kvc_memcpy(ctx, b, a, sizeof(a)), KVC_OK, "%s", kvc_last_error());
+    cr_assert_arr_eq(b, a, sizeof(a));
+    kvc_context_destroy(ctx);
+}
+
 /* ---------------------------------------------------------------- batched copy */
 
 Test(memory, batched_equals_oracle)
@@ -1654,6 +1757,70 @@ Test(memory, hugepage_pools_from_a_fake_tree)
     cr_assert_eq(kvc_sys_thp_mode_at("/nonexistent"), KVC_THP_UNAVAILABLE);
 }
 
+/* The last-level cache a transfer's streaming threshold comes from. */
+Test(memory, llc_from_a_fake_sysfs_cache_dir)
+{
+    const char *d = fake_tree();
+    write_file(d, "index0/level", "1\n");
+    write_file(d, "index0/type", "Data\n");
+    write_file(d, "index0/size", "48K\n");
+    write_file(d, "index1/level", "1\n");
+    write_file(d, "index1/type", "Instruction\n");
+    write_file(d, "index1/size", "32K\n");
+    write_file(d, "index2/level", "2\n");
+    write_file(d, "index2/type", "Unified\n");
+    write_file(d, "index2/size", "1024K\n");
+    cr_assert_eq(kvc_sys_llc_bytes_at(d), 1 << 20, "the highest level that is not an instruction cache");
+    write_file(d, "index3/level", "3\n");
+    write_file(d, "index3/type", "Unified\n");
+    write_file(d, "index3/size", "32768K\n");
+    cr_assert_eq(kvc_sys_llc_bytes_at(d), 32 << 20);
+    cr_assert_eq(kvc_sys_llc_bytes_at("/nonexistent"), 0);
+}
+
+Test(memory, llc_cpuid_only_is_capped)
+{
+    kvc_llc_info_t l;
+    /* A 2-vCPU EPYC guest without sysfs cache information: CPUID says 508 MiB (the host's cache). */
+    kvc_sys_llc_resolve(0, 532676608, &l);
+    cr_assert_eq(l.source, KVC_LLC_CPUID_CAPPED);
+    cr_assert_eq(l.bytes, KVC_LLC_CPUID_CAP);
+    cr_assert_eq(l.cpuid_bytes, 532676608);
+    cr_assert_eq(l.sysfs_bytes, 0);
+    kvc_sys_llc_resolve(0, 16 << 20, &l);
+    cr_assert_eq(l.source, KVC_LLC_CPUID);
+    cr_assert_eq(l.bytes, 16 << 20);
+    /* sysfs is the kernel's view: believed above the cap, CPUID only when it says less. */
+    kvc_sys_llc_resolve(96 << 20, 402653184, &l);
+    cr_assert_eq(l.source, KVC_LLC_SYSFS);
+    cr_assert_eq(l.bytes, 96 << 20);
+    kvc_sys_llc_resolve(32 << 20, 16 << 20, &l);
+    cr_assert_eq(l.bytes, 16 << 20);
+    kvc_sys_llc_resolve(0, -1, &l);
+    cr_assert_eq(l.source, KVC_LLC_UNKNOWN);
+    cr_assert_eq(l.bytes, 0);
+}
+
+Test(memory, stream_threshold_of_a_context)
+{
+    kvc_llc_info_t l;
+    cr_assert_eq(kvc_llc_info(NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_llc_info(&l), KVC_OK);
+    kvc_context_t *ctx = NULL;
+    unsetenv("KVCORE_STREAM_MIN_BYTES");
+    cr_assert_eq(kvc_context_create(NULL, &ctx), KVC_OK);
+    const int64_t want = l.bytes / 4 * 3 > (4 << 20) ? l.bytes / 4 * 3 : 4 << 20;
+    cr_assert_eq(kvc_context_stream_min_bytes(ctx), want, "3/4 of %" PRId64 " (%s)", l.bytes,
+                 kvc_llc_source_name(l.source));
+    kvc_context_destroy(ctx);
+    setenv("KVCORE_STREAM_MIN_BYTES", "12345", 1);
+    cr_assert_eq(kvc_context_create(NULL, &ctx), KVC_OK);
+    cr_assert_eq(kvc_context_stream_min_bytes(ctx), 12345);
+    kvc_context_destroy(ctx);
+    unsetenv("KVCORE_STREAM_MIN_BYTES");
+    cr_assert_eq(kvc_context_stream_min_bytes(NULL), -1);
+}
+
 Test(memory, cgroup_v2_limits_from_a_fake_tree)
 {
     const char *root = fake_tree();
@@ -1850,6 +2017,15 @@ Test(memory, map_file_errors_have_exact_status)
     cr_assert_eq(mkfifo(fpath, 0600), 0);
     cr_assert_eq(kvc_mem_map_file(ctx, fpath, page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a FIFO, without blocking");
     unlink(fpath);
+    /* A unix socket cannot even be opened (ENXIO): the wrong kind of file, as memory.h says. */
+    const int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s", fifo);
+    cr_assert_eq(bind(sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(kvc_mem_map_file(ctx, sa.sun_path, page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a socket");
+    cr_assert(strstr(kvc_last_error(), "socket"), "%s", kvc_last_error());
+    close(sock);
+    unlink(sa.sun_path);
     rmdir(fifo);
     cr_assert_eq(kvc_mem_map_file(ctx, "/dev/null", page, 0, 0, &p, NULL), KVC_ERR_INVALID_ARG, "a device node");
     chmod(path, 0400);

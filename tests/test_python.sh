@@ -26,15 +26,17 @@ case "${KVC_SAN_FLAGS:-}" in
     asan=$($cc -print-file-name=libasan.so) ubsan=$($cc -print-file-name=libubsan.so)
     export LD_PRELOAD="$asan $ubsan${LD_PRELOAD:+ $LD_PRELOAD}"
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    sanitized="# sanitizers: LD_PRELOAD=$LD_PRELOAD ASAN_OPTIONS=$ASAN_OPTIONS"
     ;;
 esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-py.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
-KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_abi" \
+KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_abi" KVC_CLI="$build/kvcore" \
     PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 \
     "$py" -m pytest -p no:cacheprovider -q -rA "$src/python/tests" >"$tmp/out" 2>&1
 rc=$?
 sed 's/^/# /' "$tmp/out"
+[ -n "${sanitized:-}" ] && echo "$sanitized"
 # -rA summary lines -> TAP: "PASSED file::test", "FAILED file::test - msg", "SKIPPED [n] file:line: reason"
 awk -v rc="$rc" '
     /^PASSED /  { n++; line[n] = "ok " n " - " $2 }

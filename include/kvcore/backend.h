@@ -332,8 +332,8 @@ typedef struct kvc_backend_services {
         ;
     int num_threads; /* CPU threads the context may use */
     int cpu_isa;     /* CPU SIMD tier chosen for the context (kvc_isa_t) */
-    /* KVCORE_STREAM_MIN_BYTES: CPU transfers moving more bytes write with streaming stores;
-     * -1 when unset (the CPU backend then derives it from the last-level cache). */
+    /* CPU transfers moving more bytes write with streaming stores (kvc_context_stream_min_bytes:
+     * KVCORE_STREAM_MIN_BYTES, else derived from the last-level cache by the core). */
     int64_t stream_min_bytes;
 } kvc_backend_services_t;
 

@@ -33,6 +33,10 @@ enum {
      * head_size = C; the container records that NH and HS are nominal (info.heads_known = 0). */
     KVC_CODEC_PARAM_HEADS_UNKNOWN = 1u << 3,
     KVC_CODEC_PARAM_KEY_SCALING = 1u << 4, /* key_scaling; default KVC_CODEC_SCALE_TOKEN */
+    /* bits: a size target in bits per element (whole container); the encoder chooses the bins
+     * per (plane, layer) (docs/CACHEGEN.md "Rate target"). Not with KVC_CODEC_PARAM_BINS or
+     * per-channel keys. */
+    KVC_CODEC_PARAM_BITS = 1u << 5,
 };
 
 /* How plane 0 (keys; MLA's latent) is scaled before quantisation. Per token is LMCache's scheme:
@@ -57,16 +61,25 @@ typedef struct kvc_codec_params {
     kvc_codec_progress_fn progress;
     void *progress_user;
     kvc_codec_scaling_t key_scaling;
+    double bits;                /* KVC_CODEC_PARAM_BITS: target bits per element, > 0 */
 } kvc_codec_params_t;
 
-/* Named quality levels, chosen with bench/quality (docs/CACHEGEN.md has the measured size and
- * quality of each); a higher level is smaller. All scale keys per token and stay readable by
- * LMCache's decoder (per-channel keys did not pay off in that measurement):
- *   0  LMCache's default profile (kvc_cg_default_bins), the reference;
- *   1  keys 62 bins, values 12: ~7 % smaller than level 0, several times lower KL;
- *   2  keys 46 bins, values 6: ~26 % smaller than level 0 at lower CE loss and KL (46 bins also fit
- *      LMCache's GPU encoder);
- *   3  keys 36 bins, values 6: ~30 % smaller, about level 0's quality.
+/* Named quality levels, relative to LMCache's default for the cache's layer count
+ * (kvc_cg_default_bins): level 0 is that default; levels 1-3 give the K and V bins of a layer
+ * LMCache codes with 32 bins, and a layer it codes with 16 (keys from layer 10, values from layer
+ * 2, in caches of 10 or more layers) gets half, rounded up to even, at least 4. All scale keys per
+ * token. Chosen by stated rules on bench/quality's tuning set, reported on its held-out set
+ * (docs/QUALITY.md: stories260K, 5 layers, head_dim 8; sizes also for a 32-layer cache):
+ *   0  LMCache's default, the reference;
+ *   1  K 62 / V 12: 6.9 % smaller than level 0 with 5 layers (9.6 % with 32), mean KL a
+ *      quarter of level 0's, no held-out run worse;
+ *   2  K 46 / V 8: 20 % smaller with 5 layers (27 % with 32), lower mean KL than level 0 but
+ *      worse on 8 of 40 held-out runs;
+ *   3  K 32 / V 8: 26 % smaller with 5 layers (36 % with 32), mean KL 16 % above level 0's.
+ * The 32-layer figures are sizes only: no model with 10 or more layers measured the halved bins.
+ * LMCache's decoder decodes every level, but dequantises with the bins of its per-model config:
+ * levels 1-3 need that config to list theirs (kvcore inspect --lmcache-config); LMCache's encoder
+ * cannot make them (different K and V CDF widths).
  * Sets p->bins = bins (caller storage of 2 * num_layers entries; p->layout and p->num_layers must
  * be set), p->key_scaling and the matching field_mask bits. KVC_ERR_INVALID_ARG for NULL, an
  * unknown level or a zero / oversized num_layers. */
@@ -87,7 +100,9 @@ typedef struct kvc_codec_info {
     size_t lmcache_bytes;      /* same streams in LMCache's layout: int16 CDF, int32 lengths, dtype scales */
     int heads_known;           /* 0: encoded with KVC_CODEC_PARAM_HEADS_UNKNOWN (num_heads 1 is nominal) */
     kvc_codec_scaling_t key_scaling;
-    int lmcache_readable;      /* LMCache's GPU decoder can take it (kvc_codec_export_lmcache succeeds) */
+    int lmcache_readable;      /* LMCache's GPU decoder can decode its streams (kvc_codec_export_lmcache
+                                  succeeds); LMCache dequantises them right only with a config listing
+                                  the container's bins (docs/CACHEGEN.md "LMCache readability") */
 } kvc_codec_info_t;
 
 /* Per (plane, layer) statistics of a container: coded bits per symbol and the empirical entropy of
@@ -100,7 +115,8 @@ typedef struct kvc_codec_layer_stats {
 
 /* Compress one chunk `kv` (host memory, C order, shape per layout). *out receives a new buffer
  * (free with kvc_codec_free) of *out_len bytes. Errors: KVC_ERR_INVALID_ARG (NULL, zero sizes,
- * bins outside [4, 64] or not even), KVC_ERR_DTYPE, KVC_ERR_SHAPE (MLA with num_heads != 1, more
+ * bins outside [4, 64] or not even; bits not finite and > 0, bits with bins or per-channel keys,
+ * bits below what 4 bins everywhere code this chunk to), KVC_ERR_DTYPE, KVC_ERR_SHAPE (MLA with num_heads != 1, more
  * than 4096 layers, sizes that overflow). */
 KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,
                                       size_t *out_len);

@@ -82,8 +82,9 @@ KVC_API kvc_status_t kvc_device_free(kvc_context_t *ctx, void *ptr);
 /* Synchronous copy of nbytes between any two addresses the backend can reach (host, pinned or
  * device memory, in any direction; the GPU runtime tells them apart). Waits for the copy, and on
  * GPU backends it is ordered after work on the default stream. Overlapping ranges are allowed on
- * the CPU backend only (memmove). nbytes 0 is a no-op; a NULL pointer with nbytes > 0 is
- * KVC_ERR_INVALID_ARG. */
+ * the CPU backend only (memmove). nbytes 0 is a no-op; a NULL pointer with nbytes > 0, nbytes above
+ * PTRDIFF_MAX (a negative size converted to size_t) and a range that wraps around the address space
+ * are KVC_ERR_INVALID_ARG, with nothing copied. */
 KVC_API kvc_status_t kvc_memcpy(kvc_context_t *ctx, void *dst, const void *src, size_t nbytes);
 
 /* PCI bus id ("DDDD:BB:DD.F", lower case) of a device of the selected GPU backend, from its
@@ -114,6 +115,10 @@ KVC_API const char *kvc_context_isa(const kvc_context_t *ctx);
 
 /* Threads the CPU backend uses for OpenMP regions (after the caps of KVC_THREADS_PER_CPU). */
 KVC_API int kvc_context_num_threads(const kvc_context_t *ctx);
+
+/* CPU transfers moving more bytes than this write with streaming stores: KVCORE_STREAM_MIN_BYTES,
+ * else 3/4 of the last-level cache of kvc_llc_info(), at least 4 MiB. -1 when ctx is NULL. */
+KVC_API int64_t kvc_context_stream_min_bytes(const kvc_context_t *ctx);
 
 /* Environment knobs: one table, printed by `kvcore info`. */
 typedef struct kvc_env_knob {

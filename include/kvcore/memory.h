@@ -90,9 +90,11 @@ typedef struct kvc_mem_params {
     int touch;                  /* 1: fault every page in now, in parallel, from threads bound to the
                                    target node (first touch places the pages); 0: leave pages to be
                                    faulted on first use (NUMA binding still applies) */
-    int reclaim;                /* KVC_MEM_SHARED: 1 = a segment of this name whose creator died (nobody
-                                   holds its owner lock) is unlinked and the name created afresh, for a
-                                   restarted server; a live creator's segment is still KVC_ERR_EXISTS */
+    int reclaim;                /* KVC_MEM_SHARED: 1 = a kvcore segment of this name whose creator died
+                                   (nobody holds its owner lock; its owner record names that file) is
+                                   unlinked and the name created afresh, for a restarted server; a live
+                                   creator's segment, and any segment not proven kvcore's, is still
+                                   KVC_ERR_EXISTS and left untouched */
 } kvc_mem_params_t;
 
 /* Page size obtained. */
@@ -163,8 +165,9 @@ typedef struct kvc_mem_report {
  * refused by the OS, more bytes than the node has; the message says which), KVC_ERR_LIMIT (strict
  * hugepages with too few free hugetlb pages; RLIMIT_MEMLOCK too low for pinning: the message gives
  * the limit and the request),
- * KVC_ERR_EXISTS (shared name exists: never shared; the message says whether its creator is alive;
- * with reclaim, an abandoned segment is replaced instead), KVC_ERR_NO_SPACE (shared memory filesystem
+ * KVC_ERR_EXISTS (shared name exists: never shared; the message says whether it is in use,
+ * abandoned, another user's or not a kvcore segment; with reclaim, an abandoned segment proven
+ * kvcore's by its owner record is replaced instead, anything else left untouched), KVC_ERR_NO_SPACE (shared memory filesystem
  * too small: checked by reserving the space up front, so a full /dev/shm never means a SIGBUS
  * later), KVC_ERR_NO_MEMORY (mapping or faulting in failed), KVC_ERR_PERMISSION, KVC_ERR_BACKEND
  * (GPU host register). Pinning is never a fallback: it fails under both policies. */

@@ -70,6 +70,28 @@ typedef enum kvc_thp_mode {
 KVC_API kvc_thp_mode_t kvc_thp_mode(void);
 KVC_API const char *kvc_thp_mode_name(kvc_thp_mode_t mode); /* "unavailable", "never", ... */
 
+/* The last-level cache size kvcore uses and where it came from. CPU transfers moving more than
+ * 3/4 of it (at least 4 MiB; KVCORE_STREAM_MIN_BYTES overrides) write with streaming stores:
+ * kvc_context_stream_min_bytes() gives a context's threshold. */
+typedef enum kvc_llc_source {
+    KVC_LLC_UNKNOWN = 0,       /* neither sysfs nor CPUID says: `bytes` is 0 (threshold: the 4 MiB floor) */
+    KVC_LLC_SYSFS = 1,         /* /sys/devices/system/cpu/cpu0/cache (what lscpu shows) */
+    KVC_LLC_CPUID = 2,         /* no sysfs cache information; CPUID's size (sysconf) */
+    KVC_LLC_CPUID_CAPPED = 3,  /* no sysfs cache information; CPUID's size above the cap, capped */
+} kvc_llc_source_t;
+
+#define KVC_LLC_CPUID_CAP ((int64_t)32 << 20) /* largest CPUID-only size believed (docs/TRANSFER.md) */
+
+typedef struct kvc_llc_info {
+    int64_t bytes;          /* the size kvcore uses */
+    int64_t sysfs_bytes;    /* what sysfs says, 0 when it says nothing */
+    int64_t cpuid_bytes;    /* what CPUID (sysconf) says, 0 when it says nothing */
+    kvc_llc_source_t source;
+} kvc_llc_info_t;
+
+KVC_API kvc_status_t kvc_llc_info(kvc_llc_info_t *out); /* KVC_ERR_INVALID_ARG when out is NULL */
+KVC_API const char *kvc_llc_source_name(kvc_llc_source_t source); /* "sysfs", "cpuid", ... */
+
 /* The calling process's cgroup limits (v2, or v1 memory and cpuset controllers). */
 typedef struct kvc_cgroup_info {
     int version;             /* 2, 1, or 0 when no cgroup information was found */

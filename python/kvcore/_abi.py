@@ -16,8 +16,30 @@ STATUS = {
     -16: "KVC_ERR_ALIGNMENT", -17: "KVC_ERR_DTYPE", -18: "KVC_ERR_SHAPE", -19: "KVC_ERR_FORMAT",
     -20: "KVC_ERR_PLACEMENT", -21: "KVC_ERR_STATE", -22: "KVC_ERR_OVERLAP",
 }
-for _v, _n in STATUS.items():
-    globals()[_n] = _v
+STATUS_CODES = {n: v for v, n in STATUS.items()}
+KVC_OK = 0
+KVC_ERR_INVALID_ARG = -1
+KVC_ERR_NO_MEMORY = -2
+KVC_ERR_UNSUPPORTED = -3
+KVC_ERR_NO_DEVICE = -4
+KVC_ERR_OUT_OF_RANGE = -5
+KVC_ERR_NO_SPACE = -6
+KVC_ERR_CORRUPT = -7
+KVC_ERR_VERSION = -8
+KVC_ERR_EXISTS = -9
+KVC_ERR_NOT_FOUND = -10
+KVC_ERR_IO = -11
+KVC_ERR_ABI = -12
+KVC_ERR_BACKEND = -13
+KVC_ERR_PERMISSION = -14
+KVC_ERR_LIMIT = -15
+KVC_ERR_ALIGNMENT = -16
+KVC_ERR_DTYPE = -17
+KVC_ERR_SHAPE = -18
+KVC_ERR_FORMAT = -19
+KVC_ERR_PLACEMENT = -20
+KVC_ERR_STATE = -21
+KVC_ERR_OVERLAP = -22
 
 # ---------------------------------------------------------------- types.h
 DTYPE_INVALID, DTYPE_F16, DTYPE_BF16, DTYPE_F32, DTYPE_F64 = 0, 1, 2, 3, 4
@@ -66,9 +88,35 @@ CHUNK_DEFAULT, CHUNK_SPLIT_KV, CHUNK_FUSED_PACKED, CHUNK_INTERLEAVED_KV = 0, 1, 
 
 
 class PageShape(C.Structure):
+    """An engine's paged geometry (kvc_page_shape_t): nl layers of nb blocks of bs tokens, nh heads
+    of hs elements, kv_size planes (2: K and V; 1: MLA). element_size 0 takes the bytes per element
+    from the tensors' dtype; block_stride_elems 0 means dense blocks; num_planes / plane_bytes
+    describe format 17's per-layer planes."""
     _fields_ = [("kv_size", C.c_int32), ("element_size", C.c_int32), ("nl", C.c_int64), ("nb", C.c_int64),
                 ("bs", C.c_int64), ("nh", C.c_int64), ("hs", C.c_int64), ("block_stride_elems", C.c_int64),
                 ("num_planes", C.c_int32), ("plane_bytes", C.c_int64 * 4)]
+
+    def __init__(self, *, nl: int = 0, nb: int = 0, bs: int = 0, nh: int = 1, hs: int = 0, kv_size: int = 2,
+                 element_size: int = 0, block_stride_elems: int = 0, num_planes: int = 0,
+                 plane_bytes: "tuple[int, ...] | list[int]" = ()) -> None:
+        super().__init__(kv_size=kv_size, element_size=element_size, nl=nl, nb=nb, bs=bs, nh=nh, hs=hs,
+                         block_stride_elems=block_stride_elems, num_planes=num_planes)
+        for i, b in enumerate(plane_bytes):
+            self.plane_bytes[i] = b
+
+    def __repr__(self) -> str:
+        s = (f"PageShape(nl={self.nl}, nb={self.nb}, bs={self.bs}, nh={self.nh}, hs={self.hs}, "
+             f"kv_size={self.kv_size}, element_size={self.element_size}")
+        if self.block_stride_elems:
+            s += f", block_stride_elems={self.block_stride_elems}"
+        if self.num_planes:
+            s += f", num_planes={self.num_planes}, plane_bytes={list(self.plane_bytes)[:self.num_planes]}"
+        return s + ")"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PageShape) and bytes(self) == bytes(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as a list
 
 
 class TokenTransfer(C.Structure):
@@ -138,6 +186,7 @@ class QuantParams(C.Structure):
 CODEC_KV_2LTD, CODEC_MLA = 0, 1
 CODEC_PARAM_BINS, CODEC_PARAM_WINDOW, CODEC_PARAM_PROGRESS, CODEC_PARAM_HEADS_UNKNOWN = 1, 2, 4, 8
 CODEC_PARAM_KEY_SCALING = 16
+CODEC_PARAM_BITS = 32
 CODEC_SCALE_TOKEN, CODEC_SCALE_CHANNEL = 0, 1
 PROGRESS_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_size_t, C.c_size_t)
 
@@ -146,7 +195,8 @@ class CodecParams(C.Structure):
     _fields_ = [("field_mask", C.c_uint64), ("dtype", C.c_int), ("layout", C.c_int),
                 ("num_layers", C.c_size_t), ("num_tokens", C.c_size_t), ("num_heads", C.c_size_t),
                 ("head_size", C.c_size_t), ("bins", C.c_void_p), ("window_tokens", C.c_uint32),
-                ("progress", PROGRESS_FN), ("progress_user", C.c_void_p), ("key_scaling", C.c_int)]
+                ("progress", PROGRESS_FN), ("progress_user", C.c_void_p), ("key_scaling", C.c_int),
+                ("bits", C.c_double)]
 
 
 class CodecInfo(C.Structure):
@@ -312,6 +362,7 @@ CONSTANTS = dict(
     KVC_CODEC_KV_2LTD=CODEC_KV_2LTD, KVC_CODEC_MLA=CODEC_MLA, KVC_CODEC_PARAM_BINS=CODEC_PARAM_BINS,
     KVC_CODEC_PARAM_WINDOW=CODEC_PARAM_WINDOW, KVC_CODEC_PARAM_PROGRESS=CODEC_PARAM_PROGRESS,
     KVC_CODEC_PARAM_HEADS_UNKNOWN=CODEC_PARAM_HEADS_UNKNOWN, KVC_CODEC_PARAM_KEY_SCALING=CODEC_PARAM_KEY_SCALING,
+    KVC_CODEC_PARAM_BITS=CODEC_PARAM_BITS,
     KVC_CODEC_SCALE_TOKEN=CODEC_SCALE_TOKEN, KVC_CODEC_SCALE_CHANNEL=CODEC_SCALE_CHANNEL,
     KVC_ROPE_NEOX=ROPE_NEOX, KVC_ROPE_GPTJ=ROPE_GPTJ, KVC_ROPE_PARAM_STYLE=ROPE_PARAM_STYLE,
     KVC_MEM_PLAIN=MEM_PLAIN, KVC_MEM_PINNED=MEM_PINNED, KVC_MEM_NUMA=MEM_NUMA, KVC_MEM_SHARED=MEM_SHARED,
@@ -373,6 +424,8 @@ PROTOTYPES = {
     "kvc_cg_default_bins": (_S, [_Z, _P]),
     "kvc_codec_encode": (_S, [_P, C.POINTER(CodecParams), _P, C.POINTER(_P), C.POINTER(_Z)]),
     "kvc_codec_free": (None, [_P]),
+    "kvc_codec_level_params": (_S, [C.c_int, C.POINTER(CodecParams), _P]),
+    "kvc_version_string": (C.c_char_p, []),
     "kvc_codec_inspect": (_S, [_P, _Z, C.POINTER(CodecInfo)]),
     "kvc_codec_decode": (_S, [_P, _P, _Z, _P, _Z, C.POINTER(CodecInfo)]),
     "kvc_rope_k_fused": (_S, [_P, _P, C.POINTER(RopeKeys), _P, _P, C.POINTER(RopeTable), C.POINTER(RopeParams)]),

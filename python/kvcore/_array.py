@@ -3,11 +3,15 @@
 __cuda_array_interface__ or DLPack, reduced to (pointer, shape, byte strides, kvcore dtype, device).
 Nothing here copies: a kvcore call works on the caller's memory or refuses it."""
 import ctypes
+import os
+
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple, Union
 
 import numpy as _np
 
 from . import _abi
 from ._lib import KvcoreError
+from .errors import type_error
 
 # numpy / __array_interface__ type strings (little-endian or byte-sized) -> kvc_dtype_t
 _TYPESTR = {
@@ -35,23 +39,36 @@ _DLPACK_DEVICES = {1: "cpu", 3: "cpu", 2: "cuda", 10: "hip"}  # kDLCPU, kDLCUDAH
 class Buf:
     """One array's memory as kvcore sees it; `keep` holds whatever keeps the memory alive."""
     __slots__ = ("ptr", "shape", "strides", "dtype", "device", "readonly", "keep", "name", "contig")
+    ptr: int
+    shape: Tuple[int, ...]
+    strides: Tuple[int, ...]
+    dtype: int
+    device: Tuple[str, Optional[int]]
+    readonly: bool
+    keep: Any
+    name: str
+    contig: Optional[bool]
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
+        """Bytes per element."""
         return _SIZE[self.dtype]
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """Elements."""
         n = 1
         for d in self.shape:
             n *= d
         return n
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
+        """Bytes of the elements (size x itemsize)."""
         return self.size * self.itemsize
 
-    def contiguous(self):
+    def contiguous(self) -> bool:
+        """C order without gaps."""
         if self.contig is not None:
             return self.contig
         step = self.itemsize
@@ -62,14 +79,14 @@ class Buf:
         return True
 
 
-def _fail(status, msg):
+def _fail(status: int, msg: str) -> NoReturn:
     raise KvcoreError(status, msg)
 
 
-_TORCH_DTYPES = None
+_TORCH_DTYPES: Optional[Dict[Any, int]] = None
 
 
-def torch_dtypes():
+def torch_dtypes() -> Dict[Any, int]:
     """torch dtype -> kvc_dtype_t, built on first use (torch is imported only when a tensor comes)."""
     global _TORCH_DTYPES
     if _TORCH_DTYPES is None:
@@ -86,14 +103,14 @@ def torch_dtypes():
     return _TORCH_DTYPES
 
 
-def _torch_dtype_code(t, name):
+def _torch_dtype_code(t: Any, name: str) -> int:
     table = torch_dtypes()
     if t.dtype not in table:
         _fail(_abi.KVC_ERR_DTYPE, f"{name}: torch dtype {t.dtype} has no kvcore equivalent")
     return table[t.dtype]
 
 
-def _from_interface(b, ai, name, device):
+def _from_interface(b: Buf, ai: Dict[str, Any], name: str, device: Tuple[str, Optional[int]]) -> Buf:
     typestr = ai["typestr"]
     if typestr not in _TYPESTR:
         _fail(_abi.KVC_ERR_DTYPE, f"{name}: element type {typestr!r} has no kvcore equivalent "
@@ -128,7 +145,7 @@ _capsule_ptr = ctypes.pythonapi.PyCapsule_GetPointer
 _capsule_ptr.restype, _capsule_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 
 
-def _from_dlpack(b, obj, name):
+def _from_dlpack(b: Buf, obj: Any, name: str) -> Buf:
     cap = obj.__dlpack__()
     t = _DLTensor.from_address(_capsule_ptr(cap, b"dltensor"))  # DLManagedTensor starts with its DLTensor
     if (t.code, t.bits) not in _DLPACK or t.lanes != 1:
@@ -140,7 +157,8 @@ def _from_dlpack(b, obj, name):
     if t.strides:
         b.strides = tuple(t.strides[i] * size for i in range(t.ndim))
     else:
-        st, step = [], size
+        st: List[int] = []
+        step = size
         for d in reversed(b.shape):
             st.insert(0, step)
             step *= d
@@ -156,7 +174,7 @@ NP_DTYPES = {_np.dtype(t): code for t, code in _TYPESTR.items()}
 _CPU = ("cpu", 0)
 
 
-def buf(obj, name, writable=False):
+def buf(obj: Any, name: str, writable: bool = False) -> Buf:
     """Describe obj's memory. Raises KvcoreError for anything that is not an array of a kvcore type."""
     b = Buf()
     b.name, b.keep, b.contig = name, obj, None
@@ -184,14 +202,17 @@ def buf(obj, name, writable=False):
     elif hasattr(obj, "__dlpack__"):
         _from_dlpack(b, obj, name)
     else:
-        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: expected an array (numpy, torch, __array_interface__, "
-                                        f"__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
+        raise type_error(f"{name}: expected an array (numpy, torch, __array_interface__, "
+                         f"__cuda_array_interface__ or DLPack), got {type(obj).__name__}")
     if writable and b.readonly:
         _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: the array is read-only and this call writes it")
+    if any(d < 0 for d in b.shape):  # only a hand-made interface can say so; nbytes would go negative
+        _fail(_abi.KVC_ERR_SHAPE, f"{name}: negative dimension in shape {list(b.shape)}")
     return b
 
 
-def require(b, dtypes=None, ndim=None, shape=None, contiguous=True):
+def require(b: Buf, dtypes: Union[int, Sequence[int], None] = None, ndim: Union[int, Sequence[int], None] = None,
+            shape: Optional[Sequence[Optional[int]]] = None, contiguous: bool = True) -> Buf:
     """Check one Buf: kvcore dtype codes, rank, exact shape (None entries match anything), C order."""
     if dtypes is not None:
         if isinstance(dtypes, int):
@@ -208,4 +229,64 @@ def require(b, dtypes=None, ndim=None, shape=None, contiguous=True):
     if contiguous and not b.contiguous():
         _fail(_abi.KVC_ERR_SHAPE, f"{b.name}: not C-contiguous (shape {list(b.shape)}, byte strides "
                                   f"{list(b.strides)}); pass .contiguous() / np.ascontiguousarray()")
+    return b
+
+
+# ---------------------------------------------------------------- bounds
+# ctypes wraps a negative int silently into a size_t (-1 becomes SIZE_MAX) and cuts a char* at its
+# first NUL: every size and name from the caller passes through these before it reaches C.
+_PTRDIFF_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t) - 1)) - 1
+
+
+def count(v: Any, name: str, limit: int = _PTRDIFF_MAX) -> int:
+    """A size, count or offset for a C size_t: an integer in [0, limit], else KVC_ERR_INVALID_ARG."""
+    try:
+        i = v.__index__()
+    except (AttributeError, TypeError, ValueError, RuntimeError):
+        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name}: {type(v).__name__}, expected an integer")
+    if i < 0:
+        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name} {i} is negative")
+    if i > limit:
+        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name} {i} is larger than {limit}")
+    return int(i)
+
+
+def cstr(s: Union[str, bytes, "os.PathLike[str]"], name: str) -> bytes:
+    """A str/bytes/path argument as C bytes; an embedded NUL is refused (C would stop reading there)."""
+    b = s if isinstance(s, bytes) else (s.encode() if isinstance(s, str) else os.fsencode(s))
+    if b"\0" in b:
+        _fail(_abi.KVC_ERR_INVALID_ARG, f"{name} {s!r} contains a NUL character")
+    return b
+
+
+def span(b: Buf) -> Tuple[int, int]:
+    """[lo, hi): the bytes b's shape and strides reach, relative to b.ptr ((0, 0) when empty)."""
+    if any(d == 0 for d in b.shape):
+        return 0, 0
+    lo, hi = 0, b.itemsize
+    for d, s in zip(b.shape, b.strides):
+        if s < 0:
+            lo += (d - 1) * s
+        else:
+            hi += (d - 1) * s
+    return lo, hi
+
+
+def require_reach(b: Buf, lo: int, hi: int, what: str) -> None:
+    """A kernel reaches bytes [lo, hi) relative to b.ptr: refuse (KVC_ERR_SHAPE) anything outside
+    the bytes b itself covers."""
+    blo, bhi = span(b)
+    if hi > lo and (lo < blo or hi > bhi):
+        _fail(_abi.KVC_ERR_SHAPE, f"{b.name}: {what} reaches bytes [{lo}, {hi}) from the first element, the "
+                                  f"array (shape {list(b.shape)}, byte strides {list(b.strides)}) covers "
+                                  f"[{blo}, {bhi})")
+
+
+def require_distinct(b: Buf) -> Buf:
+    """A written array's elements must be distinct memory: a zero or negative stride on a dimension
+    longer than 1 (torch expand(), numpy as_strided/broadcast_to, reversed views) is KVC_ERR_SHAPE."""
+    for i, (d, s) in enumerate(zip(b.shape, b.strides)):
+        if d > 1 and s <= 0:
+            _fail(_abi.KVC_ERR_SHAPE, f"{b.name}: dimension {i} has byte stride {s} (shape {list(b.shape)}); "
+                                      "an array that is written needs positive strides")
     return b

@@ -2,50 +2,57 @@
 """Finding and loading libkvcore, and turning its statuses into exceptions."""
 import ctypes
 import ctypes.util
+import importlib
 import os
+import subprocess
+from typing import Iterator, List, Optional, Tuple
 
 from . import _abi
+from .errors import KvcoreError as KvcoreError, UnsupportedError as UnsupportedError  # noqa: F401 (re-exported)
 
 
-class KvcoreError(RuntimeError):
-    """A kvcore call failed. `status` is the numeric kvc_status_t, `name` its enum name
-    ("KVC_ERR_DTYPE"), `message` kvcore's detailed message (kvc_last_error) or the binding's."""
-
-    def __init__(self, status, message):
-        self.status = int(status)
-        self.name = _abi.STATUS.get(self.status, "KVC_UNKNOWN")
-        self.message = message
-        super().__init__(f"{self.name}: {message}")
+def error(status: int, message: str) -> KvcoreError:
+    """The exception for a failed call: KvcoreError's subclass for the status (kvcore.errors)."""
+    return KvcoreError(status, message)
 
 
-class UnsupportedError(KvcoreError, NotImplementedError):
-    """KVC_ERR_UNSUPPORTED: the backend or this build does not implement the operation."""
+def _pkg_config_libdir() -> Optional[str]:
+    """libkvcore's directory as pkg-config says (PKG_CONFIG_PATH applies; in a build tree,
+    kvcore-uninstalled.pc), or None."""
+    try:
+        r = subprocess.run(["pkg-config", "--variable=libdir", "kvcore"], capture_output=True, text=True,
+                           timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
 
 
-def error(status, message):
-    cls = UnsupportedError if status == _abi.KVC_ERR_UNSUPPORTED else KvcoreError
-    return cls(status, message)
-
-
-def _candidates():
+def _candidates() -> Iterator[str]:
+    """Where libkvcore is looked for, in order (docs/PYTHON.md, "Installing"): KVCORE_LIBRARY alone
+    when set; else the libdir recorded at install (make install, pip's pkg-config), pkg-config now,
+    then the system's search path."""
     env = os.environ.get("KVCORE_LIBRARY")
     if env:
-        return [env]  # an explicit choice is never silently replaced by another library
-    out = []
+        yield env  # an explicit choice is never silently replaced by another library
+        return
     try:
-        from . import _config  # written by `make install` / `pip install` with the libdir found then
-        out.append(os.path.join(_config.LIBDIR, "libkvcore.so"))
+        # written by `make install` / `pip install` with the libdir found then (absent in a source tree)
+        libdir = importlib.import_module(__name__.rsplit(".", 1)[0] + "._config").LIBDIR
     except ImportError:
-        pass
+        libdir = None
+    if libdir:
+        yield os.path.join(libdir, "libkvcore.so")
+    libdir = _pkg_config_libdir()  # run only when the recorded libdir did not load
+    if libdir:
+        yield os.path.join(libdir, "libkvcore.so")
     found = ctypes.util.find_library("kvcore")
     if found:
-        out.append(found)
-    out.append("libkvcore.so")
-    return out
+        yield found
+    yield "libkvcore.so"
 
 
-def _load():
-    tried = []
+def _load() -> Tuple[ctypes.CDLL, str]:
+    tried: List[str] = []
     for path in _candidates():
         try:
             lib = ctypes.CDLL(path)  # CDLL (not PyDLL): every call releases the GIL
@@ -63,7 +70,7 @@ def _load():
 lib, path = _load()
 
 
-def check(status):
+def check(status: int) -> None:
     """Raise for a failed call, with kvcore's message from this thread (kvc_last_error)."""
     if status != 0:
         raise error(status, (lib.kvc_last_error() or b"").decode(errors="replace") or

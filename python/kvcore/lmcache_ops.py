@@ -8,19 +8,23 @@ differences (errors instead of silent corruption, int64-only slots, ...) are lis
 function in docs/PYTHON.md. Every error is a kvcore.KvcoreError carrying kvcore's status name."""
 import ctypes as _C
 import enum as _enum
+import os as _os
 import threading as _threading
+from typing import Any, List
 
 import numpy as _np
 
-from . import Context as _Context, KvcoreError, _abi, _lib, _MLA, _FUSED
-from ._array import buf as _buf, require as _require
+from . import Context as _Context, KvcoreError, _abi
+from ._lib import lib as _lib
+from .transfer import _CROSS, _FUSED, _KV_LIST, _MLA
+from ._array import buf as _buf, count as _count, require as _require
 from ._lib import check as _lib_check
 
 __all__ = [
     "TransferDirection", "EngineKVFormat", "GPUKVFormat", "MemObjKVLayout", "PageBufferShapeDesc",
     "StagingCopy", "LaunchVar", "BatchStep", "KernelGroupSpec", "CBGroupSpec",
     "is_cross_layer", "is_kv_list", "is_layer_list", "is_mla", "is_hnd", "is_fused_packed", "is_two_major",
-    "is_pbs_fused", "is_kv_second_tuple",
+    "is_pbs_fused", "is_kv_second_tuple", "set_shape_desc_dtype",
     "multi_layer_kv_transfer", "multi_layer_kv_transfer_unilateral", "single_layer_kv_transfer",
     "single_layer_kv_transfer_sgl", "load_and_reshape_flash", "reshape_and_cache_back_flash",
     "multi_layer_block_kv_transfer", "execute_object_group_transfer", "execute_cb_retrieve_plan_flat",
@@ -77,19 +81,28 @@ class MemObjKVLayout(_enum.IntEnum):
 class PageBufferShapeDesc:
     """LMCache's PageBufferShapeDesc (attributes may be added, as its py::dynamic_attr)."""
 
-    def __init__(self, kv_size=2, nl=0, nb=0, bs=0, nh=0, hs=0, element_size=0, block_stride_elems=0,
-                 kv_interleaved=False):
+    def __init__(self, kv_size: Any = 0, nl: Any = 0, nb: Any = 0, bs: Any = 0, nh: Any = 0, hs: Any = 0,
+                 element_size: Any = 0, block_stride_elems: Any = 0, kv_interleaved: Any = False) -> None:
         self.kv_size, self.nl, self.nb, self.bs, self.nh, self.hs = kv_size, nl, nb, bs, nh, hs
         self.element_size, self.block_stride_elems, self.kv_interleaved = element_size, block_stride_elems, \
             kv_interleaved
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("PageBufferShapeDesc(kv_size={kv_size}, nl={nl}, nb={nb}, bs={bs}, nh={nh}, hs={hs}, "
                 "element_size={element_size}, block_stride_elems={block_stride_elems})").format(**vars(self))
 
 
-def _record(name, fields):
-    def __init__(self, *args, **kw):
+def set_shape_desc_dtype(shape_desc: Any, dtype: Any) -> None:
+    """LMCache's helper: shape_desc.dtype = dtype where the descriptor takes attributes (it tells
+    float16 from bfloat16, which share an element size); ignored where it does not."""
+    try:
+        shape_desc.dtype = dtype
+    except AttributeError:
+        pass
+
+
+def _record(name: Any, fields: Any) -> Any:
+    def __init__(self: Any, *args: Any, **kw: Any) -> None:
         if len(args) > len(fields):
             raise TypeError(f"{name} takes {len(fields)} fields, got {len(args)}")
         vals = dict(zip(fields, args))
@@ -100,7 +113,7 @@ def _record(name, fields):
         for f in fields:
             setattr(self, f, vals.get(f, 0))
 
-    def __repr__(self):
+    def __repr__(self: Any) -> str:
         return f"{name}(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in fields) + ")"
     return type(name, (), {"__init__": __init__, "__repr__": __repr__, "__slots__": fields + ("__dict__",)})
 
@@ -124,7 +137,7 @@ _ctx = None
 _ctx_lock = _threading.Lock()
 
 
-def context():
+def context() -> Any:
     """The Context every op of this module runs on (created on first use)."""
     global _ctx
     if _ctx is None:
@@ -137,31 +150,32 @@ def context():
 # ---------------------------------------------------------------- predicates
 # LMCache's format_facts; an unknown value raises (LMCache: std::invalid_argument).
 
-def _fact(fmt, name):
+def _fact(fmt: Any, name: str) -> bool:
     f = int(fmt)
     if not _lib.kvc_format_is_valid(f):
         raise KvcoreError(_abi.KVC_ERR_FORMAT, f"unknown EngineKVFormat {f}")
     return bool(getattr(_lib, "kvc_format_is_" + name)(f))
 
 
-def is_cross_layer(fmt): return _fact(fmt, "cross_layer")
-def is_kv_list(fmt): return _fact(fmt, "kv_list")
-def is_layer_list(fmt): return _fact(fmt, "layer_list")
-def is_mla(fmt): return _fact(fmt, "mla")
-def is_hnd(fmt): return _fact(fmt, "hnd")
-def is_fused_packed(fmt): return _fact(fmt, "fused_packed")
-def is_two_major(fmt): return _fact(fmt, "two_major")
-def is_pbs_fused(fmt): return _fact(fmt, "pbs_fused")
-def is_kv_second_tuple(fmt): return _fact(fmt, "kv_second_tuple")
+# LMCache's parameter name is `format` (lmcache_native's py::arg)
+def is_cross_layer(format: Any) -> bool: return _fact(format, "cross_layer")  # noqa: A002
+def is_kv_list(format: Any) -> bool: return _fact(format, "kv_list")  # noqa: A002
+def is_layer_list(format: Any) -> bool: return _fact(format, "layer_list")  # noqa: A002
+def is_mla(format: Any) -> bool: return _fact(format, "mla")  # noqa: A002
+def is_hnd(format: Any) -> bool: return _fact(format, "hnd")  # noqa: A002
+def is_fused_packed(format: Any) -> bool: return _fact(format, "fused_packed")  # noqa: A002
+def is_two_major(format: Any) -> bool: return _fact(format, "two_major")  # noqa: A002
+def is_pbs_fused(format: Any) -> bool: return _fact(format, "pbs_fused")  # noqa: A002
+def is_kv_second_tuple(format: Any) -> bool: return _fact(format, "kv_second_tuple")  # noqa: A002
 
 
 # ---------------------------------------------------------------- helpers
 
-def _format(fmt):
+def _format(fmt: Any) -> Any:
     return int(fmt)
 
 
-def _planes(shape, plane_slot_bytes):
+def _planes(shape: Any, plane_slot_bytes: Any) -> None:
     """Format 17: the per-plane row bytes (LMCache-Ascend's plane_slot_bytes) into the PageShape."""
     if plane_slot_bytes is None:
         return
@@ -174,7 +188,7 @@ def _planes(shape, plane_slot_bytes):
         shape.plane_bytes[i] = w
 
 
-def _nptr(fmt, shape):
+def _nptr(fmt: Any, shape: Any) -> Any:
     n = _lib.kvc_shape_ptr_count(fmt, _C.byref(shape))
     if n < 0 and fmt == int(EngineKVFormat.NL_X_NP_X_NB_BS_ONE_HS):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"format 17 needs its planes' row bytes (plane_slot_bytes, 1.."
@@ -182,14 +196,14 @@ def _nptr(fmt, shape):
     return n
 
 
-def _direction(d):
+def _direction(d: Any) -> Any:
     d = int(d)
     if d not in (0, 1):
         raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"direction {d} is neither H2D (0) nor D2H (1)")
     return d
 
 
-def _ptr_table(obj, name, count):
+def _ptr_table(obj: Any, name: Any, count: Any) -> Any:
     """A 1-D int64/uint64 array of addresses (passed to kvcore as the pointer table itself)."""
     b = context()._arr(obj, name, dtypes=(_abi.DTYPE_I64, _abi.DTYPE_U64), ndim=1)
     if b.shape[0] != count:
@@ -197,27 +211,71 @@ def _ptr_table(obj, name, count):
     return b
 
 
-def _slots(obj, name="slot_mapping"):
+def _is_ptr_table(obj: Any) -> bool:
+    """LMCache's rule: a 1-D int64/uint64 tensor holds addresses; any other tensor holds KV data."""
+    if isinstance(obj, (list, tuple)):
+        return False
+    b = _buf(obj, "pointer table")
+    return len(b.shape) == 1 and b.dtype in (_abi.DTYPE_I64, _abi.DTYPE_U64)
+
+
+def _split(t: Any, n: Any) -> Any:
+    """n views t[0] .. t[n-1] along the first dimension (numpy and torch alike)."""
+    return [t[i] for i in range(n)]
+
+
+def _engine_tensors(obj: Any, fmt: Any, nl: Any) -> Any:
+    """Every container LMCache's callers pass for the engine side, as kvcore's tensor list:
+    a list/tuple (SGLang's [[K_0..], [V_0..]] flattened K list then V list), or one data tensor
+    (cross-layer: itself; K/V lists: [2, NL, ...]; per-layer formats: stacked [NL, ...])."""
+    if isinstance(obj, (list, tuple)):
+        if fmt in (16, 17):  # per-layer tuples: Context._engine takes them as they are
+            return list(obj)
+        out = []
+        for x in obj:
+            out += list(x) if isinstance(x, (list, tuple)) else [x]
+        return out
+    if fmt in _CROSS:
+        return [obj]
+    if fmt in _KV_LIST:
+        return [x for half in _split(obj, 2) for x in _split(half, nl)]
+    return _split(obj, nl)
+
+
+def _engine_table(obj: Any, name: Any, fmt: Any, shape: Any, nptr: Any) -> Any:
+    """(address of the pointer table, entry count, what keeps it alive): a pointer tensor is used
+    as it is (raw addresses, LMCache's contract); tensors are checked against the geometry."""
+    if _is_ptr_table(obj):
+        b = _ptr_table(obj, name, nptr)
+        return b.ptr, nptr, b
+    ptrs, n, keep = context()._engine(_engine_tensors(obj, fmt, shape.nl), fmt, shape)
+    return _C.addressof(ptrs), n, (ptrs, keep)
+
+
+def _slots(obj: Any, name: Any = 'slot_mapping') -> Any:
     return context()._index(obj, name)
 
 
-def _max_slot(s):
+def _max_slot(s: Any) -> Any:
     if s.shape[0] == 0 or s.device[0] != "cpu":
         return -1
     a = _np.ctypeslib.as_array((_C.c_int64 * s.shape[0]).from_address(s.ptr))
     return int(a.max())
 
 
-def _stream(*tensors):
+def _stream(*tensors: Any) -> Any:
     return context()._stream(None, *tensors)
 
 
 # ---------------------------------------------------------------- transfers
 
-def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memory_device, page_buffer_size,
-                            direction, engine_kv_format, block_size=0, head_size=0, skip_prefix_n_tokens=0,
-                            block_stride_elems=0, mem_obj_kv_layout=MemObjKVLayout.UNSPECIFIED,
-                            plane_slot_bytes=None):
+def multi_layer_kv_transfer(key_value: Any, key_value_ptrs: Any, slot_mapping: Any, paged_memory_device: Any,
+                            page_buffer_size: Any, direction: Any, engine_kv_format: Any, block_size: Any = 0,
+                            head_size: Any = 0, skip_prefix_n_tokens: Any = 0, block_stride_elems: Any = 0,
+                            mem_obj_kv_layout: Any = MemObjKVLayout.UNSPECIFIED, plane_slot_bytes: Any = None) -> None:
+    """LMCache's multi_layer_kv_transfer: a chunk key_value [2, NL, T, row] (or the format's chunk layout)
+    to or from the engine's paged cache for tokens at slot_mapping (direction TransferDirection), through
+    kvc_transfer_tokens."""
     ctx = context()
     fmt, d = _format(engine_kv_format), _direction(direction)
     kv = ctx._arr(key_value, "key_value", d == 1)
@@ -260,21 +318,26 @@ def multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memor
                            block_stride_elems=block_stride_elems)
     _planes(shape, plane_slot_bytes)
     nptr = _nptr(fmt, shape)
-    if fmt == 0 and nl > 1 and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,):
+    # per-layer [2, PBS, D] buffers for format 0, as LMCache's per-token op takes them
+    if fmt == 0 and (isinstance(key_value_ptrs, (list, tuple)) or
+                     nl > 1 and _buf(key_value_ptrs, "key_value_ptrs").shape == (nl,)):
         ptr_fmt, nptr = int(EngineKVFormat.NL_X_TWO_NB_BS_NH_HS), nl
-    ptrs = _ptr_table(key_value_ptrs, "key_value_ptrs", nptr)
+    table, nptr, _keep = _engine_table(key_value_ptrs, "key_value_ptrs", ptr_fmt, shape, nptr)
     if s.shape[0] != t:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
     if kvs * row != kv_size * nh * hs and not (fused and layout == MemObjKVLayout.SPLIT_KV_2LTD):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key_value: shape {list(kv.shape)} does not match "
                                               f"{kv_size} plane(s) of {nh} x {hs}")
-    a = _abi.TokenTransfer(ptr_fmt, d, shape, ptrs.ptr, nptr, kv.ptr, layout, t, s.ptr, _abi.INDEX_INT64, t,
+    a = _abi.TokenTransfer(ptr_fmt, d, shape, table, nptr, kv.ptr, layout, t, s.ptr, _abi.INDEX_INT64, t,
                            skip_prefix_n_tokens, _stream(key_value))
     _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
 
 
-def multi_layer_kv_transfer_unilateral(key_value, key_value_ptrs, slot_mapping, paged_memory_device,
-                                       page_buffer_size, direction, engine_kv_format):
+def multi_layer_kv_transfer_unilateral(key_value: Any, key_value_ptrs: Any, slot_mapping: Any,
+                                       paged_memory_device: Any, page_buffer_size: Any, direction: Any,
+                                       engine_kv_format: Any) -> Any:
+    """LMCache's multi_layer_kv_transfer_unilateral: multi_layer_kv_transfer for a K/V-list engine (formats
+    LMCache calls it with), same arguments."""
     fmt = _format(engine_kv_format)
     if fmt in _MLA:
         return multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memory_device,
@@ -286,22 +349,23 @@ def multi_layer_kv_transfer_unilateral(key_value, key_value_ptrs, slot_mapping, 
     _, nl, t, row = kv.shape
     s = _slots(slot_mapping)
     pbs = page_buffer_size if page_buffer_size > 0 else _max_slot(s) + 1
-    ptrs = _ptr_table(key_value_ptrs, "key_value_ptrs", 2 * nl)
     shape = _abi.PageShape(kv_size=2, element_size=kv.itemsize, nl=nl, nb=pbs, bs=1, nh=1, hs=row)
+    fmt4 = int(EngineKVFormat.TWO_X_NL_X_NBBS_NH_HS)
+    table, _n, _keep = _engine_table(key_value_ptrs, "key_value_ptrs", fmt4, shape, 2 * nl)
     if s.shape[0] != t:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
-    a = _abi.TokenTransfer(format=int(EngineKVFormat.TWO_X_NL_X_NBBS_NH_HS), direction=d, shape=shape,
-                           engine_ptrs=ptrs.ptr, num_engine_ptrs=2 * nl, chunk=kv.ptr, num_tokens=t, slots=s.ptr,
+    a = _abi.TokenTransfer(format=fmt4, direction=d, shape=shape,
+                           engine_ptrs=table, num_engine_ptrs=2 * nl, chunk=kv.ptr, num_tokens=t, slots=s.ptr,
                            slot_type=_abi.INDEX_INT64, num_slots=t, stream=_stream(key_value))
     _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
 
 
-def _layer_geometry(fmt, eng):
+def _layer_geometry(fmt: Any, eng: Any) -> Any:
     """(kv_size, nb, bs, nh, hs) of one layer's engine tensor of format fmt."""
     sh = eng.shape
     n = len(sh)
 
-    def bad():
+    def bad() -> None:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{eng.name}: shape {list(sh)} is not a layer of "
                                               f"{EngineKVFormat(fmt).name}")
     if fmt in (1, 6) and n == 5 and sh[0] == 2:
@@ -322,8 +386,10 @@ def _layer_geometry(fmt, eng):
     bad()
 
 
-def single_layer_kv_transfer(lmc_key_value_cache, vllm_key_value_cache, slot_mapping, direction, engine_kv_format,
-                             token_major=False):
+def single_layer_kv_transfer(lmc_key_value_cache: Any, vllm_key_value_cache: Any, slot_mapping: Any, direction: Any,
+                             engine_kv_format: Any, token_major: Any = False) -> None:
+    """LMCache's single_layer_kv_transfer: one layer's chunk [2, T, row] (or [T, 2, row] with token_major)
+    to or from one engine layer tensor at slot_mapping."""
     ctx = context()
     fmt, d = _format(engine_kv_format), _direction(direction)
     if _lib.kvc_format_is_cross_layer(fmt) or _lib.kvc_format_is_kv_list(fmt):
@@ -351,8 +417,10 @@ def single_layer_kv_transfer(lmc_key_value_cache, vllm_key_value_cache, slot_map
                        token_major=token_major)
 
 
-def single_layer_kv_transfer_sgl(lmc_key_value_cache, sgl_key_cache, sgl_value_cache, slot_mapping, direction,
-                                 token_major=False):
+def single_layer_kv_transfer_sgl(lmc_key_value_cache: Any, sgl_key_cache: Any, sgl_value_cache: Any,
+                                 slot_mapping: Any, direction: Any, token_major: Any = False) -> None:
+    """LMCache's single_layer_kv_transfer_sgl: one layer's chunk to or from SGLang's separate key and value
+    caches at slot_mapping."""
     ctx = context()
     d = _direction(direction)
     k = ctx._arr(sgl_key_cache, "sgl_key_cache", d == 0, ndim=4)
@@ -363,54 +431,115 @@ def single_layer_kv_transfer_sgl(lmc_key_value_cache, sgl_key_cache, sgl_value_c
                        lmc_key_value_cache, slot_mapping, token_major=token_major)
 
 
-def load_and_reshape_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx):
+def load_and_reshape_flash(key_value: Any, key_cache: Any, value_cache: Any, slot_mapping: Any,
+                           layer_idx: Any) -> None:
+    """LMCache's load_and_reshape_flash: key_value[:, layer_idx, t] <- the flash key/value caches at
+    slot_mapping[t] (slots < 0 skipped)."""
     context().load_and_reshape_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
 
 
-def reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx):
+def reshape_and_cache_back_flash(key_value: Any, key_cache: Any, value_cache: Any, slot_mapping: Any,
+                                 layer_idx: Any) -> None:
+    """LMCache's reshape_and_cache_back_flash: the flash key/value caches at slot_mapping[t] <- key_value[:,
+    layer_idx, t]."""
     context().reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
 
 
-def _chunk_layout(desc):
+def _chunk_layout(desc: Any) -> Any:
     """kv_interleaved: LMCache's L2TD objects [NL, 2, C, D] (kvc_chunk_layout_t 3)."""
     return _abi.CHUNK_INTERLEAVED_KV if getattr(desc, "kv_interleaved", False) else _abi.CHUNK_DEFAULT
 
 
-def _page_shape(desc):
-    shape = _abi.PageShape(kv_size=desc.kv_size, element_size=desc.element_size, nl=desc.nl, nb=desc.nb,
-                           bs=desc.bs, nh=desc.nh, hs=desc.hs, block_stride_elems=desc.block_stride_elems)
+def _page_shape(desc: Any, fmt: Any = None, es: Any = 0) -> Any:
+    """kvcore's PageShape of an LMCache PageBufferShapeDesc. kv_size 0 (LMCache's default) is what
+    LMCache's CPU path assumes (1 for MLA and the slab formats 12/13, else 2); formats 10 and 11
+    described as LMCache does (kv_size 2, hs = HS, split K/V objects) become kvcore's fused rows
+    (kv_size 1, hs = 2*HS) with split objects."""
+    kv_size, hs = int(desc.kv_size), int(desc.hs)
+    if fmt is not None:
+        if kv_size == 0:
+            kv_size = 1 if fmt in _MLA or (fmt in _FUSED and fmt not in _TWO_HS) else 2
+        if fmt in _TWO_HS and kv_size == 2:
+            kv_size, hs = 1, 2 * hs
+    shape = _abi.PageShape(kv_size=kv_size, element_size=int(desc.element_size) or es, nl=desc.nl, nb=desc.nb,
+                           bs=desc.bs, nh=desc.nh, hs=hs, block_stride_elems=desc.block_stride_elems)
     _planes(shape, getattr(desc, "plane_slot_bytes", None))  # format 17 (LMCache-Ascend's attribute)
     return shape
 
 
-def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor, lmcache_objects_ptrs, block_ids, device, direction,
-                                  shape_desc, lmcache_chunk_size, engine_kv_format, skip_prefix_n_blocks):
+# Fused formats whose rows are each head's K half then V half (LMCache's kv_size 2 view of them).
+_TWO_HS = (int(EngineKVFormat.NL_X_NB_NH_BS_TWO_HS), int(EngineKVFormat.NL_X_NB_BS_NH_TWO_HS))
+
+
+def _element_size(desc: Any, *containers: Any) -> Any:
+    """The element size when the descriptor leaves it 0: from desc.dtype (set_shape_desc_dtype),
+    else from the first data tensor given."""
+    if int(desc.element_size):
+        return int(desc.element_size)
+    dt = getattr(desc, "dtype", None)
+    if dt is not None:
+        if type(dt).__module__.startswith("torch"):
+            import torch
+            return torch.empty((), dtype=dt).element_size()
+        return _np.dtype(dt).itemsize
+    for c in containers:
+        while isinstance(c, (list, tuple)) and c:
+            c = c[0]
+        if c is not None and not isinstance(c, (list, tuple, int, _np.integer)) and not _is_ptr_table(c):
+            return _buf(c, "tensor").itemsize
+    return 0
+
+
+def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor: Any, lmcache_objects_ptrs: Any, block_ids: Any,
+                                  device: Any, direction: Any, shape_desc: Any, lmcache_chunk_size: Any,
+                                  engine_kv_format: Any, skip_prefix_n_blocks: Any) -> None:
+    """LMCache's multi_layer_block_kv_transfer: whole blocks (block_ids) between the paged engine buffers
+    and LMCache's chunk objects of lmcache_chunk_size tokens, through kvc_transfer_blocks."""
     ctx = context()
     fmt, d = _format(engine_kv_format), _direction(direction)
-    shape = _page_shape(shape_desc)
-    ptrs = _ptr_table(paged_buffer_ptrs_tensor, "paged_buffer_ptrs_tensor", _nptr(fmt, shape))
-    objs = [int(o) for o in lmcache_objects_ptrs]
-    otab = (_C.c_void_p * len(objs))(*objs)
+    objs_in = list(lmcache_objects_ptrs)
+    shape = _page_shape(shape_desc, fmt, _element_size(shape_desc, paged_buffer_ptrs_tensor, objs_in))
+    layout = _chunk_layout(shape_desc)
+    if fmt in _TWO_HS and int(shape_desc.kv_size) in (0, 2):  # LMCache's split K/V objects
+        layout = _abi.CHUNK_SPLIT_KV
+    table, nptr, _keep = _engine_table(paged_buffer_ptrs_tensor, "paged_buffer_ptrs_tensor", fmt, shape,
+                                       _nptr(fmt, shape))
+    row_elems = shape.kv_size * shape.nh * shape.hs  # one token of one layer, all planes
+    objs = []
+    for i, o in enumerate(objs_in):  # raw addresses (LMCache's contract) or the chunk tensors themselves
+        if isinstance(o, (int, _np.integer)):
+            objs.append(int(o))
+            continue
+        b = ctx._arr(o, f"lmcache_objects_ptrs[{i}]", d == 1)
+        need = shape.nl * lmcache_chunk_size * row_elems * shape.element_size
+        if b.nbytes != need:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{b.name}: {b.nbytes} bytes, a chunk of {lmcache_chunk_size} "
+                                                  f"tokens of this geometry is {need}")
+        objs.append(b.ptr)
+    otab = (_C.c_void_p * max(len(objs), 1))(*objs)
+    if isinstance(block_ids, (list, tuple)):  # LMCache's CPU path takes a list of ints too
+        block_ids = _np.asarray(block_ids, _np.int64)
     ids = _slots(block_ids, "block_ids")
-    a = _abi.BlockTransfer(format=fmt, direction=d, shape=shape, engine_ptrs=ptrs.ptr, num_engine_ptrs=ptrs.shape[0],
-                           objects=_C.addressof(otab), num_objects=len(objs), chunk_layout=_chunk_layout(shape_desc),
+    a = _abi.BlockTransfer(format=fmt, direction=d, shape=shape, engine_ptrs=table, num_engine_ptrs=nptr,
+                           objects=_C.addressof(otab), num_objects=len(objs), chunk_layout=layout,
                            chunk_tokens=lmcache_chunk_size,
                            block_ids=ids.ptr, block_id_type=_abi.INDEX_INT64, num_block_ids=ids.shape[0],
                            skip_prefix_blocks=skip_prefix_n_blocks, stream=_stream(block_ids))
     _lib_check(_lib.kvc_transfer_blocks(ctx._handle(), _C.byref(a)))
 
 
-def _address(x, name):
+def _address(x: Any, name: Any) -> Any:
     """An address given as an int or as an array (its first byte)."""
     return int(x) if isinstance(x, int) else context()._arr(x, name).ptr
 
 
-def _addresses(objs, name):
+def _addresses(objs: Any, name: Any) -> Any:
     """A ctypes array of addresses from a list of ints or arrays."""
     return (_C.c_void_p * max(len(objs), 1))(*[_address(o, f"{name}[{i}]") for i, o in enumerate(objs)])
 
 
-def execute_object_group_transfer(direction, device, host_buffer_alignment, kernel_group_specs, batch_steps):
+def execute_object_group_transfer(direction: Any, device: Any, host_buffer_alignment: Any, kernel_group_specs: Any,
+                                  batch_steps: Any) -> None:
     """LMCache's plan executor: kvc_execute_object_plan (docs/PLANS.md). Per step, the staging
     copies (before the launches for H2D, after them for D2H) and the block-transfer launches, in
     order, in one call that validates the whole plan before the first copy."""
@@ -421,7 +550,7 @@ def execute_object_group_transfer(direction, device, host_buffer_alignment, kern
     for gi, g in enumerate(kernel_group_specs):
         where = f"kernel_group_specs[{gi}]"
         fmt = _format(g.engine_kv_format)
-        shape = _page_shape(g.shape_desc)
+        shape = _page_shape(g.shape_desc, fmt)
         objs = _addresses(list(g.lmcache_objects_ptrs), f"{where}.lmcache_objects_ptrs")
         keep.append(objs)
         groups[gi] = _abi.KernelGroup(fmt, shape, _address(g.paged_buffer_ptrs, f"{where}.paged_buffer_ptrs"),
@@ -449,7 +578,7 @@ def execute_object_group_transfer(direction, device, host_buffer_alignment, kern
 _SCALAR_TYPES = {5: _abi.DTYPE_F16, 6: _abi.DTYPE_F32, 15: _abi.DTYPE_BF16}
 
 
-def _plan_table(t, name, width):
+def _plan_table(t: Any, name: Any, width: Any) -> Any:
     """An int64 [n, width] table (numpy array or list of rows), C-contiguous."""
     a = _np.ascontiguousarray(_np.asarray(t, dtype=_np.int64))
     if a.size == 0:
@@ -459,7 +588,7 @@ def _plan_table(t, name, width):
     return a
 
 
-def _cb_group(g, gi, keep):
+def _cb_group(g: Any, gi: Any, keep: Any) -> Any:
     where = f"group_specs[{gi}]"
     fmt = _format(g.engine_kv_format)
     nl, hidden, head, bs, es = (int(g.num_layers), int(g.hidden_elems), int(g.head_size), int(g.block_size),
@@ -506,14 +635,14 @@ def _cb_group(g, gi, keep):
                         _abi.ROPE_NEOX if g.is_neox else _abi.ROPE_GPTJ)
 
 
-def execute_cb_retrieve_plan_flat(device, host_buffer_alignment, group_specs, staging, ropes, scatters,
-                                  step_offsets):
+def execute_cb_retrieve_plan_flat(device: Any, host_buffer_alignment: Any, group_specs: Any, staging: Any,
+                                  ropes: Any, scatters: Any, step_offsets: Any) -> None:
     """LMCache's CacheBlend retrieve: kvc_execute_cb_plan (docs/PLANS.md). Tables are int64:
     staging [n, 4] (dest, src, nbytes, host_offset; or a list of StagingCopy), ropes [n, 4]
     (group_idx, slot_idx, old_st, cur_st), scatters [n, 4] (group_idx, slot_idx,
     slot_mapping_offset, n_tok), step_offsets [n_steps, 3] (cumulative exclusive ends)."""
     ctx = context()
-    keep = []
+    keep: List[Any] = []
     if isinstance(staging, (list, tuple)) and staging and not isinstance(staging[0], (list, tuple)):
         staging = [[_address(c.dest, "dest"), _address(c.src, "src"), int(c.nbytes), int(c.host_offset)]
                    for c in staging]
@@ -527,21 +656,36 @@ def execute_cb_retrieve_plan_flat(device, host_buffer_alignment, group_specs, st
 
 # ---------------------------------------------------------------- copies
 
-def _addr_of(x, name):
+def _addr_of(x: Any, name: Any) -> Any:
     if isinstance(x, int):
         return x
     return context()._arr(x, name).ptr
 
 
-def lmcache_memcpy_async(dest, src, nbytes, direction, host_buffer_offset, host_buffer_alignment):
+def lmcache_memcpy_async(dest: Any, src: Any, nbytes: Any, direction: Any, host_buffer_offset: Any,
+                         host_buffer_alignments: Any) -> None:
+    """LMCache's lmcache_memcpy_async: nbytes between dest and src split at host_buffer_offset by the host
+    buffer alignments (kvc_memcpy_async)."""
     ctx = context()
     ctx.memcpy_async_ptr(_addr_of(dest, "dest"), _addr_of(src, "src"), nbytes, _direction(direction),
-                         host_buffer_offset, host_buffer_alignment,
+                         host_buffer_offset, host_buffer_alignments,
                          stream=(ctx._stream(None, dest, src) or _C.c_void_p()).value)
 
 
-def batched_memcpy(src_ptrs, dst_ptrs, sizes):
-    context().batched_memcpy_ptr(list(dst_ptrs), list(src_ptrs), list(sizes))
+def batched_memcpy(src_ptrs: Any, dst_ptrs: Any, sizes: Any) -> None:
+    """The copies in list order, as LMCache does them: one batched call, or copy by copy (memmove)
+    when an entry overlaps another's source or destination and the order decides the result."""
+    dsts, srcs, sizes = list(dst_ptrs), list(src_ptrs), list(sizes)
+    ctx = context()
+    try:
+        ctx.batched_memcpy_ptr(dsts, srcs, sizes)
+    except KvcoreError as e:
+        if e.status != _abi.KVC_ERR_INVALID_ARG or "overlap" not in str(e):
+            raise
+        for i, (dst, src, n) in enumerate(zip(dsts, srcs, sizes)):
+            if n:
+                _lib_check(_lib.kvc_memcpy(ctx._handle(), _C.c_void_p(int(dst)), _C.c_void_p(int(src)),
+                                           _count(n, f"sizes[{i}]")))
 
 
 # ---------------------------------------------------------------- allocation
@@ -550,21 +694,21 @@ _allocs = {}
 _allocs_lock = _threading.Lock()
 
 
-def _alloc(size, **kw):
+def _alloc(size: Any, **kw: Any) -> Any:
     b = context().alloc_host(size, **kw)
     with _allocs_lock:
         _allocs[b.ptr] = b
     return b.ptr
 
 
-def _free(ptr, size=None, name=None):
+def _free(ptr: Any, size: Any = None, name: Any = None) -> None:
     ptr = int(ptr)
     with _allocs_lock:
         b = _allocs.get(ptr)
         if b is None:
             raise KvcoreError(_abi.KVC_ERR_STATE, f"free of 0x{ptr:x}: not an address allocated by this module "
                                                   "(or already freed)")
-        if size is not None and int(size) != b.size:
+        if size and _count(size, "size") != b.size:  # 0 / None: not given (LMCache's defaults)
             raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"free of 0x{ptr:x}: size {size}, allocated {b.size}")
         if name is not None and b.report.get("name") != name:
             raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"free of 0x{ptr:x}: shm name {name!r}, allocated as "
@@ -572,57 +716,84 @@ def _free(ptr, size=None, name=None):
         del _allocs[ptr]
 
 
-def alloc_pinned_ptr(size, flags=0):
+# LMCache's names and defaults (its CPU path's signatures; device_id and the sizes of the frees are
+# accepted and ignored on the host side, a size that is given must match the allocation).
+def alloc_pinned_ptr(size: Any, device_id: Any = 0) -> Any:
+    """LMCache's alloc_pinned_ptr: size bytes of pinned host memory as an address; free with
+    free_pinned_ptr."""
     return _alloc(size, pinned=True)
 
 
-def free_pinned_ptr(ptr):
+def free_pinned_ptr(ptr: Any) -> None:
+    """Free an alloc_pinned_ptr allocation."""
     _free(ptr)
 
 
-def alloc_hugepage_pinned_ptr(size, flags=0):
+def alloc_hugepage_pinned_ptr(size: Any, device_id: Any = 0) -> Any:
+    """LMCache's alloc_hugepage_pinned_ptr: pinned host memory on 2 MiB pages as an address; free with
+    free_hugepage_pinned_ptr."""
     return _alloc(size, pinned=True, hugepage=True)
 
 
-def free_hugepage_pinned_ptr(ptr, size):
+def free_hugepage_pinned_ptr(ptr: Any, size: Any = 0) -> None:
+    """Free an alloc_hugepage_pinned_ptr allocation (a size that is given must match)."""
     _free(ptr, size)
 
 
-def alloc_numa_ptr(size, node):
-    return _alloc(size, numa_node=node, strict=True)
+def alloc_numa_ptr(size: Any, numa_id: Any = 0) -> Any:
+    """LMCache's alloc_numa_ptr: host memory bound to NUMA node numa_id as an address; free with
+    free_numa_ptr."""
+    return _alloc(size, numa_node=numa_id, strict=True)
 
 
-def free_numa_ptr(ptr, size):
+def free_numa_ptr(ptr: Any, size: Any = None) -> None:
+    """Free an alloc_numa_ptr allocation (a size that is given must match)."""
     _free(ptr, size)
 
 
-def alloc_pinned_numa_ptr(size, node):
-    return _alloc(size, pinned=True, numa_node=node, strict=True)
+def alloc_pinned_numa_ptr(size: Any, numa_id: Any = 0) -> Any:
+    """LMCache's alloc_pinned_numa_ptr: pinned host memory on NUMA node numa_id as an address; free with
+    free_pinned_numa_ptr."""
+    return _alloc(size, pinned=True, numa_node=numa_id, strict=True)
 
 
-def free_pinned_numa_ptr(ptr, size):
+def free_pinned_numa_ptr(ptr: Any, size: Any = None) -> None:
+    """Free an alloc_pinned_numa_ptr allocation (a size that is given must match)."""
     _free(ptr, size)
 
 
-def alloc_hugepage_pinned_numa_ptr(size, node):
+def alloc_hugepage_pinned_numa_ptr(size: Any, numa_id: Any = 0) -> Any:
+    """LMCache's alloc_hugepage_pinned_numa_ptr: pinned 2 MiB-page host memory on NUMA node numa_id as an
+    address; free with free_hugepage_pinned_numa_ptr."""
     # preferred policy: without free hugetlb pages this falls back to THP (as LMCache's fallback
     # returns a regular allocation), and then the NUMA binding is preferred too (one policy field)
-    return _alloc(size, pinned=True, hugepage=True, numa_node=node)
+    return _alloc(size, pinned=True, hugepage=True, numa_node=numa_id)
 
 
-def free_hugepage_pinned_numa_ptr(ptr, size):
+def free_hugepage_pinned_numa_ptr(ptr: Any, size: Any = 0) -> None:
+    """Free an alloc_hugepage_pinned_numa_ptr allocation (a size that is given must match)."""
     _free(ptr, size)
 
 
-def alloc_shm_pinned_ptr(size, shm_name):
-    return _alloc(size, pinned=True, shared_name=shm_name)
+_shm_seq = iter(range(1 << 62))
 
 
-def free_shm_pinned_ptr(ptr, size, shm_name):
-    _free(ptr, size, shm_name)
+def alloc_shm_pinned_ptr(size: Any, shm_name: Any = "") -> Any:
+    """LMCache's alloc_shm_pinned_ptr: pinned POSIX shared memory (shm_name, or a fresh name for "") as an
+    address; free with free_shm_pinned_ptr."""
+    # "" asks for a segment of any name (LMCache's CPU path lets the system pick one)
+    name = shm_name or f"/kvc-lmc-{_os.getpid()}-{next(_shm_seq)}"
+    return _alloc(size, pinned=True, shared_name=name)
 
 
-def alloc_pcie_bar_ptr(bar_path, size, bar_offset):
+def free_shm_pinned_ptr(ptr: Any, size: Any = 0, shm_name: Any = "") -> None:
+    """Free an alloc_shm_pinned_ptr allocation and unlink its segment."""
+    _free(ptr, size, shm_name or None)
+
+
+def alloc_pcie_bar_ptr(bar_path: Any, size: Any, bar_offset: Any) -> Any:
+    """LMCache's alloc_pcie_bar_ptr: size bytes at bar_offset of a PCIe BAR's sysfs resource file, mapped
+    and registered as I/O memory, as an address; free with free_pcie_bar_ptr."""
     # LMCache: mmap of the sysfs resource file, registered Mapped | IoMemory
     b = context().map_file(bar_path, size, bar_offset, pinned=True)
     with _allocs_lock:
@@ -630,17 +801,19 @@ def alloc_pcie_bar_ptr(bar_path, size, bar_offset):
     return b.ptr
 
 
-def free_pcie_bar_ptr(ptr, size):
+def free_pcie_bar_ptr(ptr: Any, size: Any) -> None:
+    """Unmap an alloc_pcie_bar_ptr mapping."""
     _free(ptr, size)
 
 
-def get_gpu_pci_bus_id(device):
-    return context().pci_bus_id(device)
+def get_gpu_pci_bus_id(device_id: Any = 0) -> Any:
+    """LMCache's get_gpu_pci_bus_id: the PCI bus id of GPU device_id (GPU backends only)."""
+    return context().pci_bus_id(device_id)
 
 
 # ---------------------------------------------------------------- CacheGen
 
-def _like(src, arr):
+def _like(src: Any, arr: Any) -> Any:
     """arr (numpy) in the container type of src: a torch tensor for torch input."""
     if type(src).__module__.startswith("torch"):
         import torch
@@ -648,57 +821,154 @@ def _like(src, arr):
     return arr
 
 
-def calculate_cdf(input, max_bins):
+def calculate_cdf(input_tensor: Any, num_bins: Any) -> Any:
+    """LMCache's calculate_cdf: per-(layer, channel) CDF of int8/uint8 symbols [L, T, C] as int16 [L, C,
+    num_bins + 1]."""
     ctx = context()
-    s = ctx._arr(input, "input", dtypes=(_abi.DTYPE_I8, _abi.DTYPE_U8), ndim=3)
-    out = _np.empty((s.shape[0], s.shape[2], max_bins + 1), _np.int16)
-    ctx.cdf(input, max_bins, out=out)
-    return _like(input, out)
+    s = ctx._arr(input_tensor, "input_tensor", dtypes=(_abi.DTYPE_I8, _abi.DTYPE_U8), ndim=3)
+    out = _np.empty((s.shape[0], s.shape[2], _count(num_bins, "num_bins") + 1), _np.int16)
+    ctx.cdf(input_tensor, num_bins, out=out)
+    return _like(input_tensor, out)
 
 
-def encode_fast_new(cdf, input_sym, output_buffer, output_lengths):
-    context().encode_streams(cdf, input_sym, output_buffer, output_lengths)
+def _dense(x: Any) -> Any:
+    """x itself when C-contiguous, else a dense copy: LMCache's encoder passes the window
+    encode_input[:, start:end, :], which is strided for chunks longer than one window."""
+    if _buf(x, "input_sym").contiguous():
+        return x
+    return x.contiguous() if type(x).__module__.startswith("torch") else _np.ascontiguousarray(x)
 
 
-def decode_fast_new(cdf, bytestreams, lengths, output):
+def encode_fast_new(cdf: Any, input_sym: Any, output_buffer: Any, output_lengths: Any) -> None:
+    """LMCache's encode_fast_new: arithmetic-code input_sym [L, T, C] under cdf into output_buffer [L, C,
+    capacity] and output_lengths [L, C]."""
+    context().encode_streams(cdf, _dense(input_sym), output_buffer, output_lengths)
+
+
+def decode_fast_new(cdf: Any, bytestreams: Any, lengths: Any, output: Any) -> None:
+    """LMCache's decode_fast_new: decode per-stream buffers [L, C, capacity] with their lengths into output
+    [L, T, C]."""
     o = _buf(output, "output")
     context().decode(cdf, bytestreams, lengths, o.shape[1] if len(o.shape) == 3 else 0, out=output)
 
 
-def decode_fast_prefsum(cdf, bytestreams, lengths_prefsum, output):
+def decode_fast_prefsum(cdf: Any, bytestreams: Any, lengths_prefsum: Any, output: Any) -> None:
+    """LMCache's decode_fast_prefsum: decode one packed byte array (stream k ends at lengths_prefsum[k])
+    into output [L, T, C]."""
     o = _buf(output, "output")
+    c, p = _buf(cdf, "cdf"), _buf(lengths_prefsum, "lengths_prefsum")
+    if len(p.shape) == 1 and len(c.shape) == 3 and p.shape[0] == c.shape[0] * c.shape[1]:
+        lengths_prefsum = lengths_prefsum.reshape(c.shape[0], c.shape[1])  # the flat [L*C] form
     context().decode_packed(cdf, bytestreams, lengths_prefsum, o.shape[1] if len(o.shape) == 3 else 0, out=output)
 
 
 # ---------------------------------------------------------------- RoPE
 
-def rotary_embedding_k_fused(old_positions, new_positions, key, head_size, cos_sin_cache, is_neox):
+# A row of a cos/sin table is taken as a rotation by kvcore's kernel (it combines the two rows into
+# one rotation and normalises it); LMCache multiplies by the rows as given. Rows within this of
+# unit length (fp16/bf16 rounding of real cos/sin) take the kernel; any other table is applied as
+# LMCache applies it, undo then redo with the rows as they are.
+_UNIT_ROW_TOLERANCE = 1.0 / 64
+
+
+def _rope_as_given(key: Any, keys: Any, old: Any, new: Any, table: Any, neox: Any) -> None:
+    """LMCache's two steps, in float32, on the heads kvcore validated (keys: RopeKeys)."""
+    n, nkv, hs, es = keys.num_tokens, keys.num_heads, keys.head_size, _buf(key, "key").itemsize
+    rot, half = table.shape[1], table.shape[1] // 2
+    if type(key).__module__.startswith("torch"):
+        import torch
+        k = torch.as_strided(key, (n, nkv, hs), (keys.token_stride, keys.head_stride, 1), key.storage_offset())
+        t = torch.as_tensor(table).float()
+        o, w = t[torch.as_tensor(old)], t[torch.as_tensor(new)]
+        kf = k[..., :rot].float()
+    else:
+        k = _np.lib.stride_tricks.as_strided(key, (n, nkv, hs), (keys.token_stride * es, keys.head_stride * es, es))
+        t = _np.asarray(table, _np.float32)
+        o, w = t[_np.asarray(old)], t[_np.asarray(new)]
+        kf = k[..., :rot].astype(_np.float32)
+    oc, os_, nc, ns = o[:, None, :half], o[:, None, half:], w[:, None, :half], w[:, None, half:]
+    xi, yi = (slice(0, half), slice(half, rot)) if neox else (slice(0, rot, 2), slice(1, rot, 2))
+    x, y = kf[..., xi], kf[..., yi]
+    xr, yr = x * oc + y * os_, y * oc - x * os_
+    out = kf.clone() if hasattr(kf, "clone") else kf.copy()
+    out[..., xi], out[..., yi] = xr * nc - yr * ns, yr * nc + xr * ns
+    k[..., :rot] = out.to(k.dtype) if hasattr(out, "to") else out.astype(k.dtype)
+
+
+def _rope(old_positions: Any, new_positions: Any, key: Any, cos_sin_cache: Any, is_neox: Any, head_size: Any = None,
+          head_stride: Any = None) -> None:
+    ctx = context()
+    keys, _k = ctx._keys(key, head_size, head_stride)
+    tb = ctx._arr(cos_sin_cache, "cos_sin_cache", ndim=2)
+    pos = [ctx._index(old_positions, "old_positions", keys.num_tokens),
+           ctx._index(new_positions, "new_positions", keys.num_tokens)]
+    if keys.num_tokens and tb.device[0] == "cpu" and pos[0].device[0] == "cpu" and pos[1].device[0] == "cpu":
+        t = _np.asarray(cos_sin_cache if not type(cos_sin_cache).__module__.startswith("torch")
+                        else cos_sin_cache.float().numpy(), _np.float64)
+        idx = [_np.ctypeslib.as_array((_C.c_int64 * keys.num_tokens).from_address(p.ptr)) for p in pos]
+        if min(int(i.min()) for i in idx) >= 0 and max(int(i.max()) for i in idx) < tb.shape[0] and \
+                tb.shape[1] % 2 == 0 and tb.shape[1] <= keys.head_size:
+            half = tb.shape[1] // 2
+            rows = t[_np.concatenate(idx)]
+            norm2 = rows[:, :half] ** 2 + rows[:, half:] ** 2
+            if not (_np.abs(norm2 - 1) <= _UNIT_ROW_TOLERANCE).all():
+                _rope_as_given(key, keys, idx[0].copy(), idx[1].copy(), cos_sin_cache, bool(is_neox))
+                return
+    # real cos/sin rows (and every error: positions, rot_dim, dtypes) go to kvcore's kernel
+    ctx.rope_k_fused(key, old_positions, new_positions, cos_sin_cache, is_neox=bool(is_neox), head_size=head_size,
+                     head_stride=head_stride)
+
+
+def rotary_embedding_k_fused(old_positions: Any, new_positions: Any, key: Any, head_size: Any, cos_sin_cache: Any,
+                             is_neox: Any) -> None:
+    """LMCache's rotary_embedding_k_fused: re-rotate key [T, NKV*HS] in place from old_positions to
+    new_positions through cos_sin_cache."""
     k = _buf(key, "key")
     if k.shape and head_size != k.shape[-1]:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"head_size {head_size} differs from key.size(-1) {k.shape[-1]} "
                                               "(use rotary_embedding_k_fused_strided for strided heads)")
-    context().rope_k_fused(key, old_positions, new_positions, cos_sin_cache, is_neox=bool(is_neox))
+    _rope(old_positions, new_positions, key, cos_sin_cache, is_neox)
 
 
-def rotary_embedding_k_fused_strided(old_positions, new_positions, key, head_size, head_stride, cos_sin_cache,
-                                     is_neox):
-    context().rope_k_fused(key, old_positions, new_positions, cos_sin_cache, is_neox=bool(is_neox),
-                           head_size=head_size, head_stride=head_stride)
+def rotary_embedding_k_fused_strided(old_positions: Any, new_positions: Any, key: Any, head_size: Any,
+                                     head_stride: Any, cos_sin_cache: Any, is_neox: Any) -> None:
+    """LMCache's rotary_embedding_k_fused_strided: rotary_embedding_k_fused for heads head_stride elements
+    apart (fused K/V rows)."""
+    _rope(old_positions, new_positions, key, cos_sin_cache, is_neox, head_size=head_size, head_stride=head_stride)
 
 
 # ---------------------------------------------------------------- recorders
 
-def record_event_on_stream(cuda_stream_ptr, event_type_name, session_id, str_metadata, int_metadata):
+def record_event_on_stream(cuda_stream_ptr: Any, event_type_name: Any, session_id: Any, str_metadata: Any,
+                           int_metadata: Any) -> None:
+    """LMCache's record_event_on_stream: record a named event of session_id with string and integer
+    metadata, in stream order."""
     context().record_event(event_type_name, session_id, str_metadata, int_metadata, stream=cuda_stream_ptr)
 
 
-def drain_recorded_events():
+def drain_recorded_events() -> Any:
+    """LMCache's drain_recorded_events: every event recorded so far, in order, as (name, session_id,
+    timestamp, str_meta, int_meta)."""
     return context().drain_events()
 
 
-def record_completion_on_stream(cuda_stream_ptr, kind, payload):
+def record_completion_on_stream(cuda_stream_ptr: Any, kind: Any, payload: Any) -> None:
+    """LMCache's record_completion_on_stream: record a completion of `kind` with payload bytes, in stream
+    order."""
     context().record_completion(kind, payload, stream=cuda_stream_ptr)
 
 
-def drain_recorded_completions():
+def drain_recorded_completions() -> Any:
+    """LMCache's drain_recorded_completions: every completion recorded so far, in order, as (kind, payload)."""
     return context().drain_completions()
+
+
+for _name, _what in (("cross_layer", "one tensor holding every layer"), ("kv_list", "separate K and V lists"),
+                     ("layer_list", "one entry per layer"), ("mla", "MLA (one latent plane)"),
+                     ("hnd", "heads outside tokens in a block (HND)"),
+                     ("fused_packed", "K|V fused in the trailing dimension"),
+                     ("two_major", "the K/V axis outside the block axis"),
+                     ("pbs_fused", "blocks and tokens folded into one axis"),
+                     ("kv_second_tuple", "each layer a tuple of tensors")):
+    globals()["is_" + _name].__doc__ = (f"LMCache's is_{_name}(format): whether EngineKVFormat `format` is {_what} "
+                                        f"(kvc_format_is_{_name}); an unknown format is KVC_ERR_FORMAT.")

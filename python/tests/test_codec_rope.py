@@ -18,7 +18,8 @@ def test_codec_round_trip(ctx, xp, tmp_path):
     assert (info["num_layers"], info["num_tokens"], info["num_heads"], info["head_size"]) == (3, 300, 4, 16)
     assert info["dtype"] == "float16" and info["container_bytes"] == len(data) < kv.nbytes
     out = ctx.codec_decode(data)
-    assert out.shape == (2, 3, 300, 64) and out.dtype == np.float16
+    assert out.shape == (2, 3, 300, 4, 16) and out.dtype == np.float16  # the head split is recorded
+    out = out.reshape(2, 3, 300, 64)
     # max-abs quantisation with 32 or 16 bins: error <= scale / (2M) per row, plus fp16 rounding
     x = kv.reshape(2, 3, 300, 64).astype(np.float32)
     scale = np.abs(x).max(axis=-1, keepdims=True)
@@ -27,7 +28,7 @@ def test_codec_round_trip(ctx, xp, tmp_path):
     assert (np.abs(out.astype(np.float32) - x) <= scale / (2 * M) + np.abs(x) * 2e-3 + 1e-3).all()
     n = ctx.codec_encode_file(tmp_path / "a.kvc", kv)
     assert n == len(data) and (tmp_path / "a.kvc").read_bytes() == data  # deterministic
-    np.testing.assert_array_equal(ctx.codec_decode_file(tmp_path / "a.kvc"), out)
+    np.testing.assert_array_equal(ctx.codec_decode_file(tmp_path / "a.kvc").reshape(out.shape), out)
 
 
 def test_codec_heads_known(ctx):
@@ -43,7 +44,8 @@ def test_codec_bf16_torch():
     kv = torch.randn(2, 2, 64, 32).to(torch.bfloat16)
     data = ctx.codec_encode(kv, num_heads=2)
     out = ctx.codec_decode(data, torch=True)
-    assert out.dtype == torch.bfloat16 and tuple(out.shape) == (2, 2, 64, 32)
+    assert out.dtype == torch.bfloat16 and tuple(out.shape) == (2, 2, 64, 2, 16)  # num_heads is recorded
+    out = out.reshape(kv.shape)
     assert (out.float() - kv.float()).abs().max() < 0.5
 
 
@@ -70,8 +72,11 @@ def test_codec_errors(ctx):
     good = ctx.codec_encode(kv)
     with raises_status("KVC_ERR_DTYPE"):
         ctx.codec_decode(good, out=np.zeros((2, 2, 16, 8), np.float16))
-    with raises_status("KVC_ERR_NO_SPACE"):
+    with raises_status("KVC_ERR_SHAPE") as info:  # named by shapes, not byte counts
         ctx.codec_decode(good, out=np.zeros((2, 2, 15, 8), np.float32))
+    assert "out: shape (2, 2, 15, 8), the container holds (2, 2, 16, 8)" in info.value.message
+    with raises_status("KVC_ERR_SHAPE"):
+        ctx.codec_decode(good, out=np.zeros(100, np.uint8))
 
 
 def rope_oracle(key, old, new, cache, neox):

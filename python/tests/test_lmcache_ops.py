@@ -13,7 +13,9 @@ from test_transfer import engine_for, NL, NB, BS
 
 rng = np.random.default_rng(3)
 
-# Every function of LMCache's ops, with its parameters in order (defaults where LMCache has them).
+# Every function of LMCache's ops, with its parameters in order (defaults where LMCache has them):
+# csrc's py::arg names where it gives them, else the names of its CPU path (python_ops_fallback.py),
+# the only names a keyword call works with in LMCache.
 SIGNATURES = {
     "multi_layer_kv_transfer": "key_value, key_value_ptrs, slot_mapping, paged_memory_device, page_buffer_size, "
                                "direction, engine_kv_format, block_size=0, head_size=0, skip_prefix_n_tokens=0, "
@@ -32,17 +34,17 @@ SIGNATURES = {
     "execute_object_group_transfer": "direction, device, host_buffer_alignment, kernel_group_specs, batch_steps",
     "execute_cb_retrieve_plan_flat": "device, host_buffer_alignment, group_specs, staging, ropes, scatters, "
                                      "step_offsets",
-    "lmcache_memcpy_async": "dest, src, nbytes, direction, host_buffer_offset, host_buffer_alignment",
+    "lmcache_memcpy_async": "dest, src, nbytes, direction, host_buffer_offset, host_buffer_alignments",
     "batched_memcpy": "src_ptrs, dst_ptrs, sizes",
-    "alloc_pinned_ptr": "size, flags=0", "free_pinned_ptr": "ptr",
-    "alloc_hugepage_pinned_ptr": "size, flags=0", "free_hugepage_pinned_ptr": "ptr, size",
-    "alloc_numa_ptr": "size, node", "free_numa_ptr": "ptr, size",
-    "alloc_pinned_numa_ptr": "size, node", "free_pinned_numa_ptr": "ptr, size",
-    "alloc_hugepage_pinned_numa_ptr": "size, node", "free_hugepage_pinned_numa_ptr": "ptr, size",
-    "alloc_shm_pinned_ptr": "size, shm_name", "free_shm_pinned_ptr": "ptr, size, shm_name",
+    "alloc_pinned_ptr": "size, device_id=0", "free_pinned_ptr": "ptr",
+    "alloc_hugepage_pinned_ptr": "size, device_id=0", "free_hugepage_pinned_ptr": "ptr, size=0",
+    "alloc_numa_ptr": "size, numa_id=0", "free_numa_ptr": "ptr, size=None",
+    "alloc_pinned_numa_ptr": "size, numa_id=0", "free_pinned_numa_ptr": "ptr, size=None",
+    "alloc_hugepage_pinned_numa_ptr": "size, numa_id=0", "free_hugepage_pinned_numa_ptr": "ptr, size=0",
+    "alloc_shm_pinned_ptr": "size, shm_name=", "free_shm_pinned_ptr": "ptr, size=0, shm_name=",
     "alloc_pcie_bar_ptr": "bar_path, size, bar_offset", "free_pcie_bar_ptr": "ptr, size",
-    "get_gpu_pci_bus_id": "device",
-    "calculate_cdf": "input, max_bins",
+    "get_gpu_pci_bus_id": "device_id=0",
+    "calculate_cdf": "input_tensor, num_bins",
     "encode_fast_new": "cdf, input_sym, output_buffer, output_lengths",
     "decode_fast_new": "cdf, bytestreams, lengths, output",
     "decode_fast_prefsum": "cdf, bytestreams, lengths_prefsum, output",
@@ -53,6 +55,9 @@ SIGNATURES = {
     "drain_recorded_events": "",
     "record_completion_on_stream": "cuda_stream_ptr, kind, payload",
     "drain_recorded_completions": "",
+    "set_shape_desc_dtype": "shape_desc, dtype",
+    **{name: "format" for name in ("is_cross_layer", "is_kv_list", "is_layer_list", "is_mla", "is_hnd",
+                                   "is_fused_packed", "is_two_major", "is_pbs_fused", "is_kv_second_tuple")},
 }
 
 

@@ -15,7 +15,7 @@ def test_readme_example():
     m = re.search(r"<!-- python-example -->\n```python\n(.*?)```", text, re.S)
     assert m, "README.md has no <!-- python-example --> block"
     code = m.group(1)
-    assert len(code.strip().splitlines()) == 5
+    assert len(code.strip().splitlines()) == 4
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(code, "README.md", "exec"), {})

@@ -353,7 +353,9 @@ def test_gpu_array_on_cpu_context(ctx):
 def test_not_an_array(ctx):
     e, shape, chunk = _setup()
     with raises_status("KVC_ERR_INVALID_ARG"):
-        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, [0, 1, 2])
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, {0: 1})
+    with raises_status("KVC_ERR_DTYPE"):  # a sequence is taken as int64, but not one of floats
+        ctx.transfer_tokens(1, kvcore.D2H, shape, e, chunk, [0.5, 1, 2])
 
 
 def test_array_interface_and_dlpack(ctx):

@@ -76,6 +76,18 @@ int kvc_cmd_bench(int argc, char **argv)
         }
         want[nwant++] = argv[optind];
     }
+    /* Every name is checked before anything runs: a typo is not silently skipped. */
+    for (int w = 0; w < nwant; w++) {
+        int known = !strcmp(want[w], "all");
+        for (size_t i = 0; i < bench_suite_count; i++) known |= bench_suites[i].name && !strcmp(want[w], bench_suites[i].name);
+        if (!known) {
+            fprintf(stderr, "kvcore bench: no suite named '%s'; the suites are:", want[w]);
+            for (size_t i = 0; i < bench_suite_count; i++)
+                if (bench_suites[i].name) fprintf(stderr, " %s", bench_suites[i].name);
+            fprintf(stderr, " (or all; see kvcore bench --list)\n");
+            return 2;
+        }
+    }
     kvc_context_params_t p = { 0 };
     if (o.threads > 0) {
         p.field_mask |= KVC_CONTEXT_PARAM_NUM_THREADS;
@@ -91,22 +103,16 @@ int kvc_cmd_bench(int argc, char **argv)
     if (!o.json && !com.quiet)
         printf("# kvcore bench on backend %s, cpu %s, isa %s, up to %d threads\n", kvc_context_backend_name(o.ctx),
                o.cpu, kvc_context_isa(o.ctx), o.threads);
-    int rc = 0, ran = 0;
+    int rc = 0;
     for (size_t i = 0; i < bench_suite_count; i++) {
         if (!bench_suites[i].name) continue;
         int selected = nwant == 0;
         for (int w = 0; w < nwant; w++) selected |= !strcmp(want[w], "all") || !strcmp(want[w], bench_suites[i].name);
         if (!selected) continue;
-        ran++;
         if (bench_suites[i].run(&o) != 0) {
             fprintf(stderr, "kvcore bench: suite %s failed\n", bench_suites[i].name);
             rc = 1;
         }
-    }
-    if (!ran) {
-        fprintf(stderr, "kvcore bench: no such suite; available:\n");
-        list();
-        rc = 2;
     }
     kvc_context_destroy(o.ctx);
     return rc;

@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "files.h"
 #include "json.h"
+#include "lmcache_config.h"
 #include "util.h"
 
 static kvc_context_t *open_context(const char *cmd)
@@ -44,6 +45,18 @@ static void json_chunk_shape(json_writer_t *w, const kvc_codec_info_t *info)
 /* Where the summary goes: standard output, unless the data does. */
 static FILE *summary_stream(const char *out) { return strcmp(out, "-") ? stdout : stderr; }
 
+/* "512 MiB => 109 MiB (4.68x) in 19.2 s, 26.7 MiB/s": sizes and the rate (of the uncompressed
+ * side, raw) for people; --json keeps the exact numbers. */
+static const char *size_line(size_t from, size_t to, size_t raw, double seconds)
+{
+    static char line[128];
+    char a[16], b[16], r[16];
+    snprintf(line, sizeof(line), "%s => %s (%.2fx) in %.*f s, %s/s", cli_human((double)from, a), cli_human((double)to, b),
+             from > to ? (double)from / (double)to : (double)to / (double)from, seconds < 10 ? 2 : 1, seconds,
+             cli_human(seconds > 0 ? (double)raw / seconds : 0, r));
+    return line;
+}
+
 static int count_stdin(const char *const *in, int n)
 {
     int k = 0;
@@ -51,21 +64,22 @@ static int count_stdin(const char *const *in, int n)
     return k;
 }
 
-/* Several inputs to one directory (created when named with a final '/' and absent): each gets
- * DIR/STEM.ext; two inputs with one output is an error. */
+/* Several inputs to one directory (created when named with a final '/' and absent), or each
+ * beside itself (dir NULL: no -o): each gets DIR/STEM.ext; two inputs with one output is an error. */
 static int plan_outputs(const char *cmd, const char *dir, const char *const *in, int n, const char *ext, char **outs)
 {
     struct stat sb;
-    if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0) {
+    if (dir && stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0) {
         fprintf(stderr, "kvcore %s: cannot create the directory %s: %s\n", cmd, dir, strerror(errno));
         return CLI_EXIT_ERROR;
     }
     for (int i = 0; i < n; i++) {
         if (!strcmp(in[i], "-")) {
-            fprintf(stderr, "kvcore %s: standard input has no name to derive an output name in %s from; give -o FILE\n", cmd, dir);
+            if (dir) fprintf(stderr, "kvcore %s: standard input has no name to derive an output name in %s from; give -o FILE\n", cmd, dir);
+            else fprintf(stderr, "kvcore %s: standard input among several inputs has no name to derive an output name from; give it alone (its output goes to standard output) or with -o FILE\n", cmd);
             return CLI_EXIT_USAGE;
         }
-        if (!(outs[i] = cli_output_in_dir(dir, in[i], ext))) {
+        if (!(outs[i] = dir ? cli_output_in_dir(dir, in[i], ext) : cli_output_beside(in[i], ext))) {
             fprintf(stderr, "kvcore %s: out of memory\n", cmd);
             return CLI_EXIT_ERROR;
         }
@@ -76,6 +90,57 @@ static int plan_outputs(const char *cmd, const char *dir, const char *const *in,
             }
     }
     return 0;
+}
+
+/* Where the outputs go, as zstd decides it: -o FILE, -o DIR/ (each input becomes DIR/STEM.ext),
+ * -c or -o - (standard output), or no -o: standard input to standard output, each named input
+ * beside itself (kv.npy -> kv.kvc). */
+typedef struct {
+    const char *out;  /* the one output (a path or "-"), or NULL when each input has its own */
+    const char *dir;  /* -o DIR/ */
+    char **outs;      /* [nin]: each input's output when out is NULL */
+    int many;         /* outs is used: a batch, where an input whose output cannot be written is skipped */
+    const char *label; /* the batch summary's subject */
+} outputs_t;
+
+static int plan(const char *cmd, const char *out, int to_stdout, const char *const *in, int nin, const char *ext,
+                outputs_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    if (to_stdout && out && strcmp(out, "-")) {
+        fprintf(stderr, "kvcore %s: -c (standard output) and -o %s contradict each other\n", cmd, out);
+        return CLI_EXIT_USAGE;
+    }
+    if (to_stdout || (!out && nin == 1 && !strcmp(in[0], "-"))) out = "-";
+    if (out && (!strcmp(out, "-") || !cli_is_dir(out))) {
+        p->out = out;
+        return 0;
+    }
+    p->dir = out;
+    p->label = out ? out : "kvcore";
+    if (!(p->outs = calloc((size_t)nin, sizeof(char *)))) {
+        fprintf(stderr, "kvcore %s: out of memory\n", cmd);
+        return CLI_EXIT_ERROR;
+    }
+    int rc = plan_outputs(cmd, p->dir, in, nin, ext, p->outs);
+    if (!rc && !p->dir && nin == 1) p->out = p->outs[0]; /* one input, no -o: an ordinary single output */
+    else p->many = 1;
+    return rc;
+}
+
+/* ", N skipped" for a batch summary ("" when none). */
+static const char *skipped_text(int skipped)
+{
+    static char t[32];
+    if (skipped) snprintf(t, sizeof(t), ", %d skipped", skipped);
+    else t[0] = '\0';
+    return t;
+}
+
+static void plan_free(outputs_t *p, int nin)
+{
+    for (int i = 0; p->outs && i < nin; i++) free(p->outs[i]);
+    free(p->outs);
 }
 
 static size_t positive(const char *cmd, const char *opt, const char *v, int *bad)
@@ -93,9 +158,13 @@ typedef struct {
     int level;                  /* -1: none */
     const char *bins[2];        /* K, V: "N" or a per-layer list "N,N,..." */
     int key_scaling;            /* -1: default */
+    double bits;                /* 0: none; else the rate target in bits per element */
 } quality_opts_t;
 
-enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING };
+enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING, OPT_BITS, OPT_LMCACHE_CONFIG };
+/* --progress / --no-progress (encode and decode). */
+enum { OPT_PROGRESS = 1100, OPT_NO_PROGRESS };
+#define PROGRESS_LONG { "progress", no_argument, NULL, OPT_PROGRESS }, { "no-progress", no_argument, NULL, OPT_NO_PROGRESS }
 
 /* One quality option from getopt_long: 0 ok, -1 bad value (message printed). */
 static int quality_option(int code, const char *v, quality_opts_t *q)
@@ -108,8 +177,31 @@ static int quality_option(int code, const char *v, quality_opts_t *q)
             return -1;
         }
         q->level = (int)n;
-    } else if (code == OPT_BINS_K || code == OPT_BINS_V) q->bins[code == OPT_BINS_V] = v;
-    else {
+    } else if (code == OPT_BINS_K || code == OPT_BINS_V) {
+        /* Each count now, in the flag's terms; how many there are is checked once NL is known. */
+        const char *opt = code == OPT_BINS_V ? "--bins-v" : "--bins-k";
+        for (const char *s = v;; s++) {
+            char *end;
+            const unsigned long b = strtoul(s, &end, 10);
+            if (end == s || (*end && *end != ',') || *s == '-' || *s == '+') {
+                fprintf(stderr, "kvcore encode: %s %s: expected a bin count or comma-separated ones (one per layer)\n", opt, v);
+                return -1;
+            }
+            if (b < 4 || b > 64 || b % 2) {
+                fprintf(stderr, "kvcore encode: %s %s: %lu bins: a bin count is even, from 4 to 64\n", opt, v, b);
+                return -1;
+            }
+            if (!*(s = end)) break;
+        }
+        q->bins[code == OPT_BINS_V] = v;
+    } else if (code == OPT_BITS) {
+        char *end;
+        q->bits = strtod(v, &end);
+        if (!*v || *end || !(q->bits > 0 && q->bits <= 64)) {
+            fprintf(stderr, "kvcore encode: --bits %s: expected bits per element, a number in (0, 64]\n", v);
+            return -1;
+        }
+    } else {
         if (strcmp(v, "token") && strcmp(v, "channel")) {
             fprintf(stderr, "kvcore encode: --key-scaling %s: expected token or channel\n", v);
             return -1;
@@ -144,6 +236,15 @@ static int parse_bins(const char *opt, const char *v, size_t NL, uint32_t *bins)
 static int quality_apply(const quality_opts_t *q, kvc_codec_params_t *p, uint32_t *bins)
 {
     const size_t NL = p->num_layers;
+    if (q->bits > 0 && (q->level >= 0 || q->bins[0] || q->bins[1] || q->key_scaling == 1)) {
+        fprintf(stderr, "kvcore encode: --bits chooses the bins itself: not with --level, --bins-k, --bins-v or "
+                        "--key-scaling channel\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (q->bits > 0) {
+        p->field_mask |= KVC_CODEC_PARAM_BITS;
+        p->bits = q->bits;
+    }
     if (q->level >= 0 && kvc_codec_level_params(q->level, p, bins) != KVC_OK) return cli_fail("encode", KVC_ERR_INVALID_ARG);
     if ((q->bins[0] || q->bins[1]) && q->level < 0) {
         kvc_cg_default_bins(NL, bins);
@@ -175,7 +276,7 @@ typedef struct {
     kvc_kvcache_io_params_t io;
     kvc_codec_params_t p;
     quality_opts_t q;
-    char label[32];
+    cli_progress_t prog;
     size_t in_bytes, out_bytes;
     double seconds;
     size_t chunk_tokens; /* 0: one container */
@@ -183,15 +284,21 @@ typedef struct {
 
 static void encode_help(void)
 {
-    printf("usage: kvcore encode [OPTIONS] KV_FILE -o OUT.kvc\n"
+    printf("usage: kvcore encode [OPTIONS] KV_FILE [-o OUT.kvc | -c]\n"
            "       kvcore encode [OPTIONS] K_FILE V_FILE -o OUT.kvc\n"
-           "       kvcore encode [OPTIONS] KV_FILE... -o DIR/\n"
+           "       kvcore encode [OPTIONS] KV_FILE... [-o DIR/]\n"
            "CacheGen-compress a KV cache into a kvcore container.\n"
            "  KV_FILE: .npy or .safetensors (the type is read from the file's first bytes) holding\n"
            "           [2, NL, T, NH*HS] or [2, NL, T, NH, HS] (or \"k\"/\"v\" tensors [NL, T, NH, HS]);\n"
            "  K_FILE V_FILE: two files of [NL, T, NH, HS]. f16, bf16 or f32. '-' reads standard input.\n"
            "  -o, --output OUT  the container ('-': standard output), or a directory (an existing one, or a\n"
-           "                    name ending in '/') where each input KV_FILE becomes DIR/NAME.kvc\n"
+           "                    name ending in '/') where each input KV_FILE becomes DIR/NAME.kvc; without -o,\n"
+           "                    each KV_FILE becomes NAME.kvc beside it (NAME.kvcs with --chunk-tokens) and\n"
+           "                    standard input goes to standard output; a batch skips an input whose output\n"
+           "                    exists, does the rest and exits 1\n"
+           "  -c, --stdout      write to standard output (as -o -)\n"
+           "  --progress, --no-progress  a live line on stderr (file, MiB done / total, %%, rate, time left):\n"
+           "                    by default only when stderr is a terminal\n"
            "  -f, --force       replace an existing output (never one of the inputs)\n"
            "  --heads N, --head-size N  the head split of a [2, NL, T, C] input (recorded in the container;\n"
            "                    without them the container says the split is unknown)\n"
@@ -201,13 +308,24 @@ static void encode_help(void)
            "                    ranges, so memory holds a few chunks (up to 4 coded at once, one per thread)\n"
            "                    whatever the file's size (docs/FORMAT.md)\n"
            "Quality (docs/CACHEGEN.md):\n"
-           "  --level N         a named profile, 0-%d (0 = LMCache's default; higher = smaller; every level stays\n"
-           "                    LMCache-readable)\n"
+           "  --level N         a named profile, 0-%d, relative to LMCache's default for the layer count (0 = that\n"
+           "                    default; higher = smaller; LMCache reads the others only with its config set to\n"
+           "                    their bins: kvcore inspect --lmcache-config)\n"
            "  --bins-k B|B,B,.. --bins-v B|B,B,..  quantisation bins for keys / values: one even count in\n"
            "                    [4, 64] for every layer, or one per layer (override the level's)\n"
            "  --key-scaling token|channel  channel: per-channel key scales (format 1.1, not LMCache-readable)\n"
+           "  --bits B          size target in bits per element (whole container): bins chosen per layer for K and V\n"
+           "                    to minimise the quantisation error within it (kvcore inspect --lmcache-config shows them)\n"
            "A container LMCache cannot read is written with a warning.\n",
            KVC_CODEC_LEVEL_MAX);
+}
+
+/* A cache with no layers, tokens or channels: nothing to encode (the container needs all three). */
+static int empty_cache(const char *in, size_t layers, size_t tokens, size_t channels)
+{
+    fprintf(stderr, "kvcore encode: %s holds %zu layers x %zu tokens x %zu channels: nothing to encode (a container "
+                    "holds at least one of each)\n", strcmp(in, "-") ? in : "standard input", layers, tokens, channels);
+    return CLI_EXIT_ERROR;
 }
 
 /* --chunk-tokens: an .npy [2, NL, T, D] or [2, NL, T, NH, HS] read by token ranges (NL*2 strided
@@ -255,12 +373,24 @@ static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *i
 {
     kvc_tensor_t h;
     npy_ranges_t r = { .fd = -1 };
+    cli_input_t src;
+    int rc = cli_input_open("encode", in, 0, &src);
+    const cli_format_t fmt = src.fmt;
+    cli_input_close(&src);
+    if (rc) return rc;
+    if (fmt != CLI_FMT_NPY) {
+        fprintf(stderr, "kvcore encode: --chunk-tokens reads an .npy file by token ranges; %s is %s: encode it without "
+                        "--chunk-tokens, or decode it to .npy first\n", in, cli_format_name(fmt));
+        return CLI_EXIT_USAGE;
+    }
     kvc_status_t st = kvc_npy_read_header(in, &h, &r.data_offset);
     if (st != KVC_OK) return cli_fail("encode", st);
     if (h.ndim < 4 || h.ndim > 5 || h.shape[0] != 2) {
         fprintf(stderr, "kvcore encode: --chunk-tokens takes an .npy of [2, NL, T, D] or [2, NL, T, NH, HS]\n");
         return CLI_EXIT_ERROR;
     }
+    if (!h.shape[1] || !h.shape[2] || !h.shape[3] || (h.ndim == 5 && !h.shape[4]))
+        return empty_cache(in, h.shape[1], h.shape[2], h.ndim == 5 ? h.shape[3] * h.shape[4] : h.shape[3]);
     kvc_codec_params_t p = o->p;
     p.dtype = h.dtype;
     p.layout = KVC_CODEC_KV_2LTD;
@@ -288,7 +418,7 @@ static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *i
     r.row = D * kvc_dtype_size(h.dtype);
     uint32_t *qbins = malloc(2 * p.num_layers * sizeof(uint32_t));
     if (!qbins) return cli_fail("encode", KVC_ERR_NO_MEMORY);
-    int rc = quality_apply(&o->q, &p, qbins);
+    rc = quality_apply(&o->q, &p, qbins);
     if (rc) {
         free(qbins);
         return rc;
@@ -301,8 +431,8 @@ static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *i
     if (!o->c.quiet && !o->as_json) {
         p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
         p.progress = cli_progress;
-        snprintf(o->label, sizeof(o->label), "encode");
-        p.progress_user = o->label;
+        cli_progress_begin(&o->prog, in, h.nbytes);
+        p.progress_user = &o->prog;
     }
     stream_out_t so = { .bytes = 0 };
     rc = cli_out_open("encode", out, &so.out);
@@ -337,9 +467,9 @@ static int encode_stream_one(kvc_context_t *ctx, encode_opts_t *o, const char *i
         json_end_object(&w);
         json_finish(&w);
     } else if (!o->c.quiet) {
-        fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s) in %zu chunks of %zu tokens, %zu -> %zu bytes (%.2fx) in %.3f s (%.2f GB/s)\n",
+        fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s) in %zu chunks of %zu tokens, %s\n",
                 strcmp(out, "-") ? out : "standard output", p.num_layers, p.num_tokens, D, kvc_dtype_name(h.dtype), chunks,
-                o->chunk_tokens, h.nbytes, so.bytes, (double)h.nbytes / (double)so.bytes, dt, (double)h.nbytes / dt / 1e9);
+                o->chunk_tokens, size_line(h.nbytes, so.bytes, h.nbytes, dt));
     }
     return 0;
 }
@@ -366,6 +496,11 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
     else st = kvc_kvcache_load(in[0], &io, &kv, &dims);
     for (int i = 0; i < nin; i++) cli_input_close(&src[i]);
     if (st != KVC_OK) return cli_fail("encode", st);
+    if (!dims.num_layers || !dims.num_tokens || !dims.hidden) {
+        rc = empty_cache(in[0], dims.num_layers, dims.num_tokens, dims.hidden);
+        kvc_tensor_free(&kv);
+        return rc;
+    }
     kvc_codec_params_t p = o->p;
     p.dtype = kv.dtype;
     p.layout = KVC_CODEC_KV_2LTD;
@@ -392,9 +527,11 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
     if (!o->c.quiet && !o->as_json) {
         p.field_mask |= KVC_CODEC_PARAM_PROGRESS;
         p.progress = cli_progress;
-        if (o->nfiles > 1) snprintf(o->label, sizeof(o->label), "encode %d/%d", o->file_index + 1, o->nfiles);
-        else snprintf(o->label, sizeof(o->label), "encode");
-        p.progress_user = o->label;
+        char name[64];
+        if (o->nfiles > 1) snprintf(name, sizeof(name), "%.30s (%d/%d)", in[0], o->file_index + 1, o->nfiles);
+        else snprintf(name, sizeof(name), "%s", strcmp(in[0], "-") ? in[0] : "standard input");
+        cli_progress_begin(&o->prog, name, kv.nbytes);
+        p.progress_user = &o->prog;
     }
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -433,9 +570,9 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
             char heads[64] = "head split unknown";
             if (dims.num_heads) snprintf(heads, sizeof(heads), "%zu heads x %zu", p.num_heads, p.head_size);
             if (o->nfiles > 1) cli_progress_end();
-            fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s, %s), %zu -> %zu bytes (%.2fx) in %.3f s (%.2f GB/s)\n",
+            fprintf(summary_stream(out), "%s: %zu layers x %zu tokens x %zu channels (%s, %s), %s\n",
                     strcmp(out, "-") ? out : "standard output", p.num_layers, p.num_tokens, p.num_heads * p.head_size, heads,
-                    kvc_dtype_name(kv.dtype), kv.nbytes, len, (double)kv.nbytes / (double)len, dt, (double)kv.nbytes / dt / 1e9);
+                    kvc_dtype_name(kv.dtype), size_line(kv.nbytes, len, kv.nbytes, dt));
         }
     }
     kvc_codec_free(buf);
@@ -448,6 +585,7 @@ int kvc_cmd_encode(int argc, char **argv)
     static const struct option longopts[] = {
         CLI_COMMON_LONG,
         { "output", required_argument, NULL, 'o' },
+        { "stdout", no_argument, NULL, 'c' },
         { "force", no_argument, NULL, 'f' },
         { "heads", required_argument, NULL, 'H' },
         { "head-size", required_argument, NULL, 'S' },
@@ -457,25 +595,31 @@ int kvc_cmd_encode(int argc, char **argv)
         { "bins-k", required_argument, NULL, OPT_BINS_K },
         { "bins-v", required_argument, NULL, OPT_BINS_V },
         { "key-scaling", required_argument, NULL, OPT_KEY_SCALING },
+        { "bits", required_argument, NULL, OPT_BITS },
         { "chunk-tokens", required_argument, NULL, 'C' },
+        PROGRESS_LONG,
         { NULL, 0, NULL, 0 },
     };
     encode_opts_t o;
     memset(&o, 0, sizeof(o));
     o.q.level = o.q.key_scaling = -1;
     const char *out = NULL;
-    int c, bad = 0;
+    int c, bad = 0, to_stdout = 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:f", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:fc", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
+        case 'c': to_stdout = 1; break;
+        case OPT_PROGRESS:
+        case OPT_NO_PROGRESS: cli_progress_mode(c == OPT_PROGRESS); break;
         case 'f': o.force = 1; break;
         case 'J': o.as_json = 1; break;
         case OPT_LEVEL:
         case OPT_BINS_K:
         case OPT_BINS_V:
-        case OPT_KEY_SCALING: bad = quality_option(c, optarg, &o.q) != 0; break;
+        case OPT_KEY_SCALING:
+        case OPT_BITS: bad = quality_option(c, optarg, &o.q) != 0; break;
         case 'H':
             o.io.num_heads = positive("encode", "--heads", optarg, &bad);
             o.io.field_mask |= KVC_KVCACHE_PARAM_NUM_HEADS;
@@ -504,61 +648,65 @@ int kvc_cmd_encode(int argc, char **argv)
     }
     const char *const *in = (const char *const *)argv + optind;
     const int nin = argc - optind;
-    if (!nin || !out) {
-        fprintf(stderr, "kvcore encode: need an input file and -o OUT.kvc (see kvcore encode --help)\n");
+    if (!nin) {
+        fprintf(stderr, "kvcore encode: need an input file (see kvcore encode --help)\n");
         return CLI_EXIT_USAGE;
     }
     if (count_stdin(in, nin) > 1) {
         fprintf(stderr, "kvcore encode: standard input (-) can be given once\n");
         return CLI_EXIT_USAGE;
     }
-    const int to_dir = strcmp(out, "-") && cli_is_dir(out);
-    if (!to_dir && nin > 2) {
+    /* Two inputs with one output file are a K/V pair; without -o every input is its own cache. */
+    outputs_t op;
+    int rc = plan("encode", out, to_stdout, in, nin, o.chunk_tokens ? ".kvcs" : ".kvc", &op);
+    if (rc) {
+        plan_free(&op, nin);
+        return rc;
+    }
+    out = op.out;
+    if (!op.many && nin > 2) {
         fprintf(stderr, "kvcore encode: %d inputs: one output file takes a KV file or a K and a V file; for several, "
-                        "give -o DIR/\n", nin);
-        return CLI_EXIT_USAGE;
-    }
-    if (!to_dir && nin == 2 && count_stdin(in, nin)) {
+                        "give -o DIR/ or no -o (each beside its input)\n", nin);
+        rc = CLI_EXIT_USAGE;
+    } else if (!op.many && nin == 2 && count_stdin(in, nin)) {
         fprintf(stderr, "kvcore encode: standard input can hold a KV file, not one of a K/V pair\n");
-        return CLI_EXIT_USAGE;
-    }
-    if (o.as_json && (to_dir || !strcmp(out, "-"))) {
+        rc = CLI_EXIT_USAGE;
+    } else if (o.as_json && (op.many || !strcmp(out, "-"))) {
         fprintf(stderr, "kvcore encode: --json describes one output file: not with %s\n",
-                to_dir ? "-o DIR/" : "-o - (standard output carries the container)");
-        return CLI_EXIT_USAGE;
-    }
-    if (o.chunk_tokens && (to_dir || nin != 1 || !strcmp(in[0], "-"))) {
+                op.many ? "several outputs" : "standard output (it carries the container)");
+        rc = CLI_EXIT_USAGE;
+    } else if (o.chunk_tokens && (op.many || nin != 1 || !strcmp(in[0], "-"))) {
         fprintf(stderr, "kvcore encode: --chunk-tokens reads one .npy file by token ranges: not standard input, a K/V "
-                        "pair or -o DIR/\n");
-        return CLI_EXIT_USAGE;
+                        "pair or several files\n");
+        rc = CLI_EXIT_USAGE;
     }
-    o.nfiles = to_dir ? nin : 1;
-    char **outs = calloc((size_t)nin, sizeof(char *));
-    int rc = outs ? 0 : CLI_EXIT_ERROR;
-    if (!rc && to_dir) rc = plan_outputs("encode", out, in, nin, ".kvc", outs);
-    for (int i = 0; !rc && i < o.nfiles; i++)
-        rc = cli_check_output("encode", to_dir ? outs[i] : out, o.force, in, nin);
+    o.nfiles = op.many ? nin : 1;
+    if (!rc && !op.many) rc = cli_check_output("encode", out, o.force, in, nin);
     kvc_context_t *ctx = rc ? NULL : open_context("encode");
     if (!rc && !ctx) rc = CLI_EXIT_ERROR;
     if (!rc) cli_install_signal_handlers();
-    int failed = 0, last = 0;
+    int failed = 0, skipped = 0, last = 0;
     for (int i = 0; !rc && i < o.nfiles; i++) {
         o.file_index = i;
+        /* A batch goes on past an output it may not write: that file is skipped, said so, counted. */
+        if (op.many && cli_check_output("encode", op.outs[i], o.force, in, nin)) {
+            skipped++;
+            continue;
+        }
         last = o.chunk_tokens ? encode_stream_one(ctx, &o, in[0], out)
-               : to_dir       ? encode_one(ctx, &o, in + i, 1, outs[i])
+               : op.many      ? encode_one(ctx, &o, in + i, 1, op.outs[i])
                               : encode_one(ctx, &o, in, nin, out);
         failed += last != 0;
     }
-    if (!rc && o.nfiles > 1) {
+    if (!rc && op.many) {
         cli_progress_end();
         if (!o.c.quiet)
-            printf("%s: %d files encoded, %d failed, %zu -> %zu bytes (%.2fx) in %.3f s\n", out, o.nfiles - failed, failed,
-                   o.in_bytes, o.out_bytes, o.out_bytes ? (double)o.in_bytes / (double)o.out_bytes : 0.0, o.seconds);
+            printf("%s: %d files encoded, %d failed%s%s%s\n", op.label, o.nfiles - failed - skipped, failed,
+                   skipped_text(skipped), o.out_bytes ? ", " : "", o.out_bytes ? size_line(o.in_bytes, o.out_bytes, o.in_bytes, o.seconds) : "");
     }
     /* One file: its own exit status (a bad --bins-k list is a usage error once NL is known). */
-    if (!rc && failed) rc = o.nfiles == 1 ? last : CLI_EXIT_ERROR;
-    for (int i = 0; outs && i < nin; i++) free(outs[i]);
-    free(outs);
+    if (!rc && (failed || skipped)) rc = o.nfiles == 1 ? last : CLI_EXIT_ERROR;
+    plan_free(&op, nin);
     kvc_context_destroy(ctx);
     return rc;
 }
@@ -573,16 +721,23 @@ typedef struct {
 
 static void decode_help(void)
 {
-    printf("usage: kvcore decode [OPTIONS] IN.kvc -o OUT.{npy,safetensors}\n"
-           "       kvcore decode [OPTIONS] IN.kvc... -o DIR/\n"
+    printf("usage: kvcore decode [OPTIONS] IN.kvc [-o OUT.{npy,safetensors} | -c]\n"
+           "       kvcore decode [OPTIONS] IN.kvc... [-o DIR/]\n"
            "Restore a kvcore container. '-' reads the container from standard input / writes to standard output.\n"
            "  .npy: [2, NL, T, NH, HS] when the container records the head split, else [2, NL, T, C];\n"
            "  .safetensors: \"kv\" [2, NL, T, C] with metadata kvcore.num_heads / kvcore.head_size;\n"
            "  MLA containers: [NL, T, HS].\n"
            "  -o, --output OUT  the output ('-': standard output), or a directory (an existing one, or a name\n"
-           "                    ending in '/') where each IN.kvc becomes DIR/IN.npy (or .safetensors)\n"
+           "                    ending in '/') where each IN.kvc becomes DIR/IN.npy (or .safetensors); without\n"
+           "                    -o, each IN.kvc (or IN.kvcs) becomes IN.npy beside it and standard input goes to\n"
+           "                    standard output; a batch skips an input whose output exists, does the rest and\n"
+           "                    exits 1\n"
+           "  -c, --stdout      write to standard output (as -o -)\n"
+           "  --progress, --no-progress  a live line on stderr (file, MiB done / total, %%, rate, time left):\n"
+           "                    by default only when stderr is a terminal\n"
            "  -f, --force       replace an existing output (never the input)\n"
-           "  --format F        npy or safetensors (default: from the output's name; npy for '-' and DIR/)\n"
+           "  --format F        npy or safetensors (default: from the output's name; else safetensors with\n"
+           "                    --split, npy otherwise)\n"
            "  --split           safetensors only: \"k\" and \"v\" tensors [NL, T, NH, HS]\n"
            "  --json            one JSON object on stdout (shape, sizes, seconds) instead of the summary\n");
 }
@@ -633,39 +788,56 @@ static uint64_t get_le(const uint8_t *p, int n)
     return v;
 }
 
-/* Is the regular file at fd longer than its first container (whose header says its own size)? */
-static int is_stream(int fd)
+/* Where a stream's bytes are: a regular file (read in place with pread, so memory holds a few
+ * chunks whatever its size) or memory (standard input, a pipe, a device: read fully first). */
+typedef struct {
+    int fd;              /* -1: data */
+    const uint8_t *data;
+    uint64_t size, pos;  /* pos: the sequential reader's position */
+} stream_src_t;
+
+/* n bytes at off, all of them (1) or not (0). */
+static int src_pread(const stream_src_t *s, void *buf, size_t n, uint64_t off)
 {
-    struct stat sb;
-    uint8_t h[48];
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h)) return 0;
-    return memcmp(h, "\x89KVC\r\n\x1a\n", 8) == 0 && get_le(h + 24, 8) < (uint64_t)sb.st_size;
+    if (off > s->size || n > s->size - off) return 0;
+    if (s->fd < 0) {
+        memcpy(buf, s->data + off, n);
+        return 1;
+    }
+    return pread(s->fd, buf, n, (off_t)off) == (ssize_t)n;
 }
 
 /* The whole stream's token count, from each container's META (at 48 + 16; T at META + 8), so the
  * .npy header can be written first. Damage is left to the decoder to report; 0 here only means
- * the walk did not reach the end cleanly. */
-static size_t stream_tokens(int fd)
+ * the walk did not reach the end cleanly, at byte *stop (a cut container or trailing bytes). */
+static size_t stream_tokens(const stream_src_t *s, uint64_t *stop)
 {
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) return 0;
     uint64_t off = 0, T = 0;
-    while (off < (uint64_t)sb.st_size) {
+    for (*stop = 0; off < s->size; *stop = off) {
         uint8_t h[48 + 16 + 12];
-        if (pread(fd, h, sizeof(h), (off_t)off) != (ssize_t)sizeof(h)) return 0;
+        if (!src_pread(s, h, sizeof(h), off) || memcmp(h, "\x89KVC\r\n\x1a\n", 8)) return 0;
         const uint64_t total = get_le(h + 24, 8);
-        if (total < sizeof(h) || total > (uint64_t)sb.st_size - off) return 0;
+        if (total < sizeof(h) || total > s->size - off) return 0;
         T += get_le(h + 48 + 16 + 8, 4);
         off += total;
     }
     return (size_t)T;
 }
 
+/* "corrupt ...: IN: after N bytes of whole containers, M bytes that are not one (...)". */
+static int stream_cut(const char *cmd, const char *in_path, uint64_t stop, uint64_t size)
+{
+    fprintf(stderr, "kvcore %s: %s: %s: after %llu bytes of whole containers, %llu bytes that are not a whole "
+                    "container (trailing data, or a container cut short)\n", cmd, kvc_status_string(KVC_ERR_CORRUPT),
+            in_path, (unsigned long long)stop, (unsigned long long)(size - stop));
+    return CLI_EXIT_ERROR;
+}
+
 typedef struct {
-    int fd;
+    stream_src_t *src;
     kvc_npy_writer_t *w;
     size_t T, es;
-    char label[16];
+    cli_progress_t prog;
     int quiet;
     const char *why; /* a failure the library did not describe */
 } stream_dec_t;
@@ -676,11 +848,17 @@ static int stream_corrupt(const char *in_path, const char *why)
     return CLI_EXIT_ERROR;
 }
 
-static kvc_status_t fd_read(void *user, void *buf, size_t len, size_t *got)
+static kvc_status_t src_read(void *user, void *buf, size_t len, size_t *got)
 {
-    stream_dec_t *d = user;
+    stream_src_t *s = ((stream_dec_t *)user)->src;
+    if (s->fd < 0) {
+        *got = (size_t)(len < s->size - s->pos ? len : s->size - s->pos);
+        memcpy(buf, s->data + s->pos, *got);
+        s->pos += *got;
+        return KVC_OK;
+    }
     for (;;) {
-        ssize_t g = read(d->fd, buf, len);
+        ssize_t g = read(s->fd, buf, len);
         if (g < 0 && errno == EINTR) continue;
         if (g < 0) {
             fprintf(stderr, "kvcore decode: cannot read the input: %s\n", strerror(errno));
@@ -704,33 +882,36 @@ static kvc_status_t chunk_to_npy(void *user, size_t t0, const void *chunk, const
         kvc_status_t st = kvc_npy_writer_pwrite(d->w, (l * d->T + t0) * row, (const uint8_t *)chunk + l * n * row, n * row);
         if (st != KVC_OK) return st;
     }
-    if (!d->quiet) cli_progress(d->label, t0 + n, d->T);
+    if (!d->quiet) cli_progress(&d->prog, t0 + n, d->T);
     return KVC_OK;
 }
 
-static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, int fd, const char *out)
+static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in_path, stream_src_t *src,
+                             const char *out)
 {
     if (o->fmt != CLI_FMT_NPY || o->split || !strcmp(out, "-")) {
         fprintf(stderr, "kvcore decode: %s is a stream of containers: it decodes to an .npy file (written in "
                         "place, chunk by chunk), not to safetensors or standard output\n", in_path);
         return CLI_EXIT_ERROR;
     }
-    stream_dec_t d = { .fd = fd, .T = stream_tokens(fd), .quiet = o->c.quiet || o->as_json };
-    snprintf(d.label, sizeof(d.label), "decode");
+    uint64_t stop;
+    stream_dec_t d = { .src = src, .T = stream_tokens(src, &stop), .quiet = o->c.quiet || o->as_json };
+    if (!d.T && stop < src->size) return stream_cut("decode", in_path, stop, src->size);
     /* The first container gives the array's kind; the decoder checks that every chunk matches it. */
     uint8_t h[48];
     kvc_codec_info_t info;
     kvc_status_t st = KVC_ERR_CORRUPT;
     uint8_t *first = NULL;
-    const uint64_t c0 = pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) ? get_le(h + 24, 8) : 0;
+    const uint64_t c0 = src_pread(src, h, sizeof(h), 0) ? get_le(h + 24, 8) : 0;
     if (d.T && c0 >= sizeof(h) && c0 <= SIZE_MAX && (first = malloc((size_t)c0)) &&
-        pread(fd, first, (size_t)c0, 0) == (ssize_t)c0 && (st = kvc_codec_inspect(first, (size_t)c0, &info)) != KVC_OK) {
+        src_pread(src, first, (size_t)c0, 0) && (st = kvc_codec_inspect(first, (size_t)c0, &info)) != KVC_OK) {
         free(first);
         return cli_fail("decode", st);
     }
     free(first);
     if (st != KVC_OK) return stream_corrupt(in_path, "its containers' sizes do not add up to the file (truncated or damaged)");
     d.es = kvc_dtype_size(info.dtype);
+    cli_progress_begin(&d.prog, in_path, d.T * info.planes * info.num_layers * info.num_heads * info.head_size * d.es);
     kvc_tensor_t desc;
     memset(&desc, 0, sizeof(desc));
     desc.dtype = info.dtype;
@@ -748,7 +929,7 @@ static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const c
     if ((st = kvc_npy_writer_open(out, &desc, &d.w)) != KVC_OK) return cli_fail("decode", st);
     kvc_codec_info_t all;
     const double t0 = cli_now();
-    st = kvc_codec_decode_stream(ctx, fd_read, &d, chunk_to_npy, &d, &all);
+    st = kvc_codec_decode_stream(ctx, src_read, &d, chunk_to_npy, &d, &all);
     if (st == KVC_OK && all.num_tokens != d.T) st = KVC_ERR_CORRUPT, d.why = "fewer tokens than its headers said";
     const double dt = cli_now() - t0;
     if (!d.quiet) cli_progress_end();
@@ -770,9 +951,10 @@ static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const c
         json_end_object(&w);
         json_finish(&w);
     } else if (!o->c.quiet && (o->nfiles == 1 || o->c.verbose)) {
-        fprintf(stdout, "%s: stream of %s %zu layers x %zu tokens x %zu channels (%s), %zu -> %zu bytes in %.3f s (%.2f GB/s)\n",
-                out, layout_name(&all), all.num_layers, all.num_tokens, all.num_heads * all.head_size, kvc_dtype_name(all.dtype),
-                all.container_bytes, all.original_bytes, dt, (double)all.original_bytes / dt / 1e9);
+        fprintf(stdout, "%s: %s%zu layers x %zu tokens x %zu channels (%s) from a stream, %s\n", out,
+                all.layout == KVC_CODEC_MLA ? "MLA latent cache, " : "", all.num_layers, all.num_tokens,
+                all.num_heads * all.head_size, kvc_dtype_name(all.dtype),
+                size_line(all.container_bytes, all.original_bytes, all.original_bytes, dt));
     }
     return 0;
 }
@@ -782,12 +964,16 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
     cli_format_t fmt = o->fmt;
     if (fmt == CLI_FMT_UNKNOWN && !format_of_name(out, &fmt)) fmt = CLI_FMT_NPY; /* '-' (checked before) */
     struct stat sb;
-    /* Only a regular file can be a stream; opening anything else here would let a FIFO's writer
-     * go ahead and then lose its data (SIGPIPE) when this descriptor closes. */
+    /* A regular file is read in place when it is a stream. Anything else is opened once (a FIFO's
+     * writer must not be cut off by a second open) and read into memory, where its bytes say
+     * whether it is a stream. */
     if (strcmp(in_path, "-") && stat(in_path, &sb) == 0 && S_ISREG(sb.st_mode)) {
         const int fd = open(in_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        if (fd >= 0 && is_stream(fd)) {
-            int rc = decode_stream_one(ctx, o, in_path, fd, out);
+        uint8_t h[48];
+        if (fd >= 0 && fstat(fd, &sb) == 0 && pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+            cli_kvc_is_stream(h, (size_t)sb.st_size)) {
+            stream_src_t src = { .fd = fd, .size = (uint64_t)sb.st_size };
+            int rc = decode_stream_one(ctx, o, in_path, &src, out);
             close(fd);
             return rc;
         }
@@ -796,6 +982,12 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
     cli_input_t in;
     int rc = cli_input_open("decode", in_path, 1, &in);
     if (rc || (rc = cli_input_load("decode", &in)) != 0) {
+        cli_input_close(&in);
+        return rc;
+    }
+    if (cli_kvc_is_stream(in.data, in.len)) {
+        stream_src_t src = { .fd = -1, .data = in.data, .size = in.len };
+        rc = decode_stream_one(ctx, o, in.label, &src, out);
         cli_input_close(&in);
         return rc;
     }
@@ -866,9 +1058,9 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
     } else if (!o->c.quiet && (o->nfiles == 1 || o->c.verbose)) {
         char heads[64] = "head split unknown";
         if (info.heads_known) snprintf(heads, sizeof(heads), "%zu heads x %zu", NH, HS);
-        fprintf(summary_stream(out), "%s: %s %zu layers x %zu tokens x %zu channels (%s, %s), %zu -> %zu bytes in %.3f s (%.2f GB/s)\n",
-                strcmp(out, "-") ? out : "standard output", layout_name(&info), NL, T, NH * HS, heads,
-                kvc_dtype_name(kv.dtype), in.len, written, dt, (double)kv.nbytes / dt / 1e9);
+        fprintf(summary_stream(out), "%s: %s%zu layers x %zu tokens x %zu channels (%s, %s), %s\n",
+                strcmp(out, "-") ? out : "standard output", info.layout == KVC_CODEC_MLA ? "MLA latent cache, " : "", NL, T,
+                NH * HS, heads, kvc_dtype_name(kv.dtype), size_line(in.len, written, kv.nbytes, dt));
     }
 done:
     kvc_tensor_free(&kv);
@@ -881,21 +1073,26 @@ int kvc_cmd_decode(int argc, char **argv)
     static const struct option longopts[] = {
         CLI_COMMON_LONG,
         { "output", required_argument, NULL, 'o' },
+        { "stdout", no_argument, NULL, 'c' },
         { "force", no_argument, NULL, 'f' },
         { "format", required_argument, NULL, 'F' },
         { "split", no_argument, NULL, 'P' },
         { "json", no_argument, NULL, 'J' },
+        PROGRESS_LONG,
         { NULL, 0, NULL, 0 },
     };
     decode_opts_t o;
     memset(&o, 0, sizeof(o));
     const char *out = NULL;
-    int c;
+    int c, to_stdout = 0;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:f", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "o:fc", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': out = optarg; break;
+        case 'c': to_stdout = 1; break;
+        case OPT_PROGRESS:
+        case OPT_NO_PROGRESS: cli_progress_mode(c == OPT_PROGRESS); break;
         case 'f': o.force = 1; break;
         case 'P': o.split = 1; break;
         case 'J': o.as_json = 1; break;
@@ -915,68 +1112,79 @@ int kvc_cmd_decode(int argc, char **argv)
     }
     const char *const *in = (const char *const *)argv + optind;
     const int nin = argc - optind;
-    if (!nin || !out) {
-        fprintf(stderr, "kvcore decode: need IN.kvc and -o OUT (see kvcore decode --help)\n");
+    if (!nin) {
+        fprintf(stderr, "kvcore decode: need IN.kvc (see kvcore decode --help)\n");
         return CLI_EXIT_USAGE;
     }
     if (count_stdin(in, nin) > 1) {
         fprintf(stderr, "kvcore decode: standard input (-) can be given once\n");
         return CLI_EXIT_USAGE;
     }
-    const int to_dir = strcmp(out, "-") && cli_is_dir(out);
-    if (!to_dir && nin > 1) {
-        fprintf(stderr, "kvcore decode: %d inputs need -o DIR/ (one output file holds one container)\n", nin);
-        return CLI_EXIT_USAGE;
+    /* Derived names (no -o, -o DIR/) take --format, else .safetensors for --split, else .npy. */
+    const cli_format_t derived = o.fmt != CLI_FMT_UNKNOWN ? o.fmt : o.split ? CLI_FMT_SAFETENSORS : CLI_FMT_NPY;
+    outputs_t op;
+    int rc = plan("decode", out, to_stdout, in, nin, derived == CLI_FMT_NPY ? ".npy" : ".safetensors", &op);
+    if (rc) {
+        plan_free(&op, nin);
+        return rc;
+    }
+    out = op.out;
+    if (!op.many && nin > 1) {
+        fprintf(stderr, "kvcore decode: %d inputs need -o DIR/ or no -o (one output file holds one container)\n", nin);
+        rc = CLI_EXIT_USAGE;
     }
     cli_format_t named;
-    if (!to_dir && strcmp(out, "-")) {
+    if (!rc && !op.many && strcmp(out, "-")) {
         if (!format_of_name(out, &named)) {
             if (o.fmt == CLI_FMT_UNKNOWN) {
                 fprintf(stderr, "kvcore decode: cannot tell the output type from '%s': name it .npy or .safetensors, "
                                 "or give --format\n", out);
-                return CLI_EXIT_USAGE;
+                rc = CLI_EXIT_USAGE;
             }
         } else if (o.fmt != CLI_FMT_UNKNOWN && o.fmt != named) {
             fprintf(stderr, "kvcore decode: --format %s contradicts the output name %s\n",
                     o.fmt == CLI_FMT_NPY ? "npy" : "safetensors", out);
-            return CLI_EXIT_USAGE;
+            rc = CLI_EXIT_USAGE;
         } else o.fmt = named;
     }
-    if (o.fmt == CLI_FMT_UNKNOWN) o.fmt = o.split ? CLI_FMT_SAFETENSORS : CLI_FMT_NPY;
-    if (o.split && o.fmt != CLI_FMT_SAFETENSORS) {
+    if (o.fmt == CLI_FMT_UNKNOWN) o.fmt = derived;
+    if (!rc && o.split && o.fmt != CLI_FMT_SAFETENSORS) {
         fprintf(stderr, "kvcore decode: --split writes \"k\" and \"v\" into one .safetensors file; an .npy holds one array\n");
-        return CLI_EXIT_USAGE;
+        rc = CLI_EXIT_USAGE;
     }
-    if (o.as_json && (to_dir || !strcmp(out, "-"))) {
+    if (!rc && o.as_json && (op.many || !strcmp(out, "-"))) {
         fprintf(stderr, "kvcore decode: --json describes one output file: not with %s\n",
-                to_dir ? "-o DIR/" : "-o - (standard output carries the data)");
-        return CLI_EXIT_USAGE;
+                op.many ? "several outputs" : "standard output (it carries the data)");
+        rc = CLI_EXIT_USAGE;
     }
-    o.nfiles = to_dir ? nin : 1;
-    char **outs = calloc((size_t)nin, sizeof(char *));
-    int rc = outs ? 0 : CLI_EXIT_ERROR;
-    if (!rc && to_dir) rc = plan_outputs("decode", out, in, nin, o.fmt == CLI_FMT_NPY ? ".npy" : ".safetensors", outs);
-    for (int i = 0; !rc && i < o.nfiles; i++) rc = cli_check_output("decode", to_dir ? outs[i] : out, o.force, in, nin);
+    o.nfiles = op.many ? nin : 1;
+    if (!rc && !op.many) rc = cli_check_output("decode", out, o.force, in, nin);
     kvc_context_t *ctx = rc ? NULL : open_context("decode");
     if (!rc && !ctx) rc = CLI_EXIT_ERROR;
     if (!rc) cli_install_signal_handlers();
-    int failed = 0;
-    char label[32];
+    int failed = 0, skipped = 0;
+    cli_progress_t batch;
+    size_t batch_bytes = 0;
+    struct stat sb;
+    for (int i = 0; i < nin; i++) batch_bytes += stat(in[i], &sb) == 0 ? (size_t)sb.st_size : 0;
+    cli_progress_begin(&batch, "decode", batch_bytes);
     for (int i = 0; !rc && i < o.nfiles; i++) {
-        if (o.nfiles > 1 && !o.c.quiet) {
-            snprintf(label, sizeof(label), "decode");
-            cli_progress(label, (size_t)i, (size_t)o.nfiles);
+        if (o.nfiles > 1 && !o.c.quiet) cli_progress(&batch, (size_t)i, (size_t)o.nfiles);
+        /* A batch goes on past an output it may not write: that file is skipped, said so, counted. */
+        if (op.many && cli_check_output("decode", op.outs[i], o.force, in, nin)) {
+            skipped++;
+            continue;
         }
-        failed += decode_one(ctx, &o, in[i], to_dir ? outs[i] : out) != 0;
+        failed += decode_one(ctx, &o, in[i], op.many ? op.outs[i] : out) != 0;
     }
     if (!rc && o.nfiles > 1) {
-        if (!o.c.quiet) cli_progress(label, (size_t)o.nfiles, (size_t)o.nfiles);
+        if (!o.c.quiet) cli_progress(&batch, (size_t)o.nfiles, (size_t)o.nfiles);
         cli_progress_end();
-        if (!o.c.quiet) printf("%s: %d files decoded, %d failed\n", out, o.nfiles - failed, failed);
+        if (!o.c.quiet)
+            printf("%s: %d files decoded, %d failed%s\n", op.label, o.nfiles - failed - skipped, failed, skipped_text(skipped));
     }
-    if (!rc && failed) rc = CLI_EXIT_ERROR;
-    for (int i = 0; outs && i < nin; i++) free(outs[i]);
-    free(outs);
+    if (!rc && (failed || skipped)) rc = CLI_EXIT_ERROR;
+    plan_free(&op, nin);
     kvc_context_destroy(ctx);
     return rc;
 }
@@ -989,7 +1197,9 @@ static void inspect_help(void)
            "Header, sizes and ratios, coded bits/symbol vs entropy per layer. '-' reads standard input.\n"
            "  --original KV_FILE      also the reconstruction error per layer against the original: the\n"
            "  --original K --original V   inputs encode takes (a KV file, or a K file and a V file)\n"
-           "  --json                  one JSON object on stdout\n");
+           "  --json                  one JSON object on stdout\n"
+           "  --lmcache-config        the settings LMCache needs to read it (bins per layer for K and V), or why\n"
+           "                          it cannot; with --original, also every level's size on the original\n");
 }
 
 /* The original as encode would read it, checked against the container. */
@@ -1022,22 +1232,117 @@ static int load_original(const char *const *orig, int norig, const kvc_codec_inf
     return 0;
 }
 
+/* A stream (.kvcs): one row per chunk (its tokens, bytes, ratio, bits per symbol) and the totals.
+ * Every chunk is validated as a container and must be of the first chunk's kind, as decode
+ * requires. */
+static int inspect_stream(const char *in_path, const char *label, const uint8_t *buf, size_t len, int as_json, int quiet)
+{
+    const stream_src_t src = { .fd = -1, .data = buf, .size = len };
+    uint64_t stop;
+    if (!stream_tokens(&src, &stop) && stop < len) return stream_cut("inspect", label, stop, len);
+    size_t n = 0;
+    for (size_t off = 0; off < len; off += (size_t)get_le(buf + off + 24, 8)) n++;
+    kvc_codec_info_t *ci = calloc(n, sizeof(*ci));
+    if (!ci) return cli_fail("inspect", KVC_ERR_NO_MEMORY);
+    size_t off = 0, T = 0, orig = 0;
+    for (size_t i = 0; i < n; i++) {
+        const size_t total = (size_t)get_le(buf + off + 24, 8);
+        kvc_status_t st = kvc_codec_inspect(buf + off, total, &ci[i]);
+        if (st != KVC_OK) {
+            fprintf(stderr, "kvcore inspect: %s: %s: chunk %zu (bytes %zu to %zu): %s\n", kvc_status_string(st), label, i,
+                    off, off + total, kvc_last_error());
+            free(ci);
+            return CLI_EXIT_ERROR;
+        }
+        if (ci[i].dtype != ci[0].dtype || ci[i].layout != ci[0].layout || ci[i].num_layers != ci[0].num_layers ||
+            ci[i].num_heads != ci[0].num_heads || ci[i].head_size != ci[0].head_size) {
+            fprintf(stderr, "kvcore inspect: %s: %s: chunk %zu is not of the first chunk's kind (%s, %zu layers, %zu "
+                            "channels): not one stream\n", kvc_status_string(KVC_ERR_CORRUPT), label, i,
+                    kvc_dtype_name(ci[0].dtype), ci[0].num_layers, ci[0].num_heads * ci[0].head_size);
+            free(ci);
+            return CLI_EXIT_ERROR;
+        }
+        off += total;
+        T += ci[i].num_tokens;
+        orig += ci[i].original_bytes;
+    }
+    const kvc_codec_info_t *c0 = &ci[0];
+    const size_t es = kvc_dtype_size(c0->dtype);
+    const double fp16 = (double)orig / (double)es * 2.0;
+    if (as_json) {
+        json_writer_t w;
+        json_init(&w, stdout, 1);
+        json_begin_object(&w, NULL);
+        json_string(&w, "file", in_path);
+        json_bool(&w, "stream", 1);
+        json_int(&w, "chunks", (long long)n);
+        kvc_codec_info_t all = *c0;
+        all.num_tokens = T;
+        json_chunk_shape(&w, &all);
+        json_begin_object(&w, "bytes");
+        json_int(&w, "stream", (long long)len);
+        json_int(&w, "original", (long long)orig);
+        json_end_object(&w);
+        json_double(&w, "ratio_vs_fp16", fp16 / (double)len);
+        json_begin_array(&w, "chunks_stats");
+        size_t t0 = 0;
+        for (size_t i = 0; i < n; i++) {
+            json_begin_object(&w, NULL);
+            json_int(&w, "chunk", (long long)i);
+            json_int(&w, "first_token", (long long)t0);
+            json_int(&w, "tokens", (long long)ci[i].num_tokens);
+            json_int(&w, "bytes", (long long)ci[i].container_bytes);
+            json_int(&w, "original_bytes", (long long)ci[i].original_bytes);
+            json_double(&w, "bits_per_symbol", 8.0 * (double)ci[i].streams_bytes * (double)es / (double)ci[i].original_bytes);
+            json_bool(&w, "lmcache_readable", ci[i].lmcache_readable);
+            json_end_object(&w);
+            t0 += ci[i].num_tokens;
+        }
+        json_end_array(&w);
+        json_end_object(&w);
+        json_finish(&w);
+    } else {
+        char heads[64] = "channels (head split unknown)";
+        if (c0->heads_known) snprintf(heads, sizeof(heads), "heads x %zu", c0->head_size);
+        printf("%s: kvcore stream of %zu containers v%u.%u, %s %s, %zu layers x %zu tokens x %zu %s\n", label, n,
+               c0->version_major, c0->version_minor, layout_name(c0), kvc_dtype_name(c0->dtype), c0->num_layers, T,
+               c0->heads_known ? c0->num_heads : c0->num_heads * c0->head_size, heads);
+        if (!quiet) {
+            printf("\n%-6s %-15s %12s %12s %8s %9s\n", "chunk", "tokens", "bytes", "original", "ratio", "bits/sym");
+            size_t t0 = 0;
+            for (size_t i = 0; i < n; i++) {
+                char tok[40];
+                snprintf(tok, sizeof(tok), "%zu-%zu", t0, t0 + ci[i].num_tokens - 1);
+                printf("%-6zu %-15s %12zu %12zu %7.2fx %9.4f\n", i, tok, ci[i].container_bytes, ci[i].original_bytes,
+                       (double)ci[i].original_bytes / (double)es * 2.0 / (double)ci[i].container_bytes,
+                       8.0 * (double)ci[i].streams_bytes * (double)es / (double)ci[i].original_bytes);
+                t0 += ci[i].num_tokens;
+            }
+            printf("%-6s %-15zu %12zu %12zu %7.2fx\n", "total", T, len, orig, fp16 / (double)len);
+        }
+    }
+    free(ci);
+    return 0;
+}
+
 int kvc_cmd_inspect(int argc, char **argv)
 {
     static const struct option longopts[] = {
         CLI_COMMON_LONG,
         { "original", required_argument, NULL, 'O' },
         { "json", no_argument, NULL, 'J' },
+        { "lmcache-config", no_argument, NULL, OPT_LMCACHE_CONFIG },
         { NULL, 0, NULL, 0 },
     };
     const char *orig[2] = { NULL, NULL };
-    int norig = 0, as_json = 0, c;
+    int norig = 0, as_json = 0, lmcfg = 0, c;
     cli_common_t com = { 0 };
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
         switch (c) {
         case 'J': as_json = 1; break;
+        case OPT_LMCACHE_CONFIG: lmcfg = 1; break;
         case 'O':
             if (norig == 2) {
                 fprintf(stderr, "kvcore inspect: --original is a KV file or a K file and a V file (at most twice)\n");
@@ -1068,11 +1373,28 @@ int kvc_cmd_inspect(int argc, char **argv)
     }
     const uint8_t *buf = in.data;
     const size_t len = in.len;
+    if (cli_kvc_is_stream(buf, len)) {
+        if (norig) {
+            fprintf(stderr, "kvcore inspect: --original compares one container; %s is a stream: decode it and compare "
+                            "the .npy files\n", in.label);
+            rc = CLI_EXIT_USAGE;
+        } else rc = inspect_stream(in_path, in.label, buf, len, as_json, com.quiet);
+        cli_input_close(&in);
+        return rc;
+    }
     kvc_codec_info_t info;
     kvc_status_t st = kvc_codec_inspect(buf, len, &info);
     if (st != KVC_OK) {
         cli_input_close(&in);
         return cli_fail("inspect", st);
+    }
+    if (lmcfg) {
+        kvc_tensor_t kv = { 0 };
+        if (!norig || (rc = load_original(orig, norig, &info, &kv)) == 0)
+            rc = cli_lmcache_config(stdout, in.label, buf, len, &info, norig ? kv.data : NULL);
+        if (norig && kv.data) kvc_tensor_free(&kv);
+        cli_input_close(&in);
+        return rc;
     }
     const size_t L = info.planes * info.num_layers, per_layer = info.num_tokens * info.num_heads * info.head_size;
     kvc_codec_layer_stats_t *ls = calloc(L, sizeof(*ls));

@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kvcore.h>
 
@@ -82,10 +83,17 @@ static void print_text(kvc_context_t *ctx)
     for (int i = 0; i < kvc_context_backend_count(ctx); i++) {
         kvc_backend_info_t b;
         kvc_context_backend_info(ctx, i, &b);
-        printf("  %-5s %-9s prio %-3d devices %-2d %s\n        from %s\n", b.name, b.selected ? "SELECTED" : "", b.priority,
-               b.num_devices, b.reason, b.origin);
+        printf("  %-5s %-9s prio %-3d devices %-2d %s\n", b.name, b.selected ? "SELECTED" : "", b.priority,
+               b.num_devices, b.reason);
+        /* A module that was not found has no origin to show (the reason lists where it was sought). */
+        if (!strcmp(b.origin, "built-in") || access(b.origin, R_OK) == 0) printf("        from %s\n", b.origin);
     }
     printf("\ncpu: isa %s, %d threads\n", kvc_context_isa(ctx), kvc_context_num_threads(ctx));
+    kvc_llc_info_t llc;
+    if (kvc_llc_info(&llc) == KVC_OK)
+        printf("  last-level cache %.1f MiB (%s; sysfs %.1f MiB, CPUID %.1f MiB): transfers over %.1f MiB stream\n",
+               (double)llc.bytes / (1 << 20), kvc_llc_source_name(llc.source), (double)llc.sysfs_bytes / (1 << 20),
+               (double)llc.cpuid_bytes / (1 << 20), (double)kvc_context_stream_min_bytes(ctx) / (1 << 20));
     printf("\nnuma nodes%s:\n", kvc_topology_is_synthetic(ctx) ? " (topology from XML)" : "");
     for (int i = 0; i < kvc_topology_numa_count(ctx); i++) {
         kvc_numa_node_info_t n;
@@ -146,6 +154,14 @@ static void print_json(kvc_context_t *ctx)
     json_begin_object(&w, "cpu");
     json_string(&w, "isa", kvc_context_isa(ctx));
     json_int(&w, "threads", kvc_context_num_threads(ctx));
+    kvc_llc_info_t llc_j;
+    if (kvc_llc_info(&llc_j) == KVC_OK) {
+        json_int(&w, "llc_bytes", llc_j.bytes);
+        json_string(&w, "llc_source", kvc_llc_source_name(llc_j.source));
+        json_int(&w, "llc_sysfs_bytes", llc_j.sysfs_bytes);
+        json_int(&w, "llc_cpuid_bytes", llc_j.cpuid_bytes);
+    }
+    json_int(&w, "stream_min_bytes", kvc_context_stream_min_bytes(ctx));
     json_end_object(&w);
     json_bool(&w, "topology_from_xml", kvc_topology_is_synthetic(ctx));
     json_begin_array(&w, "numa_nodes");

@@ -85,23 +85,34 @@ static ssize_t append(cli_input_t *in, int fd, size_t n, size_t *cap)
     return r;
 }
 
-/* A container from a stream: the header, then each section as its header declares, and nothing
- * beyond the total the header declares (so /dev/zero or an endless pipe is not read without
- * bound). A structure that does not add up stops the read; the decoder then reports it. */
+/* Containers from a stream, back to back (a .kvcs is a file of them): each read as its header
+ * declares, so /dev/zero or an endless pipe of junk is not read without bound; after a complete
+ * container, the next one if the bytes that follow start one. Bytes that do not (trailing junk, up
+ * to one header's worth) and a structure that does not add up stop the read and stay in the buffer,
+ * for the decoder to reject exactly as it rejects the same bytes in a regular file. */
 static ssize_t read_container_stream(cli_input_t *in, int fd)
 {
     size_t cap = 0;
-    ssize_t r = append(in, fd, KVC_HEADER, &cap);
-    if (r < KVC_HEADER || memcmp(in->data, KVC_MAGIC, 8)) return r;
-    const uint64_t total = le64(in->data + 24);
-    for (uint32_t type = 1; type <= 5 && in->len + KVC_SECTION <= total; type++) {
-        if ((r = append(in, fd, KVC_SECTION, &cap)) < KVC_SECTION) return r;
-        const uint8_t *h = in->data + in->len - KVC_SECTION;
-        const uint64_t size = le64(h + 8);
-        if ((h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24) != type || size > total - in->len) break;
-        if ((r = append(in, fd, (size_t)size, &cap)) < 0 || (uint64_t)r < size) return r;
+    for (;;) {
+        const size_t start = in->len;
+        ssize_t r = append(in, fd, KVC_HEADER, &cap);
+        if (r < KVC_HEADER || memcmp(in->data + start, KVC_MAGIC, 8)) return r < 0 ? r : 0;
+        const uint64_t total = le64(in->data + start + 24);
+        for (uint32_t type = 1; type <= 5 && in->len - start + KVC_SECTION <= total; type++) {
+            if ((r = append(in, fd, KVC_SECTION, &cap)) < KVC_SECTION) return r < 0 ? r : 0;
+            const uint8_t *h = in->data + in->len - KVC_SECTION;
+            const uint64_t size = le64(h + 8);
+            if ((h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24) != type || size > total - (in->len - start))
+                return 0;
+            if ((r = append(in, fd, (size_t)size, &cap)) < 0 || (uint64_t)r < size) return r < 0 ? r : 0;
+        }
+        if (in->len - start != total) return 0;
     }
-    return 0;
+}
+
+int cli_kvc_is_stream(const uint8_t *data, size_t len)
+{
+    return len >= KVC_HEADER && !memcmp(data, KVC_MAGIC, 8) && le64(data + 24) < (uint64_t)len;
 }
 
 /* A tensor file from a stream: its type from the first bytes, then the rest to its end. */
@@ -247,6 +258,16 @@ char *cli_output_in_dir(const char *dir, const char *input, const char *ext)
     const size_t dn = strlen(dir), n = dn + (size_t)stem + strlen(ext) + 2;
     char *p = malloc(n);
     if (p) snprintf(p, n, "%s%s%.*s%s", dir, dn && dir[dn - 1] == '/' ? "" : "/", stem, base, ext);
+    return p;
+}
+
+char *cli_output_beside(const char *input, const char *ext)
+{
+    const char *base = strrchr(input, '/') ? strrchr(input, '/') + 1 : input;
+    const char *dot = strrchr(base, '.');
+    const size_t keep = dot && dot != base ? (size_t)(dot - input) : strlen(input), n = keep + strlen(ext) + 1;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%.*s%s", (int)keep, input, ext);
     return p;
 }
 

@@ -32,12 +32,17 @@ typedef struct {
 /* How long an input FIFO may wait for its writer to open it before it is refused as empty. */
 #define CLI_FIFO_WAIT_MS 3000
 
-/* Open an input and detect its type. want_kvc: a container (a stream is read only as far as its
- * header declares); else a tensor file (.npy / .safetensors). Prints the error; returns 0/1. */
+/* Open an input and detect its type. want_kvc: a container or a stream of them (from a pipe or
+ * device: each container read only as far as its header declares, the next one while the bytes
+ * that follow start one); else a tensor file (.npy / .safetensors). Prints the error; returns 0/1. */
 int cli_input_open(const char *cmd, const char *path, int want_kvc, cli_input_t *in);
 /* A container input read fully into memory (regular files too). */
 int cli_input_load(const char *cmd, cli_input_t *in);
 void cli_input_close(cli_input_t *in);
+/* Do these bytes hold more than their first container (a stream, or a container with trailing
+ * bytes, which the stream reader then rejects)? Decided from the bytes, whatever the input's type;
+ * only the first 48 bytes of data are read, len is the input's whole length. */
+int cli_kvc_is_stream(const uint8_t *data, size_t len);
 
 /* Before any work: may `out` be written? Refuses an existing file without force, a directory, the
  * same file as one of the inputs (even with force), and binary data to a terminal. Prints the
@@ -48,6 +53,9 @@ int cli_check_output(const char *cmd, const char *out, int force, const char *co
 int cli_is_dir(const char *path);
 /* DIR/BASENAME-without-extension + ext (malloc'ed). */
 char *cli_output_in_dir(const char *dir, const char *input, const char *ext);
+/* The input's own name with its extension replaced by ext, in its directory (malloc'ed): what a
+ * command writes without -o, as zstd does (kv.npy -> kv.kvc). */
+char *cli_output_beside(const char *input, const char *ext);
 
 /* Write buf to path ("-": standard output) through PATH.tmp.PID.N renamed into place when
  * complete, removed on error and on a signal. Prints the error; returns 0/1. */

@@ -20,18 +20,46 @@ double cli_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void cli_progress(void *label, size_t done, size_t total)
+static int progress_mode = -1; /* -1: when stderr is a terminal; 0 never; 1 always */
+
+void cli_progress_mode(int mode) { progress_mode = mode; }
+
+static int progress_on(void) { return progress_mode > 0 || (progress_mode < 0 && isatty(STDERR_FILENO)); }
+
+void cli_progress_begin(cli_progress_t *p, const char *name, size_t bytes)
 {
-    if (!isatty(STDERR_FILENO) || total == 0) return;
-    const int width = 40, fill = (int)((double)width * (double)done / (double)total);
-    fprintf(stderr, "\r%-16s [%.*s%*s] %zu/%zu", (const char *)label, fill, "========================================",
-            width - fill, "", done, total);
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    p->bytes = (double)bytes;
+    p->t0 = cli_now();
+}
+
+const char *cli_human(double bytes, char buf[16])
+{
+    static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+    int u = 0;
+    while (bytes >= 1024.0 && u < 4) bytes /= 1024.0, u++;
+    snprintf(buf, 16, u == 0 ? "%.0f %s" : bytes < 10 ? "%.2f %s" : bytes < 100 ? "%.1f %s" : "%.0f %s", bytes, unit[u]);
+    return buf;
+}
+
+void cli_progress(void *user, size_t done, size_t total)
+{
+    const cli_progress_t *p = user;
+    if (!progress_on() || total == 0) return;
+    const double frac = (double)done / (double)total, dt = cli_now() - p->t0, rate = dt > 0 ? frac * p->bytes / dt : 0;
+    char d[16], t[16], r[16], eta[48] = "";
+    if (frac > 0 && frac < 1 && dt > 0) {
+        const long left = (long)(dt / frac - dt + 0.5);
+        snprintf(eta, sizeof(eta), " ETA %ld:%02ld", left / 60, left % 60);
+    }
+    fprintf(stderr, "\r%.40s: %s / %s %3.0f%%, %s/s%s\033[K", p->name, cli_human(frac * p->bytes, d), cli_human(p->bytes, t),
+            100.0 * frac, cli_human(rate, r), eta);
     fflush(stderr);
 }
 
 void cli_progress_end(void)
 {
-    if (isatty(STDERR_FILENO)) fputs("\r\033[K", stderr);
+    if (progress_on()) fputs("\r\033[K", stderr);
 }
 
 int cli_fail(const char *cmd, kvc_status_t st)

@@ -11,10 +11,21 @@
 
 /* Monotonic seconds. */
 double cli_now(void);
-/* A one-line progress bar on stderr, drawn only when stderr is a terminal, redrawn in place (also
- * across several files); cli_progress_end clears the line. */
-void cli_progress(void *label, size_t done, size_t total);
+/* A one-line progress report on stderr, redrawn in place: the file, bytes done / total, %, rate
+ * and time left ("kv.npy: 120 MiB / 512 MiB  23%, 26.7 MiB/s ETA 0:14"). Drawn when stderr is a
+ * terminal, or always / never after cli_progress_mode(1 / 0) (--progress / --no-progress).
+ * cli_progress is a kvc_codec_progress_fn: user is a cli_progress_t, done/total any unit (the
+ * fraction is applied to the byte count given to cli_progress_begin). cli_progress_end clears it. */
+typedef struct {
+    char name[64];
+    double bytes, t0;
+} cli_progress_t;
+void cli_progress_mode(int mode);
+void cli_progress_begin(cli_progress_t *p, const char *name, size_t bytes);
+void cli_progress(void *user, size_t done, size_t total);
 void cli_progress_end(void);
+/* bytes in binary units for people: "512 MiB", "95.3 KiB", "7.50 GiB" (buf: 16 bytes). */
+const char *cli_human(double bytes, char buf[16]);
 /* Print "kvcore CMD: <status text>: <detail>" for a failed call and return 1. */
 int cli_fail(const char *cmd, kvc_status_t st);
 /* Parse a positive size_t option value; prints an error and returns 0 when malformed. */

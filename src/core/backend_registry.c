@@ -85,14 +85,20 @@ int kvc_ops_have_parts(const kvc_backend_ops_t *ops)
 
 /* ---- module search ---- */
 
-/* Directory of libkvcore itself + "/kvcore": makes a relocated install find its modules. */
+/* Directory of libkvcore itself + "/kvcore": makes a relocated install find its modules. In a
+ * build tree (libkvcore in .libs/), libtool puts the modules beside the library: .libs itself is
+ * searched too. */
 static int self_module_dir(char *buf, size_t len)
 {
     Dl_info info;
     if (!dladdr((void *)kvc_ops_resolve, &info) || !info.dli_fname) return -1;
     const char *slash = strrchr(info.dli_fname, '/');
     if (!slash) return -1;
-    snprintf(buf, len, "%.*s/" PACKAGE, (int)(slash - info.dli_fname), info.dli_fname);
+    const int n = (int)(slash - info.dli_fname);
+    if (n >= 6 && !strncmp(slash - 6, "/.libs", 6))
+        snprintf(buf, len, "%.*s/" PACKAGE ":%.*s", n, info.dli_fname, n, info.dli_fname);
+    else
+        snprintf(buf, len, "%.*s/" PACKAGE, n, info.dli_fname);
     return 0;
 }
 
@@ -165,8 +171,8 @@ static void load_module(kvc_context_t *ctx, kvc_backend_slot_t *s, const char *p
 
 kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const char *module_path, int load_all)
 {
-    char dirs[2 * PATH_MAX + 2];
-    char self_dir[PATH_MAX];
+    char dirs[3 * PATH_MAX + 3];
+    char self_dir[2 * PATH_MAX + 1];
     if (module_path && *module_path) snprintf(dirs, sizeof(dirs), "%s", module_path);
     else if (self_module_dir(self_dir, sizeof(self_dir)) == 0) snprintf(dirs, sizeof(dirs), "%s:%s", self_dir, KVC_MODULE_DIR);
     else snprintf(dirs, sizeof(dirs), "%s", KVC_MODULE_DIR);
@@ -193,9 +199,7 @@ kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const
         const int seen = kvc_topology_has_vendor(ctx, m->pci_vendor, bus, sizeof(bus));
         const int is_forced = forced && !strcmp(forced, m->name);
         if (!s->built) {
-            char looked[sizeof(s->origin)];
-            memcpy(looked, s->origin, sizeof(looked));
-            snprintf(s->reason, sizeof(s->reason), "module not found (looked for %.200s)", looked);
+            snprintf(s->reason, sizeof(s->reason), "module not found (looked for kvcore_%s.so in %.200s)", m->name, dirs);
             continue;
         }
         if (!seen && !is_forced && !load_all) {

@@ -254,29 +254,30 @@ KVC_API kvc_status_t kvc_codec_level_params(int level, kvc_codec_params_t *p, ui
         return kvc_error(KVC_ERR_INVALID_ARG, "codec level %d is unknown (0 .. %d)", level, KVC_CODEC_LEVEL_MAX);
     if (!p->num_layers || p->num_layers > 4096)
         return kvc_error(KVC_ERR_INVALID_ARG, "codec level: num_layers %zu outside [1, 4096]", p->num_layers);
-    /* Chosen from bench/quality (docs/CACHEGEN.md): bins for keys, values, and the key scaling. */
-    static const struct { uint32_t k, v; kvc_codec_scaling_t scaling; } levels[KVC_CODEC_LEVEL_MAX + 1] = {
-        { 0, 0, KVC_CODEC_SCALE_TOKEN }, /* LMCache's defaults */
-        { 62, 12, KVC_CODEC_SCALE_TOKEN },
-        { 46, 6, KVC_CODEC_SCALE_TOKEN },
-        { 36, 6, KVC_CODEC_SCALE_TOKEN },
+    /* Relative to LMCache's default for this layer count (kvc_cg_default_bins): a level gives the
+     * bins of a layer LMCache codes with 32; a layer it codes with b gets b/32 of that, rounded up
+     * to even, in [4, 62]. Chosen on bench/quality's tuning set (docs/CACHEGEN.md). */
+    static const struct { uint32_t k, v; } levels[KVC_CODEC_LEVEL_MAX + 1] = {
+        { 32, 32 }, /* LMCache's defaults */
+        { 62, 12 }, /* lowest tuning-set KL at <= 95 % of level 0's size */
+        { 46, 8 },  /* the smallest "no worse" than level 0 on the tuning set */
+        { 32, 8 },  /* the smallest within 0.002 nats of level 0's mean KL (upper 95 % bound) */
     };
     const size_t NL = p->num_layers;
-    if (level == 0) kvc_cg_default_bins(NL, bins);
-    else
-        for (size_t l = 0; l < NL; l++) {
-            bins[l] = levels[level].k;
-            bins[NL + l] = levels[level].v;
-        }
+    kvc_cg_default_bins(NL, bins);
+    for (size_t i = 0; i < 2 * NL; i++) {
+        const uint32_t per32 = i < NL ? levels[level].k : levels[level].v, b = (bins[i] * per32 + 63) / 64 * 2;
+        bins[i] = b < 4 ? 4 : b > 62 ? 62 : b;
+    }
     /* MLA has one plane, the key pattern (bins[0, NL)). */
     p->bins = bins;
-    p->key_scaling = levels[level].scaling;
+    p->key_scaling = KVC_CODEC_SCALE_TOKEN;
     p->field_mask |= KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_KEY_SCALING;
     return KVC_OK;
 }
 
-KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,
-                                      size_t *out_len)
+static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,
+                                size_t *out_len)
 {
     if (!ctx || !p || !kv || !out || !out_len)
         return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: ctx, params, kv, out and out_len must not be NULL");
@@ -391,6 +392,57 @@ done:
     free(c);
     free(buf);
     return st;
+}
+
+/* Rate target: bins from kvc_codec_rate_bins for a stream budget of the target minus the other
+ * sections (scales exactly, lengths and header estimated), then lowered by the measured excess plus
+ * a growing margin until the container fits (the allocation moves in steps of whole bins). */
+static kvc_status_t encode_rate(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,
+                                size_t *out_len)
+{
+    if (p->field_mask & KVC_CODEC_PARAM_BINS)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: a bits target and explicit bins exclude each other");
+    if (!isfinite(p->bits) || p->bits <= 0)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: bits per element %g must be finite and > 0", p->bits);
+    if ((p->field_mask & KVC_CODEC_PARAM_KEY_SCALING) && p->key_scaling == KVC_CODEC_SCALE_CHANNEL)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: a bits target works with per-token key scales only");
+    kvc_codec_params_t q = *p;
+    q.field_mask &= ~(uint64_t)KVC_CODEC_PARAM_BITS;
+    dims_t d;
+    uint32_t bins[2 * 4096];
+    unsigned B;
+    uint32_t W;
+    int chan;
+    kvc_status_t st = check_params(&q, &d, bins, &B, &W, &chan);
+    if (st != KVC_OK) return st;
+    const size_t L = d.layers, T = d.tokens, C = d.channels, es = p->dtype == KVC_DTYPE_F32 ? 4 : 2;
+    const double elems = (double)L * (double)T * (double)C, target = p->bits * elems;
+    double budget = target - 8.0 * ((double)(L * T * es) + (double)(L * C) * (double)((T + W - 1) / W) + 256);
+    q.bins = bins;
+    q.field_mask |= KVC_CODEC_PARAM_BINS;
+    for (int round = 0;; round++) {
+        if (kvc_codec_rate_bins(kv, p->dtype, L, T, C, budget, ctx->num_threads, bins))
+            return kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for the rate search of a %zu x %zu x %zu chunk", L, T, C);
+        if ((st = encode_bins(ctx, &q, kv, out, out_len)) != KVC_OK) return st;
+        const double got = 8.0 * (double)*out_len;
+        if (got <= target) return KVC_OK;
+        int all4 = 1;
+        for (size_t i = 0; i < L; i++) all4 &= bins[i] == 4;
+        kvc_codec_free(*out);
+        *out = NULL;
+        if (all4 || round == 12)
+            return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: %g bits per element is below what this chunk codes to%s (%.3f)",
+                             p->bits, all4 ? " with 4 bins everywhere" : "", got / elems);
+        budget -= got - target + target * 0.0005 * (double)(1u << round); /* a step the allocation must take */
+    }
+}
+
+KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,
+                                      size_t *out_len)
+{
+    if (!ctx || !p || !kv || !out || !out_len)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: ctx, params, kv, out and out_len must not be NULL");
+    return p->field_mask & KVC_CODEC_PARAM_BITS ? encode_rate(ctx, p, kv, out, out_len) : encode_bins(ctx, p, kv, out, out_len);
 }
 
 KVC_API void kvc_codec_free(void *p) { free(p); }

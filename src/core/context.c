@@ -150,6 +150,18 @@ static int64_t parse_bytes(const char *v)
     return (int64_t)n;
 }
 
+/* KVCORE_STREAM_MIN_BYTES, else 3/4 of the last-level cache (kvc_llc_info; glibc's memcpy uses the
+ * same fraction), at least 4 MiB. */
+static int64_t stream_threshold(void)
+{
+    const int64_t env = parse_bytes(kvc_env_get("KVCORE_STREAM_MIN_BYTES"));
+    if (env >= 0) return env;
+    kvc_llc_info_t llc;
+    (void)kvc_llc_info(&llc);
+    const int64_t t = llc.bytes / 4 * 3;
+    return t > ((int64_t)4 << 20) ? t : (int64_t)4 << 20;
+}
+
 /* Pick the backend; fills ctx->backend or returns the error of a forced backend. */
 static kvc_status_t select_backend(kvc_context_t *ctx, const char *forced)
 {
@@ -159,11 +171,20 @@ static kvc_status_t select_backend(kvc_context_t *ctx, const char *forced)
             if (!strcmp(ctx->slots[i].name, forced)) best = &ctx->slots[i];
         if (!best)
             return kvc_error(KVC_ERR_INVALID_ARG, "backend '%s' is unknown: use auto, cpu, cuda or hip", forced);
-        if (!best->built)
+        if (!best->built) {
+            /* Whether this build made the module decides the advice: configure, or find it. */
+            char built[32];
+            snprintf(built, sizeof(built), "\n%s_module=yes", forced);
+            if (strstr(KVC_BUILD_CONFIG, built))
+                return kvc_error(KVC_ERR_NOT_FOUND,
+                                 "backend '%s' was forced but its module is missing (%s): this kvcore was configured "
+                                 "with it: run make (or make install), or point KVCORE_MODULE_PATH at the directory "
+                                 "holding kvcore_%s.so", forced, best->reason, forced);
             return kvc_error(KVC_ERR_NOT_FOUND,
-                             "backend '%s' was forced but its module is missing (%s): build kvcore with --with-%s "
-                             "or point KVCORE_MODULE_PATH at the directory holding kvcore_%s.so",
-                             forced, best->origin, forced, forced);
+                             "backend '%s' was forced but its module is missing (%s): this kvcore was configured "
+                             "without it: configure with --with-%s, or point KVCORE_MODULE_PATH at the directory "
+                             "holding a kvcore_%s.so", forced, best->reason, forced, forced);
+        }
         if (best->loaded == -1)
             return kvc_error(KVC_ERR_ABI, "backend '%s' was forced but %s: %s; rebuild the module with this kvcore",
                              forced, best->origin, best->reason);
@@ -227,7 +248,7 @@ KVC_API kvc_status_t kvc_context_create(const kvc_context_params_t *params, kvc_
                                          .set_error = svc_set_error,
                                          .num_threads = ctx->num_threads,
                                          .cpu_isa = (int)ctx->isa,
-                                         .stream_min_bytes = parse_bytes(kvc_env_get("KVCORE_STREAM_MIN_BYTES")) };
+                                         .stream_min_bytes = stream_threshold() };
 
     kvc_status_t st = kvc_recorder_create(&ctx->recorder);
     if (st != KVC_OK) goto fail;
@@ -309,6 +330,8 @@ KVC_API kvc_status_t kvc_context_backend_info(const kvc_context_t *ctx, int inde
 KVC_API const char *kvc_context_isa(const kvc_context_t *ctx) { return ctx ? kvc_isa_name(ctx->isa) : "scalar"; }
 
 KVC_API int kvc_context_num_threads(const kvc_context_t *ctx) { return ctx ? ctx->num_threads : 0; }
+
+KVC_API int64_t kvc_context_stream_min_bytes(const kvc_context_t *ctx) { return ctx ? ctx->svc.stream_min_bytes : -1; }
 
 KVC_API const char *kvc_build_config(void) { return KVC_BUILD_CONFIG; }
 

@@ -4,6 +4,8 @@
  * destroying the context frees what is left. */
 #include "config.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -95,6 +97,13 @@ KVC_API kvc_status_t kvc_memcpy(kvc_context_t *ctx, void *dst, const void *src, 
     if (nbytes == 0) return KVC_OK;
     if (!dst || !src)
         return kvc_error(KVC_ERR_INVALID_ARG, "memcpy: %s is NULL with nbytes %zu", !dst ? "dst" : "src", nbytes);
+    /* No object is larger than PTRDIFF_MAX: a bigger size is a negative count converted to size_t. */
+    if (nbytes > PTRDIFF_MAX)
+        return kvc_error(KVC_ERR_INVALID_ARG, "memcpy: nbytes %zu is larger than PTRDIFF_MAX (a negative size?)",
+                         nbytes);
+    if ((uintptr_t)dst > UINTPTR_MAX - nbytes || (uintptr_t)src > UINTPTR_MAX - nbytes)
+        return kvc_error(KVC_ERR_INVALID_ARG, "memcpy: a %zu-byte range at %s wraps around the address space", nbytes,
+                         (uintptr_t)dst > UINTPTR_MAX - nbytes ? "dst" : "src");
     return ctx->ops.memcpy_sync(ctx->bctx, dst, src, nbytes);
 }
 

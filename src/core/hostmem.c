@@ -249,8 +249,10 @@ static kvc_status_t map_private(kvc_mem_block_t *b, const kvc_placement_t *pl)
 
 static void unlink_block(const kvc_mem_block_t *b)
 {
-    if ((b->kind_obtained & KVC_MEM_SHARED) && !b->attached && b->creator_pid == getpid() && shm_unlink(b->name) != 0)
-        KVC_WARN("shm_unlink('%s') failed: %s", b->name, strerror(errno));
+    if ((b->kind_obtained & KVC_MEM_SHARED) && !b->attached && b->creator_pid == getpid()) {
+        if (shm_unlink(b->name) != 0) KVC_WARN("shm_unlink('%s') failed: %s", b->name, strerror(errno));
+        kvc_shm_record_remove(b->name);
+    }
     if (b->owner_fd >= 0) close(b->owner_fd); /* after the unlink: the name is never seen abandoned */
 }
 
@@ -514,6 +516,10 @@ static kvc_status_t map_device_file(const char *path, size_t size, size_t offset
     const int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK); /* O_NONBLOCK: a FIFO must not block */
     if (fd < 0) {
         const int err = errno;
+        struct stat ps;
+        /* A unix socket cannot be opened at all (ENXIO): it is the wrong kind of file, as a FIFO is. */
+        if (err == ENXIO && stat(path, &ps) == 0 && S_ISSOCK(ps.st_mode))
+            return kvc_error(KVC_ERR_INVALID_ARG, "%s is a socket, not a regular or sysfs resource file", path);
         return kvc_error(err == EISDIR ? KVC_ERR_INVALID_ARG : kvc_status_from_errno(err), "cannot open %s: %s", path,
                          err == EISDIR ? "it is a directory" : strerror(err));
     }

@@ -77,13 +77,16 @@ void kvc_mem_fallback(kvc_mem_block_t *b, uint32_t flag, const char *fmt, ...) _
 /* hostmem_shm.c: POSIX shared memory. */
 kvc_status_t kvc_shm_check_name(const char *name);
 /* shm_open(O_CREAT|O_EXCL, 0600), take the owner lock (flock LOCK_EX on *fd, which the caller keeps
- * open until the segment is freed) and map map_len bytes of the still empty segment. An existing
- * name is KVC_ERR_EXISTS, saying whether its creator is alive; with reclaim, an abandoned segment
- * of that name (no lock holder) is unlinked and the name created afresh. */
+ * open until the segment is freed), write the owner record and map map_len bytes of the still empty
+ * segment. An existing name is KVC_ERR_EXISTS, saying whether it is in use, abandoned or not a
+ * kvcore segment; with reclaim, an abandoned segment (no lock holder, and an owner record naming
+ * that very file) is unlinked and the name created afresh; anything else is never touched. */
 kvc_status_t kvc_shm_create_map(const char *name, size_t map_len, int reclaim, int *fd, void **addr);
 /* Reserve the space (posix_fallocate) so that a full filesystem is an error now, not a SIGBUS
  * later; the size becomes visible to attachers only once all of it is reserved. fd stays open. */
 kvc_status_t kvc_shm_reserve(const char *name, int fd, size_t size);
+/* Remove the owner record of `name` (with the segment, by its creator). */
+void kvc_shm_record_remove(const char *name);
 /* Undo kvc_shm_create_map: unmap, unlink, close (fd >= 0; drops the lock). */
 void kvc_shm_abort(const char *name, int fd, void *addr, size_t map_len);
 /* Map an existing segment; *size is its size, *map_len the mapped length. */

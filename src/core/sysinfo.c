@@ -300,3 +300,41 @@ int64_t kvc_sys_node_free_hugepages(unsigned node, size_t page_size)
              page_size / 1024);
     return read_u64(path, &v) == 0 ? (int64_t)v : -1;
 }
+
+int64_t kvc_sys_llc_bytes_at(const char *dir)
+{
+    int64_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[512], buf[64];
+        snprintf(path, sizeof(path), "%s/index%d/level", dir, i);
+        uint64_t level = 0;
+        if (read_u64(path, &level) != 0) break;
+        snprintf(path, sizeof(path), "%s/index%d/type", dir, i);
+        if (read_line(path, buf, sizeof(buf)) != 0 || strcmp(buf, "Instruction") == 0) continue;
+        snprintf(path, sizeof(path), "%s/index%d/size", dir, i);
+        if ((int)level < best_level || read_line(path, buf, sizeof(buf)) != 0) continue;
+        char *unit;
+        const long long v = strtoll(buf, &unit, 10);
+        if (v <= 0) continue;
+        best = (int64_t)v * (*unit == 'K' ? 1024 : *unit == 'M' ? 1024 * 1024 : *unit == 'G' ? 1 << 30 : 1);
+        best_level = (int)level;
+    }
+    return best;
+}
+
+void kvc_sys_llc_resolve(int64_t sysfs_bytes, int64_t sysconf_bytes, kvc_llc_info_t *out)
+{
+    *out = (kvc_llc_info_t){ .sysfs_bytes = sysfs_bytes > 0 ? sysfs_bytes : 0,
+                             .cpuid_bytes = sysconf_bytes > 0 ? sysconf_bytes : 0 };
+    if (out->sysfs_bytes) { /* the kernel's view; CPUID only when it says less (as before the cap) */
+        out->bytes = out->cpuid_bytes && out->cpuid_bytes < out->sysfs_bytes ? out->cpuid_bytes : out->sysfs_bytes;
+        out->source = KVC_LLC_SYSFS;
+    } else if (out->cpuid_bytes > KVC_LLC_CPUID_CAP) {
+        out->bytes = KVC_LLC_CPUID_CAP;
+        out->source = KVC_LLC_CPUID_CAPPED;
+    } else if (out->cpuid_bytes) {
+        out->bytes = out->cpuid_bytes;
+        out->source = KVC_LLC_CPUID;
+    }
+}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "sysinfo.h"
@@ -161,6 +162,30 @@ KVC_API int kvc_hugepage_pools(kvc_hugepage_pool_t *out, int max)
 }
 
 KVC_API kvc_thp_mode_t kvc_thp_mode(void) { return kvc_sys_thp_mode_at(KVC_SYS_THP_ENABLED); }
+
+KVC_API kvc_status_t kvc_llc_info(kvc_llc_info_t *out)
+{
+    if (!out) return kvc_error(KVC_ERR_INVALID_ARG, "out must not be NULL");
+    long cpuid = -1;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    cpuid = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    if (cpuid <= 0) cpuid = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    kvc_sys_llc_resolve(kvc_sys_llc_bytes_at(KVC_SYS_CPU0_CACHE_DIR), cpuid, out);
+    return KVC_OK;
+}
+
+KVC_API const char *kvc_llc_source_name(kvc_llc_source_t source)
+{
+    switch (source) {
+    case KVC_LLC_SYSFS: return "sysfs";
+    case KVC_LLC_CPUID: return "cpuid";
+    case KVC_LLC_CPUID_CAPPED: return "cpuid, capped";
+    default: return "unknown";
+    }
+}
 
 KVC_API const char *kvc_thp_mode_name(kvc_thp_mode_t mode)
 {

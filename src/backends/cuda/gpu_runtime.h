@@ -16,6 +16,8 @@ typedef cudaStream_t gpuStream_t;
 #define gpuErrorMemoryAllocation cudaErrorMemoryAllocation
 #define gpuErrorHostMemoryAlreadyRegistered cudaErrorHostMemoryAlreadyRegistered
 #define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuDriverGetVersion cudaDriverGetVersion
+#define gpuRuntimeGetVersion cudaRuntimeGetVersion
 #define gpuGetErrorString cudaGetErrorString
 #define gpuGetErrorName cudaGetErrorName
 #define gpuGetLastError cudaGetLastError

@@ -154,8 +154,17 @@ static kvc_status_t gpu_probe(const kvc_backend_services_t *svc, int *ndevices, 
     int n = 0;
     gpuError_t err = gpuGetDeviceCount(&n);
     if (err != gpuSuccess) {
-        /* No driver or no device: a result, not an error. */
-        if (why) snprintf(why, whylen, KVC_GPU_RUNTIME " reports %s", gpuGetErrorString(err));
+        /* No driver or no device: a result, not an error. Without any driver the runtime calls it
+         * "driver version is insufficient"; the driver version (0: none) tells the two apart. */
+        int driver = 0, runtime = 0;
+        (void)gpuDriverGetVersion(&driver);
+        (void)gpuRuntimeGetVersion(&runtime);
+        if (why && driver == 0)
+            snprintf(why, whylen, "no GPU driver is installed or loadable (" KVC_GPU_RUNTIME " reports %s)",
+                     gpuGetErrorString(err));
+        else if (why)
+            snprintf(why, whylen, KVC_GPU_RUNTIME " reports %s (driver version %d, runtime version %d)",
+                     gpuGetErrorString(err), driver, runtime);
         (void)gpuGetLastError();
         *ndevices = 0;
         return KVC_OK;

@@ -16,6 +16,8 @@ typedef hipStream_t gpuStream_t;
 #define gpuErrorMemoryAllocation hipErrorOutOfMemory
 #define gpuErrorHostMemoryAlreadyRegistered hipErrorHostMemoryAlreadyRegistered
 #define gpuGetDeviceCount hipGetDeviceCount
+#define gpuDriverGetVersion hipDriverGetVersion
+#define gpuRuntimeGetVersion hipRuntimeGetVersion
 #define gpuGetErrorString hipGetErrorString
 #define gpuGetErrorName hipGetErrorName
 #define gpuGetLastError hipGetLastError

@@ -3,10 +3,8 @@
  * synchronously on the calling thread (OpenMP inside), so "streams" are immediate. */
 #include "config.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cpu_backend.h"
 #include "cpu_rope.h"
@@ -23,54 +21,6 @@ static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, 
     return KVC_OK;
 }
 
-/* Bytes of the last-level cache as the kernel describes it (sysfs), 0 if unknown. In a VM this is
- * the guest's share, where CPUID (and so sysconf) may report the host's whole cache: 384 MiB on
- * a VM whose sysfs says 32 MiB. */
-static int64_t sysfs_llc_bytes(void)
-{
-    int64_t best = 0;
-    int best_level = 0;
-    for (int i = 0; i < 8; i++) {
-        char path[96], buf[32];
-        int level = 0;
-        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
-        FILE *f = fopen(path, "r");
-        if (!f) break;
-        if (fscanf(f, "%d", &level) != 1) level = 0;
-        fclose(f);
-        snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-        if (level < best_level || !(f = fopen(path, "r"))) continue;
-        long long v = 0;
-        char unit = 0;
-        if (fgets(buf, sizeof(buf), f) && sscanf(buf, "%lld%c", &v, &unit) >= 1 && v > 0) {
-            best = (int64_t)v * (unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1);
-            best_level = level;
-        }
-        fclose(f);
-    }
-    return best;
-}
-
-/* Transfers whose destination footprint exceeds 3/4 of the last-level cache cannot stay cached:
- * they write with streaming stores (glibc's memcpy uses the same fraction). The smaller of the
- * sysfs and sysconf sizes, at least 4 MiB. KVCORE_STREAM_MIN_BYTES (read by the core, handed over
- * as svc->stream_min_bytes) overrides it. */
-static int64_t stream_threshold(const kvc_backend_services_t *svc)
-{
-    if (svc->stream_min_bytes >= 0) return svc->stream_min_bytes;
-    int64_t llc = sysfs_llc_bytes();
-    long sc = 0;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-    sc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-#endif
-#ifdef _SC_LEVEL2_CACHE_SIZE
-    if (sc <= 0) sc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-#endif
-    if (sc > 0 && (llc <= 0 || (int64_t)sc < llc)) llc = (int64_t)sc;
-    const int64_t t = llc / 4 * 3;
-    return t > ((int64_t)4 << 20) ? t : (int64_t)4 << 20;
-}
-
 static kvc_status_t cpu_init(const kvc_backend_services_t *svc, int device, kvc_backend_ctx_t **out)
 {
     (void)device;
@@ -79,7 +29,7 @@ static kvc_status_t cpu_init(const kvc_backend_services_t *svc, int device, kvc_
     b->svc = svc;
     b->isa = svc->cpu_isa;
     b->num_threads = svc->num_threads > 0 ? svc->num_threads : 1;
-    b->stream_min_bytes = stream_threshold(svc);
+    b->stream_min_bytes = svc->stream_min_bytes;
     *out = b;
     return KVC_OK;
 }

@@ -24,8 +24,8 @@ static int threads_for(const kvc_backend_ctx_t *b, int64_t bytes)
     return bytes >= 0 && bytes < PARALLEL_MIN_BYTES ? 1 : b->num_threads;
 }
 
-/* Transfers larger than b->stream_min_bytes (cpu_backend.c: 3/4 of the last-level cache, as glibc's
- * memcpy decides) bypass the cache on the destination side with streaming stores: such a
+/* Transfers larger than b->stream_min_bytes (kvc_context_stream_min_bytes: 3/4 of the last-level
+ * cache, as glibc's memcpy decides) bypass the cache on the destination side with streaming stores: such a
  * destination cannot stay cached anyway, and skipping the read-for-ownership saves a third of the
  * memory traffic. Below it, plain stores keep the data in the cache, as memcpy does. */
 

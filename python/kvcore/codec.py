@@ -1,0 +1,724 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The CacheGen codec: kvcore.compress / decompress / open (.kvc, .kvcs), the coder, KV-cache files.
+
+One-line KV compression, as python-zstandard: kvcore.compress(kv) -> bytes, kvcore.decompress(data),
+and kvcore.open(path, "wb"/"rb") for .kvcs streams written and read chunk by chunk. Shapes and
+types round-trip: the container records the layout, the dtype and (for a 5-D input) the head
+split, so [2, NL, T, NH, HS] comes back as [2, NL, T, NH, HS], [2, NL, T, C] as [2, NL, T, C] and
+MLA [NL, T, HS] as [NL, T, HS], in the same dtype. decompress returns numpy unless `out=` or
+`like=` says otherwise (like=tensor: a torch tensor on that tensor's device)."""
+import builtins as _builtins
+import ctypes as _C
+import os as _os
+import struct as _struct
+import threading as _threading
+import zlib as _zlib
+from typing import Any, Dict, IO, Iterator, List, Literal, Optional, overload, Sequence, Tuple, Union
+
+import numpy as _np
+
+from . import _abi
+from ._array import buf as _buf, cstr as _cstr, DTYPE_NAMES as _DTYPE_NAMES, require as _require
+from ._base import _F32, _FLOATS, _I32, _I64, _U16, _U8, Array, ContextBase
+from ._lib import check as _check, lib as _lib
+from .enums import DType, KeyScaling
+from .errors import KvcoreError, type_error
+
+
+__all__ = ["compress", "decompress", "open", "StreamWriter", "StreamReader", "default_context"]
+
+Bins = Union[int, Sequence[int], None]
+_MAGIC = b"\x89KVC\r\n\x1a\n"
+_HEADER = 48
+_default = None
+_NAMES = {DType.F16: "float16", DType.BF16: "bfloat16", DType.F32: "float32"}
+_default_lock = _threading.Lock()
+
+
+def default_context() -> Any:
+    """The shared CPU Context that compress, decompress and open use when none is given (created on
+    first use; the codec works on host memory)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            from .context import Context
+            _default = Context(backend="cpu")
+        return _default
+
+
+# ---------------------------------------------------------------- arrays in and out
+def _host(kv: Any, name: str) -> Tuple["_np.ndarray[Any, Any]", DType]:
+    """A C-contiguous host numpy array of kv's bytes and its kvcore dtype (torch bfloat16 stays
+    bfloat16; a GPU tensor is copied to the host)."""
+    if type(kv).__module__.startswith("torch") and hasattr(kv, "element_size"):
+        import torch
+        t = kv.detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        t = t.contiguous()
+        dt = DType.of(t.dtype)
+        if dt == DType.BF16:
+            return t.view(torch.int16).numpy().view(_np.uint16), dt
+        return t.numpy(), dt
+    if not hasattr(kv, "__array_interface__") and not hasattr(kv, "__array__"):
+        raise type_error(f"{name}: expected a numpy array or torch tensor, got {type(kv).__name__}")
+    a = _np.ascontiguousarray(kv)
+    try:
+        dt = DType.of(a.dtype)
+    except KvcoreError:
+        dt = DType.I8  # an unknown dtype: refused below with the allowed ones named
+    if a.dtype.str == "<V2" or str(a.dtype) == "bfloat16":  # ml_dtypes.bfloat16 (numpy.save writes '<V2')
+        return a.view(_np.uint16), DType.BF16
+    if dt not in (DType.F16, DType.F32):
+        raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{name}: dtype {a.dtype}; the codec takes float16, bfloat16 "
+                                              "(torch or ml_dtypes) or float32")
+    return a, dt
+
+
+def shape_of(info: Any) -> Tuple[int, ...]:
+    if info.layout == _abi.CODEC_MLA:
+        return (info.num_layers, info.num_tokens, info.head_size)
+    if info.heads_known:
+        return (2, info.num_layers, info.num_tokens, info.num_heads, info.head_size)
+    return (2, info.num_layers, info.num_tokens, info.num_heads * info.head_size)
+
+
+def _wrap(a: "_np.ndarray[Any, Any]", dt: DType, like: Any) -> Any:
+    """A decoded host array as the caller's type: numpy, or torch (on like's device)."""
+    if like is not None and (like == "torch" if isinstance(like, str) else
+                             type(like).__module__.startswith("torch")):
+        import torch
+        t = torch.from_numpy(a.view(_np.int16)).view(torch.bfloat16) if dt == DType.BF16 else torch.from_numpy(a)
+        dev = getattr(like, "device", None)
+        return t.to(dev) if dev is not None and dev.type != "cpu" else t
+    if isinstance(like, str) and like != "numpy":
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"like={like!r}: expected \"numpy\", \"torch\" or an array")
+    if dt == DType.BF16:
+        try:
+            import ml_dtypes
+            return a.view(ml_dtypes.bfloat16)
+        except ImportError:
+            return a  # bfloat16 bits as uint16 (numpy has no bfloat16)
+    return a
+
+
+# ---------------------------------------------------------------- compress / decompress
+def _bins(v: Bins, nl: int, what: str) -> Optional[List[int]]:
+    if v is None:
+        return None
+    vals = [int(v)] * nl if isinstance(v, (int, _np.integer)) else [int(b) for b in v]
+    if len(vals) != nl:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{what}: {len(vals)} bin counts for {nl} layers (give one for "
+                                              "every layer, or one per layer)")
+    return vals
+
+
+def compress(kv: Any, level: int = 0, *, bins_k: Bins = None, bins_v: Bins = None,
+             key_scaling: Union[KeyScaling, str, int] = "token", window_tokens: Optional[int] = None,
+             context: Any = None) -> bytes:
+    """Compress one KV chunk to a .kvc container (bytes), as `kvcore encode` does.
+
+    kv: [2, NL, T, NH, HS] or [2, NL, T, C] (K and V planes) or MLA [NL, T, HS]; float16, bfloat16
+    or float32; numpy, torch (any device: GPU tensors are copied to the host) or any array. level:
+    0 (LMCache's default profile) .. 3 (smaller; docs/CACHEGEN.md); bins_k / bins_v: quantiser bins
+    (one even count in [4, 64] for every layer, or one per layer) overriding the level's; key_scaling:
+    "token" (LMCache-readable) or "channel"."""
+    a, dt = _host(kv, "kv")
+    return _encode(a, dt, level, bins_k, bins_v, key_scaling, window_tokens, context)
+
+
+def _encode(a: "_np.ndarray[Any, Any]", dt: DType, level: int = 0, bins_k: Bins = None, bins_v: Bins = None,
+            key_scaling: Union[KeyScaling, str, int] = "token", window_tokens: Optional[int] = None,
+            context: Any = None) -> bytes:
+    mla = a.ndim == 3
+    if a.ndim not in (3, 4, 5) or (not mla and a.shape[0] != 2):
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: shape {tuple(a.shape)}, expected (2, NL, T, NH, HS), "
+                                              "(2, NL, T, C) or MLA (NL, T, HS)")
+    p = _abi.CodecParams(dtype=int(dt), layout=_abi.CODEC_MLA if mla else _abi.CODEC_KV_2LTD)
+    if mla:
+        p.num_layers, p.num_tokens, p.head_size = a.shape
+        p.num_heads = 1
+    else:
+        p.num_layers, p.num_tokens = a.shape[1], a.shape[2]
+        p.num_heads, p.head_size = (a.shape[3], a.shape[4]) if a.ndim == 5 else (1, a.shape[3])
+        if a.ndim == 4:
+            p.field_mask |= _abi.CODEC_PARAM_HEADS_UNKNOWN
+    bins = quality(p, level, bins_k, bins_v, key_scaling)  # p points into it until the call returns
+    if window_tokens is not None:
+        p.field_mask |= _abi.CODEC_PARAM_WINDOW
+        p.window_tokens = window_tokens
+    ctx = context if context is not None else default_context()
+    out, n = _C.c_void_p(), _C.c_size_t()
+    _check(_lib.kvc_codec_encode(ctx._handle(), _C.byref(p), _C.c_void_p(a.ctypes.data if a.size else 0),
+                                 _C.byref(out), _C.byref(n)))
+    try:
+        return _C.string_at(out, n.value)
+    finally:
+        _lib.kvc_codec_free(out)
+        del bins
+
+
+def quality(p: Any, level: Optional[int], bins_k: Bins, bins_v: Bins,
+            key_scaling: Union[KeyScaling, str, int, None]) -> "_np.ndarray[Any, Any]":
+    """Set a CodecParams' bins and key scaling from compress's options (p.layout and p.num_layers
+    set); returns the bins array p points into, which must outlive the encode call."""
+    nl = int(p.num_layers)
+    mla = p.layout == _abi.CODEC_MLA
+    bins = _np.zeros(2 * max(nl, 1), _np.uint32)
+    if (level is not None and not isinstance(level, (int, _np.integer))) or isinstance(level, bool):
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"level: {type(level).__name__}, expected an int 0 .. 3")
+    if nl > 0 and _lib.kvc_codec_level_params(int(level or 0), _C.byref(p), bins.ctypes.data) != 0:
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"level {level}: expected 0 .. 3 (docs/CACHEGEN.md)")
+    bk, bv = _bins(bins_k, nl, "bins_k"), _bins(bins_v, nl, "bins_v")
+    if bv is not None and mla:
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, "bins_v: an MLA chunk has no value plane (use bins_k)")
+    for plane, vals in ((0, bk), (1, bv)):
+        if vals is not None:
+            bins[plane * nl:(plane + 1) * nl] = vals
+    p.bins = bins.ctypes.data
+    p.field_mask |= _abi.CODEC_PARAM_BINS
+    ks = KeyScaling.coerce("token" if key_scaling is None else key_scaling, "key_scaling")
+    if ks != KeyScaling.TOKEN:
+        p.field_mask |= _abi.CODEC_PARAM_KEY_SCALING
+        p.key_scaling = int(ks)
+    return bins
+
+
+def _bytes_addr(data: Any) -> Tuple[memoryview, Optional[int]]:
+    mv = memoryview(data)
+    if not mv.c_contiguous:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, "data: container bytes must be contiguous")
+    mv = mv.cast("B")
+    return mv, (_np.frombuffer(mv, _np.uint8).ctypes.data if len(mv) else None)
+
+
+def _inspect(mv: memoryview, addr: Optional[int]) -> Any:
+    info = _abi.CodecInfo()
+    _check(_lib.kvc_codec_inspect(addr, len(mv), _C.byref(info)))
+    return info
+
+
+def _check_out(out: Any, shape: Tuple[int, ...], dt: DType) -> None:
+    """out must hold the chunk: its shape (or the same with the head split flattened) and dtype."""
+    if not hasattr(out, "shape") or not hasattr(out, "dtype"):
+        raise type_error(f"out: {type(out).__name__}, expected an array of shape {shape}")
+    oshape = tuple(int(d) for d in out.shape)
+    flat = shape[:3] + (shape[3] * shape[4],) if len(shape) == 5 else shape
+    if oshape not in (shape, flat):
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"out: shape {oshape}, the container holds {shape}"
+                                              + (f" (or pass {flat})" if flat != shape else ""))
+    try:
+        odt = DType.of(out.dtype)
+    except KvcoreError:
+        odt = None
+    if odt != dt and not (dt == DType.BF16 and (odt == DType.U16 or str(out.dtype) == "bfloat16")):
+        raise KvcoreError(_abi.KVC_ERR_DTYPE, f"out: dtype {out.dtype}, the container holds {_NAMES[dt]}")
+
+
+def inspected(data: Any) -> Tuple[memoryview, Optional[int], Any]:
+    """(bytes view, its address, CodecInfo) of a container, validated (kvc_codec_inspect)."""
+    mv, addr = _bytes_addr(data)
+    return mv, addr, _inspect(mv, addr)
+
+
+def decompress(data: Any, out: Any = None, *, like: Any = None, context: Any = None) -> Any:
+    """Decompress a .kvc container (bytes-like) to its chunk, in the shape and dtype it was
+    compressed from. out: an array (numpy or torch, any device) to fill and return, of that shape
+    (or with the head split flattened) and dtype. like: "numpy" (the default), "torch", or an
+    array/tensor whose type and device the result takes. bfloat16 without torch comes back as
+    ml_dtypes.bfloat16 when ml_dtypes is installed, else as its uint16 bits."""
+    return decode_one(*inspected(data), out, like, context)
+
+
+def decode_one(mv: memoryview, addr: Optional[int], info: Any, out: Any, like: Any, context: Any) -> Any:
+    shape, dt = shape_of(info), DType(info.dtype)
+    ctx = context if context is not None else default_context()
+    if out is not None:
+        _check_out(out, shape, dt)
+        direct = (type(out) is _np.ndarray and out.flags.c_contiguous and out.flags.writeable)
+        if direct:
+            _check(_lib.kvc_codec_decode(ctx._handle(), addr, len(mv), _C.c_void_p(out.ctypes.data), out.nbytes, None))
+            return out
+    host = _np.empty(shape, _np.uint16 if dt == DType.BF16 else (_np.float16 if dt == DType.F16 else _np.float32))
+    _check(_lib.kvc_codec_decode(ctx._handle(), addr, len(mv), _C.c_void_p(host.ctypes.data), host.nbytes, None))
+    if out is None:
+        return _wrap(host, dt, like)
+    if type(out).__module__.startswith("torch"):
+        src = _wrap(host, dt, "torch")
+        out.copy_(src.reshape(out.shape))
+        return out
+    out[...] = host.reshape(out.shape).view(out.dtype)
+    return out
+
+
+# ---------------------------------------------------------------- streams (.kvcs)
+def _read_exact(f: IO[bytes], n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        b = f.read(n - got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
+class StreamReader:
+    """A .kvcs stream opened for reading (kvcore.open(path, "rb")): iterate for one decoded chunk at
+    a time (in token order), or read() the whole cache. Only one chunk's container and decoded
+    array are held at a time while iterating."""
+
+    def __init__(self, f: IO[bytes], close: bool, like: Any, context: Any) -> None:
+        self._f, self._close, self._like, self._ctx = f, close, like, context
+        self._first: Any = None
+        self.offset = 0  # byte offset of the next container
+        self.num_tokens = 0  # tokens read so far
+
+    def __enter__(self) -> "StreamReader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file (when open() opened it)."""
+        if self._close and not self._f.closed:
+            self._f.close()
+
+    def _next_container(self) -> Optional[bytes]:
+        head = _read_exact(self._f, _HEADER)
+        if not head:
+            return None
+        at = self.offset
+        if len(head) < _HEADER or head[:8] != _MAGIC or \
+                _struct.unpack_from("<I", head, 44)[0] != _zlib.crc32(head[:44]):
+            raise KvcoreError(_abi.KVC_ERR_CORRUPT, f"stream: no valid container header at byte {at} "
+                                                    f"({'truncated' if len(head) < _HEADER else 'bad magic or CRC'})")
+        total = _struct.unpack_from("<Q", head, 24)[0]
+        if total < _HEADER:
+            raise KvcoreError(_abi.KVC_ERR_CORRUPT, f"stream: container at byte {at} says {total} bytes")
+        rest = _read_exact(self._f, total - _HEADER)
+        if len(rest) != total - _HEADER:
+            raise KvcoreError(_abi.KVC_ERR_CORRUPT, f"stream: the container at byte {at} is truncated "
+                                                    f"({_HEADER + len(rest)} of {total} bytes)")
+        self.offset += total
+        return head + rest
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            data = self._next_container()
+            if data is None:
+                return
+            mv, addr = _bytes_addr(data)
+            info = _inspect(mv, addr)
+            key = (info.dtype, info.layout, info.num_layers, info.num_heads, info.head_size, info.heads_known)
+            if self._first is None:
+                self._first = key
+            elif key != self._first:
+                raise KvcoreError(_abi.KVC_ERR_CORRUPT, f"stream: the chunk at byte {self.offset - len(data)} "
+                                                        "differs from the first in dtype, layout, layers or heads")
+            self.num_tokens += info.num_tokens
+            yield decode_one(mv, addr, info, None, self._like, self._ctx)
+
+    def read(self) -> Any:
+        """Every remaining chunk, concatenated along the token axis (axis 2; MLA: axis 1)."""
+        chunks = list(self)
+        if not chunks:
+            raise KvcoreError(_abi.KVC_ERR_CORRUPT, "stream: empty (no container)")
+        axis = 1 if chunks[0].ndim == 3 else 2
+        if type(chunks[0]).__module__.startswith("torch"):
+            import torch
+            return torch.cat(chunks, dim=axis)
+        return _np.concatenate(chunks, axis=axis)
+
+
+class StreamWriter:
+    """A .kvcs stream opened for writing (kvcore.open(path, "wb", chunk_tokens=N)): write() takes
+    tokens in order ([2, NL, t, ...] or MLA [NL, t, HS], any t) and writes one container per
+    chunk_tokens tokens as soon as it is complete; close() writes the last, shorter chunk. Each
+    container is what compress() makes of its tokens, so the file is byte-identical to
+    `kvcore encode --chunk-tokens N` of the whole cache at the same options."""
+
+    def __init__(self, f: IO[bytes], close: bool, chunk_tokens: int, kw: Any) -> None:
+        if not isinstance(chunk_tokens, int) or chunk_tokens <= 0:
+            raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"chunk_tokens={chunk_tokens!r}: expected a positive int")
+        self._f, self._close, self.chunk_tokens, self._kw = f, close, chunk_tokens, kw
+        self._pending: List["_np.ndarray[Any, Any]"] = []
+        self._pending_tokens = 0
+        self._sig: Any = None
+        self.num_tokens = 0  # tokens written to the file
+        self.bytes_written = 0
+
+    def __enter__(self) -> "StreamWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.close()
+        elif self._close:
+            self._f.close()
+
+    def write(self, kv: Any) -> int:
+        """Append tokens; returns how many were taken (all of them)."""
+        if self._f.closed:
+            raise KvcoreError(_abi.KVC_ERR_STATE, "write to a closed kvcore stream")
+        a, dt = _host(kv, "kv")
+        axis = 1 if a.ndim == 3 else 2
+        sig = (a.shape[:axis] + a.shape[axis + 1:], dt)
+        if self._sig is None:
+            self._sig = sig
+        elif sig != self._sig:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: shape {tuple(a.shape)} {dt.name}; this stream's chunks are "
+                                                  f"{self._describe()}")
+        self._pending.append(a)
+        self._pending_tokens += a.shape[axis]
+        while self._pending_tokens >= self.chunk_tokens:
+            self._emit(self.chunk_tokens)
+        return int(a.shape[axis])
+
+    def _describe(self) -> str:
+        dims, dt = self._sig
+        d = list(dims)
+        d.insert(1 if len(d) == 2 else 2, "T")
+        return f"({', '.join(map(str, d))}) {dt.name}"
+
+    def _emit(self, n: int) -> None:
+        axis = 1 if self._pending[0].ndim == 3 else 2
+        whole = self._pending[0] if len(self._pending) == 1 else _np.concatenate(self._pending, axis=axis)
+        chunk, rest = _np.split(whole, [n], axis=axis)
+        self._pending = [rest] if rest.shape[axis] else []
+        self._pending_tokens -= n
+        data = _encode(_np.ascontiguousarray(chunk), self._sig[1], **self._kw)
+        self._f.write(data)
+        self.num_tokens += n
+        self.bytes_written += len(data)
+
+    def close(self) -> None:
+        """Write the last chunk (fewer tokens) and close the file (when open() opened it)."""
+        if self._f.closed:
+            return
+        try:
+            if self._pending_tokens:
+                self._emit(self._pending_tokens)
+            self._f.flush()
+        finally:
+            if self._close:
+                self._f.close()
+
+
+FileArg = Union[str, bytes, "_os.PathLike[str]", IO[bytes]]
+
+
+@overload
+def open(file: FileArg, mode: Literal["rb", "r"] = "rb", *, chunk_tokens: int = 256, level: int = 0,
+         bins_k: Bins = None, bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token",
+         like: Any = None, context: Any = None) -> StreamReader: ...
+
+
+@overload
+def open(file: FileArg, mode: Literal["wb", "w"], *, chunk_tokens: int = 256, level: int = 0, bins_k: Bins = None,
+         bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token", like: Any = None,
+         context: Any = None) -> StreamWriter: ...
+
+
+def open(file: FileArg, mode: str = "rb", *,
+         chunk_tokens: int = 256, level: int = 0, bins_k: Bins = None, bins_v: Bins = None,
+         key_scaling: Union[KeyScaling, str, int] = "token", like: Any = None,
+         context: Any = None) -> Union[StreamReader, StreamWriter]:
+    """Open a .kvcs stream (containers back to back, one per chunk_tokens tokens: docs/FORMAT.md) for
+    writing ("wb": a StreamWriter, with compress's options) or reading ("rb": a StreamReader that
+    yields chunks; like as decompress). file: a path or a binary file object."""
+    if mode not in ("rb", "wb", "r", "w"):
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"mode {mode!r}: expected \"rb\" or \"wb\"")
+    own = not hasattr(file, "read") and not hasattr(file, "write")
+    f: IO[bytes] = _builtins.open(file, mode[0] + "b") if own else file  # type: ignore[arg-type, assignment]
+    if mode[0] == "r":
+        return StreamReader(f, own, like, context)
+    try:
+        return StreamWriter(f, own, chunk_tokens, dict(level=level, bins_k=bins_k, bins_v=bins_v,
+                                                       key_scaling=key_scaling, context=context))
+    except BaseException:
+        if own:
+            f.close()
+        raise
+
+
+def encode_bound(tokens: int) -> int:
+    """A per-stream capacity that always suffices for `tokens` symbols."""
+    return int(_lib.kvc_cg_encode_bound(tokens))
+
+
+def default_bins(num_layers: int) -> Any:
+    """LMCache's quantiser bins for a model of num_layers layers: uint32 [2 * num_layers]."""
+    out = _np.empty(2 * num_layers, _np.uint32)
+    _check(_lib.kvc_cg_default_bins(num_layers, out.ctypes.data))
+    return out
+
+
+def inspect(data: Any) -> Dict[str, Any]:
+    """Validate a .kvc container (bytes-like) and describe it as a dict."""
+    mv = _bytes_view(data)
+    info = _abi.CodecInfo()
+    _check(_lib.kvc_codec_inspect(_addr(mv), len(mv), _C.byref(info)))
+    return _info_dict(info)
+
+
+def _info_dict(info: Any) -> Dict[str, Any]:
+    d = {name: getattr(info, name) for name, _ in _abi.CodecInfo._fields_}
+    d["dtype"] = _DTYPE_NAMES.get(info.dtype, "invalid")
+    d["layout"] = "mla" if info.layout == _abi.CODEC_MLA else "kv_2ltd"
+    return d
+
+
+_TYPESTR = {_abi.DTYPE_F16: "<f2", _abi.DTYPE_BF16: "<u2", _abi.DTYPE_F32: "<f4", _abi.DTYPE_F64: "<f8",
+            _abi.DTYPE_U8: "|u1", _abi.DTYPE_I8: "|i1", _abi.DTYPE_I16: "<i2", _abi.DTYPE_I32: "<i4",
+            _abi.DTYPE_I64: "<i8", _abi.DTYPE_U16: "<u2", _abi.DTYPE_U32: "<u4", _abi.DTYPE_U64: "<u8",
+            _abi.DTYPE_BOOL: "|b1", _abi.DTYPE_F8_E4M3: "|u1", _abi.DTYPE_F8_E5M2: "|u1"}
+
+
+class _OwnedTensor:
+    """A kvc_tensor_t that owns its data, as the base of the numpy array over it: freed
+    (kvc_tensor_free) when the last view is gone."""
+
+    def __init__(self, t: Any) -> None:
+        self._t = t
+        self.__array_interface__ = {"shape": tuple(t.shape[i] for i in range(t.ndim)), "typestr": _TYPESTR[t.dtype],
+                                    "data": (t.data or 0, False), "version": 3}
+
+    def __del__(self) -> None:
+        _lib.kvc_tensor_free(_C.byref(self._t))
+
+
+def _kvcache_params(num_heads: Optional[int], head_size: Optional[int], fmt: Optional[str] = None,
+                    split: Optional[bool] = None) -> Any:
+    p = _abi.KvcacheIoParams()
+    if num_heads is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_NUM_HEADS
+        p.num_heads = num_heads
+    if head_size is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_HEAD_SIZE
+        p.head_size = head_size
+    if fmt is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_FORMAT
+        p.format = {"npy": _abi.FILE_NPY, "safetensors": _abi.FILE_SAFETENSORS}[fmt]
+    if split is not None:
+        p.field_mask |= _abi.KVCACHE_PARAM_FORM
+        p.form = _abi.KVCACHE_SPLIT if split else _abi.KVCACHE_FUSED
+    return p
+
+
+def load_kvcache(path: Union[str, "_os.PathLike[str]"], num_heads: Optional[int] = None,
+                 head_size: Optional[int] = None) -> Tuple[Any, Dict[str, Any]]:
+    """Read a KV cache file (.npy, or .safetensors: fused "kv", or "k"/"v") into a numpy array
+    [2, NL, T, D] (bfloat16 as uint16 bits) and its dims {num_layers, num_tokens, num_heads,
+    head_size, hidden}; NH/HS are 0 when the file does not say and no hint is given."""
+    t, dims = _abi.Tensor(), _abi.KvcacheDims()
+    _check(_lib.kvc_kvcache_load(_cstr(path, "path"), _C.byref(_kvcache_params(num_heads, head_size)), _C.byref(t),
+                                 _C.byref(dims)))
+    dtype = _DTYPE_NAMES.get(t.dtype, "?")
+    return _np.asarray(_OwnedTensor(t)), dict({n: getattr(dims, n) for n, _ in _abi.KvcacheDims._fields_}, dtype=dtype)
+
+
+def save_kvcache(path: Union[str, "_os.PathLike[str]"], kv: Any, num_heads: Optional[int] = None,
+                 head_size: Optional[int] = None, split: bool = False, format: Optional[str] = None) -> None:
+    """Write kv ([2, NL, T, D] or [2, NL, T, NH, HS], any kvcore dtype) as .npy or .safetensors
+    (format None: from the extension). split: "k" and "v" tensors [NL, T, NH, HS] (safetensors)."""
+    b = _require(_buf(kv, "kv"))
+    if len(b.shape) > _abi.TENSOR_MAX_DIMS:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: {len(b.shape)} dimensions")
+    if b.device[0] != "cpu":
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"kv: the array is on {b.device[0]}; files are written from "
+                                                    "host memory")
+    t = _abi.Tensor(dtype=b.dtype, ndim=len(b.shape), data=b.ptr, nbytes=b.nbytes, owns_data=0)
+    for i, d in enumerate(b.shape):
+        t.shape[i] = d
+    params = _kvcache_params(num_heads, head_size, format, split)
+    _check(_lib.kvc_kvcache_save(_cstr(path, "path"), _C.byref(t), _C.byref(params)))
+
+
+def _bytes_view(data: Any) -> memoryview:
+    mv = memoryview(data)
+    if not mv.c_contiguous:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, "container bytes must be contiguous")
+    return mv.cast("B")
+
+
+def _addr(mv: memoryview) -> Optional[int]:
+    """Address of a contiguous memoryview's first byte (read-only views included)."""
+    if len(mv) == 0:
+        return None
+    return _np.frombuffer(mv, _np.uint8).ctypes.data
+
+
+class CodecOps(ContextBase):
+    """kvcore.Context's CacheGen coder and .kvc codec (docs/CACHEGEN.md, docs/FORMAT.md)."""
+
+    def cdf(self, symbols: Array, num_bins: int, out: Optional[Array] = None) -> Any:
+        """Per-(layer, channel) CDF of uint8/int8 symbols [L, T, C]: uint16 [L, C, num_bins + 1]."""
+        s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, t, c = s.shape
+        o = _np.empty((l, c, num_bins + 1), _np.uint16) if out is None else out
+        ob = self._arr(o, "out", True, dtypes=(_U16, _abi.DTYPE_I16), shape=(l, c, num_bins + 1))
+        a = _abi.CgCdfParams(symbols=s.ptr, cdf=ob.ptr, layers=l, tokens=t, channels=c, num_bins=num_bins)
+        _check(_lib.kvc_cg_cdf(self._handle(), _C.byref(a)))
+        return o
+
+    def encode_streams(self, cdf: Array, symbols: Array, streams: Array, lengths: Array) -> int:
+        """Arithmetic-code symbols [L, T, C] into streams [L, C, capacity] and lengths int32 [L, C].
+        Returns the longest stream's length. KVC_ERR_NO_SPACE when one does not fit (lengths are set)."""
+        s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, t, c = s.shape
+        cb = self._arr(cdf, "cdf", dtypes=(_U16, _abi.DTYPE_I16), ndim=3, shape=(l, c, None))
+        st = self._arr(streams, "streams", True, dtypes=(_U8, _abi.DTYPE_I8), ndim=3, shape=(l, c, None))
+        ln = self._arr(lengths, "lengths", True, dtypes=_I32, shape=(l, c))
+        needed = _C.c_size_t()
+        a = _abi.CgEncodeParams(cdf=cb.ptr, symbols=s.ptr, streams=st.ptr, lengths=ln.ptr, layers=l, tokens=t, channels=c,
+                            capacity=st.shape[2], num_bins=cb.shape[2] - 1, needed=_C.addressof(needed))
+        _check(_lib.kvc_cg_encode(self._handle(), _C.byref(a)))
+        return needed.value
+
+    def encode(self, cdf: Array, symbols: Array, capacity: Optional[int] = None) -> Tuple[Any, Any]:
+        """Code symbols [L, T, C] under cdf [L, C, B+1]: returns (streams uint8 [L, C, capacity],
+        lengths int32 [L, C]); capacity defaults to encode_bound(T)."""
+        s = _buf(symbols, "symbols")
+        if len(s.shape) != 3:
+            _require(s, ndim=3)
+        l, t, c = s.shape
+        cap = encode_bound(t) if capacity is None else capacity
+        streams, lengths = _np.zeros((l, c, cap), _np.uint8), _np.zeros((l, c), _np.int32)
+        self.encode_streams(cdf, symbols, streams, lengths)
+        return streams, lengths
+
+    def decode(self, cdf: Array, streams: Array, lengths: Array, tokens: int, out: Optional[Array] = None) -> Any:
+        """Decode per-stream buffers [L, C, capacity] into symbols uint8 [L, tokens, C]."""
+        st = self._arr(streams, "streams", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, c, cap = st.shape
+        cb = self._arr(cdf, "cdf", dtypes=(_U16, _abi.DTYPE_I16), ndim=3, shape=(l, c, None))
+        ln = self._arr(lengths, "lengths", dtypes=_I32, shape=(l, c))
+        o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
+        ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
+        a = _abi.CgDecodeParams(cdf=cb.ptr, streams=st.ptr, lengths=ln.ptr, symbols=ob.ptr, layers=l, tokens=tokens,
+                            channels=c, capacity=cap, num_bins=cb.shape[2] - 1)
+        _check(_lib.kvc_cg_decode(self._handle(), _C.byref(a)))
+        return o
+
+    def decode_packed(self, cdf: Array, data: Array, prefsum: Array, tokens: int,
+                      out: Optional[Array] = None) -> Any:
+        """Decode one packed byte array (stream k at [prefsum[k-1], prefsum[k])) into uint8 [L, tokens, C]."""
+        cb = self._arr(cdf, "cdf", dtypes=(_U16, _abi.DTYPE_I16), ndim=3)
+        l, c, lp = cb.shape
+        d = self._arr(data, "bytestreams", dtypes=(_U8, _abi.DTYPE_I8), ndim=1)
+        p = self._arr(prefsum, "prefsum", dtypes=_I64, shape=(l, c))
+        o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
+        ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
+        a = _abi.CgDecodePackedParams(cdf=cb.ptr, bytes=d.ptr, nbytes=d.shape[0], prefsum=p.ptr, symbols=ob.ptr,
+                                  layers=l, tokens=tokens, channels=c, num_bins=lp - 1)
+        _check(_lib.kvc_cg_decode_packed(self._handle(), _C.byref(a)))
+        return o
+
+    def _bins(self, bins: Any, layers: int) -> Any:
+        b = _np.ascontiguousarray(bins, dtype=_np.uint32).reshape(-1)
+        if b.shape[0] != layers:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"bins: {b.shape[0]} entries, expected {layers}")
+        return b
+
+    def quantise(self, values: Array, bins: Any) -> Tuple[Any, Any]:
+        """values [L, T, C] (f16/bf16/f32) -> (symbols uint8 [L, T, C], scales float32 [L, T])."""
+        v = self._arr(values, "values", dtypes=_FLOATS, ndim=3)
+        l, t, c = v.shape
+        b = self._bins(bins, l)
+        sym, sc = _np.empty((l, t, c), _np.uint8), _np.empty((l, t), _np.float32)
+        a = _abi.QuantParams(dtype=v.dtype, values=v.ptr, symbols=sym.ctypes.data, scales=sc.ctypes.data,
+                           bins=b.ctypes.data, layers=l, tokens=t, channels=c)
+        _check(_lib.kvc_quantise(self._handle(), _C.byref(a)))
+        return sym, sc
+
+    def dequantise(self, symbols: Array, scales: Array, bins: Any, out: Array) -> Any:
+        """symbols [L, T, C] and scales [L, T] -> out (f16/bf16/f32 [L, T, C]), returned."""
+        s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, t, c = s.shape
+        sc = self._arr(scales, "scales", dtypes=_F32, shape=(l, t))
+        o = self._arr(out, "out", True, dtypes=_FLOATS, shape=(l, t, c))
+        b = self._bins(bins, l)
+        a = _abi.QuantParams(dtype=o.dtype, values=o.ptr, symbols=s.ptr, scales=sc.ptr,
+                           bins=b.ctypes.data, layers=l, tokens=t, channels=c)
+        _check(_lib.kvc_dequantise(self._handle(), _C.byref(a)))
+        return out
+
+    def codec_encode(self, kv: Array, num_heads: Optional[int] = None, head_size: Optional[int] = None,
+                     mla: bool = False, bins: Any = None, window_tokens: Optional[int] = None, *,
+                     level: Optional[int] = None, bins_k: Bins = None, bins_v: Bins = None,
+                     key_scaling: Union[KeyScaling, str, int, None] = None) -> bytes:
+        """Compress one chunk to a .kvc container (bytes). kv: [2, NL, T, NH*HS] or [2, NL, T, NH, HS]
+        (mla: [NL, T, HS]); f16, bf16 or f32. num_heads/head_size default to a [.., NH, HS] input's.
+        bins: every (plane, layer)'s bin count; or level, bins_k, bins_v, key_scaling as
+        kvcore.compress (and `kvcore encode`) take them."""
+        k = self._arr(kv, "kv", dtypes=_FLOATS, ndim=(3, 4, 5))
+        p = _abi.CodecParams(dtype=k.dtype, layout=_abi.CODEC_MLA if mla else _abi.CODEC_KV_2LTD)
+        if mla:
+            _require(k, ndim=3)
+            p.num_layers, p.num_tokens, p.head_size = k.shape
+            p.num_heads = 1
+        else:
+            if k.shape[0] != 2 or len(k.shape) == 3:
+                raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: shape {list(k.shape)}, expected [2, NL, T, D] or "
+                                                      "[2, NL, T, NH, HS]")
+            p.num_layers, p.num_tokens = k.shape[1], k.shape[2]
+            d = k.shape[3] * (k.shape[4] if len(k.shape) == 5 else 1)
+            if len(k.shape) == 5:
+                num_heads, head_size = num_heads or k.shape[3], head_size or k.shape[4]
+            elif num_heads is None and head_size is None:
+                num_heads = 1  # [2, NL, T, C] without a hint: one nominal head, recorded as such
+                p.field_mask |= _abi.CODEC_PARAM_HEADS_UNKNOWN
+            p.num_heads = num_heads or d // head_size
+            p.head_size = head_size or d // p.num_heads
+            if p.num_heads * p.head_size != d:
+                raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: row of {d} elements is not num_heads {p.num_heads} "
+                                                      f"x head_size {p.head_size}")
+        keep = None
+        if level is not None or bins_k is not None or bins_v is not None or key_scaling is not None:
+            if bins is not None:
+                raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, "bins: give bins, or level / bins_k / bins_v, not both")
+            keep = quality(p, level, bins_k, bins_v, key_scaling)
+        elif bins is not None:
+            keep = _np.ascontiguousarray(bins, dtype=_np.uint32)
+            p.field_mask |= _abi.CODEC_PARAM_BINS
+            p.bins = keep.ctypes.data
+        if window_tokens is not None:
+            p.field_mask |= _abi.CODEC_PARAM_WINDOW
+            p.window_tokens = window_tokens
+        out, n = _C.c_void_p(), _C.c_size_t()
+        _check(_lib.kvc_codec_encode(self._handle(), _C.byref(p), _C.c_void_p(k.ptr), _C.byref(out), _C.byref(n)))
+        try:
+            return _C.string_at(out, n.value)
+        finally:
+            _lib.kvc_codec_free(out)
+            del keep
+
+    def codec_decode(self, data: Any, out: Optional[Array] = None, torch: bool = False, *, like: Any = None) -> Any:
+        """Decompress a .kvc container into out, or into a new array of the shape it was encoded from
+        ([2, NL, T, NH, HS] when the container records the head split, else [2, NL, T, C]; MLA
+        [NL, T, HS]): numpy, or torch with torch=True or like=a tensor (kvcore.decompress). out may
+        also be flat bytes (uint8) of the chunk's size."""
+        mv, addr, info = inspected(data)
+        if out is None or str(getattr(out, "dtype", "")) not in ("uint8", "torch.uint8"):
+            return decode_one(mv, addr, info, out, "torch" if torch and like is None else like, self)
+        o = self._arr(out, "out", True)
+        if o.nbytes != info.original_bytes:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"out: {o.nbytes} bytes (uint8), the chunk {shape_of(info)} "
+                                                  f"{_DTYPE_NAMES.get(info.dtype, '?')} is {info.original_bytes}")
+        _check(_lib.kvc_codec_decode(self._handle(), addr, len(mv), _C.c_void_p(o.ptr), o.nbytes, None))
+        return out
+
+    def codec_encode_file(self, path: Union[str, "_os.PathLike[str]"], kv: Array, **kw: Any) -> int:
+        """codec_encode, written to a .kvc file. Returns the container size."""
+        data = self.codec_encode(kv, **kw)
+        with _builtins.open(path, "wb") as f:
+            f.write(data)
+        return len(data)
+
+    def codec_decode_file(self, path: Union[str, "_os.PathLike[str]"], out: Optional[Array] = None,
+                          torch: bool = False, *, like: Any = None) -> Any:
+        """codec_decode of a .kvc file's bytes."""
+        with _builtins.open(path, "rb") as f:
+            return self.codec_decode(f.read(), out=out, torch=torch, like=like)
