@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="66527a4613289022064c5fbcf661501d2e1b2e71d4f40304e866e5ef3edc16e2")
+    version("0.1.0", sha256="aecb5988be8a1c0e9e0a4c372796e14c6333ea8b5cd0bce6810a09cbf91b685d")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
