@@ -46,11 +46,13 @@ syntax() {
         *.c|*.h|*.cu|*.h.in) echo c ;;
         *.sh|*.py|*.m4|*.eb|*.yaml|*.supp|*.pc.in|*.cmake.in|*.am|configure.ac|*/CMakeLists.txt|.ci/run) echo hash ;;
         man/*.[1-8].in) echo roff ;;
+        *.lua) echo lua ;;
+        contrib/modulefiles/*/*) echo hash ;;  # Tcl module files (#%Module first)
     esac
 }
 
 # An identifier line: the comment opener, then the tag (a mention in a sentence does not count).
-has_id() { head -n 5 "$1" | grep -q -E '^(/\* |# |\.\\" )SPDX-License-Identifier: '; }
+has_id() { head -n 5 "$1" | grep -q -E '^(/\* |# |-- |\.\\" )SPDX-License-Identifier: '; }
 
 add_id() {
     f=$1
@@ -58,11 +60,12 @@ add_id() {
         c) line="/* $id */" ;;
         hash) line="# $id" ;;
         roff) line=".\\\" $id" ;;
+        lua) line="-- $id" ;;
     esac
     tmp="$f.spdx.$$"
     first=$(head -n 1 "$f")
     case $first in
-        '#!'*) { printf '%s\n%s\n' "$first" "$line"; tail -n +2 "$f"; } >"$tmp" ;;
+        '#!'*|'#%Module'*) { printf '%s\n%s\n' "$first" "$line"; tail -n +2 "$f"; } >"$tmp" ;;
         *) { printf '%s\n' "$line"; cat "$f"; } >"$tmp" ;;
     esac
     cat "$tmp" >"$f" # keeps the file's mode (scripts stay executable)

@@ -8,6 +8,8 @@
 #                            checks, numpy, pytest, torch (~80 MB) and hypothesis for the Python
 #                            binding's tests, python3-venv (its fresh-venv install test), mypy
 #   install-deps.sh --update-only  only refresh the package lists (waiting for the locks as below)
+# lmod and Environment Modules (tests/test_modulefiles.sh) conflict as Debian packages: the latter
+# is unpacked into /opt/kvcore-deps/environment-modules (--test), not installed.
 # The CUDA Toolkit is not a Debian package here: when nvcc is found (PATH or /usr/local/cuda)
 # configure builds the CUDA module, otherwise it is skipped and says so.
 # Another apt or dpkg at work (unattended upgrades, a parallel job) is waited for, up to
@@ -17,7 +19,7 @@
 set -eu
 lean="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev"
 test_only="libcriterion-dev hipcc clang libclang-rt-14-dev valgrind cmake python3 man-db \
-python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy"
+python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy lmod tcl"
 mode=test
 case "${1:-}" in
 --lean) mode=lean ;;
@@ -59,6 +61,16 @@ if [ "$mode" = update ]; then
 fi
 pkgs=$lean
 [ "$mode" = test ] && pkgs="$lean $test_only"
+envmod=/opt/kvcore-deps/environment-modules
+if [ "$mode" = test ] && ! [ -f /usr/lib/x86_64-linux-gnu/modulecmd.tcl ] \
+    && ! [ -f "$envmod/usr/lib/x86_64-linux-gnu/modulecmd.tcl" ]; then
+    [ "$(id -u)" = 0 ] || { echo "install-deps: environment-modules not unpacked in $envmod (run as root)" >&2; exit 1; }
+    say "unpacking environment-modules in $envmod"
+    dl=$(mktemp -d) && chmod 755 "$dl" # apt-get download runs as _apt
+    (cd "$dl" && apt_get download -qq environment-modules) \
+        && mkdir -p "$envmod" && dpkg-deb -x "$dl"/environment-modules_*.deb "$envmod"
+    rm -rf "$dl"
+fi
 missing=
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

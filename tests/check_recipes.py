@@ -4,10 +4,11 @@
 
   check_recipes.py SRCDIR CONFIGURE_HELP_FILE       the checks (tests/check-recipes.sh runs them)
   check_recipes.py --eb-paths EASYCONFIG             print an easyconfig's sanity_check_paths, one
-                                                     "f PATH" / "d PATH" a line (make installcheck)
+                                                     "f PATH" / "d PATH" a line (make installcheck;
+                                                     paths with EasyBuild templates are left out)
 
-The recipes are loaded the way their tools load them: package.py is imported with a stand-in for
-the `spack.package` module that records the directives, then configure_args() runs for several
+The recipes are loaded the way their tools load them: package.py is imported with stand-ins for
+`spack.package` and spack_repo.builtin's build systems that record the directives, then configure_args() runs for several
 specs; an easyconfig is executed with EasyBuild's constants. Every configure option either passes
 must appear in `./configure --help`, so a renamed or removed option breaks `make check`."""
 
@@ -44,16 +45,6 @@ def options_in(text):
 # ---------------------------------------------------------------- a stand-in for spack.package
 
 
-class Directives:
-    def __init__(self):
-        self.calls = []
-
-    def record(self, name):
-        def directive(*args, **kwargs):
-            self.calls.append((name, args, kwargs))
-        return directive
-
-
 class FakeVariant:
     def __init__(self, value):
         self.value = value
@@ -62,6 +53,7 @@ class FakeVariant:
 class FakeDep:
     def __init__(self, name):
         self.prefix = "/spack/opt/" + name
+        self.command = types.SimpleNamespace(path=self.prefix + "/bin/" + name)
 
 
 class FakeSpec:
@@ -80,26 +72,54 @@ class FakeSpec:
 
 
 def load_spack_package(path):
-    d = Directives()
+    """Imports package.py (API v2: build systems from spack_repo.builtin.build_systems) against
+    stand-ins for spack.package and those modules; returns the class and its directive calls, each
+    with the `when` of enclosing `with when(...)` blocks merged into its keywords."""
+    calls = []
     mod = types.ModuleType("spack.package")
+    whens = []
+
+    class When:
+        def __init__(self, cond):
+            self.cond = cond
+
+        def __enter__(self):
+            whens.append(self.cond)
+
+        def __exit__(self, *exc):
+            whens.pop()
+
+    def record(name):
+        def directive(*args, **kwargs):
+            if whens and "when" not in kwargs:
+                kwargs["when"] = " ".join(whens)
+            calls.append((name, args, kwargs))
+        return directive
 
     class PackageBase:
+        def enable_or_disable(self, variant):
+            return ["--%s-%s" % ("enable" if self.spec.satisfies("+" + variant) else "disable", variant)]
+
         def with_or_without(self, name, activation_value=None):
             raise AssertionError("with_or_without is not modelled by this stand-in")
 
-        enable_or_disable = with_or_without
-
-    for cls in ("AutotoolsPackage", "CudaPackage", "ROCmPackage"):
-        setattr(mod, cls, type(cls, (PackageBase,), {}))
+    build_systems = {"autotools": "AutotoolsPackage", "cuda": "CudaPackage", "rocm": "ROCmPackage"}
+    modules = {"spack": types.ModuleType("spack"), "spack.package": mod,
+               "spack_repo": types.ModuleType("spack_repo"),
+               "spack_repo.builtin": types.ModuleType("spack_repo.builtin"),
+               "spack_repo.builtin.build_systems": types.ModuleType("spack_repo.builtin.build_systems")}
+    for file, cls in build_systems.items():
+        m = types.ModuleType("spack_repo.builtin.build_systems." + file)
+        setattr(m, cls, type(cls, (PackageBase,), {}))
+        modules[m.__name__] = m
     for name in ("version", "variant", "depends_on", "conflicts", "license", "maintainers", "patch", "provides",
-                 "requires", "resource"):
-        setattr(mod, name, d.record(name))
+                 "requires", "resource", "extends"):
+        setattr(mod, name, record(name))
+    mod.when = When
     mod.which = lambda *a, **k: None
     mod.__all__ = [n for n in dir(mod) if not n.startswith("_")]
-    spack = types.ModuleType("spack")
-    spack.package = mod
-    saved = {k: sys.modules.get(k) for k in ("spack", "spack.package")}
-    sys.modules["spack"], sys.modules["spack.package"] = spack, mod
+    saved = {k: sys.modules.get(k) for k in modules}
+    sys.modules.update(modules)
     try:
         ns = {"__name__": "kvcore_package"}
         with open(path) as f:
@@ -110,7 +130,7 @@ def load_spack_package(path):
                 sys.modules.pop(k, None)
             else:
                 sys.modules[k] = v
-    return ns["Kvcore"], d.calls
+    return ns["Kvcore"], calls
 
 
 # ---------------------------------------------------------------- easyconfigs
@@ -156,21 +176,27 @@ class Tap:
                 print("# " + line)
 
 
+SPACK_REPO = "contrib/spack/spack_repo/kvcore"
+
+
 def check_spack(tap, srcdir, opts):
     try:
-        with open(os.path.join(srcdir, "contrib/spack/repo.yaml")) as f:
+        with open(os.path.join(srcdir, SPACK_REPO, "repo.yaml")) as f:
             repo = f.read()
     except OSError as e:
         repo = repr(e)
-    tap.check(re.search(r"^repo:\s*\n\s+namespace:\s*\w+", repo, re.M) is not None,
-              "spack: contrib/spack/repo.yaml names the repository's namespace", repo)
-    path = os.path.join(srcdir, "contrib/spack/packages/kvcore/package.py")
+    tap.check(re.search(r"^repo:\s*\n\s+namespace:\s*kvcore\s*\n\s+api:\s*v2\.\d+\s*$", repo, re.M) is not None,
+              "spack: repo.yaml names namespace kvcore and package API v2", repo)
+    path = os.path.join(srcdir, SPACK_REPO, "packages/kvcore/package.py")
     try:
         syntax_check(path)
         tap.check(True, "spack: package.py compiles")
-    except SyntaxError as e:
+    except (SyntaxError, OSError) as e:
         tap.check(False, "spack: package.py compiles", e)
         return
+    with open(path) as f:
+        long_lines = [i + 1 for i, line in enumerate(f.read().splitlines()) if len(line) > 99]
+    tap.check(not long_lines, "spack: package.py lines are at most 99 columns (flake8 E501)", long_lines)
     try:
         cls, calls = load_spack_package(path)
     except Exception as e:  # a failure to load is the test's finding, with its message
@@ -181,21 +207,44 @@ def check_spack(tap, srcdir, opts):
               "spack: AutotoolsPackage + CudaPackage + ROCmPackage", bases)
     licences = [a[0] for n, a, k in calls if n == "license"]
     tap.check(licences == ["BSD-3-Clause"], "spack: license(\"BSD-3-Clause\")", licences)
-    deps = {a[0]: k for n, a, k in calls if n == "depends_on"}
-    want = {"hwloc@2:+pci": None, "sleef": None, "zlib-api": None, "pkgconfig": "build", "criterion": "test",
-            "autoconf": "build", "automake": "build", "libtool": "build"}
-    bad = [d for d, t in want.items() if d not in deps or deps[d].get("type") != t]
+    maint = [a for n, a, k in calls if n == "maintainers"]
+    tap.check(maint and all(maint), "spack: maintainers(...) names someone", maint)
+    with open(os.path.join(srcdir, "VERSION")) as f:
+        version = re.search(r"^version=(\S+)", f.read(), re.M).group(1)
+    sums = [k.get("sha256", "") for n, a, k in calls if n == "version" and a[0] == version]
+    tap.check(len(sums) == 1 and re.fullmatch(r"[0-9a-f]{64}", sums[0]) is not None and cls.url.endswith(
+              "/kvcore-%s.tar.gz" % version), "spack: url and version(\"%s\", sha256=...) of the release tarball"
+              % version, sums)
+    deps = {}
+    for n, a, k in calls:
+        if n == "depends_on":
+            deps.setdefault(a[0], []).append(k)
+    want = {"hwloc@2:+pci": None, "sleef": None, "zlib-api": None, "pkgconfig": "build",
+            "autoconf": "build", "automake": "build", "libtool": "build", "m4": "build"}
+    bad = [d for d, t in want.items() if d not in deps or deps[d][0].get("type") != t]
     tap.check(not bad, "spack: dependencies and their types", "missing or wrong type: %s" % bad)
-    git_only = [d for d in ("autoconf", "automake", "libtool") if deps.get(d, {}).get("when") != "@main"]
+    git_only = [d for d in ("autoconf", "automake", "libtool", "m4") if deps.get(d, [{}])[0].get("when") != "@main"]
     tap.check(not git_only, "spack: autotools only for the git version (@main)", git_only)
+    # Spack has no criterion package: a test dependency on it fails `spack audit packages`.
+    # ROCmPackage already depends on hip +rocm.
+    tap.check("criterion" not in deps and "hip" not in deps, "spack: no criterion nor duplicate hip dependency",
+              sorted(deps))
+    ext = [k.get("when") for n, a, k in calls if n == "extends" and a[0] == "python"]
+    tap.check(ext == ["+python"] and any(k.get("when") == "+python" for k in deps.get("py-numpy", [])),
+              "spack: extends(\"python\") and py-numpy when +python", ext)
+    tests = sorted(n for n in vars(cls) if n.startswith("test_"))
+    tap.check({"test_version", "test_demo", "test_python"} <= set(tests), "spack: stand-alone tests %s" % tests)
 
+    hidden = ["--without-criterion", "--disable-fuzzers"]
     specs = [
-        ("default (~cuda ~rocm +openmp)", ["openmp"], {}, ["--without-cuda", "--without-hip"], ["--disable-openmp"]),
+        ("default (~cuda ~rocm +openmp ~python)", ["openmp"], {},
+         hidden + ["--without-cuda", "--without-hip", "--enable-openmp", "--disable-python"], []),
         ("+cuda cuda_arch=80,90", ["openmp", "cuda"], {"cuda_arch": ("80", "90")},
-         ["--with-cuda=/spack/opt/cuda", "--with-cuda-arch=80 90", "--without-hip"], []),
+         hidden + ["--with-cuda=/spack/opt/cuda", "--with-cuda-arch=80 90", "--without-hip"], []),
         ("+rocm amdgpu_target=gfx90a,gfx942", ["openmp", "rocm"], {"amdgpu_target": ("gfx90a", "gfx942")},
-         ["--with-hip=/spack/opt/hip", "--with-amdgpu-target=gfx90a gfx942", "--without-cuda"], []),
-        ("~openmp", [], {}, ["--disable-openmp"], []),
+         hidden + ["--with-hip=/spack/opt/hip", "--with-amdgpu-target=gfx90a gfx942", "--without-cuda"], []),
+        ("~openmp +python", ["python"], {},
+         hidden + ["--disable-openmp", "--enable-python", "PYTHON=/spack/opt/python/bin/python"], []),
     ]
     for desc, on, variants, must, must_not in specs:
         pkg = cls.__new__(cls)
@@ -205,7 +254,7 @@ def check_spack(tap, srcdir, opts):
         except Exception as e:
             tap.check(False, "spack %s: configure_args() runs" % desc, repr(e))
             continue
-        unknown = [a for a in args if option_key(a) not in opts]
+        unknown = [a for a in args if not a.startswith("PYTHON=") and option_key(a) not in opts]
         tap.check(not unknown, "spack %s: every option exists in configure --help" % desc, unknown)
         wrong = [m for m in must if m not in args] + [m for m in must_not if m in args]
         tap.check(not wrong, "spack %s: arguments %s" % (desc, args), "expected / unexpected: %s" % wrong)
@@ -213,7 +262,9 @@ def check_spack(tap, srcdir, opts):
 
 def check_easybuild(tap, srcdir, opts, version):
     files = sorted(glob.glob(os.path.join(srcdir, "contrib/easybuild/*.eb")))
-    tap.check(len(files) >= 1, "easybuild: easyconfigs found", "none under contrib/easybuild")
+    kvcore = [f for f in files if os.path.basename(f).startswith("kvcore-")]
+    tap.check(kvcore, "easybuild: kvcore easyconfigs found", "none under contrib/easybuild")
+    shipped = {}
     for path in files:
         base = os.path.basename(path)
         try:
@@ -222,34 +273,60 @@ def check_easybuild(tap, srcdir, opts, version):
         except Exception as e:
             tap.check(False, "easybuild %s: parses" % base, repr(e))
             continue
-        tap.check(ec.get("easyblock") == "ConfigureMake" and ec.get("name") == "kvcore",
-                  "easybuild %s: ConfigureMake, name kvcore" % base)
-        tap.check(ec.get("version") == version, "easybuild %s: version is VERSION's (%s)" % (base, version),
-                  ec.get("version"))
+        shipped[ec.get("name")] = ec
         t = eb_templates(ec)
         suffix = ec.get("versionsuffix", "") % t
         tc = ec.get("toolchain", {})
         want_name = "%s-%s-%s-%s%s.eb" % (ec.get("name"), ec.get("version"), tc.get("name"), tc.get("version"), suffix)
         tap.check(base == want_name, "easybuild %s: file name matches its fields" % base, "expected " + want_name)
-        deps = [d[0] for d in ec.get("dependencies", [])]
-        missing = [d for d in ("hwloc", "SLEEF", "zlib") if d not in deps]
+        # The easyconfigs repository's own tests: no MPI/BLAS means GCCcore, with binutils to build.
+        bdeps = [d[0] for d in ec.get("builddependencies", [])]
+        tap.check(tc.get("name") == "GCCcore" and "binutils" in bdeps,
+                  "easybuild %s: GCCcore toolchain with binutils as build dependency" % base, (tc, bdeps))
+        sums = ec.get("checksums", [])
+        tap.check(len(sums) == len(ec.get("sources", [])) and all(re.fullmatch(r"[0-9a-f]{64}", c) for c in sums),
+                  "easybuild %s: a sha256 for every source" % base, sums)
+        tap.check("modextrapaths" not in ec, "easybuild %s: no modextrapaths (EasyBuild 5 sets the paths)" % base)
+        scp = ec.get("sanity_check_paths", {})
+        tap.check(scp.get("files") and "dirs" in scp, "easybuild %s: sanity_check_paths has files and dirs" % base)
+    for path in kvcore:
+        base = os.path.basename(path)
+        ec = load_easyconfig(path)
+        tap.check(ec.get("easyblock") == "ConfigureMake", "easybuild %s: ConfigureMake" % base)
+        tap.check(ec.get("version") == version, "easybuild %s: version is VERSION's (%s)" % (base, version),
+                  ec.get("version"))
+        deps = {d[0]: d for d in ec.get("dependencies", [])}
+        missing = [d for d in ("hwloc", "SLEEF", "zlib", "Python") if d not in deps]
         tap.check(not missing, "easybuild %s: dependencies" % base, missing)
-        used = options_in(ec.get("configopts", ""))
+        sleef = shipped.get("SLEEF", {})
+        tap.check("SLEEF" in deps and deps["SLEEF"][1] == sleef.get("version") and
+                  sleef.get("toolchain") == ec.get("toolchain") and sleef.get("easyblock") == "CMakeMake",
+                  "easybuild %s: its SLEEF is the shipped CMakeMake easyconfig" % base, deps.get("SLEEF"))
+        configopts = ec.get("configopts", "")
+        used = options_in(configopts)
         unknown = [o for o in used if option_key(o) not in opts]
         tap.check(used and not unknown, "easybuild %s: every option in configopts exists in configure --help" % base,
                   unknown or "no options")
-        scp = ec.get("sanity_check_paths", {})
-        tap.check(scp.get("files") and "dirs" in scp, "easybuild %s: sanity_check_paths has files and dirs" % base)
+        hidden = [o for o in ("--without-criterion", "--disable-fuzzers", "--enable-python") if o not in used]
+        tap.check(not hidden and "PYTHON=$EBROOTPYTHON/bin/python3" in configopts,
+                  "easybuild %s: no undeclared Criterion/libFuzzer, the Python dependency's interpreter" % base,
+                  hidden)
+        if "CUDA" in deps:
+            # Without --cuda-compute-capabilities %(cuda_cc_cmake)s is empty: stop, saying what to give.
+            pre = ec.get("preconfigopts", "")
+            tap.check('case "%(cuda_cc_cmake)s" in ""|*cuda_cc*)' in pre and "--cuda-compute-capabilities" in pre and
+                      "exit 1" in pre, "easybuild %s: stops clearly without compute capabilities" % base, pre)
 
 
 def main(argv):
     if len(argv) == 3 and argv[1] == "--eb-paths":
         ec = load_easyconfig(argv[2])
         scp = ec["sanity_check_paths"]
-        for f in scp["files"]:
-            print("f " + f)
-        for d in scp["dirs"]:
-            print("d " + d)
+        # Paths under EasyBuild's Python (%(pyshortver)s) depend on its interpreter, not this prefix's.
+        for kind, paths in (("f", scp["files"]), ("d", scp["dirs"])):
+            for p in paths:
+                if "%(" not in p:
+                    print(kind + " " + p)
         return 0
     if len(argv) != 3:
         print(__doc__, file=sys.stderr)

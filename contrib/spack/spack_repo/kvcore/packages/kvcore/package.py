@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# Spack recipe for kvcore (package API v2, the layout of spack-packages). Use it with
+#   spack repo add /path/to/kvcore/contrib/spack/spack_repo/kvcore
+#   spack install kvcore +cuda cuda_arch=90      (or +rocm amdgpu_target=gfx942, +python)
+# docs/PACKAGING.md says how the release checksum is made and how the recipe is checked.
+
+from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
+from spack_repo.builtin.build_systems.cuda import CudaPackage
+from spack_repo.builtin.build_systems.rocm import ROCmPackage
+
+from spack.package import *
+
+
+class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
+    """KV-cache compute kernels for LLM serving: transfers between an engine's paged KV cache and
+    contiguous host chunks (LMCache's layouts), the CacheGen codec (bit-exact with LMCache), RoPE
+    key re-rotation and pinned, NUMA-placed host memory. The CPU backend (OpenMP + SIMD) is built
+    into libkvcore; the CUDA and HIP backends are modules loaded at run time, so one install
+    serves CPU-only and GPU nodes."""
+
+    # kvcore has no public address yet: these name the release tarball (`make dist`) and the
+    # repository at your site's mirror (or run `spack develop kvcore@main` in a checkout).
+    homepage = "https://example.invalid/kvcore"
+    url = "https://example.invalid/kvcore/releases/kvcore-0.1.0.tar.gz"
+    git = "https://example.invalid/kvcore.git"
+
+    maintainers("kvcore-dev")
+
+    license("BSD-3-Clause")
+
+    version("main", branch="main")
+    version("0.1.0", sha256="aecb5988be8a1c0e9e0a4c372796e14c6333ea8b5cd0bce6810a09cbf91b685d")
+
+    variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
+    variant("python", default=False, description="Install the Python package (ctypes, numpy)")
+
+    depends_on("c", type="build")
+    # configure probes a C++ compiler: nvcc and hipcc use it as their host compiler.
+    depends_on("cxx", type="build")
+    depends_on("pkgconfig", type="build")
+    # A git checkout has no configure script: autoreconf runs first.
+    with when("@main"):
+        depends_on("autoconf", type="build")
+        depends_on("automake", type="build")
+        depends_on("libtool", type="build")
+        depends_on("m4", type="build")
+
+    # hwloc must discover PCI devices: GPU backends are chosen by the devices hwloc sees.
+    depends_on("hwloc@2:+pci")
+    depends_on("sleef")
+    depends_on("zlib-api")
+
+    with when("+python"):
+        extends("python")
+        depends_on("python@3.7:", type=("build", "run"))
+        depends_on("py-numpy", type="run")
+
+    conflicts("cuda_arch=none", when="+cuda", msg="kvcore +cuda needs at least one cuda_arch")
+
+    def configure_args(self):
+        spec = self.spec
+        # The C test suite needs Criterion (no Spack package) and `make fuzz` needs clang's
+        # libFuzzer: neither is a dependency, so configure must not pick them up from the system.
+        args = ["--without-criterion", "--disable-fuzzers"]
+        args.extend(self.enable_or_disable("openmp"))
+        args.extend(self.enable_or_disable("python"))
+        if spec.satisfies("+python"):
+            args.append(f"PYTHON={spec['python'].command.path}")
+        if spec.satisfies("+cuda"):
+            args.append(f"--with-cuda={spec['cuda'].prefix}")
+            args.append(f"--with-cuda-arch={' '.join(spec.variants['cuda_arch'].value)}")
+        else:
+            args.append("--without-cuda")
+        if spec.satisfies("+rocm"):
+            args.append(f"--with-hip={spec['hip'].prefix}")
+            targets = " ".join(spec.variants["amdgpu_target"].value)
+            args.append(f"--with-amdgpu-target={targets}")
+        else:
+            args.append("--without-hip")
+        return args
+
+    def check(self):
+        """Build-time test (`spack install --test=root`): `make check` needs Criterion, so run the
+        built program's self-checking demo instead (exit status 0 only when its results verify)."""
+        with working_dir(self.build_directory):
+            Executable("./kvcore")("demo")
+
+    def test_version(self):
+        """kvcore --version names the installed version"""
+        out = Executable(self.prefix.bin.kvcore)("--version", output=str.split, error=str.split)
+        expected = "kvcore " + (str(self.spec.version) if not self.spec.satisfies("@main") else "")
+        assert out.startswith(expected), f"kvcore --version printed {out!r}"
+
+    def test_demo(self):
+        """kvcore demo runs the library's self-checking demonstration"""
+        Executable(self.prefix.bin.kvcore)("demo")
+
+    def test_python(self):
+        """import kvcore from the installed Python package"""
+        if not self.spec.satisfies("+python"):
+            raise SkipTest("kvcore was built without +python")
+        python = self.spec["python"].command
+        # configure installs the package under the prefix's lib/pythonX.Y/site-packages; an
+        # external python (/usr) does not have it on its path in the test environment.
+        pyver = self.spec["python"].version.up_to(2)
+        site = join_path(self.prefix.lib, f"python{pyver}", "site-packages")
+        python("-c", "import kvcore; print(kvcore.library_path)", extra_env={"PYTHONPATH": site})
