@@ -115,21 +115,23 @@ def _bins(v: Bins, nl: int, what: str) -> Optional[List[int]]:
 
 def compress(kv: Any, level: int = 0, *, bins_k: Bins = None, bins_v: Bins = None,
              key_scaling: Union[KeyScaling, str, int] = "token", window_tokens: Optional[int] = None,
-             context: Any = None) -> bytes:
+             bits: Optional[float] = None, context: Any = None) -> bytes:
     """Compress one KV chunk to a .kvc container (bytes), as `kvcore encode` does.
 
     kv: [2, NL, T, NH, HS] or [2, NL, T, C] (K and V planes) or MLA [NL, T, HS]; float16, bfloat16
     or float32; numpy, torch (any device: GPU tensors are copied to the host) or any array. level:
     0 (LMCache's default profile) .. 3 (smaller; docs/CACHEGEN.md); bins_k / bins_v: quantiser bins
     (one even count in [4, 64] for every layer, or one per layer) overriding the level's; key_scaling:
-    "token" (LMCache-readable) or "channel"."""
+    "token" (LMCache-readable) or "channel"; bits: a size target in bits per element (the whole
+    container), the bins chosen per layer as `kvcore encode --bits` does (not with level, bins_k,
+    bins_v or per-channel keys)."""
     a, dt = _host(kv, "kv")
-    return _encode(a, dt, level, bins_k, bins_v, key_scaling, window_tokens, context)
+    return _encode(a, dt, level, bins_k, bins_v, key_scaling, window_tokens, context, bits)
 
 
 def _encode(a: "_np.ndarray[Any, Any]", dt: DType, level: int = 0, bins_k: Bins = None, bins_v: Bins = None,
             key_scaling: Union[KeyScaling, str, int] = "token", window_tokens: Optional[int] = None,
-            context: Any = None) -> bytes:
+            context: Any = None, bits: Optional[float] = None) -> bytes:
     mla = a.ndim == 3
     if a.ndim not in (3, 4, 5) or (not mla and a.shape[0] != 2):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: shape {tuple(a.shape)}, expected (2, NL, T, NH, HS), "
@@ -143,7 +145,21 @@ def _encode(a: "_np.ndarray[Any, Any]", dt: DType, level: int = 0, bins_k: Bins 
         p.num_heads, p.head_size = (a.shape[3], a.shape[4]) if a.ndim == 5 else (1, a.shape[3])
         if a.ndim == 4:
             p.field_mask |= _abi.CODEC_PARAM_HEADS_UNKNOWN
-    bins = quality(p, level, bins_k, bins_v, key_scaling)  # p points into it until the call returns
+    if bits is None:
+        bins = quality(p, level, bins_k, bins_v, key_scaling)  # p points into it until the call returns
+    else:
+        if level or bins_k is not None or bins_v is not None:
+            raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, "bits: a size target chooses the bins; give bits, or "
+                                                        "level / bins_k / bins_v, not both")
+        if isinstance(bits, bool) or not isinstance(bits, (int, float, _np.integer, _np.floating)):
+            raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"bits: {type(bits).__name__}, expected bits per element")
+        bins = _np.zeros(0, _np.uint32)
+        p.field_mask |= _abi.CODEC_PARAM_BITS
+        p.bits = float(bits)
+        ks = KeyScaling.coerce(key_scaling, "key_scaling")
+        if ks != KeyScaling.TOKEN:
+            p.field_mask |= _abi.CODEC_PARAM_KEY_SCALING
+            p.key_scaling = int(ks)
     if window_tokens is not None:
         p.field_mask |= _abi.CODEC_PARAM_WINDOW
         p.window_tokens = window_tokens
@@ -412,18 +428,18 @@ FileArg = Union[str, bytes, "_os.PathLike[str]", IO[bytes]]
 @overload
 def open(file: FileArg, mode: Literal["rb", "r"] = "rb", *, chunk_tokens: int = 256, level: int = 0,
          bins_k: Bins = None, bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token",
-         like: Any = None, context: Any = None) -> StreamReader: ...
+         bits: Optional[float] = None, like: Any = None, context: Any = None) -> StreamReader: ...
 
 
 @overload
 def open(file: FileArg, mode: Literal["wb", "w"], *, chunk_tokens: int = 256, level: int = 0, bins_k: Bins = None,
-         bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token", like: Any = None,
-         context: Any = None) -> StreamWriter: ...
+         bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token", bits: Optional[float] = None,
+         like: Any = None, context: Any = None) -> StreamWriter: ...
 
 
 def open(file: FileArg, mode: str = "rb", *,
          chunk_tokens: int = 256, level: int = 0, bins_k: Bins = None, bins_v: Bins = None,
-         key_scaling: Union[KeyScaling, str, int] = "token", like: Any = None,
+         key_scaling: Union[KeyScaling, str, int] = "token", bits: Optional[float] = None, like: Any = None,
          context: Any = None) -> Union[StreamReader, StreamWriter]:
     """Open a .kvcs stream (containers back to back, one per chunk_tokens tokens: docs/FORMAT.md) for
     writing ("wb": a StreamWriter, with compress's options) or reading ("rb": a StreamReader that
@@ -436,7 +452,7 @@ def open(file: FileArg, mode: str = "rb", *,
         return StreamReader(f, own, like, context)
     try:
         return StreamWriter(f, own, chunk_tokens, dict(level=level, bins_k=bins_k, bins_v=bins_v,
-                                                       key_scaling=key_scaling, context=context))
+                                                       key_scaling=key_scaling, context=context, bits=bits))
     except BaseException:
         if own:
             f.close()

@@ -120,6 +120,35 @@ def test_levels_bins_key_scaling():
     assert e.value.name == "KVC_ERR_INVALID_ARG"
 
 
+def test_compress_bits_target(tmp_path):
+    """compress(bits=B), as `kvcore encode --bits B`: the whole container at or under B bits per
+    element, bins chosen per layer; same bytes as the CLI's; refused with level or bins."""
+    kv = kv_data(seed=2)
+    data = kvcore.compress(kv, bits=3.5)
+    assert 8 * len(data) / kv.size <= 3.5
+    assert 8 * len(kvcore.compress(kv, bits=5.0)) / kv.size > 8 * len(data) / kv.size
+    back = kvcore.decompress(data)
+    assert back.shape == kv.shape and back.dtype == kv.dtype
+    exe = os.environ.get("KVC_CLI")
+    if exe and os.access(exe, os.X_OK):
+        np.save(tmp_path / "kv.npy", kv)
+        subprocess.run([exe, "encode", str(tmp_path / "kv.npy"), "-o", str(tmp_path / "kv.kvc"), "-q",
+                        "--bits", "3.5"], check=True)
+        assert (tmp_path / "kv.kvc").read_bytes() == data
+    for bad in (dict(level=2), dict(bins_k=8), dict(bins_v=8)):
+        with pytest.raises(ValueError, match="bits: a size target chooses the bins") as e:
+            kvcore.compress(kv, bits=3.5, **bad)
+        assert e.value.name == "KVC_ERR_INVALID_ARG"
+    with pytest.raises(ValueError) as e:
+        kvcore.compress(kv, bits=0.5)
+    assert e.value.name == "KVC_ERR_INVALID_ARG"
+    with pytest.raises(ValueError) as e:
+        kvcore.compress(kv, bits=3.5, key_scaling="channel")
+    assert e.value.name == "KVC_ERR_INVALID_ARG"
+    with pytest.raises(ValueError, match="bits: str") as e:
+        kvcore.compress(kv, bits="3.5")
+
+
 # ---------------------------------------------------------------- streams, against the CLI
 def cli():
     path = os.environ.get("KVC_CLI")
