@@ -68,6 +68,8 @@ typedef enum gpuDeviceAttr {
 } gpuDeviceAttr;
 
 gpuError_t gpuGetDeviceCount(int *n);
+gpuError_t gpuDriverGetVersion(int *v);
+gpuError_t gpuRuntimeGetVersion(int *v);
 const char *gpuGetErrorString(gpuError_t e);
 const char *gpuGetErrorName(gpuError_t e);
 gpuError_t gpuGetLastError(void);

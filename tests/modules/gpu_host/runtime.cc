@@ -317,6 +317,20 @@ gpuError_t gpuGetDeviceCount(int *n)
     return *n ? gpuSuccess : fail(gpuErrorNoDevice);
 }
 
+/* A driver is always "installed" here (a missing device is gpuGetDeviceCount's answer); 1 is this
+ * runtime's only version. */
+gpuError_t gpuDriverGetVersion(int *v)
+{
+    *v = 1;
+    return gpuSuccess;
+}
+
+gpuError_t gpuRuntimeGetVersion(int *v)
+{
+    *v = 1;
+    return gpuSuccess;
+}
+
 const char *gpuGetErrorName(gpuError_t e)
 {
     switch (e) {
