@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="aecb5988be8a1c0e9e0a4c372796e14c6333ea8b5cd0bce6810a09cbf91b685d")
+    version("0.1.0", sha256="e342ad9c5f818d12fc0f29498c0332bef5ae8c42269695e00d0c62da08afc164")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
