@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="e342ad9c5f818d12fc0f29498c0332bef5ae8c42269695e00d0c62da08afc164")
+    version("0.1.0", sha256="83778a75d2012ba22ac88462dc17391365ba00c1e02a7bd5ad1e1c41b1f03d48")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
