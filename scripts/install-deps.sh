@@ -4,7 +4,7 @@
 #   install-deps.sh --lean   the library, the kvcore tool and its demo: compiler, autotools, hwloc,
 #                            SLEEF, zlib (a few hundred MB less, minutes faster)
 #   install-deps.sh [--test] also what `make check` uses: Criterion, hipcc and clang (the HIP module
-#                            and its checks), valgrind, cmake, python3 and man-db for the packaging
+#                            and its checks), valgrind, strace, cmake, python3 and man-db for the packaging
 #                            checks, numpy, pytest, torch (~80 MB) and hypothesis for the Python
 #                            binding's tests, python3-venv (its fresh-venv install test), mypy
 #   install-deps.sh --update-only  only refresh the package lists (waiting for the locks as below)
@@ -18,7 +18,7 @@
 # "Could not get lock".
 set -eu
 lean="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev"
-test_only="libcriterion-dev hipcc clang libclang-rt-14-dev valgrind cmake python3 man-db \
+test_only="libcriterion-dev hipcc clang libclang-rt-14-dev valgrind strace cmake python3 man-db \
 python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy lmod tcl"
 mode=test
 case "${1:-}" in
