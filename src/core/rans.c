@@ -91,22 +91,33 @@ static unsigned rans_find(const uint16_t *c, unsigned bins, uint32_t slot)
     return lo;
 }
 
+/* Long streams look the symbol up in a slot table per channel (4 KiB, filled by runs); short ones
+ * search (filling 4096 entries would cost more than the search). Same symbols either way. */
+#define RANS_TABLE_MIN_TOKENS 64
+
 kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                              uint8_t *sym, size_t stride)
 {
+    uint8_t tab[KVC_RANS_GROUP][KVC_RANS_PROB_SCALE];
+    const int use_tab = tokens >= RANS_TABLE_MIN_TOKENS;
     uint32_t x[KVC_RANS_GROUP];
     if (len < 4 * (size_t)g || (len - 4 * (size_t)g) % 2) return KVC_ERR_CORRUPT;
     for (unsigned i = 0; i < g; i++) {
         x[i] = (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 | (uint32_t)in[4 * i + 2] << 16 | (uint32_t)in[4 * i + 3] << 24;
         if (x[i] < KVC_RANS_L) return KVC_ERR_CORRUPT;
     }
+    if (use_tab)
+        for (unsigned i = 0; i < g; i++) {
+            const uint16_t *c = cum + (size_t)i * (bins + 1);
+            for (unsigned s = 0; s < bins; s++) memset(tab[i] + c[s], (int)s, (size_t)(c[s + 1] - c[s]));
+        }
     size_t pos = 4 * (size_t)g;
     for (size_t t = 0; t < tokens; t++) {
         uint8_t *row = sym + t * stride;
         for (unsigned i = 0; i < g; i++) {
             const uint16_t *c = cum + (size_t)i * (bins + 1);
             const uint32_t slot = x[i] & (KVC_RANS_PROB_SCALE - 1);
-            const unsigned s = rans_find(c, bins, slot);
+            const unsigned s = use_tab ? tab[i][slot] : rans_find(c, bins, slot);
             row[i] = (uint8_t)s;
             /* f * (x >> 12) + (slot - cum) < f * 2^20 <= 2^32; >= 16 since x >= 2^16 and f >= 1. */
             x[i] = ((uint32_t)c[s + 1] - c[s]) * (x[i] >> KVC_RANS_PROB_BITS) + slot - c[s];

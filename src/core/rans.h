@@ -34,7 +34,8 @@ static inline size_t kvc_rans_bound(size_t g, size_t tokens) { return 4 * g + 2 
 size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                        uint8_t *out, size_t cap);
 
-/* Decode a stream of len bytes written by kvc_rans_encode with the same tables into sym (same
+/* Decode a stream of len bytes written by kvc_rans_encode with the same tables (as made by
+ * kvc_rans_cum_from_counts: non-decreasing, cum[bins] = 4096) into sym (same
  * indexing). Reads only in[0, len); KVC_ERR_CORRUPT when the stream is truncated, too long, starts
  * from an impossible state or does not end in the encoder's initial states. The status is returned,
  * not logged (the caller reports it once per chunk). */
