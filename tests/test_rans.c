@@ -408,6 +408,12 @@ Test(rans_codec, levels_channel_keys_and_bits_target)
     cr_assert_eq(kvc_codec_layer_stats(buf, len, ls, 4), KVC_OK);
     for (int l = 0; l < 4; l++) cr_assert(ls[l].bits_per_symbol > 0 && ls[l].bits_per_symbol < 8, "%g", ls[l].bits_per_symbol);
     kvc_codec_free(buf);
+    /* A window too long for a rANS stream's length: refused before the chunk is read. */
+    kvc_codec_params_t big = { .field_mask = KVC_CODEC_PARAM_CODER | KVC_CODEC_PARAM_WINDOW, .coder = KVC_CODER_RANS,
+                               .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_MLA, .num_layers = 1, .num_tokens = (1u << 26) + 1,
+                               .num_heads = 1, .head_size = 1, .window_tokens = (1u << 26) + 1 };
+    cr_assert_eq(kvc_codec_encode(ctx, &big, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "rANS windows"), "%s", kvc_last_error());
     /* An unknown coder. */
     q = p;
     q.field_mask = KVC_CODEC_PARAM_CODER;

@@ -127,7 +127,7 @@ typedef struct kvc_codec_layer_stats {
 
 /* Compress one chunk `kv` (host memory, C order, shape per layout). *out receives a new buffer
  * (free with kvc_codec_free) of *out_len bytes. Errors: KVC_ERR_INVALID_ARG (NULL, zero sizes,
- * bins outside [4, 64] or not even, an unknown coder; bits not finite and > 0, bits with bins or per-channel keys,
+ * bins outside [4, 64] or not even, an unknown coder, rANS windows of more than 2^26 tokens; bits not finite and > 0, bits with bins or per-channel keys,
  * bits below what 4 bins everywhere code this chunk to), KVC_ERR_DTYPE, KVC_ERR_SHAPE (MLA with num_heads != 1, more
  * than 4096 layers, sizes that overflow). */
 KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,

@@ -342,6 +342,10 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     const size_t nscales = chan ? d.layers / d.planes * (C + (d.planes - 1) * T) : L * T;
     const uint32_t nwin = (uint32_t)((T + W - 1) / W);
     const size_t tw_max = T < W ? T : W, cap = rans ? kvc_rans_bound(KVC_RANS_GROUP, tw_max) : kvc_cg_encode_bound(tw_max);
+    /* A group's stream length must fit the coder's int32 lengths (16 bytes a token at most). */
+    if (rans && tw_max > KVC_RANS_MAX_WINDOW)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: rANS windows of %zu tokens; at most %u (window_tokens)", tw_max,
+                         KVC_RANS_MAX_WINDOW);
 
     kvc_container_t *c = calloc(1, sizeof(*c));
     scratch_t *sc = scratch_acquire(ctx);

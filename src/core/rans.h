@@ -15,6 +15,7 @@
 #define KVC_RANS_PROB_SCALE (1u << KVC_RANS_PROB_BITS)
 #define KVC_RANS_L (1u << 16)                    /* states live in [2^16, 2^32); 16-bit renormalisation */
 #define KVC_RANS_GROUP 8u                        /* channels (states) per coded stream */
+#define KVC_RANS_MAX_WINDOW (1u << 26)           /* tokens per window: a stream stays below 2^31 bytes */
 
 /* Coded streams per (plane, layer): ceil(C / 8). */
 static inline uint64_t kvc_rans_groups(uint64_t channels) { return (channels + KVC_RANS_GROUP - 1) / KVC_RANS_GROUP; }
