@@ -6,7 +6,10 @@
  * LMCache's layout (int16 CDF table, int32 lengths, maxima). Rows encode_vs_coder / decode_vs_coder
  * put the codec next to its own arithmetic coder alone on the same chunk's symbols (kvc_cg_encode,
  * kvc_cg_decode_packed), timed interleaved in the same run: ratio = codec / coder throughput, the
- * share of the coder's speed that survives quantisation, CDF and container work. Every row is timed alternately with its
+ * share of the coder's speed that survives quantisation, CDF and container work. Rows rans_* code the
+ * same chunk with the rANS coder (--coder rans): against memcpy, against the same codec with the
+ * arithmetic coder (ratio = rANS / ac throughput), and the two container sizes (rans_size_vs_ac).
+ * Every row is timed alternately with its
  * baseline (bench_pair). Data: synth_kv.c (per-channel
  * scales, outlier key channels, smooth keys), so the coder sees realistic symbol statistics. */
 #include <stdio.h>
@@ -163,6 +166,67 @@ done:
     return rc;
 }
 
+/* rANS rows: the codec with --coder rans next to memcpy and next to itself with ac (j). */
+static int rans_rows(const bench_opts_t *o, kvc_context_t *ctx, int threads, codec_job_t *j, const kvc_codec_params_t *p,
+                     size_t bytes, int reps, const char *params, int report_size)
+{
+    kvc_codec_params_t pr = *p;
+    pr.field_mask |= KVC_CODEC_PARAM_CODER;
+    pr.coder = KVC_CODER_RANS;
+    codec_job_t jr = *j;
+    jr.p = &pr;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (kvc_codec_encode(ctx, &pr, j->kv, &buf, &len) != KVC_OK) {
+        fprintf(stderr, "bench codec: rANS encode failed: %s\n", kvc_last_error());
+        return 1;
+    }
+    jr.container = buf;
+    jr.container_len = len;
+    bench_memcpy_job_t mj = { .dst = j->out, .src = j->kv, .bytes = bytes, .threads = threads };
+    bench_stat_t enc, enc_base, dec, dec_base, enc_ac, dec_ac, enc_r, dec_r;
+    bench_pair(encode_job, &jr, bench_memcpy_run, &mj, reps, 0, &enc, &enc_base);
+    bench_pair(decode_job, &jr, bench_memcpy_run, &mj, reps, 0, &dec, &dec_base);
+    bench_pair(encode_job, &jr, encode_job, j, reps, 0, &enc_r, &enc_ac);
+    bench_pair(decode_job, &jr, decode_job, j, reps, 0, &dec_r, &dec_ac);
+    int rc = 1;
+    if (jr.status != KVC_OK || j->status != KVC_OK) {
+        fprintf(stderr, "bench codec: %s\n", kvc_last_error());
+        goto done;
+    }
+    bench_result_t r = { .suite = "codec", .name = "rans_encode", .unit = "GB/s", .baseline_name = "memcpy",
+                         .threads = threads, .params = params };
+    bench_set_rates(&r, (double)bytes / 1e9, &enc, &enc_base);
+    bench_report(o, &r);
+    r.name = "rans_decode";
+    bench_set_rates(&r, (double)bytes / 1e9, &dec, &dec_base);
+    bench_report(o, &r);
+    r.name = "rans_encode_vs_ac";
+    r.baseline_name = "ac_encode";
+    bench_set_rates(&r, (double)bytes / 1e9, &enc_r, &enc_ac);
+    bench_report(o, &r);
+    r.name = "rans_decode_vs_ac";
+    r.baseline_name = "ac_decode";
+    bench_set_rates(&r, (double)bytes / 1e9, &dec_r, &dec_ac);
+    bench_report(o, &r);
+    if (report_size) {
+        kvc_codec_info_t ia, ir;
+        if (kvc_codec_inspect(j->container, j->container_len, &ia) != KVC_OK || kvc_codec_inspect(buf, len, &ir) != KVC_OK)
+            goto done;
+        char prm[256];
+        snprintf(prm, sizeof(prm), "\"streams\":%zu,\"ac_streams\":%zu,\"lengths\":%zu,\"ac_lengths\":%zu", ir.streams_bytes,
+                 ia.streams_bytes, ir.lengths_bytes, ia.lengths_bytes);
+        bench_result_t s = { .suite = "codec", .name = "rans_size_vs_ac", .value = (double)len, .unit = "bytes",
+                             .baseline_name = "ac_container", .baseline_value = (double)j->container_len, .threads = threads,
+                             .params = prm };
+        bench_report(o, &s);
+    }
+    rc = 0;
+done:
+    kvc_codec_free(buf);
+    return rc;
+}
+
 static int run_threads(const bench_opts_t *o, int threads, const kvc_codec_params_t *p, const uint16_t *kv, size_t bytes,
                        int reps, int report_size)
 {
@@ -206,6 +270,7 @@ static int run_threads(const bench_opts_t *o, int threads, const kvc_codec_param
     bench_report(o, &r);
     /* More rounds than the other rows: the ratio is the figure of merit and shared machines are noisy. */
     if (coder_rows(o, ctx, threads, &j, p, bytes, o->quick ? reps : 2 * reps, params)) goto done;
+    if (rans_rows(o, ctx, threads, &j, p, bytes, reps, params, report_size)) goto done;
 
     if (report_size) {
         /* Sizes: ratio = container / baseline (smaller is better). */

@@ -90,7 +90,7 @@ int main(void)
         F(kvc_codec_params_t, num_heads); F(kvc_codec_params_t, head_size); F(kvc_codec_params_t, bins);
         F(kvc_codec_params_t, window_tokens); F(kvc_codec_params_t, progress);
         F(kvc_codec_params_t, progress_user); F(kvc_codec_params_t, key_scaling);
-        F(kvc_codec_params_t, bits);
+        F(kvc_codec_params_t, bits); F(kvc_codec_params_t, coder);
     S(kvc_codec_info_t); F(kvc_codec_info_t, dtype); F(kvc_codec_info_t, layout); F(kvc_codec_info_t, planes);
         F(kvc_codec_info_t, num_layers); F(kvc_codec_info_t, num_tokens); F(kvc_codec_info_t, num_heads);
         F(kvc_codec_info_t, head_size); F(kvc_codec_info_t, window_tokens); F(kvc_codec_info_t, num_windows);
@@ -99,7 +99,7 @@ int main(void)
         F(kvc_codec_info_t, streams_bytes); F(kvc_codec_info_t, cdf_bytes); F(kvc_codec_info_t, scales_bytes);
         F(kvc_codec_info_t, lengths_bytes); F(kvc_codec_info_t, meta_bytes); F(kvc_codec_info_t, lmcache_bytes);
         F(kvc_codec_info_t, heads_known); F(kvc_codec_info_t, key_scaling);
-        F(kvc_codec_info_t, lmcache_readable);
+        F(kvc_codec_info_t, lmcache_readable); F(kvc_codec_info_t, coder);
     S(kvc_rope_keys_t); F(kvc_rope_keys_t, data); F(kvc_rope_keys_t, dtype); F(kvc_rope_keys_t, num_tokens);
         F(kvc_rope_keys_t, num_heads); F(kvc_rope_keys_t, head_size); F(kvc_rope_keys_t, head_stride);
         F(kvc_rope_keys_t, token_stride);
@@ -162,7 +162,8 @@ int main(void)
     K(KVC_D2H); K(KVC_INDEX_INT32); K(KVC_INDEX_INT64); K(KVC_CHUNK_DEFAULT); K(KVC_CHUNK_SPLIT_KV);
     K(KVC_CHUNK_FUSED_PACKED); K(KVC_CHUNK_INTERLEAVED_KV); K(KVC_CG_MAX_BINS); K(KVC_CODEC_KV_2LTD); K(KVC_CODEC_MLA);
     K(KVC_CODEC_PARAM_BINS); K(KVC_CODEC_PARAM_WINDOW); K(KVC_CODEC_PARAM_PROGRESS);
-    K(KVC_CODEC_PARAM_HEADS_UNKNOWN); K(KVC_CODEC_PARAM_KEY_SCALING); K(KVC_CODEC_PARAM_BITS); K(KVC_CODEC_SCALE_TOKEN);
+    K(KVC_CODEC_PARAM_HEADS_UNKNOWN); K(KVC_CODEC_PARAM_KEY_SCALING); K(KVC_CODEC_PARAM_BITS); K(KVC_CODEC_PARAM_CODER);
+    K(KVC_CODER_AC); K(KVC_CODER_RANS); K(KVC_CODEC_SCALE_TOKEN);
     K(KVC_CODEC_SCALE_CHANNEL); K(KVC_ROPE_NEOX); K(KVC_ROPE_GPTJ); K(KVC_ROPE_PARAM_STYLE); K(KVC_MEM_PLAIN);
     K(KVC_MEM_PINNED); K(KVC_MEM_NUMA); K(KVC_MEM_SHARED); K(KVC_MEM_HUGEPAGE); K(KVC_MEM_DEVICE_FILE); K(KVC_MEM_TARGET_LOCAL);
     K(KVC_MEM_TARGET_NODE); K(KVC_MEM_TARGET_PCI); K(KVC_MEM_POLICY_PREFERRED); K(KVC_MEM_POLICY_STRICT);

@@ -370,6 +370,33 @@ if command -v script >/dev/null 2>&1; then
 else
     n=$((n + 1)); echo "ok $n - progress on a terminal # SKIP no script(1) to make a terminal"
 fi
+# The rANS coder (encode --coder rans, format 1.2): the same symbols as ac, so the same decode.
+check "encode --coder rans" "$kvcore" encode "$K" "$V" -o "$tmp/r.kvc" -q --coder rans
+if [ ! -s "$tmp/err" ]; then ok "--coder rans: no LMCache warning (asked for by name)"; else not_ok "--coder rans: no LMCache warning (asked for by name)"; fi
+"$kvcore" inspect "$tmp/r.kvc" --json >"$tmp/out" 2>"$tmp/err"
+if has '"coder": "rans"' && has '"format_version_minor": 2' && has '"lmcache_readable": false'; then ok "rans: inspect says coder rans, format 1.2, not LMCache-readable"; else not_ok "rans: inspect says coder rans, format 1.2, not LMCache-readable"; fi
+"$kvcore" inspect "$tmp/a.kvc" --json >"$tmp/out" 2>"$tmp/err"
+if has '"coder": "ac"'; then ok "the default coder is ac"; else not_ok "the default coder is ac"; fi
+"$kvcore" inspect "$tmp/r.kvc" >"$tmp/out" 2>"$tmp/err"
+if has "kvcore container v1.2, .*, coder rans"; then ok "inspect names the coder"; else not_ok "inspect names the coder"; fi
+check "decode a rans container" "$kvcore" decode "$tmp/r.kvc" -o "$tmp/r.npy" -q
+if same_bytes "$tmp/r.npy" "$tmp/kv5.npy"; then ok "rans decodes to the ac decode, byte for byte"; else not_ok "rans decodes to the ac decode, byte for byte"; fi
+check "encode --coder ac (explicit)" "$kvcore" encode "$K" "$V" -o "$tmp/ac.kvc" -q --coder ac
+if same_bytes "$tmp/ac.kvc" "$tmp/a.kvc"; then ok "--coder ac is the default container"; else not_ok "--coder ac is the default container"; fi
+check "encode --chunk-tokens 200 --coder rans" "$kvcore" encode --chunk-tokens 200 --coder rans "$tmp/kv5.npy" -o "$tmp/rs.kvcs" -q
+check "decode a rans stream" "$kvcore" decode "$tmp/rs.kvcs" -o "$tmp/rsdec.npy" -q
+if same_bytes "$tmp/rsdec.npy" "$tmp/sdec.npy"; then ok "rans stream decodes as the ac stream"; else not_ok "rans stream decodes as the ac stream"; fi
+"$kvcore" inspect "$tmp/rs.kvcs" >"$tmp/out" 2>"$tmp/err"
+if has "kvcore stream of 3 containers v1.2, .*, coder rans"; then ok "stream inspect names the coder"; else not_ok "stream inspect names the coder"; fi
+check "encode --level 2 --coder rans" "$kvcore" encode "$K" "$V" -o "$tmp/rl2.kvc" -q --level 2 --coder rans
+"$kvcore" decode "$tmp/l2.kvc" -o "$tmp/l2.npy" -q
+"$kvcore" decode "$tmp/rl2.kvc" -o "$tmp/rl2.npy" -q
+if same_bytes "$tmp/l2.npy" "$tmp/rl2.npy"; then ok "level 2: rans decodes as ac"; else not_ok "level 2: rans decodes as ac"; fi
+status_is 0 "inspect --lmcache-config (rans)" "$kvcore" inspect "$tmp/r.kvc" --lmcache-config
+if has "LMCache cannot read it: .*rANS"; then ok "--lmcache-config: rANS is not LMCache-readable"; else not_ok "--lmcache-config: rANS is not LMCache-readable"; fi
+status_is 2 "an unknown --coder is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --coder zstd
+if err_has "expected ac or rans"; then ok "--coder: says which coders exist"; else not_ok "--coder: says which coders exist"; fi
+
 status_is 0 "encode summary" "$kvcore" encode "$K" "$V" -o "$tmp/hu.kvc"
 if has "hu.kvc: 5 layers x 512 tokens x 32 channels (4 heads x 8, f16), 320 KiB => [0-9.]* KiB ([0-9.]*x) in [0-9.]* s, " && ! has "GB/s"; then ok "encode summary in human units"; else not_ok "encode summary in human units"; fi
 

@@ -952,11 +952,11 @@ Test(codec, format_minor_versions)
     buf[10] = 0; /* per-channel keys in a 1.0 container */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
-    buf[10] = 1;
-    wr32(buf + 12, 4u | 8u); /* a flag no 1.1 container can have */
+    buf[10] = 2;
+    wr32(buf + 12, 4u | 16u); /* a flag no 1.2 container can have */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
-    buf[10] = 2; /* ... the same flag from a newer minor: this reader is too old */
+    buf[10] = 3; /* ... the same flag from a newer minor: this reader is too old */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_VERSION);
     kvc_codec_info_t info;

@@ -37,7 +37,17 @@ enum {
      * per (plane, layer) (docs/CACHEGEN.md "Rate target"). Not with KVC_CODEC_PARAM_BINS or
      * per-channel keys. */
     KVC_CODEC_PARAM_BITS = 1u << 5,
+    KVC_CODEC_PARAM_CODER = 1u << 6, /* coder; default KVC_CODER_AC */
 };
+
+/* The entropy coder of the STREAMS section. KVC_CODER_AC is LMCache's arithmetic coder (LMCache
+ * reads the container). KVC_CODER_RANS is kvcore's interleaved rANS (container format 1.2; the
+ * same symbols and counts, one stream per group of 8 channels; LMCache and kvcore before format
+ * 1.2 cannot read it: docs/CACHEGEN.md "rANS coder"). */
+typedef enum kvc_codec_coder {
+    KVC_CODER_AC = 0,
+    KVC_CODER_RANS = 1,
+} kvc_codec_coder_t;
 
 /* How plane 0 (keys; MLA's latent) is scaled before quantisation. Per token is LMCache's scheme:
  * one max-abs per (layer, token) over all channels, so a few outlier key channels leave the others
@@ -62,6 +72,7 @@ typedef struct kvc_codec_params {
     void *progress_user;
     kvc_codec_scaling_t key_scaling;
     double bits;                /* KVC_CODEC_PARAM_BITS: target bits per element, > 0 */
+    kvc_codec_coder_t coder;    /* KVC_CODEC_PARAM_CODER */
 } kvc_codec_params_t;
 
 /* Named quality levels, relative to LMCache's default for the cache's layer count
@@ -103,6 +114,7 @@ typedef struct kvc_codec_info {
     int lmcache_readable;      /* LMCache's GPU decoder can decode its streams (kvc_codec_export_lmcache
                                   succeeds); LMCache dequantises them right only with a config listing
                                   the container's bins (docs/CACHEGEN.md "LMCache readability") */
+    kvc_codec_coder_t coder;   /* the coder of its streams */
 } kvc_codec_info_t;
 
 /* Per (plane, layer) statistics of a container: coded bits per symbol and the empirical entropy of
@@ -115,7 +127,7 @@ typedef struct kvc_codec_layer_stats {
 
 /* Compress one chunk `kv` (host memory, C order, shape per layout). *out receives a new buffer
  * (free with kvc_codec_free) of *out_len bytes. Errors: KVC_ERR_INVALID_ARG (NULL, zero sizes,
- * bins outside [4, 64] or not even; bits not finite and > 0, bits with bins or per-channel keys,
+ * bins outside [4, 64] or not even, an unknown coder, rANS windows of more than 2^26 tokens; bits not finite and > 0, bits with bins or per-channel keys,
  * bits below what 4 bins everywhere code this chunk to), KVC_ERR_DTYPE, KVC_ERR_SHAPE (MLA with num_heads != 1, more
  * than 4096 layers, sizes that overflow). */
 KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params_t *p, const void *kv, uint8_t **out,

@@ -187,6 +187,8 @@ CODEC_KV_2LTD, CODEC_MLA = 0, 1
 CODEC_PARAM_BINS, CODEC_PARAM_WINDOW, CODEC_PARAM_PROGRESS, CODEC_PARAM_HEADS_UNKNOWN = 1, 2, 4, 8
 CODEC_PARAM_KEY_SCALING = 16
 CODEC_PARAM_BITS = 32
+CODEC_PARAM_CODER = 64
+CODER_AC, CODER_RANS = 0, 1
 CODEC_SCALE_TOKEN, CODEC_SCALE_CHANNEL = 0, 1
 PROGRESS_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_size_t, C.c_size_t)
 
@@ -196,7 +198,7 @@ class CodecParams(C.Structure):
                 ("num_layers", C.c_size_t), ("num_tokens", C.c_size_t), ("num_heads", C.c_size_t),
                 ("head_size", C.c_size_t), ("bins", C.c_void_p), ("window_tokens", C.c_uint32),
                 ("progress", PROGRESS_FN), ("progress_user", C.c_void_p), ("key_scaling", C.c_int),
-                ("bits", C.c_double)]
+                ("bits", C.c_double), ("coder", C.c_int)]
 
 
 class CodecInfo(C.Structure):
@@ -207,7 +209,8 @@ class CodecInfo(C.Structure):
                 ("container_bytes", C.c_size_t), ("original_bytes", C.c_size_t), ("streams_bytes", C.c_size_t),
                 ("cdf_bytes", C.c_size_t), ("scales_bytes", C.c_size_t), ("lengths_bytes", C.c_size_t),
                 ("meta_bytes", C.c_size_t), ("lmcache_bytes", C.c_size_t),
-                ("heads_known", C.c_int), ("key_scaling", C.c_int), ("lmcache_readable", C.c_int)]
+                ("heads_known", C.c_int), ("key_scaling", C.c_int), ("lmcache_readable", C.c_int),
+                ("coder", C.c_int)]
 
 
 # ---------------------------------------------------------------- rope.h
@@ -362,7 +365,8 @@ CONSTANTS = dict(
     KVC_CODEC_KV_2LTD=CODEC_KV_2LTD, KVC_CODEC_MLA=CODEC_MLA, KVC_CODEC_PARAM_BINS=CODEC_PARAM_BINS,
     KVC_CODEC_PARAM_WINDOW=CODEC_PARAM_WINDOW, KVC_CODEC_PARAM_PROGRESS=CODEC_PARAM_PROGRESS,
     KVC_CODEC_PARAM_HEADS_UNKNOWN=CODEC_PARAM_HEADS_UNKNOWN, KVC_CODEC_PARAM_KEY_SCALING=CODEC_PARAM_KEY_SCALING,
-    KVC_CODEC_PARAM_BITS=CODEC_PARAM_BITS,
+    KVC_CODEC_PARAM_BITS=CODEC_PARAM_BITS, KVC_CODEC_PARAM_CODER=CODEC_PARAM_CODER,
+    KVC_CODER_AC=CODER_AC, KVC_CODER_RANS=CODER_RANS,
     KVC_CODEC_SCALE_TOKEN=CODEC_SCALE_TOKEN, KVC_CODEC_SCALE_CHANNEL=CODEC_SCALE_CHANNEL,
     KVC_ROPE_NEOX=ROPE_NEOX, KVC_ROPE_GPTJ=ROPE_GPTJ, KVC_ROPE_PARAM_STYLE=ROPE_PARAM_STYLE,
     KVC_MEM_PLAIN=MEM_PLAIN, KVC_MEM_PINNED=MEM_PINNED, KVC_MEM_NUMA=MEM_NUMA, KVC_MEM_SHARED=MEM_SHARED,

@@ -115,7 +115,7 @@ def _bins(v: Bins, nl: int, what: str) -> Optional[List[int]]:
 
 def compress(kv: Any, level: int = 0, *, bins_k: Bins = None, bins_v: Bins = None,
              key_scaling: Union[KeyScaling, str, int] = "token", window_tokens: Optional[int] = None,
-             bits: Optional[float] = None, context: Any = None) -> bytes:
+             bits: Optional[float] = None, context: Any = None, coder: str = "ac") -> bytes:
     """Compress one KV chunk to a .kvc container (bytes), as `kvcore encode` does.
 
     kv: [2, NL, T, NH, HS] or [2, NL, T, C] (K and V planes) or MLA [NL, T, HS]; float16, bfloat16
@@ -124,14 +124,18 @@ def compress(kv: Any, level: int = 0, *, bins_k: Bins = None, bins_v: Bins = Non
     (one even count in [4, 64] for every layer, or one per layer) overriding the level's; key_scaling:
     "token" (LMCache-readable) or "channel"; bits: a size target in bits per element (the whole
     container), the bins chosen per layer as `kvcore encode --bits` does (not with level, bins_k,
-    bins_v or per-channel keys)."""
+    bins_v or per-channel keys); coder: "ac" (LMCache's arithmetic coder, LMCache-readable) or "rans"
+    (kvcore's interleaved rANS, container format 1.2: the same decoded values, faster, not
+    LMCache-readable; docs/CACHEGEN.md)."""
     a, dt = _host(kv, "kv")
-    return _encode(a, dt, level, bins_k, bins_v, key_scaling, window_tokens, context, bits)
+    return _encode(a, dt, level, bins_k, bins_v, key_scaling, window_tokens, context, bits, coder)
 
 
 def _encode(a: "_np.ndarray[Any, Any]", dt: DType, level: int = 0, bins_k: Bins = None, bins_v: Bins = None,
             key_scaling: Union[KeyScaling, str, int] = "token", window_tokens: Optional[int] = None,
-            context: Any = None, bits: Optional[float] = None) -> bytes:
+            context: Any = None, bits: Optional[float] = None, coder: str = "ac") -> bytes:
+    if coder not in ("ac", "rans"):
+        raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"coder {coder!r}: expected \"ac\" or \"rans\"")
     mla = a.ndim == 3
     if a.ndim not in (3, 4, 5) or (not mla and a.shape[0] != 2):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"kv: shape {tuple(a.shape)}, expected (2, NL, T, NH, HS), "
@@ -163,6 +167,9 @@ def _encode(a: "_np.ndarray[Any, Any]", dt: DType, level: int = 0, bins_k: Bins 
     if window_tokens is not None:
         p.field_mask |= _abi.CODEC_PARAM_WINDOW
         p.window_tokens = window_tokens
+    if coder == "rans":
+        p.field_mask |= _abi.CODEC_PARAM_CODER
+        p.coder = _abi.CODER_RANS
     ctx = context if context is not None else default_context()
     out, n = _C.c_void_p(), _C.c_size_t()
     _check(_lib.kvc_codec_encode(ctx._handle(), _C.byref(p), _C.c_void_p(a.ctypes.data if a.size else 0),
@@ -428,19 +435,19 @@ FileArg = Union[str, bytes, "_os.PathLike[str]", IO[bytes]]
 @overload
 def open(file: FileArg, mode: Literal["rb", "r"] = "rb", *, chunk_tokens: int = 256, level: int = 0,
          bins_k: Bins = None, bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token",
-         bits: Optional[float] = None, like: Any = None, context: Any = None) -> StreamReader: ...
+         bits: Optional[float] = None, like: Any = None, context: Any = None, coder: str = "ac") -> StreamReader: ...
 
 
 @overload
 def open(file: FileArg, mode: Literal["wb", "w"], *, chunk_tokens: int = 256, level: int = 0, bins_k: Bins = None,
          bins_v: Bins = None, key_scaling: Union[KeyScaling, str, int] = "token", bits: Optional[float] = None,
-         like: Any = None, context: Any = None) -> StreamWriter: ...
+         like: Any = None, context: Any = None, coder: str = "ac") -> StreamWriter: ...
 
 
 def open(file: FileArg, mode: str = "rb", *,
          chunk_tokens: int = 256, level: int = 0, bins_k: Bins = None, bins_v: Bins = None,
          key_scaling: Union[KeyScaling, str, int] = "token", bits: Optional[float] = None, like: Any = None,
-         context: Any = None) -> Union[StreamReader, StreamWriter]:
+         context: Any = None, coder: str = "ac") -> Union[StreamReader, StreamWriter]:
     """Open a .kvcs stream (containers back to back, one per chunk_tokens tokens: docs/FORMAT.md) for
     writing ("wb": a StreamWriter, with compress's options) or reading ("rb": a StreamReader that
     yields chunks; like as decompress). file: a path or a binary file object."""
@@ -452,7 +459,8 @@ def open(file: FileArg, mode: str = "rb", *,
         return StreamReader(f, own, like, context)
     try:
         return StreamWriter(f, own, chunk_tokens, dict(level=level, bins_k=bins_k, bins_v=bins_v,
-                                                       key_scaling=key_scaling, context=context, bits=bits))
+                                                       key_scaling=key_scaling, context=context, bits=bits,
+                                                       coder=coder))
     except BaseException:
         if own:
             f.close()
@@ -483,6 +491,7 @@ def _info_dict(info: Any) -> Dict[str, Any]:
     d = {name: getattr(info, name) for name, _ in _abi.CodecInfo._fields_}
     d["dtype"] = _DTYPE_NAMES.get(info.dtype, "invalid")
     d["layout"] = "mla" if info.layout == _abi.CODEC_MLA else "kv_2ltd"
+    d["coder"] = "rans" if info.coder == _abi.CODER_RANS else "ac"
     return d
 
 

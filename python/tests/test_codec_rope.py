@@ -79,6 +79,22 @@ def test_codec_errors(ctx):
         ctx.codec_decode(good, out=np.zeros(100, np.uint8))
 
 
+def test_codec_rans(tmp_path):
+    kv = rng.standard_normal((2, 3, 100, 2, 12)).astype(np.float16)
+    ac, rans = kvcore.compress(kv, level=1), kvcore.compress(kv, level=1, coder="rans")
+    info = kvcore.inspect(rans)
+    assert info["coder"] == "rans" and info["version_minor"] == 2 and info["lmcache_readable"] == 0
+    assert kvcore.inspect(ac)["coder"] == "ac"
+    np.testing.assert_array_equal(kvcore.decompress(rans), kvcore.decompress(ac))  # the same symbols
+    with kvcore.open(tmp_path / "r.kvcs", "wb", chunk_tokens=40, coder="rans") as f:
+        f.write(kv)
+    with kvcore.open(tmp_path / "a.kvcs", "wb", chunk_tokens=40) as f:
+        f.write(kv)
+    np.testing.assert_array_equal(kvcore.open(tmp_path / "r.kvcs").read(), kvcore.open(tmp_path / "a.kvcs").read())
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        kvcore.compress(kv, coder="zstd")
+
+
 def rope_oracle(key, old, new, cache, neox):
     """vLLM's rotation in float64: undo the rotation at old, apply it at new."""
     k = key.astype(np.float64).copy()

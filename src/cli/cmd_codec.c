@@ -31,6 +31,8 @@ static kvc_context_t *open_context(const char *cmd)
 static const char *layout_name(const kvc_codec_info_t *info) { return info->layout == KVC_CODEC_MLA ? "MLA" : "KV_2LTD"; }
 
 /* The chunk a container holds, as JSON fields (decode and inspect). */
+static const char *coder_name(const kvc_codec_info_t *info) { return info->coder == KVC_CODER_RANS ? "rans" : "ac"; }
+
 static void json_chunk_shape(json_writer_t *w, const kvc_codec_info_t *info)
 {
     json_string(w, "dtype", kvc_dtype_name(info->dtype));
@@ -40,6 +42,7 @@ static void json_chunk_shape(json_writer_t *w, const kvc_codec_info_t *info)
     json_int(w, "heads", (long long)info->num_heads);
     json_int(w, "head_size", (long long)info->head_size);
     json_bool(w, "heads_known", info->heads_known);
+    json_string(w, "coder", coder_name(info));
 }
 
 /* Where the summary goes: standard output, unless the data does. */
@@ -152,16 +155,17 @@ static size_t positive(const char *cmd, const char *opt, const char *v, int *bad
 
 /* ------------------------------------------------------------------ encode */
 
-/* ---- encode's quality options (--level, --bins-k, --bins-v, --key-scaling) ---------------------
+/* ---- encode's quality options (--level, --bins-k, --bins-v, --key-scaling, --bits, --coder) -----
  * Parsed after the main options; applied once the file's layer count is known. */
 typedef struct {
     int level;                  /* -1: none */
     const char *bins[2];        /* K, V: "N" or a per-layer list "N,N,..." */
     int key_scaling;            /* -1: default */
     double bits;                /* 0: none; else the rate target in bits per element */
+    int coder;                  /* -1: default (ac); else a kvc_codec_coder_t */
 } quality_opts_t;
 
-enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING, OPT_BITS, OPT_LMCACHE_CONFIG };
+enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING, OPT_BITS, OPT_LMCACHE_CONFIG, OPT_CODER };
 /* --progress / --no-progress (encode and decode). */
 enum { OPT_PROGRESS = 1100, OPT_NO_PROGRESS };
 #define PROGRESS_LONG { "progress", no_argument, NULL, OPT_PROGRESS }, { "no-progress", no_argument, NULL, OPT_NO_PROGRESS }
@@ -201,6 +205,12 @@ static int quality_option(int code, const char *v, quality_opts_t *q)
             fprintf(stderr, "kvcore encode: --bits %s: expected bits per element, a number in (0, 64]\n", v);
             return -1;
         }
+    } else if (code == OPT_CODER) {
+        if (strcmp(v, "ac") && strcmp(v, "rans")) {
+            fprintf(stderr, "kvcore encode: --coder %s: expected ac or rans\n", v);
+            return -1;
+        }
+        q->coder = !strcmp(v, "rans") ? KVC_CODER_RANS : KVC_CODER_AC;
     } else {
         if (strcmp(v, "token") && strcmp(v, "channel")) {
             fprintf(stderr, "kvcore encode: --key-scaling %s: expected token or channel\n", v);
@@ -256,6 +266,10 @@ static int quality_apply(const quality_opts_t *q, kvc_codec_params_t *p, uint32_
     if (q->key_scaling >= 0) {
         p->key_scaling = q->key_scaling ? KVC_CODEC_SCALE_CHANNEL : KVC_CODEC_SCALE_TOKEN;
         p->field_mask |= KVC_CODEC_PARAM_KEY_SCALING;
+    }
+    if (q->coder >= 0) {
+        p->coder = (kvc_codec_coder_t)q->coder;
+        p->field_mask |= KVC_CODEC_PARAM_CODER;
     }
     return 0;
 }
@@ -314,9 +328,11 @@ static void encode_help(void)
            "  --bins-k B|B,B,.. --bins-v B|B,B,..  quantisation bins for keys / values: one even count in\n"
            "                    [4, 64] for every layer, or one per layer (override the level's)\n"
            "  --key-scaling token|channel  channel: per-channel key scales (format 1.1, not LMCache-readable)\n"
+           "  --coder ac|rans   the entropy coder: ac (default) is LMCache's arithmetic coder; rans is kvcore's\n"
+           "                    interleaved rANS (format 1.2: same symbols, faster; LMCache cannot read it)\n"
            "  --bits B          size target in bits per element (whole container): bins chosen per layer for K and V\n"
            "                    to minimise the quantisation error within it (kvcore inspect --lmcache-config shows them)\n"
-           "A container LMCache cannot read is written with a warning.\n",
+           "A container LMCache cannot read is written with a warning (not for --coder rans, which says so).\n",
            KVC_CODEC_LEVEL_MAX);
 }
 
@@ -540,7 +556,7 @@ static int encode_one(kvc_context_t *ctx, encode_opts_t *o, const char *const *i
     const double dt = cli_now() - t0;
     if (o->nfiles == 1) cli_progress_end();
     free(qbins);
-    if (st == KVC_OK) warn_if_lmcache_unreadable(out, buf, len);
+    if (st == KVC_OK && o->q.coder != KVC_CODER_RANS) warn_if_lmcache_unreadable(out, buf, len);
     if (st != KVC_OK) rc = cli_fail("encode", st);
     else if ((rc = cli_write_file("encode", out, buf, len)) == 0) {
         o->in_bytes += kv.nbytes;
@@ -596,13 +612,14 @@ int kvc_cmd_encode(int argc, char **argv)
         { "bins-v", required_argument, NULL, OPT_BINS_V },
         { "key-scaling", required_argument, NULL, OPT_KEY_SCALING },
         { "bits", required_argument, NULL, OPT_BITS },
+        { "coder", required_argument, NULL, OPT_CODER },
         { "chunk-tokens", required_argument, NULL, 'C' },
         PROGRESS_LONG,
         { NULL, 0, NULL, 0 },
     };
     encode_opts_t o;
     memset(&o, 0, sizeof(o));
-    o.q.level = o.q.key_scaling = -1;
+    o.q.level = o.q.key_scaling = o.q.coder = -1;
     const char *out = NULL;
     int c, bad = 0, to_stdout = 0;
     opterr = 0;
@@ -619,7 +636,8 @@ int kvc_cmd_encode(int argc, char **argv)
         case OPT_BINS_K:
         case OPT_BINS_V:
         case OPT_KEY_SCALING:
-        case OPT_BITS: bad = quality_option(c, optarg, &o.q) != 0; break;
+        case OPT_BITS:
+        case OPT_CODER: bad = quality_option(c, optarg, &o.q) != 0; break;
         case 'H':
             o.io.num_heads = positive("encode", "--heads", optarg, &bad);
             o.io.field_mask |= KVC_KVCACHE_PARAM_NUM_HEADS;
@@ -1304,9 +1322,9 @@ static int inspect_stream(const char *in_path, const char *label, const uint8_t 
     } else {
         char heads[64] = "channels (head split unknown)";
         if (c0->heads_known) snprintf(heads, sizeof(heads), "heads x %zu", c0->head_size);
-        printf("%s: kvcore stream of %zu containers v%u.%u, %s %s, %zu layers x %zu tokens x %zu %s\n", label, n,
+        printf("%s: kvcore stream of %zu containers v%u.%u, %s %s, %zu layers x %zu tokens x %zu %s, coder %s\n", label, n,
                c0->version_major, c0->version_minor, layout_name(c0), kvc_dtype_name(c0->dtype), c0->num_layers, T,
-               c0->heads_known ? c0->num_heads : c0->num_heads * c0->head_size, heads);
+               c0->heads_known ? c0->num_heads : c0->num_heads * c0->head_size, heads, coder_name(c0));
         if (!quiet) {
             printf("\n%-6s %-15s %12s %12s %8s %9s\n", "chunk", "tokens", "bytes", "original", "ratio", "bits/sym");
             size_t t0 = 0;
@@ -1464,17 +1482,21 @@ int kvc_cmd_inspect(int argc, char **argv)
     } else {
         char heads[64] = "channels (head split unknown)";
         if (info.heads_known) snprintf(heads, sizeof(heads), "heads x %zu", info.head_size);
-        printf("%s: kvcore container v%u.%u, %s %s, %zu layers x %zu tokens x %zu %s, window %u, CDF %u bins%s\n", in.label,
-               info.version_major, info.version_minor, layout_name(&info), kvc_dtype_name(info.dtype), info.num_layers,
+        printf("%s: kvcore container v%u.%u, %s %s, %zu layers x %zu tokens x %zu %s, window %u, CDF %u bins%s, coder %s\n",
+               in.label, info.version_major, info.version_minor, layout_name(&info), kvc_dtype_name(info.dtype), info.num_layers,
                info.num_tokens, info.heads_known ? info.num_heads : info.num_heads * info.head_size, heads,
-               info.window_tokens, info.cdf_bins, info.raw_cdf ? " (raw LMCache table)" : "");
+               info.window_tokens, info.cdf_bins, info.raw_cdf ? " (raw LMCache table)" : "", coder_name(&info));
         if (com.quiet) goto done;
         printf("size: %zu bytes = streams %zu + CDF %zu + scales %zu + lengths %zu + header %zu\n", info.container_bytes,
                info.streams_bytes, info.cdf_bytes, info.scales_bytes, info.lengths_bytes,
                info.container_bytes - info.streams_bytes - info.cdf_bytes - info.scales_bytes - info.lengths_bytes);
-        printf("ratio: %.2fx vs fp16, %.2fx vs 8-bit quantisation; LMCache's layout of the same streams: %zu bytes (%.1f%% larger)\n",
-               fp16_bytes / (double)info.container_bytes, q8_bytes / (double)info.container_bytes, info.lmcache_bytes,
-               100.0 * ((double)info.lmcache_bytes / (double)info.container_bytes - 1.0));
+        if (info.coder == KVC_CODER_RANS) /* LMCache has no layout for rANS streams */
+            printf("ratio: %.2fx vs fp16, %.2fx vs 8-bit quantisation\n", fp16_bytes / (double)info.container_bytes,
+                   q8_bytes / (double)info.container_bytes);
+        else
+            printf("ratio: %.2fx vs fp16, %.2fx vs 8-bit quantisation; LMCache's layout of the same streams: %zu bytes (%.1f%% larger)\n",
+                   fp16_bytes / (double)info.container_bytes, q8_bytes / (double)info.container_bytes, info.lmcache_bytes,
+                   100.0 * ((double)info.lmcache_bytes / (double)info.container_bytes - 1.0));
         printf("\n%-6s %-5s %4s %10s %10s %9s%s\n", "plane", "layer", "bins", "bits/sym", "entropy", "overhead",
                have_err ? "    max|err|   rel.RMS" : "");
         for (size_t l = 0; l < L; l++) {

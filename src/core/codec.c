@@ -18,6 +18,7 @@
 #include "common/half.h"
 #include "internal.h"
 #include "log.h"
+#include "rans.h"
 
 #define DEFAULT_WINDOW KVC_CODEC_LMCACHE_WINDOW
 
@@ -117,6 +118,8 @@ static void window_copy(uint8_t *win, uint8_t *all, const dims_t *d, size_t t0, 
 static kvc_status_t check_params(const kvc_codec_params_t *p, dims_t *d, uint32_t *bins, unsigned *cdf_bins,
                                  uint32_t *window, int *channel_keys)
 {
+    if ((p->field_mask & KVC_CODEC_PARAM_CODER) && p->coder != KVC_CODER_AC && p->coder != KVC_CODER_RANS)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec coder %d is unknown (KVC_CODER_AC or KVC_CODER_RANS)", (int)p->coder);
     if (p->dtype != KVC_DTYPE_F16 && p->dtype != KVC_DTYPE_BF16 && p->dtype != KVC_DTYPE_F32)
         return kvc_error(KVC_ERR_DTYPE, "codec dtype %s: only f16, bf16 and f32 chunks are coded", kvc_dtype_name(p->dtype));
     if (p->layout != KVC_CODEC_KV_2LTD && p->layout != KVC_CODEC_MLA)
@@ -247,6 +250,51 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
     }
 }
 
+/* rANS tables of every stream from the counts (S streams of B bins over T tokens). */
+static void rans_tables(const uint32_t *counts, size_t S, unsigned B, size_t T, uint16_t *cum, int threads)
+{
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t s = 0; s < S; s++) kvc_rans_cum_from_counts(counts + s * B, B, T, cum + s * (B + 1));
+}
+
+/* One window [L, tw, C] of symbols to L * ceil(C / 8) rANS streams, stream k at streams + k * cap.
+ * The split over (layer, channel group) is the arithmetic coder's split over (layer, channel). */
+static kvc_status_t rans_encode_window(const uint8_t *sym, size_t L, size_t tw, size_t C, const uint16_t *cum, unsigned B,
+                                       uint8_t *streams, size_t cap, int32_t *lens, int threads)
+{
+    const size_t G = kvc_rans_groups(C);
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) reduction(| : bad)
+    for (size_t k = 0; k < L * G; k++) {
+        const size_t l = k / G, c0 = k % G * KVC_RANS_GROUP;
+        const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
+        const size_t n = kvc_rans_encode(sym + l * tw * C + c0, C, tw, g, cum + (l * C + c0) * (B + 1), B, streams + k * cap, cap);
+        lens[k] = (int32_t)n;
+        bad |= !n;
+    }
+    /* The counts are taken from these very symbols, so every symbol has a frequency. */
+    return bad ? kvc_error(KVC_ERR_BACKEND, "codec encode: a symbol without a rANS frequency (internal error)") : KVC_OK;
+}
+
+/* The inverse: the window's streams (lengths wl[L * G], packed from bytes) into sym [L, tw, C]. */
+static kvc_status_t rans_decode_window(const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t L, size_t tw, size_t C,
+                                       const uint16_t *cum, unsigned B, uint8_t *sym, int threads)
+{
+    const size_t G = kvc_rans_groups(C);
+    int64_t sum = 0;
+    for (size_t k = 0; k < L * G; k++) ends[k] = sum += wl[k];
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) reduction(| : bad)
+    for (size_t k = 0; k < L * G; k++) {
+        const size_t l = k / G, c0 = k % G * KVC_RANS_GROUP, start = k ? (size_t)ends[k - 1] : 0;
+        const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
+        bad |= kvc_rans_decode(bytes + start, (size_t)ends[k] - start, tw, g, cum + (l * C + c0) * (B + 1), B,
+                               sym + l * tw * C + c0, C) != KVC_OK;
+    }
+    return bad ? kvc_error(KVC_ERR_CORRUPT, "container rANS streams are corrupt (truncated, overlong or a wrong final state)")
+               : KVC_OK;
+}
+
 KVC_API kvc_status_t kvc_codec_level_params(int level, kvc_codec_params_t *p, uint32_t *bins)
 {
     if (!p || !bins) return kvc_error(KVC_ERR_INVALID_ARG, "codec level: params and bins must not be NULL");
@@ -288,10 +336,16 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     int chan = 0;
     kvc_status_t st = check_params(p, &d, bins, &B, &W, &chan);
     if (st != KVC_OK) return st;
+    const int rans = (p->field_mask & KVC_CODEC_PARAM_CODER) && p->coder == KVC_CODER_RANS;
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C;
+    const size_t G = rans ? kvc_rans_groups(C) : C, NS = L * G; /* coded streams per layer, per window */
     const size_t nscales = chan ? d.layers / d.planes * (C + (d.planes - 1) * T) : L * T;
     const uint32_t nwin = (uint32_t)((T + W - 1) / W);
-    const size_t tw_max = T < W ? T : W, cap = kvc_cg_encode_bound(tw_max);
+    const size_t tw_max = T < W ? T : W, cap = rans ? kvc_rans_bound(KVC_RANS_GROUP, tw_max) : kvc_cg_encode_bound(tw_max);
+    /* A group's stream length must fit the coder's int32 lengths (16 bytes a token at most). */
+    if (rans && tw_max > KVC_RANS_MAX_WINDOW)
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: rANS windows of %zu tokens; at most %u (window_tokens)", tw_max,
+                         KVC_RANS_MAX_WINDOW);
 
     kvc_container_t *c = calloc(1, sizeof(*c));
     scratch_t *sc = scratch_acquire(ctx);
@@ -305,7 +359,7 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
         symbols = scratch_get(sc, SC_SYMBOLS, L * T * C);
         /* One window (the common 256-token chunk): the coder reads the symbols in place. */
         win = nwin > 1 ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
-        streams = scratch_get(sc, SC_STREAMS, S * cap);
+        streams = scratch_get(sc, SC_STREAMS, NS * cap);
         scales = scratch_get(sc, SC_SCALES, nscales * sizeof(float));
         scales_dt = scratch_get(sc, SC_SCALES_DT, nscales * 4);
         cdf = scratch_get(sc, SC_CDF, S * (B + 1) * sizeof(uint16_t));
@@ -322,15 +376,20 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     if ((st = quant_chunk(ctx, sc, p->dtype, (void *)kv, symbols, scales, bins, &d, chan, 0)) != KVC_OK) goto done;
 
     count_and_cdf(symbols, &d, B, c->counts, cdf, ctx->num_threads);
+    if (rans) rans_tables(c->counts, S, B, T, cdf, ctx->num_threads); /* the coder's tables instead of LMCache's CDF */
 
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (win) window_copy(win, symbols, &d, t0, tw, 1, ctx->num_threads);
-        kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L, .tokens = tw,
-                                .channels = C, .capacity = cap, .num_bins = B };
-        if ((st = kvc_cg_encode(ctx, &e)) != KVC_OK) goto done;
+        if (rans) st = rans_encode_window(win ? win : symbols, L, tw, C, cdf, B, streams, cap, lens, ctx->num_threads);
+        else {
+            kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L,
+                                         .tokens = tw, .channels = C, .capacity = cap, .num_bins = B };
+            st = kvc_cg_encode(ctx, &e);
+        }
+        if (st != KVC_OK) goto done;
         size_t add = 0;
-        for (size_t s = 0; s < S; s++) add += (size_t)lens[s];
+        for (size_t s = 0; s < NS; s++) add += (size_t)lens[s];
         if (packed_len + add > sc->cap[SC_PACKED]) { /* grows by window; kept for the next call */
             const size_t ncap = (packed_len + add) * 2 + 4096;
             uint8_t *np = realloc(sc->buf[SC_PACKED], ncap);
@@ -340,22 +399,22 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
         }
         packed = sc->buf[SC_PACKED];
         /* Window offsets of each layer's streams, then the copies in parallel over layers. */
-        uint32_t *wl = c->lengths + (size_t)w * S;
-        for (size_t s = 0; s < S; s++) wl[s] = (uint32_t)lens[s];
+        uint32_t *wl = c->lengths + (size_t)w * NS;
+        for (size_t s = 0; s < NS; s++) wl[s] = (uint32_t)lens[s];
         size_t *loff = scratch_get(sc, SC_LAYER_OFFSETS, (L + 1) * sizeof(size_t));
         if (!loff) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for stream offsets"); goto done; }
         loff[0] = packed_len;
         for (size_t l = 0; l < L; l++) {
             size_t n = 0;
-            for (size_t ch = 0; ch < C; ch++) n += wl[l * C + ch];
+            for (size_t ch = 0; ch < G; ch++) n += wl[l * G + ch];
             loff[l + 1] = loff[l] + n;
         }
 #pragma omp parallel for schedule(static) num_threads(ctx->num_threads)
         for (size_t l = 0; l < L; l++) {
             size_t o = loff[l];
-            for (size_t ch = 0; ch < C; ch++) {
-                memcpy(packed + o, streams + (l * C + ch) * cap, wl[l * C + ch]);
-                o += wl[l * C + ch];
+            for (size_t ch = 0; ch < G; ch++) {
+                memcpy(packed + o, streams + (l * G + ch) * cap, wl[l * G + ch]);
+                o += wl[l * G + ch];
             }
         }
         packed_len = loff[L];
@@ -364,7 +423,7 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
 
     const uint8_t dt = (uint8_t)p->dtype;
     for (size_t i = 0; i < nscales; i++) scale_store(scales_dt, i, dt, scales[i]);
-    c->flags = chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0;
+    c->flags = (chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0) | (rans ? KVC_CONTAINER_FLAG_RANS : 0);
     c->threads = ctx->num_threads;
     c->dtype = dt;
     c->layout = p->layout == KVC_CODEC_MLA ? KVC_CT_LAYOUT_MLA : KVC_CT_LAYOUT_KV_2LTD;
@@ -384,7 +443,8 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     c->streams_bytes = packed_len;
     if ((st = kvc_container_write_alloc(c, &buf, out_len)) != KVC_OK) goto done;
     char why[160];
-    if (kvc_codec_lmcache_unreadable(c, why, sizeof(why))) KVC_WARN("codec encode: LMCache cannot read this container: %s", why);
+    /* rANS was asked for by name: not worth a warning. */
+    if (!rans && kvc_codec_lmcache_unreadable(c, why, sizeof(why))) KVC_WARN("codec encode: LMCache cannot read this container: %s", why);
     *out = buf;
     buf = NULL;
 done:
@@ -472,6 +532,7 @@ static void fill_info(const kvc_container_t *c, size_t len, kvc_codec_info_t *in
     info->key_scaling = c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS ? KVC_CODEC_SCALE_CHANNEL : KVC_CODEC_SCALE_TOKEN;
     char why[160];
     info->lmcache_readable = !kvc_codec_lmcache_unreadable(c, why, sizeof(why));
+    info->coder = c->flags & KVC_CONTAINER_FLAG_RANS ? KVC_CODER_RANS : KVC_CODER_AC;
     info->meta_bytes = 32 + L;
     info->streams_bytes = c->streams_bytes;
     info->cdf_bytes = 0; /* set by callers that parsed the CDF section */
@@ -491,7 +552,7 @@ KVC_API kvc_status_t kvc_codec_inspect(const void *buf, size_t len, kvc_codec_in
         /* Section sizes: whatever is not header, META, SCALES or STREAMS is CDF + LENGTHS; split them
          * by re-measuring the lengths' varints. */
         size_t lengths_bytes = 0;
-        const size_t n = (size_t)c->num_windows * kvc_container_streams_per_window(c);
+        const size_t n = (size_t)c->num_windows * kvc_container_coded_per_window(c);
         for (size_t i = 0; i < n; i++) for (uint32_t v = c->lengths[i];; v >>= 7) { lengths_bytes++; if (v < 0x80) break; }
         info->lengths_bytes = lengths_bytes;
         info->cdf_bytes = len - KVC_CONTAINER_HEADER_BYTES - 5 * KVC_CONTAINER_SECTION_BYTES - info->meta_bytes -
@@ -544,10 +605,21 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
         goto done;
     }
-    container_cdf_into(c, S, cdf);
+    const int rans = !!(c->flags & KVC_CONTAINER_FLAG_RANS); /* the parse refused rANS with a raw CDF */
+    if (rans) rans_tables(c->counts, S, c->cdf_bins, T, cdf, ctx->num_threads);
+    else container_cdf_into(c, S, cdf);
+    const size_t NS = kvc_container_coded_per_window(c);
     size_t off = 0;
     for (uint32_t w = 0; w < c->num_windows; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
+        if (rans) {
+            if ((st = rans_decode_window(c->streams + off, c->lengths + (size_t)w * NS, prefsum, L, tw, C, cdf, c->cdf_bins,
+                                         win ? win : symbols, ctx->num_threads)) != KVC_OK)
+                goto done;
+            if (win) window_copy(win, symbols, &d, t0, tw, 0, ctx->num_threads);
+            off += (size_t)prefsum[NS - 1];
+            continue;
+        }
         int64_t sum = 0;
         for (size_t s = 0; s < S; s++) prefsum[s] = sum += c->lengths[(size_t)w * S + s];
         kvc_cg_decode_packed_params_t a = { .cdf = cdf, .bytes = c->streams + off, .nbytes = (size_t)sum, .prefsum = prefsum,
@@ -624,12 +696,14 @@ KVC_API kvc_status_t kvc_codec_layer_stats(const void *buf, size_t len, kvc_code
     }
     uint16_t *cdf = NULL;
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF && (st = container_cdf(c, S, &cdf)) != KVC_OK) goto done;
+    const size_t NS = kvc_container_coded_per_window(c), per_layer = NS / L; /* C streams, or C/8 groups with rANS */
     for (size_t l = 0; l < L; l++) {
         uint64_t bytes = 0;
         double h = 0;
+        for (uint32_t w = 0; w < c->num_windows; w++)
+            for (size_t k = 0; k < per_layer; k++) bytes += c->lengths[(size_t)w * NS + l * per_layer + k];
         for (size_t ch = 0; ch < C; ch++) {
             const size_t s = l * C + ch;
-            for (uint32_t w = 0; w < c->num_windows; w++) bytes += c->lengths[(size_t)w * S + s];
             for (unsigned b = 0; b < c->cdf_bins; b++) {
                 /* Probabilities from counts, or (imported table) from the CDF's widths. */
                 const double pr = cdf ? (double)((b + 1u < c->cdf_bins ? cdf[s * (c->cdf_bins + 1u) + b + 1] : 65536u) -

@@ -209,6 +209,10 @@ done:
 
 int kvc_codec_lmcache_unreadable(const kvc_container_t *c, char *why, size_t n)
 {
+    if (c->flags & KVC_CONTAINER_FLAG_RANS) {
+        snprintf(why, n, "its streams are rANS-coded (kvcore encode --coder rans); LMCache reads only its arithmetic coder (--coder ac)");
+        return 1;
+    }
     if (c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS) {
         snprintf(why, n, "keys are scaled per channel; LMCache scales every token");
         return 1;

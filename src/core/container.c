@@ -195,7 +195,7 @@ static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
         counts_size(c, L->nstreams, L->cdf_part_bits);
         L->cdf = (L->cdf_part_bits[L->nstreams < COUNT_PARTS ? 1 : COUNT_PARTS] + 7) / 8;
     }
-    for (uint64_t i = 0; i < L->nstreams * c->num_windows; i++) L->lengths += put_varint(NULL, c->lengths[i]);
+    for (uint64_t i = 0; i < kvc_container_coded_per_window(c) * c->num_windows; i++) L->lengths += put_varint(NULL, c->lengths[i]);
     L->streams = c->streams_bytes;
     L->total = KVC_CONTAINER_HEADER_BYTES + 5 * KVC_CONTAINER_SECTION_BYTES + L->meta + L->scales + L->cdf + L->lengths +
                L->streams;
@@ -275,7 +275,7 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
     memcpy(out, KVC_CONTAINER_MAGIC, 8);
     put_u16(out + 8, KVC_CONTAINER_VERSION_MAJOR);
     /* The oldest minor that has every feature used: format 1.0 containers stay byte-identical. */
-    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_MINOR1 ? 1 : 0);
+    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_MINOR2 ? 2 : c->flags & KVC_CONTAINER_FLAGS_MINOR1 ? 1 : 0);
     put_u32(out + 12, c->flags);
     put_u32(out + 16, KVC_CONTAINER_HEADER_BYTES);
     put_u32(out + 20, 5);
@@ -310,7 +310,7 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
 
     q = p + KVC_CONTAINER_SECTION_BYTES;
     size_t off = 0;
-    for (uint64_t i = 0; i < L.nstreams * c->num_windows; i++) off += put_varint(q + off, c->lengths[i]);
+    for (uint64_t i = 0; i < kvc_container_coded_per_window(c) * c->num_windows; i++) off += put_varint(q + off, c->lengths[i]);
     p = section(p, KVC_SECTION_LENGTHS, q, L.lengths);
 
     const uint32_t streams_crc = copy_crc(p + KVC_CONTAINER_SECTION_BYTES, c->streams, L.streams, c->threads);
@@ -349,6 +349,12 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
     if ((c->flags & KVC_CONTAINER_FLAGS_MINOR1) && c->version_minor < 1)
         return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.1 features)", c->version_minor,
                          c->flags);
+    if ((c->flags & KVC_CONTAINER_FLAGS_MINOR2) && c->version_minor < 2)
+        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.2 features)", c->version_minor,
+                         c->flags);
+    /* rANS frequencies come from the counts: a raw LMCache table has none. */
+    if ((c->flags & KVC_CONTAINER_FLAG_RANS) && (c->flags & KVC_CONTAINER_FLAG_RAW_CDF))
+        return kvc_error(KVC_ERR_CORRUPT, "container has rANS streams with a raw CDF table (flags 0x%x)", c->flags);
     return KVC_OK;
 }
 
@@ -425,7 +431,7 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
     if (st != KVC_OK) return st;
     size_t pos = KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + meta_bytes(c), n;
     const uint8_t *p;
-    const uint64_t nstreams = kvc_container_streams_per_window(c), nlen = nstreams * c->num_windows;
+    const uint64_t nstreams = kvc_container_streams_per_window(c), nlen = kvc_container_coded_per_window(c) * c->num_windows;
 
     if ((st = next_section(buf, len, &pos, KVC_SECTION_SCALES, &p, &n)) != KVC_OK) return st;
     if (n != kvc_container_num_scales(c) * dtype_bytes(c->dtype))

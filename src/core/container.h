@@ -12,16 +12,18 @@
 
 #define KVC_CONTAINER_MAGIC "\x89KVC\r\n\x1a\n"
 #define KVC_CONTAINER_VERSION_MAJOR 1
-#define KVC_CONTAINER_VERSION_MINOR 1 /* the newest minor this kvcore reads and writes */
+#define KVC_CONTAINER_VERSION_MINOR 2 /* the newest minor this kvcore reads and writes */
 #define KVC_CONTAINER_HEADER_BYTES 48
 #define KVC_CONTAINER_SECTION_BYTES 16
 #define KVC_CONTAINER_MAX_BINS 64
 #define KVC_CONTAINER_FLAG_RAW_CDF 1u /* CDF stored as LMCache's uint16 table (imported streams) */
 #define KVC_CONTAINER_FLAG_NO_HEADS 2u /* head split unknown: NH = 1, HS = C are nominal */
 #define KVC_CONTAINER_FLAG_CHANNEL_KEYS 4u /* plane 0 scaled per (layer, channel): format 1.1 */
-/* Flags that need format 1.1: a 1.0 file cannot carry them. */
+#define KVC_CONTAINER_FLAG_RANS 8u /* STREAMS are interleaved rANS, one per 8 channels: format 1.2 */
+/* Flags that need format 1.1 (1.2): an older file cannot carry them. */
 #define KVC_CONTAINER_FLAGS_MINOR1 (KVC_CONTAINER_FLAG_NO_HEADS | KVC_CONTAINER_FLAG_CHANNEL_KEYS)
-#define KVC_CONTAINER_FLAGS_KNOWN (KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAGS_MINOR1)
+#define KVC_CONTAINER_FLAGS_MINOR2 KVC_CONTAINER_FLAG_RANS
+#define KVC_CONTAINER_FLAGS_KNOWN (KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAGS_MINOR1 | KVC_CONTAINER_FLAGS_MINOR2)
 
 enum { KVC_SECTION_META = 1, KVC_SECTION_SCALES = 2, KVC_SECTION_CDF = 3, KVC_SECTION_LENGTHS = 4, KVC_SECTION_STREAMS = 5 };
 enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };
@@ -44,7 +46,7 @@ typedef struct kvc_container {
     /* CDF: exactly one of these, by flags. counts: uint32 [kvs*NL*C][cdf_bins] (owned after parse) */
     uint32_t *counts;
     const uint8_t *raw_cdf; /* uint16 LE [kvs*NL*C][cdf_bins+1] */
-    /* lengths: uint32 [num_windows][kvs*NL*C] (owned after parse) */
+    /* lengths: uint32 [num_windows][kvc_container_coded_per_window] (owned after parse) */
     uint32_t *lengths;
     const uint8_t *streams;
     size_t streams_bytes;
@@ -54,6 +56,14 @@ typedef struct kvc_container {
 static inline uint64_t kvc_container_streams_per_window(const kvc_container_t *c)
 {
     return (uint64_t)c->kvs * c->num_layers * c->num_heads * c->head_size;
+}
+
+/* Coded streams (LENGTHS entries) per window: one per CDF stream for the arithmetic coder, one per
+ * (plane, layer, group of 8 channels) for rANS. */
+static inline uint64_t kvc_container_coded_per_window(const kvc_container_t *c)
+{
+    if (!(c->flags & KVC_CONTAINER_FLAG_RANS)) return kvc_container_streams_per_window(c);
+    return (uint64_t)c->kvs * c->num_layers * (((uint64_t)c->num_heads * c->head_size + 7) / 8);
 }
 
 /* Scales the SCALES section holds: per (plane, layer) T, or C for plane 0 with CHANNEL_KEYS. */

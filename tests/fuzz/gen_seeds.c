@@ -336,6 +336,27 @@ static void env_seeds(void)
 
 /* A real chunk (KV_2LTD f16, 2 layers, 40 tokens, 12 channels, windows of 20) exported to LMCache's
  * arrays and laid out as fuzz_lmcache.c reads them: as is (mode 0) and repaired (mode 1). */
+/* fuzz_rans: shape bytes, value bytes, damage (see the target's header). */
+static void rans_seeds(void)
+{
+    uint8_t v[256];
+    for (size_t i = 0; i < sizeof(v); i++) v[i] = (uint8_t)((i * 37u + (i >> 3) * 11u) % 256u); /* spread over the range */
+    /* f16 KV, 2 layers, 40 tokens, 12 channels, window 16, 32 bins: undamaged, then damaged. */
+    const uint8_t kv_shape[] = { 0x00, 1, 39, 11, 15, 14, 0, 1 }; /* count 256 (u16 LE) */
+    put("rans", "f16-2ltd", kv_shape, sizeof(kv_shape), v, sizeof(v));
+    uint8_t damaged[sizeof(kv_shape) + sizeof(v) + 9];
+    memcpy(damaged, kv_shape, sizeof(kv_shape));
+    memcpy(damaged + sizeof(kv_shape), v, sizeof(v));
+    const uint8_t edits[] = { 0, 0, 0x01, 40, 0, 0x80, 200, 0, 0x10 }; /* a length, two stream bytes */
+    memcpy(damaged + sizeof(kv_shape) + sizeof(v), edits, sizeof(edits));
+    put("rans", "f16-2ltd-damaged", damaged, sizeof(damaged), NULL, 0);
+    /* MLA f32 with per-channel keys, 1 token, 1 channel, 64 bins; bf16 with one value everywhere. */
+    const uint8_t mla[] = { 0x01 | 0x04 | 0x08, 0, 0, 0, 63, 30, 1, 0, 0x55 };
+    put("rans", "f32-mla-one-token", mla, sizeof(mla), NULL, 0);
+    const uint8_t flat[] = { 0x02, 2, 63, 23, 63, 0, 1, 0, 0x10 };
+    put("rans", "bf16-constant", flat, sizeof(flat), NULL, 0);
+}
+
 static void lmcache_seeds(void)
 {
     const size_t nl = 2, t = 40, d = 12, n = 2 * nl * t * d;
@@ -408,6 +429,7 @@ int main(int argc, char **argv)
     raw_cdf_seed("varint-overlong-2", overlong2, sizeof(overlong2), KVC_ERR_CORRUPT);
     raw_cdf_seed("varint-overlong-5", overlong5, sizeof(overlong5), KVC_ERR_CORRUPT);
     lmcache_seeds();
+    rans_seeds();
     decode_seeds("coder0_nb16", 16, 0, 4, 256);
     decode_seeds("coder1_nb32", 32, 1, 3, 512);
     decode_synthetic();

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* Interleaved rANS: the portable scalar reference (rans.h). Giesen's rans_word (32-bit states,
+ * 16-bit words), one state per channel of a group. Stream layout (docs/FORMAT.md): the g final
+ * encoder states as u32 LE, state of channel 0 first, then the 16-bit words (LE) in the order the
+ * decoder reads them. The decoder visits token 0 channel 0, token 0 channel 1, ..., token 1 channel 0
+ * ...; after each symbol a state below 2^16 takes the next word. The encoder runs the same order
+ * backwards and writes the words from the end of its buffer. */
+#include "config.h"
+
+#include <string.h>
+
+#include "rans.h"
+
+void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t total, uint16_t *cum)
+{
+    /* Round to nearest, raise non-zero counts to 1, then give the whole difference to the most
+     * frequent symbol (the first one on ties). That symbol stays >= 1: with k <= 64 non-zero symbols
+     * each frequency exceeds its exact share by less than 1, so the excess e < k and the largest
+     * frequency is >= (4096 + e) / k > e when 4096 > (k - 1)^2 (docs/CACHEGEN.md). */
+    uint32_t freq[64];
+    uint32_t sum = 0;
+    unsigned top = 0;
+    for (unsigned s = 0; s < bins; s++) {
+        uint32_t f = 0;
+        if (counts[s]) {
+            f = (uint32_t)(((uint64_t)counts[s] * KVC_RANS_PROB_SCALE + total / 2) / total);
+            if (!f) f = 1;
+        }
+        freq[s] = f;
+        sum += f;
+        if (counts[s] > counts[top]) top = s;
+    }
+    freq[top] = freq[top] + KVC_RANS_PROB_SCALE - sum; /* mod 2^32: sum may exceed 4096 */
+    uint32_t c = 0;
+    for (unsigned s = 0; s < bins; s++) {
+        cum[s] = (uint16_t)c;
+        c += freq[s];
+    }
+    cum[bins] = (uint16_t)c;
+}
+
+static void put_u32le(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
+                       uint8_t *out, size_t cap)
+{
+    uint32_t x[KVC_RANS_GROUP];
+    for (unsigned i = 0; i < g; i++) x[i] = KVC_RANS_L;
+    size_t w = cap; /* words go backwards from the end */
+    for (size_t t = tokens; t-- > 0;) {
+        const uint8_t *row = sym + t * stride;
+        for (unsigned i = g; i-- > 0;) {
+            const unsigned s = row[i];
+            const uint16_t *c = cum + (size_t)i * (bins + 1);
+            if (s >= bins) return 0;
+            const uint32_t f = (uint32_t)c[s + 1] - c[s];
+            if (!f) return 0;
+            /* Emit a word when coding would leave [2^16, 2^32): x_max = (2^16 >> 12 << 16) * f. */
+            if ((uint64_t)x[i] >= ((uint64_t)f << (32 - KVC_RANS_PROB_BITS))) {
+                if (w < 4 * (size_t)g + 2) return 0;
+                w -= 2;
+                out[w] = (uint8_t)x[i];
+                out[w + 1] = (uint8_t)(x[i] >> 8);
+                x[i] >>= 16;
+            }
+            x[i] = ((x[i] / f) << KVC_RANS_PROB_BITS) + x[i] % f + c[s];
+        }
+    }
+    const size_t words = cap - w, n = 4 * (size_t)g + words;
+    memmove(out + 4 * (size_t)g, out + w, words);
+    for (unsigned i = 0; i < g; i++) put_u32le(out + 4 * i, x[i]);
+    return n;
+}
+
+/* The symbol whose interval [cum[s], cum[s+1]) holds slot: the last s < bins with cum[s] <= slot
+ * (a zero-frequency symbol shares its cum with the next one, so it is never picked). */
+static unsigned rans_find(const uint16_t *c, unsigned bins, uint32_t slot)
+{
+    unsigned lo = 0, hi = bins - 1; /* cum[0] = 0 <= slot; answer in [lo, hi] */
+    while (lo < hi) {
+        const unsigned mid = (lo + hi + 1) / 2;
+        if (c[mid] <= slot) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Long streams look the symbol up in a slot table per channel (4 KiB, filled by runs); short ones
+ * search (filling 4096 entries would cost more than the search). Same symbols either way. */
+#define RANS_TABLE_MIN_TOKENS 64
+
+kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
+                             uint8_t *sym, size_t stride)
+{
+    uint8_t tab[KVC_RANS_GROUP][KVC_RANS_PROB_SCALE];
+    const int use_tab = tokens >= RANS_TABLE_MIN_TOKENS;
+    uint32_t x[KVC_RANS_GROUP];
+    if (len < 4 * (size_t)g || (len - 4 * (size_t)g) % 2) return KVC_ERR_CORRUPT;
+    for (unsigned i = 0; i < g; i++) {
+        x[i] = (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 | (uint32_t)in[4 * i + 2] << 16 | (uint32_t)in[4 * i + 3] << 24;
+        if (x[i] < KVC_RANS_L) return KVC_ERR_CORRUPT;
+    }
+    if (use_tab)
+        for (unsigned i = 0; i < g; i++) {
+            const uint16_t *c = cum + (size_t)i * (bins + 1);
+            for (unsigned s = 0; s < bins; s++) memset(tab[i] + c[s], (int)s, (size_t)(c[s + 1] - c[s]));
+        }
+    size_t pos = 4 * (size_t)g;
+    for (size_t t = 0; t < tokens; t++) {
+        uint8_t *row = sym + t * stride;
+        for (unsigned i = 0; i < g; i++) {
+            const uint16_t *c = cum + (size_t)i * (bins + 1);
+            const uint32_t slot = x[i] & (KVC_RANS_PROB_SCALE - 1);
+            const unsigned s = use_tab ? tab[i][slot] : rans_find(c, bins, slot);
+            row[i] = (uint8_t)s;
+            /* f * (x >> 12) + (slot - cum) < f * 2^20 <= 2^32; >= 16 since x >= 2^16 and f >= 1. */
+            x[i] = ((uint32_t)c[s + 1] - c[s]) * (x[i] >> KVC_RANS_PROB_BITS) + slot - c[s];
+            if (x[i] < KVC_RANS_L) {
+                if (len - pos < 2) return KVC_ERR_CORRUPT;
+                x[i] = x[i] << 16 | (uint32_t)in[pos] | (uint32_t)in[pos + 1] << 8;
+                pos += 2;
+            }
+        }
+    }
+    if (pos != len) return KVC_ERR_CORRUPT;
+    for (unsigned i = 0; i < g; i++)
+        if (x[i] != KVC_RANS_L) return KVC_ERR_CORRUPT;
+    return KVC_OK;
+}

@@ -1,0 +1,556 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The rANS coder (src/core/rans.c, docs/CACHEGEN.md "rANS coder"): the frequency normalisation,
+ * the stream format against an independent oracle written from docs/FORMAT.md, the decoder's
+ * corruption statuses, and the codec's --coder rans containers (format 1.2). */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include <criterion/criterion.h>
+#include <kvcore.h>
+
+#include "common/half.h"
+#include "rans.h"
+
+static uint32_t rng_state = 1;
+static uint32_t rnd(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return rng_state >> 8;
+}
+
+/* ---- normalisation ---- */
+
+static void check_table(const uint32_t *counts, unsigned B, uint64_t total)
+{
+    uint16_t cum[65];
+    kvc_rans_cum_from_counts(counts, B, total, cum);
+    cr_assert_eq(cum[0], 0);
+    cr_assert_eq(cum[B], 4096);
+    for (unsigned s = 0; s < B; s++) {
+        const unsigned f = (unsigned)cum[s + 1] - cum[s];
+        cr_assert(cum[s + 1] >= cum[s], "cum decreases at %u", s);
+        cr_assert_eq(f > 0, counts[s] > 0, "symbol %u: count %u, frequency %u", s, counts[s], f);
+        /* Every symbol but the most frequent is the rounded exact share (or 1). */
+        const double exact = (double)counts[s] * 4096.0 / (double)total;
+        if (counts[s] && f > 1 && exact < 4096.0 / B) cr_assert_leq(f - exact, 0.5 + 1e-9, "symbol %u", s);
+    }
+}
+
+Test(rans, frequencies_add_up_and_keep_every_symbol)
+{
+    uint32_t counts[64];
+    /* One symbol holds every count. */
+    memset(counts, 0, sizeof(counts));
+    counts[17] = 256;
+    check_table(counts, 32, 256);
+    /* All 64 bins used, one dominant: the 63 rare ones are raised to 1 at the dominant's cost. */
+    for (unsigned s = 0; s < 64; s++) counts[s] = 1;
+    counts[40] = 4000000000u - 63;
+    check_table(counts, 64, 4000000000ull);
+    /* Uniform over 64 bins, and over 3 bins (4096 is not a multiple of 3). */
+    for (unsigned s = 0; s < 64; s++) counts[s] = 1000;
+    check_table(counts, 64, 64000);
+    counts[0] = counts[1] = counts[2] = 7;
+    check_table(counts, 3, 21);
+    /* Random histograms, many shapes. */
+    for (int it = 0; it < 2000; it++) {
+        const unsigned B = 2 + rnd() % 63;
+        uint64_t total = 0;
+        for (unsigned s = 0; s < B; s++) {
+            const uint32_t r = rnd();
+            counts[s] = r % 4 == 0 ? 0 : r % 4 == 1 ? 1 + rnd() % 3 : rnd() % (1u << (rnd() % 20));
+            total += counts[s];
+        }
+        if (!total) counts[0] = (uint32_t)(total = 1);
+        check_table(counts, B, total);
+    }
+}
+
+/* ---- the oracle: the stream format written out plainly (docs/FORMAT.md "rANS streams") ---- */
+
+/* Encoder: symbols in reverse decode order, Giesen's RansWordEncPut per state, words collected in
+ * emission order and then reversed. */
+static size_t oracle_encode(const uint8_t *sym, size_t stride, size_t T, unsigned g, const uint16_t *cum, unsigned B, uint8_t *out)
+{
+    uint64_t x[8];
+    uint16_t *words = malloc((T * g + 1) * 2);
+    size_t nw = 0;
+    for (unsigned i = 0; i < g; i++) x[i] = 1u << 16;
+    for (size_t k = T * g; k-- > 0;) {
+        const size_t t = k / g;
+        const unsigned i = (unsigned)(k % g), s = sym[t * stride + i];
+        const uint64_t start = cum[i * (B + 1) + s], freq = cum[i * (B + 1) + s + 1] - start;
+        const uint64_t x_max = ((uint64_t)(1u << 16) >> 12 << 16) * freq;
+        if (x[i] >= x_max) {
+            words[nw++] = (uint16_t)(x[i] & 0xFFFF);
+            x[i] >>= 16;
+        }
+        x[i] = (x[i] / freq << 12) + x[i] % freq + start;
+        cr_assert_lt(x[i], 1ull << 32);
+    }
+    for (unsigned i = 0; i < g; i++)
+        for (int b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(x[i] >> (8 * b));
+    for (size_t w = 0; w < nw; w++) {
+        out[4 * g + 2 * w] = (uint8_t)words[nw - 1 - w];
+        out[4 * g + 2 * w + 1] = (uint8_t)(words[nw - 1 - w] >> 8);
+    }
+    free(words);
+    return 4 * g + 2 * nw;
+}
+
+/* Decoder: linear search of the slot, one state per channel. */
+static int oracle_decode(const uint8_t *in, size_t len, size_t T, unsigned g, const uint16_t *cum, unsigned B, uint8_t *sym, size_t stride)
+{
+    uint64_t x[8];
+    size_t pos = 4 * g;
+    for (unsigned i = 0; i < g; i++) x[i] = (uint64_t)in[4 * i] | (uint64_t)in[4 * i + 1] << 8 | (uint64_t)in[4 * i + 2] << 16 | (uint64_t)in[4 * i + 3] << 24;
+    for (size_t t = 0; t < T; t++)
+        for (unsigned i = 0; i < g; i++) {
+            const uint16_t *c = cum + i * (B + 1);
+            const uint64_t slot = x[i] % 4096;
+            unsigned s = 0;
+            while (!(c[s] <= slot && slot < c[s + 1])) s++;
+            sym[t * stride + i] = (uint8_t)s;
+            x[i] = (c[s + 1] - c[s]) * (x[i] / 4096) + slot - c[s];
+            if (x[i] < (1u << 16)) {
+                x[i] = x[i] << 16 | in[pos] | (uint64_t)in[pos + 1] << 8;
+                pos += 2;
+            }
+        }
+    for (unsigned i = 0; i < g; i++)
+        if (x[i] != 1u << 16) return 0;
+    return pos == len;
+}
+
+/* g channels of T symbols drawn from skewed per-channel distributions over B bins (channel 0 may
+ * be constant), their tables from the counts, coded by kvc_rans_encode and by the oracle. */
+typedef struct {
+    size_t T, stride, len;
+    unsigned g, B;
+    uint8_t *sym;
+    uint16_t *cum;
+    uint8_t *stream; /* exactly len bytes (so ASan sees any read past it) */
+} case_t;
+
+static case_t make_case(size_t T, unsigned g, unsigned B, int constant0)
+{
+    case_t k = { .T = T, .stride = g + 3, .g = g, .B = B };
+    k.sym = calloc(T * k.stride, 1);
+    k.cum = malloc(g * (B + 1) * sizeof(uint16_t));
+    for (unsigned i = 0; i < g; i++) {
+        uint32_t counts[64] = { 0 };
+        const unsigned centre = rnd() % B, spread = 1 + rnd() % (B / 2 + 1);
+        for (size_t t = 0; t < T; t++) {
+            int s = (int)centre;
+            if (!(constant0 && i == 0)) s += (int)(rnd() % (2 * spread + 1)) - (int)spread + (int)(rnd() % 2) * (int)(rnd() % 2);
+            s = s < 0 ? 0 : s >= (int)B ? (int)B - 1 : s;
+            k.sym[t * k.stride + i] = (uint8_t)s;
+            counts[s]++;
+        }
+        kvc_rans_cum_from_counts(counts, B, T, k.cum + i * (B + 1));
+    }
+    const size_t cap = kvc_rans_bound(g, T);
+    uint8_t *buf = malloc(cap), *ref = malloc(cap);
+    k.len = kvc_rans_encode(k.sym, k.stride, T, g, k.cum, B, buf, cap);
+    cr_assert_gt(k.len, 0);
+    const size_t rlen = oracle_encode(k.sym, k.stride, T, g, k.cum, B, ref);
+    cr_assert_eq(k.len, rlen, "T %zu g %u B %u: %zu bytes, the oracle %zu", T, g, B, k.len, rlen);
+    cr_assert(memcmp(buf, ref, rlen) == 0, "T %zu g %u B %u: bytes differ from the oracle", T, g, B);
+    k.stream = malloc(k.len);
+    memcpy(k.stream, buf, k.len);
+    free(buf);
+    free(ref);
+    return k;
+}
+
+static void free_case(case_t *k)
+{
+    free(k->sym);
+    free(k->cum);
+    free(k->stream);
+}
+
+static kvc_status_t decode_case(const case_t *k, const uint8_t *in, size_t len, uint8_t *out)
+{
+    return kvc_rans_decode(in, len, k->T, k->g, k->cum, k->B, out, k->stride);
+}
+
+Test(rans, streams_match_the_oracle_and_round_trip)
+{
+    const size_t Ts[] = { 1, 2, 7, 256, 1000 };
+    const unsigned Bs[] = { 2, 4, 32, 64 };
+    for (size_t ti = 0; ti < 5; ti++)
+        for (unsigned g = 1; g <= 8; g++)
+            for (size_t bi = 0; bi < 4; bi++)
+                for (int constant0 = 0; constant0 < 2; constant0++) {
+                    case_t k = make_case(Ts[ti], g, Bs[bi], constant0);
+                    uint8_t *out = calloc(k.T * k.stride, 1), *ref = calloc(k.T * k.stride, 1);
+                    cr_assert_eq(decode_case(&k, k.stream, k.len, out), KVC_OK, "T %zu g %u B %u", k.T, g, k.B);
+                    cr_assert(oracle_decode(k.stream, k.len, k.T, g, k.cum, k.B, ref, k.stride));
+                    for (size_t t = 0; t < k.T; t++)
+                        for (unsigned i = 0; i < g; i++) {
+                            cr_assert_eq(out[t * k.stride + i], k.sym[t * k.stride + i], "T %zu g %u B %u: t %zu ch %u", k.T, g, k.B, t, i);
+                            cr_assert_eq(ref[t * k.stride + i], k.sym[t * k.stride + i]);
+                        }
+                    free(out);
+                    free(ref);
+                    free_case(&k);
+                }
+}
+
+Test(rans, a_constant_channel_costs_only_its_state)
+{
+    /* One symbol with every count has frequency 4096: coding it leaves the state unchanged. */
+    uint8_t sym[100];
+    memset(sym, 5, sizeof(sym));
+    uint32_t counts[8] = { 0 };
+    counts[5] = 100;
+    uint16_t cum[9];
+    kvc_rans_cum_from_counts(counts, 8, 100, cum);
+    uint8_t out[kvc_rans_bound(1, 100)];
+    cr_assert_eq(kvc_rans_encode(sym, 1, 100, 1, cum, 8, out, sizeof(out)), 4u);
+    cr_assert_eq(out[0] | out[1] << 8 | out[2] << 16 | (uint32_t)out[3] << 24, 1u << 16);
+}
+
+Test(rans, size_is_near_the_entropy)
+{
+    /* Within the table's cross-entropy plus 4 bytes of state per channel. */
+    case_t k = make_case(4096, 8, 32, 0);
+    double bits = 0;
+    for (size_t t = 0; t < k.T; t++)
+        for (unsigned i = 0; i < k.g; i++) {
+            const uint16_t *c = k.cum + i * (k.B + 1);
+            const unsigned s = k.sym[t * k.stride + i];
+            bits -= log2(((double)c[s + 1] - c[s]) / 4096.0);
+        }
+    cr_assert_leq((double)k.len, bits / 8 * 1.002 + 4 * k.g + 2, "%zu bytes for %.0f bits of information", k.len, bits);
+    cr_assert_geq((double)k.len, bits / 8);
+    free_case(&k);
+}
+
+Test(rans, encoder_refuses_a_symbol_without_frequency)
+{
+    uint8_t sym[4] = { 0, 1, 2, 3 };
+    uint32_t counts[4] = { 1, 1, 2, 0 }; /* symbol 3 has no count */
+    uint16_t cum[5];
+    kvc_rans_cum_from_counts(counts, 4, 4, cum);
+    uint8_t out[kvc_rans_bound(1, 4)];
+    cr_assert_eq(kvc_rans_encode(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
+    sym[3] = 9; /* outside the table */
+    cr_assert_eq(kvc_rans_encode(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
+}
+
+/* Every damage is KVC_ERR_CORRUPT, read from an exact-size copy (ASan: no read past it). */
+static kvc_status_t decode_copy(const case_t *k, const uint8_t *src, size_t len, uint8_t *out)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    memcpy(copy, src, len);
+    const kvc_status_t st = decode_case(k, copy, len, out);
+    free(copy);
+    return st;
+}
+
+Test(rans, damaged_streams_are_corrupt)
+{
+    case_t k = make_case(256, 8, 32, 0);
+    uint8_t *out = calloc(k.T * k.stride, 1), *buf = malloc(k.len + 4);
+    /* Truncation at every length, and appended bytes. */
+    for (size_t n = 0; n < k.len; n++) cr_assert_eq(decode_copy(&k, k.stream, n, out), KVC_ERR_CORRUPT, "cut to %zu of %zu", n, k.len);
+    memcpy(buf, k.stream, k.len);
+    buf[k.len] = buf[k.len + 1] = buf[k.len + 2] = 0;
+    cr_assert_eq(decode_copy(&k, buf, k.len + 1, out), KVC_ERR_CORRUPT);
+    cr_assert_eq(decode_copy(&k, buf, k.len + 2, out), KVC_ERR_CORRUPT);
+    /* Single-bit flips: the final-state check catches nearly all (not every one: damage to a
+     * state's top bits changes the first symbols decoded, after which the states can meet the
+     * undamaged path again; the container's CRC-32 is what guarantees detection). What is not
+     * caught still decodes to symbols of the table. */
+    size_t caught = 0, flips = 0;
+    for (size_t i = 0; i < k.len; i++)
+        for (int b = 0; b < 8; b += 3, flips++) { /* bits 0, 3 and 6 of every byte */
+            memcpy(buf, k.stream, k.len);
+            buf[i] ^= (uint8_t)(1u << b);
+            const kvc_status_t st = decode_copy(&k, buf, k.len, out);
+            cr_assert(st == KVC_OK || st == KVC_ERR_CORRUPT, "bit %d of byte %zu flipped: %d", b, i, st);
+            caught += st == KVC_ERR_CORRUPT;
+        }
+    cr_assert_geq(caught, flips * 99 / 100, "%zu of %zu flips caught", caught, flips);
+    /* A state below 2^16 cannot come from the encoder. */
+    memcpy(buf, k.stream, k.len);
+    buf[4 * 3 + 2] = buf[4 * 3 + 3] = 0;
+    cr_assert_eq(decode_copy(&k, buf, k.len, out), KVC_ERR_CORRUPT);
+    /* Random bytes of random lengths: a status, and symbols only from the table when OK. */
+    for (int it = 0; it < 3000; it++) {
+        const size_t n = rnd() % 64;
+        for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)rnd();
+        case_t small = k;
+        small.T = 1 + rnd() % 4;
+        const kvc_status_t st = decode_copy(&small, buf, n, out);
+        cr_assert(st == KVC_OK || st == KVC_ERR_CORRUPT);
+        if (st == KVC_OK)
+            for (size_t t = 0; t < small.T; t++)
+                for (unsigned i = 0; i < k.g; i++) {
+                    const unsigned s = out[t * k.stride + i];
+                    cr_assert(s < k.B && k.cum[i * (k.B + 1) + s + 1] > k.cum[i * (k.B + 1) + s]);
+                }
+    }
+    free(out);
+    free(buf);
+    free_case(&k);
+}
+
+/* ---- containers ---- */
+
+/* A one-thread CPU context: these chunks are tiny, and OpenMP's barriers on a loaded machine (or
+ * under a sanitizer) would cost more than the coding; same_bytes_with_any_thread_count covers more
+ * threads. */
+static kvc_context_t *one_thread_context(void)
+{
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                .num_threads = 1 };
+    kvc_context_t *ctx = NULL;
+    cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
+    return ctx;
+}
+
+static void synth(void *buf, kvc_dtype_t dt, size_t n, unsigned seed)
+{
+    rng_state = seed;
+    for (size_t i = 0; i < n; i++) {
+        const float x = (float)((int)(rnd() % 20001) - 10000) / 1000.0f * (i % 7 == 0 ? 8.0f : 1.0f);
+        if (dt == KVC_DTYPE_F32) ((float *)buf)[i] = x;
+        else if (dt == KVC_DTYPE_F16) ((uint16_t *)buf)[i] = kvc_f32_to_f16(x);
+        else ((uint16_t *)buf)[i] = kvc_f32_to_bf16(x);
+    }
+}
+
+static uint8_t *encode_with(kvc_context_t *ctx, kvc_codec_params_t p, kvc_codec_coder_t coder, const void *kv, size_t *len)
+{
+    p.field_mask |= KVC_CODEC_PARAM_CODER;
+    p.coder = coder;
+    uint8_t *buf = NULL;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, len), KVC_OK, "%s", kvc_last_error());
+    return buf;
+}
+
+/* The rANS container decodes to exactly what the ac container of the same chunk decodes to (the
+ * same symbols), and says what it is. */
+static void same_as_ac(kvc_context_t *ctx, kvc_codec_params_t p, const void *kv, size_t bytes)
+{
+    size_t la, lr;
+    uint8_t *a = encode_with(ctx, p, KVC_CODER_AC, kv, &la), *r = encode_with(ctx, p, KVC_CODER_RANS, kv, &lr);
+    void *da = malloc(bytes), *dr = malloc(bytes);
+    kvc_codec_info_t ia, ir;
+    cr_assert_eq(kvc_codec_decode(ctx, a, la, da, bytes, &ia), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_codec_decode(ctx, r, lr, dr, bytes, &ir), KVC_OK, "%s", kvc_last_error());
+    cr_assert(memcmp(da, dr, bytes) == 0, "rANS and ac decode differently (T %zu, C %zu)", p.num_tokens, p.num_heads * p.head_size);
+    cr_assert_eq(ia.coder, KVC_CODER_AC);
+    cr_assert_eq(ir.coder, KVC_CODER_RANS);
+    cr_assert_eq(ir.version_minor, 2u);
+    cr_assert_eq(ir.lmcache_readable, 0);
+    cr_assert_eq(ir.cdf_bytes, ia.cdf_bytes, "the same counts");
+    cr_assert_eq(r[12] & 8, 8);
+    kvc_lmcache_chunk_t o;
+    void *storage = NULL;
+    cr_assert_eq(kvc_codec_export_lmcache(r, lr, &o, &storage), KVC_ERR_UNSUPPORTED);
+    cr_assert(strstr(kvc_last_error(), "rANS"), "%s", kvc_last_error());
+    kvc_codec_free(a);
+    kvc_codec_free(r);
+    free(da);
+    free(dr);
+}
+
+Test(rans_codec, every_dtype_layout_and_edge_shape)
+{
+    kvc_context_t *ctx = one_thread_context();
+    const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32 };
+    /* T, NH, HS, window: several windows with a short last one, a 9-channel tail group, one token,
+     * one channel. */
+    const size_t shapes[][4] = { { 300, 2, 12, 64 }, { 40, 3, 3, 256 }, { 1, 2, 4, 256 }, { 17, 1, 1, 8 } };
+    const uint32_t bins[6] = { 32, 16, 8, 64, 4, 16 };
+    for (int di = 0; di < 3; di++)
+        for (int si = 0; si < 4; si++)
+            for (int mla = 0; mla < 2; mla++) {
+                const size_t nl = 3, T = shapes[si][0], nh = mla ? 1 : shapes[si][1], hs = shapes[si][2] * (mla ? shapes[si][1] : 1);
+                const size_t planes = mla ? 1 : 2, n = planes * nl * T * nh * hs, es = kvc_dtype_size(dts[di]);
+                void *kv = malloc(n * es);
+                synth(kv, dts[di], n, 11u + (unsigned)(di * 8 + si));
+                kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_BINS | KVC_CODEC_PARAM_WINDOW, .dtype = dts[di],
+                                         .layout = mla ? KVC_CODEC_MLA : KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
+                                         .num_heads = nh, .head_size = hs, .bins = bins, .window_tokens = (uint32_t)shapes[si][3] };
+                same_as_ac(ctx, p, kv, n * es);
+                free(kv);
+            }
+    kvc_context_destroy(ctx);
+}
+
+Test(rans_codec, levels_channel_keys_and_bits_target)
+{
+    kvc_context_t *ctx = one_thread_context();
+    const size_t nl = 2, T = 64, C = 16, n = 2 * nl * T * C;
+    uint16_t *kv = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 5);
+    kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
+                             .num_heads = 2, .head_size = 8 };
+    uint32_t lb[4];
+    for (int level = 0; level <= KVC_CODEC_LEVEL_MAX; level++) {
+        kvc_codec_params_t q = p;
+        cr_assert_eq(kvc_codec_level_params(level, &q, lb), KVC_OK);
+        same_as_ac(ctx, q, kv, n * 2);
+    }
+    kvc_codec_params_t q = p;
+    q.field_mask = KVC_CODEC_PARAM_KEY_SCALING;
+    q.key_scaling = KVC_CODEC_SCALE_CHANNEL;
+    same_as_ac(ctx, q, kv, n * 2);
+    q = p;
+    q.field_mask = KVC_CODEC_PARAM_BITS;
+    q.bits = 3.5;
+    size_t len;
+    uint8_t *buf = encode_with(ctx, q, KVC_CODER_RANS, kv, &len);
+    cr_assert_leq(8.0 * (double)len, 3.5 * (double)n);
+    kvc_codec_info_t info;
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK);
+    cr_assert_eq(info.coder, KVC_CODER_RANS);
+    kvc_codec_layer_stats_t ls[4];
+    cr_assert_eq(kvc_codec_layer_stats(buf, len, ls, 4), KVC_OK);
+    for (int l = 0; l < 4; l++) cr_assert(ls[l].bits_per_symbol > 0 && ls[l].bits_per_symbol < 8, "%g", ls[l].bits_per_symbol);
+    kvc_codec_free(buf);
+    /* A window too long for a rANS stream's length: refused before the chunk is read. */
+    kvc_codec_params_t big = { .field_mask = KVC_CODEC_PARAM_CODER | KVC_CODEC_PARAM_WINDOW, .coder = KVC_CODER_RANS,
+                               .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_MLA, .num_layers = 1, .num_tokens = (1u << 26) + 1,
+                               .num_heads = 1, .head_size = 1, .window_tokens = (1u << 26) + 1 };
+    cr_assert_eq(kvc_codec_encode(ctx, &big, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "rANS windows"), "%s", kvc_last_error());
+    /* An unknown coder. */
+    q = p;
+    q.field_mask = KVC_CODEC_PARAM_CODER;
+    q.coder = (kvc_codec_coder_t)2;
+    cr_assert_eq(kvc_codec_encode(ctx, &q, kv, &buf, &len), KVC_ERR_INVALID_ARG);
+    free(kv);
+    kvc_context_destroy(ctx);
+}
+
+static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static void wr32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+
+static void sections(const uint8_t *buf, size_t off[5])
+{
+    size_t pos = 48;
+    for (int i = 0; i < 5; i++) {
+        off[i] = pos;
+        pos += 16 + (size_t)rd32(buf + pos + 8);
+    }
+}
+
+static void reseal(uint8_t *buf, size_t section_off)
+{
+    const size_t n = rd32(buf + section_off + 8);
+    wr32(buf + section_off + 4, (uint32_t)crc32(0, buf + section_off + 16, (uInt)n));
+    wr32(buf + 44, (uint32_t)crc32(0, buf, 44));
+}
+
+static kvc_status_t try_decode(kvc_context_t *ctx, const uint8_t *buf, size_t len, size_t out_bytes)
+{
+    void *out = malloc(out_bytes);
+    const kvc_status_t st = kvc_codec_decode(ctx, buf, len, out, out_bytes, NULL);
+    free(out);
+    return st;
+}
+
+Test(rans_codec, damaged_containers_have_exact_statuses)
+{
+    kvc_context_t *ctx = one_thread_context();
+    const size_t nl = 2, T = 40, C = 12, n = 2 * nl * T * C;
+    uint16_t *kv = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 9);
+    kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_WINDOW, .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD,
+                             .num_layers = nl, .num_tokens = T, .num_heads = 3, .head_size = 4, .window_tokens = 16 };
+    size_t len;
+    uint8_t *good = encode_with(ctx, p, KVC_CODER_RANS, kv, &len), *buf = malloc(len);
+    size_t off[5];
+    sections(good, off);
+    /* LENGTHS: one varint per (window, plane and layer, group of 8 channels) = 3 * 4 * 2. */
+    kvc_codec_info_t info;
+    cr_assert_eq(kvc_codec_inspect(good, len, &info), KVC_OK);
+    cr_assert_eq(info.lengths_bytes, 3u * 4u * 2u);
+    const size_t s0 = off[4] + 16, ns = rd32(good + off[4] + 8);
+    /* Bytes of STREAMS flipped (checksum resealed): the rANS decoder's checks catch nearly
+     * all (see damaged_streams_are_corrupt); nothing else comes back. */
+    size_t caught = 0, tried = 0;
+    for (size_t i = 0; i < ns; i += 3, tried++) { /* a third of them: a whole decode each */
+        memcpy(buf, good, len);
+        buf[s0 + i] ^= 0x24;
+        reseal(buf, off[4]);
+        const kvc_status_t st = try_decode(ctx, buf, len, n * 2);
+        cr_assert(st == KVC_OK || st == KVC_ERR_CORRUPT, "STREAMS byte %zu: %d", i, st);
+        caught += st == KVC_ERR_CORRUPT;
+    }
+    cr_assert_geq(caught, tried * 98 / 100, "%zu of %zu flipped bytes caught", caught, tried);
+    /* Two bytes moved from the first stream to the second (same total). */
+    memcpy(buf, good, len);
+    uint8_t *lp = buf + off[3] + 16;
+    cr_assert(lp[0] > 8 && lp[0] < 0x80 && lp[1] < 0x7e);
+    lp[0] -= 2;
+    lp[1] += 2;
+    reseal(buf, off[3]);
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK, "the container's structure is intact");
+    cr_assert_eq(try_decode(ctx, buf, len, n * 2), KVC_ERR_CORRUPT);
+    /* The rANS flag in a format 1.1 header, and with a raw CDF table. */
+    memcpy(buf, good, len);
+    buf[10] = 1;
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len, n * 2), KVC_ERR_CORRUPT);
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_ERR_CORRUPT);
+    memcpy(buf, good, len);
+    wr32(buf + 12, 8u | 1u);
+    reseal(buf, 48);
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_ERR_CORRUPT);
+    /* Without the flag the same bytes are an arithmetic-coded container with the wrong number of
+     * lengths. */
+    memcpy(buf, good, len);
+    wr32(buf + 12, 0);
+    buf[10] = 0;
+    reseal(buf, 48);
+    cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_ERR_CORRUPT);
+    /* A truncated container. */
+    cr_assert_eq(try_decode(ctx, good, len - 1, n * 2), KVC_ERR_CORRUPT);
+    kvc_codec_free(good);
+    free(buf);
+    free(kv);
+    kvc_context_destroy(ctx);
+}
+
+/* Same bytes whatever the thread count (the split over (layer, channel group)). */
+Test(rans_codec, same_bytes_with_any_thread_count)
+{
+    const size_t nl = 3, T = 100, C = 20, n = 2 * nl * T * C;
+    uint16_t *kv = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 13);
+    kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
+                             .num_heads = 4, .head_size = 5 };
+    uint8_t *first = NULL;
+    size_t first_len = 0;
+    for (int threads = 1; threads <= 3; threads++) {
+        kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                    .num_threads = threads };
+        kvc_context_t *ctx = NULL;
+        cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
+        size_t len;
+        uint8_t *buf = encode_with(ctx, p, KVC_CODER_RANS, kv, &len);
+        if (!first) {
+            first = buf;
+            first_len = len;
+        } else {
+            cr_assert_eq(len, first_len);
+            cr_assert(memcmp(buf, first, len) == 0, "%d threads", threads);
+            kvc_codec_free(buf);
+        }
+        kvc_context_destroy(ctx);
+    }
+    kvc_codec_free(first);
+    free(kv);
+}
