@@ -17,18 +17,7 @@ if ! "$py" -c 'import numpy, pytest' 2>/dev/null; then
          "or configure with PYTHON=/usr/bin/python3)"
     exit 0
 fi
-# A library built with --enable-sanitizers needs the ASan/UBSan runtimes loaded before it: preload
-# them into Python. Leak checking stays off here (CPython keeps its own allocations until exit; the C
-# suites check kvcore's leaks).
-case "${KVC_SAN_FLAGS:-}" in
-*address*)
-    cc="${KVC_CC:-cc}"
-    asan=$($cc -print-file-name=libasan.so) ubsan=$($cc -print-file-name=libubsan.so)
-    export LD_PRELOAD="$asan $ubsan${LD_PRELOAD:+ $LD_PRELOAD}"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-    sanitized="# sanitizers: LD_PRELOAD=$LD_PRELOAD ASAN_OPTIONS=$ASAN_OPTIONS"
-    ;;
-esac
+. "$src/tests/python-sanitizers.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-py.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_abi" KVC_CLI="$build/kvcore" \
@@ -36,7 +25,7 @@ KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_ab
     "$py" -m pytest -p no:cacheprovider -q -rA "$src/python/tests" >"$tmp/out" 2>&1
 rc=$?
 sed 's/^/# /' "$tmp/out"
-[ -n "${sanitized:-}" ] && echo "$sanitized"
+[ -n "$sanitized" ] && echo "$sanitized"
 # -rA summary lines -> TAP: "PASSED file::test", "FAILED file::test - msg", "SKIPPED [n] file:line: reason"
 awk -v rc="$rc" '
     /^PASSED /  { n++; line[n] = "ok " n " - " $2 }

@@ -21,9 +21,11 @@ if ! command -v pkg-config >/dev/null 2>&1; then
     echo "1..0 # SKIP no pkg-config (Debian: apt-get install pkg-config)"
     exit 0
 fi
+. "$src/tests/python-sanitizers.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-pyinst.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 echo "1..4"
+[ -n "$sanitized" ] && echo "$sanitized"
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 fail() { n=$((n + 1)); echo "not ok $n - $1"; sed 's/^/# /' "$tmp/log"; }
