@@ -118,5 +118,7 @@ result "decode -o <TAB> offers .npy, .safetensors and directories" \
     "$(differ "a.npy b.safetensors sub" "$(complete_line "$kvcore" decode c.kvc -o "")")"
 result "encode --output <TAB> offers .kvc, .kvcs and directories" \
     "$(differ "c.kvc e.kvcs sub" "$(complete_line "$kvcore" encode a.npy --output "")")"
+result "inspect --svg <TAB> offers .svg and directories" \
+    "$(differ "g.svg sub" "$(complete_line "$kvcore" inspect c.kvc --svg "")")"
 echo "1..$n"
 exit $fail

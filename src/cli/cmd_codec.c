@@ -11,6 +11,7 @@
 
 #include <kvcore.h>
 
+#include "chart.h"
 #include "cli.h"
 #include "files.h"
 #include "json.h"
@@ -164,6 +165,8 @@ typedef struct {
 enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING, OPT_BITS, OPT_LMCACHE_CONFIG };
 /* --progress / --no-progress (encode and decode). */
 enum { OPT_PROGRESS = 1100, OPT_NO_PROGRESS };
+/* --chart / --no-chart / --svg FILE (inspect; demo has its own). */
+enum { OPT_CHART = 1200, OPT_NO_CHART, OPT_SVG };
 #define PROGRESS_LONG { "progress", no_argument, NULL, OPT_PROGRESS }, { "no-progress", no_argument, NULL, OPT_NO_PROGRESS }
 
 /* One quality option from getopt_long: 0 ok, -1 bad value (message printed). */
@@ -1199,7 +1202,11 @@ static void inspect_help(void)
            "  --original K --original V   inputs encode takes (a KV file, or a K file and a V file)\n"
            "  --json                  one JSON object on stdout\n"
            "  --lmcache-config        the settings LMCache needs to read it (bins per layer for K and V), or why\n"
-           "                          it cannot; with --original, also every level's size on the original\n");
+           "                          it cannot; with --original, also every level's size on the original\n"
+           "  --chart, --no-chart     a bar chart of bits/symbol (and error, with --original) per layer after\n"
+           "                          the table: by default only when standard output is a terminal\n"
+           "  --svg FILE              the same chart as an SVG image ('-': standard output, instead of the report)\n"
+           "  -f, --force             replace an existing --svg FILE\n");
 }
 
 /* The original as encode would read it, checked against the container. */
@@ -1332,17 +1339,25 @@ int kvc_cmd_inspect(int argc, char **argv)
         { "original", required_argument, NULL, 'O' },
         { "json", no_argument, NULL, 'J' },
         { "lmcache-config", no_argument, NULL, OPT_LMCACHE_CONFIG },
+        { "chart", no_argument, NULL, OPT_CHART },
+        { "no-chart", no_argument, NULL, OPT_NO_CHART },
+        { "svg", required_argument, NULL, OPT_SVG },
+        { "force", no_argument, NULL, 'f' },
         { NULL, 0, NULL, 0 },
     };
-    const char *orig[2] = { NULL, NULL };
-    int norig = 0, as_json = 0, lmcfg = 0, c;
+    const char *orig[2] = { NULL, NULL }, *svg = NULL;
+    int norig = 0, as_json = 0, lmcfg = 0, chart = -1, force = 0, c;
     cli_common_t com = { 0 };
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "f", longopts, NULL)) != -1) {
         switch (c) {
         case 'J': as_json = 1; break;
         case OPT_LMCACHE_CONFIG: lmcfg = 1; break;
+        case OPT_CHART: chart = 1; break;
+        case OPT_NO_CHART: chart = 0; break;
+        case OPT_SVG: svg = optarg; break;
+        case 'f': force = 1; break;
         case 'O':
             if (norig == 2) {
                 fprintf(stderr, "kvcore inspect: --original is a KV file or a K file and a V file (at most twice)\n");
@@ -1365,6 +1380,26 @@ int kvc_cmd_inspect(int argc, char **argv)
         fprintf(stderr, "kvcore inspect: standard input (-) can be read once, and holds a KV file, not one of a K/V pair\n");
         return CLI_EXIT_USAGE;
     }
+    if ((chart == 1 || svg) && lmcfg) {
+        fprintf(stderr, "kvcore inspect: %s draws the per-layer report, not --lmcache-config\n", svg ? "--svg" : "--chart");
+        return CLI_EXIT_USAGE;
+    }
+    if (chart == 1 && as_json) {
+        fprintf(stderr, "kvcore inspect: --chart draws on the text report, not with --json (--svg FILE writes it as an image)\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (svg && !strcmp(svg, "-") && (as_json || chart == 1)) {
+        fprintf(stderr, "kvcore inspect: --svg - writes the image to standard output instead of the report: not with %s\n",
+                as_json ? "--json" : "--chart");
+        return CLI_EXIT_USAGE;
+    }
+    if (svg) {
+        const char *inputs[3] = { in_path, orig[0], orig[1] };
+        int rc = cli_chart_svg_check("inspect", svg, force, inputs, 1 + norig);
+        if (rc) return rc;
+    }
+    /* the chart goes after the text report: not with --json, -q or --svg - unless asked */
+    if (chart < 0 && (as_json || com.quiet || (svg && !strcmp(svg, "-")))) chart = 0;
     cli_input_t in;
     int rc = cli_input_open("inspect", in_path, 1, &in);
     if (rc || (rc = cli_input_load("inspect", &in)) != 0) {
@@ -1374,9 +1409,10 @@ int kvc_cmd_inspect(int argc, char **argv)
     const uint8_t *buf = in.data;
     const size_t len = in.len;
     if (cli_kvc_is_stream(buf, len)) {
-        if (norig) {
-            fprintf(stderr, "kvcore inspect: --original compares one container; %s is a stream: decode it and compare "
-                            "the .npy files\n", in.label);
+        if (norig || svg || chart == 1) {
+            fprintf(stderr, "kvcore inspect: %s %s one container; %s is a stream (one row per chunk): decode it and %s\n",
+                    norig ? "--original" : svg ? "--svg" : "--chart", norig ? "compares" : "draws the layers of",
+                    in.label, norig ? "compare the .npy files" : "encode the .npy as one container");
             rc = CLI_EXIT_USAGE;
         } else rc = inspect_stream(in_path, in.label, buf, len, as_json, com.quiet);
         cli_input_close(&in);
@@ -1399,6 +1435,7 @@ int kvc_cmd_inspect(int argc, char **argv)
     const size_t L = info.planes * info.num_layers, per_layer = info.num_tokens * info.num_heads * info.head_size;
     kvc_codec_layer_stats_t *ls = calloc(L, sizeof(*ls));
     cli_err_t *err = calloc(L, sizeof(*err));
+    cli_chart_row_t *rows = NULL;
     int have_err = 0;
     if (!ls || !err || (st = kvc_codec_layer_stats(buf, len, ls, L)) != KVC_OK) {
         rc = cli_fail("inspect", ls && err ? st : KVC_ERR_NO_MEMORY);
@@ -1420,6 +1457,19 @@ int kvc_cmd_inspect(int argc, char **argv)
     }
     const double fp16_bytes = (double)info.original_bytes / (double)kvc_dtype_size(info.dtype) * 2.0;
     const double q8_bytes = (double)info.original_bytes / (double)kvc_dtype_size(info.dtype) + (double)info.scales_bytes;
+    rows = calloc(L, sizeof(*rows));
+    if (!rows) {
+        rc = cli_fail("inspect", KVC_ERR_NO_MEMORY);
+        goto done;
+    }
+    for (size_t l = 0; l < L; l++)
+        rows[l] = (cli_chart_row_t){ ls[l].plane ? "V" : (info.planes == 2 ? "K" : "latent"), ls[l].layer,
+                                     ls[l].bits_per_symbol, have_err ? err[l].rel_rms : 0 };
+    if (svg) {
+        char title[256];
+        snprintf(title, sizeof(title), "%s: bits/symbol%s per layer", in.label, have_err ? " and relative RMS error" : "");
+        if ((rc = cli_chart_svg("inspect", svg, title, rows, L, have_err)) != 0 || !strcmp(svg, "-")) goto done;
+    }
     if (as_json) {
         json_writer_t w;
         json_init(&w, stdout, 1);
@@ -1484,8 +1534,13 @@ int kvc_cmd_inspect(int argc, char **argv)
             if (have_err) printf("  %10.4g %9.4f", err[l].max_abs, err[l].rel_rms);
             printf("\n");
         }
+        if (cli_chart_wanted(chart)) {
+            printf("\n");
+            cli_chart_print(stdout, rows, L, have_err);
+        }
     }
 done:
+    free(rows);
     free(ls);
     free(err);
     cli_input_close(&in);
