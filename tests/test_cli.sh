@@ -33,7 +33,14 @@ status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kv
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
 status_is 0 "demo passes its verification" "$kvcore" demo
 status_is 0 "bench --case runs" "$kvcore" bench memory --quick --case split_copy_align_4KiB
-if [ "$(grep -c '^memory ' "$tmp/out")" -eq 1 ] && has '^memory  *split_copy_align_4KiB '; then ok "bench --case reports only the matching case"; else not_ok "bench --case reports only the matching case"; fi
+# rows: "  NAME  VALUE UNIT  BASELINE  RATIOx MEDIANx THREADS" under the suite's header
+rows=$(grep -cE '^  [^ ].* [0-9.e+-]+x +([0-9.e+-]+x|-) +[0-9]+$' "$tmp/out")
+if [ "$rows" -eq 1 ] && has '^  split_copy_align_4KiB  *[0-9.e+]*  *GB/s '; then ok "bench --case reports only the matching case"; else not_ok "bench --case reports only the matching case"; fi
+if awk 'length > 79 { bad = 1; print "# " length ": " $0 } END { exit bad }' "$tmp/out" >"$tmp/err"; then ok "bench: every line fits 79 columns"; else not_ok "bench: every line fits 79 columns"; fi
+if has '^memory: 1 case, [0-9.]* s, ratio [0-9.]*x$'; then ok "bench: a one-line summary per suite"; else not_ok "bench: a one-line summary per suite"; fi
+if ! grep -q "$(printf '\r')" "$tmp/err"; then ok "bench on a pipe: no progress"; else not_ok "bench on a pipe: no progress"; fi
+status_is 0 "bench --progress -q" "$kvcore" bench memory --quick --case split_copy_align_4KiB --progress -q
+if grep -q "bench memory: 1 case done in [0-9]* s, measuring the next" "$tmp/err" && ! has '^memory: '; then ok "bench --progress: a line between cases on stderr; -q: no summary"; else not_ok "bench --progress: a line between cases on stderr; -q: no summary"; fi
 
 # ---------------------------------------------------------------- conventions
 K="$data/story_prompt_K.npy"
