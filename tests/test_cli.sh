@@ -32,6 +32,7 @@ head -c 1000 "$tmp/a.kvc" >"$tmp/cut.kvc"
 status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kvc" -o "$tmp/cut.npy"
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
 status_is 0 "demo passes its verification" "$kvcore" demo
+if has "^  3 CacheGen encode  *[0-9.]* ms  *[0-9.]* [KMG]*i*B/s$" && ! has "GB/s"; then ok "demo: stage rates in human units (no 0.00 GB/s)"; else not_ok "demo: stage rates in human units (no 0.00 GB/s)"; fi
 status_is 0 "bench --case runs" "$kvcore" bench memory --quick --case split_copy_align_4KiB
 # rows: "  NAME  VALUE UNIT  BASELINE  RATIOx MEDIANx THREADS" under the suite's header
 rows=$(grep -cE '^  [^ ].* [0-9.e+-]+x +([0-9.e+-]+x|-) +[0-9]+$' "$tmp/out")
@@ -377,6 +378,11 @@ if command -v script >/dev/null 2>&1; then
 else
     n=$((n + 1)); echo "ok $n - progress on a terminal # SKIP no script(1) to make a terminal"
 fi
+# One container (not a stream): the library's decode reports each coded window (kvc_codec_decode_ex).
+status_is 0 "decode --progress of one container" "$kvcore" decode --progress "$tmp/a.kvc" -o "$tmp/pc.npy"
+if grep -q "a.kvc: .* / 320 KiB  *[0-9]*%, .*/s" "$tmp/err" && same_bytes "$tmp/pc.npy" "$tmp/a.npy"; then ok "one container: the progress line, the same output"; else not_ok "one container: the progress line, the same output"; fi
+status_is 0 "decode of one container on a pipe" "$kvcore" decode "$tmp/a.kvc" -o "$tmp/pd.npy"
+if ! grep -q "$(printf '\r')" "$tmp/err"; then ok "one container on a pipe: no progress"; else not_ok "one container on a pipe: no progress"; fi
 status_is 0 "encode summary" "$kvcore" encode "$K" "$V" -o "$tmp/hu.kvc"
 if has "hu.kvc: 5 layers x 512 tokens x 32 channels (4 heads x 8, f16), 320 KiB => [0-9.]* KiB ([0-9.]*x) in [0-9.]* s, " && ! has "GB/s"; then ok "encode summary in human units"; else not_ok "encode summary in human units"; fi
 

@@ -995,10 +995,26 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
         return rc;
     }
     kvc_codec_info_t info;
-    kvc_tensor_t kv;
+    kvc_tensor_t kv = { 0 };
     const double t0 = cli_now();
     kvc_status_t st = kvc_codec_inspect(in.data, in.len, &info);
-    if (st == KVC_OK) st = kvc_codec_decode_alloc(ctx, in.data, in.len, &kv);
+    if (st == KVC_OK) { /* [2, NL, T, C] or MLA's [NL, T, HS], as kvc_codec_decode_alloc shapes it */
+        const size_t shape[4] = { 2, info.num_layers, info.num_tokens, info.num_heads * info.head_size };
+        st = info.layout == KVC_CODEC_MLA ? kvc_tensor_alloc(&kv, info.dtype, 3, shape + 1)
+                                          : kvc_tensor_alloc(&kv, info.dtype, 4, shape);
+    }
+    if (st == KVC_OK) {
+        /* one live line per window (a batch has its own line, of files) */
+        cli_progress_t prog;
+        kvc_codec_decode_params_t dp = { 0 };
+        if (o->nfiles == 1 && !o->c.quiet && !o->as_json) {
+            cli_progress_begin(&prog, in.label, info.original_bytes);
+            dp = (kvc_codec_decode_params_t){ KVC_CODEC_DECODE_PARAM_PROGRESS, cli_progress, &prog };
+        }
+        st = kvc_codec_decode_ex(ctx, in.data, in.len, kv.data, kv.nbytes, &dp, NULL);
+        if (dp.field_mask) cli_progress_end();
+        if (st != KVC_OK) kvc_tensor_free(&kv);
+    }
     const double dt = cli_now() - t0;
     if (st != KVC_OK) {
         cli_input_close(&in);

@@ -154,7 +154,8 @@ static int demo_quiet;
 
 static void report_stage(const stage_t *st)
 {
-    say("  %-34s %9.2f ms  %8.2f GB/s\n", st->name, 1e3 * st->seconds, (double)st->bytes / st->seconds / 1e9);
+    char r[16];
+    say("  %-36s %9.2f ms  %10s/s\n", st->name, 1e3 * st->seconds, cli_human(st->seconds > 0 ? (double)st->bytes / st->seconds : 0, r));
 }
 
 static void demo_help(void)
