@@ -1258,7 +1258,39 @@ static int load_original(const char *const *orig, int norig, const kvc_codec_inf
 /* A stream (.kvcs): one row per chunk (its tokens, bytes, ratio, bits per symbol) and the totals.
  * Every chunk is validated as a container and must be of the first chunk's kind, as decode
  * requires. */
-static int inspect_stream(const char *in_path, const char *label, const uint8_t *buf, size_t len, int as_json, int quiet)
+/* Bits/symbol per (plane, layer) over a stream's n chunks: each chunk's layer stats weighted by its
+ * tokens (total bits over total symbols). *rows: planes * layers rows, or the exit status. */
+static int stream_layer_rows(const char *label, const uint8_t *buf, const kvc_codec_info_t *ci, size_t n, size_t T,
+                             cli_chart_row_t **rows)
+{
+    const size_t L = ci[0].planes * ci[0].num_layers;
+    cli_chart_row_t *r = calloc(L, sizeof(*r));
+    kvc_codec_layer_stats_t *ls = calloc(L, sizeof(*ls));
+    if (!r || !ls) {
+        free(r);
+        free(ls);
+        return cli_fail("inspect", KVC_ERR_NO_MEMORY);
+    }
+    for (size_t i = 0, off = 0; i < n; off += ci[i].container_bytes, i++) {
+        const kvc_status_t st = kvc_codec_layer_stats(buf + off, ci[i].container_bytes, ls, L);
+        if (st != KVC_OK) {
+            fprintf(stderr, "kvcore inspect: %s: %s: chunk %zu: %s\n", kvc_status_string(st), label, i, kvc_last_error());
+            free(r);
+            free(ls);
+            return CLI_EXIT_ERROR;
+        }
+        for (size_t l = 0; l < L; l++) {
+            r[l] = (cli_chart_row_t){ ls[l].plane ? "V" : (ci[0].planes == 2 ? "K" : "latent"), ls[l].layer,
+                                      r[l].bits + ls[l].bits_per_symbol * (double)ci[i].num_tokens / (double)T, 0 };
+        }
+    }
+    free(ls);
+    *rows = r;
+    return 0;
+}
+
+static int inspect_stream(const char *in_path, const char *label, const uint8_t *buf, size_t len, int as_json, int quiet,
+                          int chart, const char *svg)
 {
     const stream_src_t src = { .fd = -1, .data = buf, .size = len };
     uint64_t stop;
@@ -1292,6 +1324,21 @@ static int inspect_stream(const char *in_path, const char *label, const uint8_t 
     const kvc_codec_info_t *c0 = &ci[0];
     const size_t es = kvc_dtype_size(c0->dtype);
     const double fp16 = (double)orig / (double)es * 2.0;
+    const int draw = !as_json && !quiet && cli_chart_wanted(chart);
+    cli_chart_row_t *rows = NULL;
+    const size_t L = c0->planes * c0->num_layers;
+    int rc = (draw || svg) ? stream_layer_rows(label, buf, ci, n, T, &rows) : 0;
+    if (!rc && svg) {
+        char title[256];
+        snprintf(title, sizeof(title), "%s: bits/symbol per layer (%zu chunks)", label, n);
+        rc = cli_chart_svg("inspect", svg, title, rows, L, 0);
+        if (!rc && !strcmp(svg, "-")) rc = -1; /* the image instead of the report */
+    }
+    if (rc) {
+        free(rows);
+        free(ci);
+        return rc < 0 ? 0 : rc;
+    }
     if (as_json) {
         json_writer_t w;
         json_init(&w, stdout, 1);
@@ -1343,7 +1390,12 @@ static int inspect_stream(const char *in_path, const char *label, const uint8_t 
             }
             printf("%-6s %-15zu %12zu %12zu %7.2fx\n", "total", T, len, orig, fp16 / (double)len);
         }
+        if (draw) {
+            printf("\nper layer, over the %zu chunks:\n", n);
+            cli_chart_print(stdout, rows, L, 0);
+        }
     }
+    free(rows);
     free(ci);
     return 0;
 }
@@ -1425,12 +1477,11 @@ int kvc_cmd_inspect(int argc, char **argv)
     const uint8_t *buf = in.data;
     const size_t len = in.len;
     if (cli_kvc_is_stream(buf, len)) {
-        if (norig || svg || chart == 1) {
-            fprintf(stderr, "kvcore inspect: %s %s one container; %s is a stream (one row per chunk): decode it and %s\n",
-                    norig ? "--original" : svg ? "--svg" : "--chart", norig ? "compares" : "draws the layers of",
-                    in.label, norig ? "compare the .npy files" : "encode the .npy as one container");
+        if (norig) {
+            fprintf(stderr, "kvcore inspect: --original compares one container; %s is a stream: decode it and compare "
+                            "the .npy files\n", in.label);
             rc = CLI_EXIT_USAGE;
-        } else rc = inspect_stream(in_path, in.label, buf, len, as_json, com.quiet);
+        } else rc = inspect_stream(in_path, in.label, buf, len, as_json, com.quiet, chart, svg);
         cli_input_close(&in);
         return rc;
     }
