@@ -191,9 +191,57 @@ int64_t bench_huge_bytes(const void *p)
 
 int bench_case_wanted(const bench_opts_t *o, const char *name) { return !o->only || strstr(name, o->only); }
 
+/* The suite being run: for the progress line, the table's header and the summary. */
+static struct {
+    const char *suite, *baseline;
+    double t0, log_ratio, lo, hi;
+    int cases, ratios;
+    char lo_name[48], hi_name[48];
+} cur;
+
+static void progress_clear(const bench_opts_t *o)
+{
+    if (o->progress) fputs("\r\033[K", stderr);
+}
+
+static void progress_draw(const bench_opts_t *o)
+{
+    if (!o->progress) return;
+    fprintf(stderr, "\rbench %s: %d case%s done in %.0f s, measuring the next\033[K", cur.suite, cur.cases,
+            cur.cases == 1 ? "" : "s", bench_now() - cur.t0);
+    fflush(stderr);
+}
+
+void bench_suite_begin(const bench_opts_t *o, const char *suite)
+{
+    memset(&cur, 0, sizeof(cur));
+    cur.suite = suite;
+    cur.t0 = bench_now();
+    progress_draw(o);
+}
+
+void bench_suite_end(const bench_opts_t *o)
+{
+    progress_clear(o);
+    if (o->json || o->quiet || !cur.cases) return;
+    char line[256], tail[160] = "";
+    if (cur.ratios == 1) snprintf(tail, sizeof(tail), ", ratio %.2fx", cur.lo);
+    else if (cur.ratios)
+        snprintf(tail, sizeof(tail), ", ratios %.2fx-%.2fx, geometric mean %.2fx", cur.lo, cur.hi,
+                 exp(cur.log_ratio / cur.ratios));
+    snprintf(line, sizeof(line), "%s: %d case%s, %.1f s%s", cur.suite, cur.cases, cur.cases == 1 ? "" : "s",
+             bench_now() - cur.t0, tail);
+    printf("%s\n", line);
+    /* which cases the extremes are, when that still fits a line */
+    if (cur.ratios > 1 && snprintf(line, sizeof(line), "  lowest %s, highest %s", cur.lo_name, cur.hi_name) < 80)
+        printf("%s\n", line);
+    fflush(stdout);
+}
+
 void bench_report(const bench_opts_t *o, const bench_result_t *r)
 {
     if (!bench_case_wanted(o, r->name)) return;
+    progress_clear(o);
     const double ratio = r->baseline_value > 0 ? r->value / r->baseline_value : 0.0;
     const double ratio_median = r->baseline_median > 0 ? r->value_median / r->baseline_median : 0.0;
     const char *isa = o->ctx ? kvc_context_isa(o->ctx) : "unknown";
@@ -223,10 +271,27 @@ void bench_report(const bench_opts_t *o, const bench_result_t *r)
                    num(bm, sizeof(bm), 1.0 - r->baseline_median / r->baseline_value));
         printf("%s%s}\n", r->params && *r->params ? "," : "", r->params ? r->params : "");
     } else {
-        printf("%-10s %-44s %10.3f %-7s vs %-18s %10.3f  ratio %6.3f", r->suite, r->name, r->value, r->unit,
-               r->baseline_name ? r->baseline_name : "-", r->baseline_value, ratio);
-        if (r->samples > 0) printf(" (median %6.3f, %d pairs)", ratio_median, r->samples);
-        printf("  (%d thr)\n", r->threads);
+        /* 79 columns: the suite's header once, the baseline when it changes, a name longer than its
+         * column on a line of its own (--json has every number exactly, and the pairs' count). */
+        const char *base = r->baseline_name ? r->baseline_name : "-";
+        if (!cur.cases) printf("%s\n  %-27s %10s %-7s %10s %7s %7s %3s\n", r->suite, "case", "value", "unit", "baseline",
+                               "ratio", "median", "thr");
+        if (!cur.baseline || strcmp(cur.baseline, base)) printf("  [baseline: %s]\n", base);
+        if (strlen(r->name) > 27) printf("  %s\n", r->name);
+        printf("  %-27s %10.4g %-7.7s %10.4g %6.3fx", strlen(r->name) > 27 ? "" : r->name, r->value, r->unit,
+               r->baseline_value, ratio);
+        if (r->samples > 0) printf(" %6.3fx", ratio_median);
+        else printf(" %7s", "-");
+        printf(" %3d\n", r->threads);
     }
     fflush(stdout);
+    cur.baseline = r->baseline_name ? r->baseline_name : "-";
+    if (ratio > 0 && isfinite(ratio)) {
+        if (!cur.ratios || ratio < cur.lo) cur.lo = ratio, snprintf(cur.lo_name, sizeof(cur.lo_name), "%s", r->name);
+        if (!cur.ratios || ratio > cur.hi) cur.hi = ratio, snprintf(cur.hi_name, sizeof(cur.hi_name), "%s", r->name);
+        cur.log_ratio += log(ratio);
+        cur.ratios++;
+    }
+    cur.cases++;
+    progress_draw(o);
 }

@@ -19,6 +19,8 @@ typedef struct bench_opts {
     kvc_context_t *ctx; /* context on the active backend (KVCORE_BACKEND selects it) */
     const char *cpu;   /* CPU model name (/proc/cpuinfo), reported on every line */
     const char *only;  /* --case: report only cases whose name contains this (NULL: all) */
+    int progress;      /* a line on stderr between cases (kvcore bench: on a terminal, or --progress) */
+    int quiet;         /* no per-suite summary */
 } bench_opts_t;
 
 /* Whether case `name` is wanted (--case). bench_report drops unwanted cases; a suite may also skip
@@ -54,6 +56,11 @@ typedef struct bench_result {
 } bench_result_t;
 
 void bench_report(const bench_opts_t *o, const bench_result_t *r);
+/* Around one suite's run: the text table's header comes with its first case; the end prints a
+ * one-line summary (cases, seconds, the range and geometric mean of the ratios) unless quiet or
+ * JSON, and clears the progress line. */
+void bench_suite_begin(const bench_opts_t *o, const char *suite);
+void bench_suite_end(const bench_opts_t *o);
 
 /* Rates `amount / seconds` of a pair measured by bench_pair into r (best and median of each side). */
 void bench_set_rates(bench_result_t *r, double amount, const bench_stat_t *op, const bench_stat_t *base);

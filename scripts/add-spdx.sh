@@ -48,6 +48,7 @@ syntax() {
         man/*.[1-8].in) echo roff ;;
         *.lua) echo lua ;;
         contrib/modulefiles/*/*) echo hash ;;  # Tcl module files (#%Module first)
+        contrib/bash-completion/*) echo hash ;;
     esac
 }
 

@@ -6,7 +6,8 @@
 #   install-deps.sh [--test] also what `make check` uses: Criterion, hipcc and clang (the HIP module
 #                            and its checks), valgrind, strace, cmake, python3 and man-db for the packaging
 #                            checks, numpy, pytest, torch (~80 MB) and hypothesis for the Python
-#                            binding's tests, python3-venv (its fresh-venv install test), mypy
+#                            binding's tests, python3-venv (its fresh-venv install test), mypy,
+#                            bash-completion (tests/test_completion.sh)
 #   install-deps.sh --update-only  only refresh the package lists (waiting for the locks as below)
 # lmod and Environment Modules (tests/test_modulefiles.sh) conflict as Debian packages: the latter
 # is unpacked into /opt/kvcore-deps/environment-modules (--test), not installed.
@@ -19,7 +20,7 @@
 set -eu
 lean="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev"
 test_only="libcriterion-dev hipcc clang libclang-rt-14-dev valgrind strace cmake python3 man-db \
-python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy lmod tcl"
+python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy lmod tcl bash-completion"
 mode=test
 case "${1:-}" in
 --lean) mode=lean ;;

@@ -58,6 +58,11 @@ for page in kvcore libkvcore; do
         check "$page man page installed" sh -c "ls '$mandir'/man?/$page.* >/dev/null"
     fi
 done
+# the bash completion (none with configure --without-bash-completion-dir: bashcompletiondir empty)
+if [ -n "${bashcompletiondir:-}" ]; then
+    check "bash completion installed as $bashcompletiondir/kvcore, defines the kvcore completion" \
+        bash -c ". '$bashcompletiondir/kvcore' && complete -p kvcore"
+fi
 for f in LICENSE NOTICE README.md docs/ARCHITECTURE.md docs/ERRORS.md; do
     check "installed $docdir/$f" test -s "$docdir/$f"
 done

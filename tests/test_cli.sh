@@ -32,8 +32,16 @@ head -c 1000 "$tmp/a.kvc" >"$tmp/cut.kvc"
 status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kvc" -o "$tmp/cut.npy"
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
 status_is 0 "demo passes its verification" "$kvcore" demo
+if has "^  3 CacheGen encode  *[0-9.]* ms  *[0-9.]* [KMG]*i*B/s$" && ! has "GB/s"; then ok "demo: stage rates in human units (no 0.00 GB/s)"; else not_ok "demo: stage rates in human units (no 0.00 GB/s)"; fi
 status_is 0 "bench --case runs" "$kvcore" bench memory --quick --case split_copy_align_4KiB
-if [ "$(grep -c '^memory ' "$tmp/out")" -eq 1 ] && has '^memory  *split_copy_align_4KiB '; then ok "bench --case reports only the matching case"; else not_ok "bench --case reports only the matching case"; fi
+# rows: "  NAME  VALUE UNIT  BASELINE  RATIOx MEDIANx THREADS" under the suite's header
+rows=$(grep -cE '^  [^ ].* [0-9.e+-]+x +([0-9.e+-]+x|-) +[0-9]+$' "$tmp/out")
+if [ "$rows" -eq 1 ] && has '^  split_copy_align_4KiB  *[0-9.e+]*  *GB/s '; then ok "bench --case reports only the matching case"; else not_ok "bench --case reports only the matching case"; fi
+if awk 'length > 79 { bad = 1; print "# " length ": " $0 } END { exit bad }' "$tmp/out" >"$tmp/err"; then ok "bench: every line fits 79 columns"; else not_ok "bench: every line fits 79 columns"; fi
+if has '^memory: 1 case, [0-9.]* s, ratio [0-9.]*x$'; then ok "bench: a one-line summary per suite"; else not_ok "bench: a one-line summary per suite"; fi
+if ! grep -q "$(printf '\r')" "$tmp/err"; then ok "bench on a pipe: no progress"; else not_ok "bench on a pipe: no progress"; fi
+status_is 0 "bench --progress -q" "$kvcore" bench memory --quick --case split_copy_align_4KiB --progress -q
+if grep -q "bench memory: 1 case done in [0-9]* s, measuring the next" "$tmp/err" && ! has '^memory: '; then ok "bench --progress: a line between cases on stderr; -q: no summary"; else not_ok "bench --progress: a line between cases on stderr; -q: no summary"; fi
 
 # ---------------------------------------------------------------- conventions
 K="$data/story_prompt_K.npy"
@@ -397,8 +405,6 @@ if has "LMCache cannot read it: .*rANS"; then ok "--lmcache-config: rANS is not 
 status_is 2 "an unknown --coder is a usage error" "$kvcore" encode "$K" "$V" -o "$tmp/x.kvc" --coder zstd
 if err_has "expected ac or rans"; then ok "--coder: says which coders exist"; else not_ok "--coder: says which coders exist"; fi
 
-status_is 0 "encode summary" "$kvcore" encode "$K" "$V" -o "$tmp/hu.kvc"
-if has "hu.kvc: 5 layers x 512 tokens x 32 channels (4 heads x 8, f16), 320 KiB => [0-9.]* KiB ([0-9.]*x) in [0-9.]* s, " && ! has "GB/s"; then ok "encode summary in human units"; else not_ok "encode summary in human units"; fi
 
 # Starting a context must not run hwloc's costly I/O components: "pci" parses pci.ids (40 s under
 # ASan, 600 KB leaked per load) and "opencl" starts an OpenCL runtime (GPU drivers included) in the
@@ -411,6 +417,131 @@ elif grep -E 'pci\.ids|/OpenCL/vendors' "$tmp/trace" >"$tmp/err"; then
     not_ok "context start reads neither pci.ids nor OpenCL's vendors"
 else
     ok "context start reads neither pci.ids nor OpenCL's vendors"
+fi
+
+# One container (not a stream): the library's decode reports each coded window (kvc_codec_decode_ex).
+status_is 0 "decode --progress of one container" "$kvcore" decode --progress "$tmp/a.kvc" -o "$tmp/pc.npy"
+if grep -q "a.kvc: .* / 320 KiB  *[0-9]*%, .*/s" "$tmp/err" && same_bytes "$tmp/pc.npy" "$tmp/a.npy"; then ok "one container: the progress line, the same output"; else not_ok "one container: the progress line, the same output"; fi
+status_is 0 "decode of one container on a pipe" "$kvcore" decode "$tmp/a.kvc" -o "$tmp/pd.npy"
+if ! grep -q "$(printf '\r')" "$tmp/err"; then ok "one container on a pipe: no progress"; else not_ok "one container on a pipe: no progress"; fi
+status_is 0 "encode summary" "$kvcore" encode "$K" "$V" -o "$tmp/hu.kvc"
+if has "hu.kvc: 5 layers x 512 tokens x 32 channels (4 heads x 8, f16), 320 KiB => [0-9.]* KiB ([0-9.]*x) in [0-9.]* s, " && ! has "GB/s"; then ok "encode summary in human units"; else not_ok "encode summary in human units"; fi
+
+# Pictures: inspect and demo draw bits/symbol and error per layer as a bar chart (on a terminal, or
+# with --chart; Unicode blocks in a UTF-8 locale, '#' otherwise; as wide as $COLUMNS) and as an SVG.
+py=${KVC_PYTHON:-python3}
+if "$py" -c "import xml.etree.ElementTree" 2>/dev/null; then
+    cat >"$tmp/chart.py" <<'PYEOF'
+# chart.py ROWS COLUMNS utf8|ascii NCOLS < chart: the bars are proportional to the numbers printed.
+import re, sys
+rows, cols, mode, ncols = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+blocks = "\u258f\u258e\u258d\u258c\u258b\u258a\u2589\u2588"
+bar = "([#%s]*) +([0-9]+\\.[0-9]+)" % blocks
+line_re = re.compile(r"^(K|V|latent) +([0-9]+) %s(?:   %s)?$" % (bar, bar))
+def units(b):
+    return sum(8 if c == "\u2588" else blocks.index(c) + 1 if c in blocks else 1 for c in b)
+found, problems = [], []
+for line in sys.stdin.read().splitlines():
+    m = line_re.match(line)
+    if not m:
+        continue
+    found.append(m)
+    if len(line) > cols:
+        problems.append("line of %d characters > COLUMNS %d: %r" % (len(line), cols, line))
+    if (mode == "utf8") != (not any(c == "#" for c in line)):
+        problems.append("%s bars expected: %r" % (mode, line))
+if len(found) != rows:
+    problems.append("%d chart rows, want %d" % (len(found), rows))
+for k in range(ncols):
+    got = [(units(m.group(3 + 2 * k) or ""), float(m.group(4 + 2 * k))) for m in found if m.group(4 + 2 * k)]
+    if len(got) != rows:
+        problems.append("column %d: %d values, want %d" % (k, len(got), rows))
+        continue
+    full, vmax = max(u for u, _ in got), max(v for _, v in got)
+    for u, v in got:
+        # one unit (an eighth of a character, or a character in ASCII) of rounding, and the printed digits
+        if abs(u / full - v / vmax) > 1.0 / full + 1e-3:
+            problems.append("column %d: bar %d/%d units for %g of %g" % (k, u, full, v, vmax))
+print("; ".join(problems))
+sys.exit(1 if problems else 0)
+PYEOF
+    cat >"$tmp/svg.py" <<'PYEOF'
+# svg.py FILE BARS PANELS: parses as XML; each panel has one bar per (plane, layer), heights
+# proportional to the values, and labelled axes.
+import sys, xml.etree.ElementTree as ET
+ns = "{http://www.w3.org/2000/svg}"
+root = ET.parse(sys.argv[1]).getroot()
+bars, panels = int(sys.argv[2]), int(sys.argv[3])
+problems = []
+if root.tag != ns + "svg":
+    problems.append("root is %s" % root.tag)
+got = root.findall(ns + "g")
+if len(got) != panels:
+    problems.append("%d panels, want %d" % (len(got), panels))
+for g in got:
+    rects = [r for r in g.findall(ns + "rect") if r.get("class") == "bar"]
+    if len(rects) != bars or len({(r.get("data-plane"), r.get("data-layer")) for r in rects}) != bars:
+        problems.append("%s: %d bars, want one per layer and plane (%d)" % (g.get("data-metric"), len(rects), bars))
+        continue
+    vals = [(float(r.get("height")), float(r.get("data-value"))) for r in rects]
+    hmax, vmax = max(h for h, _ in vals), max(v for _, v in vals)
+    if any(abs(h / hmax - v / vmax) > 1e-3 for h, v in vals):
+        problems.append("%s: heights not proportional to the values" % g.get("data-metric"))
+    labels = [t.text for t in g.findall(ns + "text") if t.get("class") == "axis-label"]
+    if "layer" not in labels or len(labels) != 2:
+        problems.append("%s: axis labels %s" % (g.get("data-metric"), labels))
+print("; ".join(problems))
+sys.exit(1 if problems else 0)
+PYEOF
+    chart_ok() { # chart_ok DESC ROWS COLUMNS MODE NCOLS (the chart in $tmp/out)
+        if "$py" "$tmp/chart.py" "$2" "$3" "$4" "$5" <"$tmp/out" >"$tmp/err" 2>&1; then ok "$1"; else not_ok "$1"; fi
+    }
+    svg_ok() { if "$py" "$tmp/svg.py" "$2" "$3" "$4" >"$tmp/err" 2>&1; then ok "$1"; else not_ok "$1"; fi; }
+    "$kvcore" encode "$K" "$V" -o "$tmp/pic.kvc" -q
+    if [ "$(LC_ALL=C.UTF-8 locale charmap 2>/dev/null)" = UTF-8 ]; then
+        status_is 0 "inspect --original --chart" env LC_ALL=C.UTF-8 COLUMNS=100 "$kvcore" inspect "$tmp/pic.kvc" --original "$K" --original "$V" --chart
+        chart_ok "UTF-8 chart: 10 layer rows, bars proportional to bits/symbol and error, within 100 columns" 10 100 utf8 2
+        status_is 0 "demo --chart" env LC_ALL=C.UTF-8 COLUMNS=60 "$kvcore" demo --chart
+        chart_ok "demo chart: proportional, within 60 columns" 10 60 utf8 2
+    else
+        n=$((n + 1)); echo "ok $n - UTF-8 chart # SKIP no C.UTF-8 locale"
+    fi
+    status_is 0 "inspect --chart in the C locale" env LC_ALL=C COLUMNS=72 "$kvcore" inspect "$tmp/pic.kvc" --chart
+    chart_ok "ASCII chart without --original: bits/symbol only, proportional, within 72 columns" 10 72 ascii 1
+    status_is 0 "inspect on a pipe" "$kvcore" inspect "$tmp/pic.kvc"
+    if ! grep -q '#\|bits/symbol  ' "$tmp/out" && has "^V      4"; then ok "a pipe gets the table, no chart"; else not_ok "a pipe gets the table, no chart"; fi
+    if command -v script >/dev/null 2>&1; then
+        COLUMNS=80 LC_ALL=C script -qc "\"$kvcore\" inspect \"$tmp/pic.kvc\"" /dev/null >"$tmp/out" 2>&1
+        tr -d '\r' <"$tmp/out" >"$tmp/out2" && mv "$tmp/out2" "$tmp/out"
+        chart_ok "a terminal gets the chart by default" 10 80 ascii 1
+        COLUMNS=80 script -qc "\"$kvcore\" inspect --no-chart \"$tmp/pic.kvc\"" /dev/null >"$tmp/out" 2>&1
+        if ! grep -q 'bits/symbol  ' "$tmp/out" && grep -q "^V      4" "$tmp/out"; then ok "terminal: --no-chart"; else not_ok "terminal: --no-chart"; fi
+    else
+        n=$((n + 1)); echo "ok $n - chart on a terminal # SKIP no script(1) to make a terminal"
+    fi
+    status_is 0 "inspect --original --svg" "$kvcore" inspect "$tmp/pic.kvc" --original "$K" --original "$V" --svg "$tmp/pic.svg"
+    svg_ok "inspect SVG: valid XML, one bar per layer and plane in each panel, labelled axes" "$tmp/pic.svg" 10 2
+    status_is 0 "inspect --svg -" "$kvcore" inspect "$tmp/pic.kvc" --svg -
+    cp "$tmp/out" "$tmp/stdout.svg"
+    svg_ok "inspect --svg -: the SVG alone on standard output (no --original: one panel)" "$tmp/stdout.svg" 10 1
+    status_is 0 "demo --svg" "$kvcore" demo -q --svg "$tmp/demo.svg"
+    svg_ok "demo SVG: bits/symbol and error, one bar per layer and plane" "$tmp/demo.svg" 10 2
+    cp "$tmp/pic.svg" "$tmp/keep.svg"
+    status_is_e 1 "inspect --svg of an existing file without -f" "$kvcore" inspect "$tmp/pic.kvc" --svg "$tmp/pic.svg"
+    if err_has "pic.svg already exists (use -f to overwrite)" && same_bytes "$tmp/pic.svg" "$tmp/keep.svg"; then ok "existing --svg: kept, says -f"; else not_ok "existing --svg: kept, says -f"; fi
+    status_is 0 "inspect --svg -f replaces it" "$kvcore" inspect "$tmp/pic.kvc" --svg "$tmp/pic.svg" -f
+    for c in inspect demo; do
+        a=; [ $c = inspect ] && a="$tmp/pic.kvc"
+        status_is_e 1 "$c --svg into a missing directory" "$kvcore" $c $a --svg "$tmp/no/such/dir/x.svg"
+        if err_has "^kvcore $c: cannot write --svg $tmp/no/such/dir/x.svg: No such file or directory" && [ ! -s "$tmp/out" ]; then ok "$c: a bad --svg path is refused before any work, in the flag's terms"; else not_ok "$c: a bad --svg path is refused before any work, in the flag's terms"; fi
+    done
+    status_is_e 2 "inspect --chart --json is a usage error" "$kvcore" inspect "$tmp/pic.kvc" --chart --json
+    status_is 0 "inspect --chart --svg of a stream" env LC_ALL=C COLUMNS=80 "$kvcore" inspect "$tmp/s.kvcs" --chart --svg "$tmp/s.svg"
+    chart_ok "stream: the chart of bits/symbol per layer over the chunks, proportional" 10 80 ascii 1
+    svg_ok "stream SVG: one bar per layer and plane" "$tmp/s.svg" 10 1
+    status_is_e 2 "demo --svg - is a usage error" "$kvcore" demo --svg -
+else
+    n=$((n + 1)); echo "ok $n - charts # SKIP $py cannot import xml.etree"
 fi
 
 echo "1..$n"

@@ -230,6 +230,64 @@ Test(codec, every_dtype_layout_and_window)
     kvc_context_destroy(ctx);
 }
 
+typedef struct {
+    size_t calls, last, total;
+} decode_progress_t;
+static void on_decode_progress(void *user, size_t done, size_t total)
+{
+    decode_progress_t *d = user;
+    cr_assert_gt(done, d->last, "progress goes forward");
+    cr_assert(d->total == 0 || total == d->total, "one total");
+    d->last = done;
+    d->total = total;
+    d->calls++;
+}
+
+/* kvc_codec_decode_ex: the progress callback is called once per coded window and once when the
+ * values are restored, in order, and the output is kvc_codec_decode's; no params is decode; a
+ * field_mask bit without a field is refused before anything is written. */
+Test(codec, decode_ex_reports_progress_per_window)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    const size_t nl = 2, t = 300, nh = 2, hs = 8, n = 2 * nl * t * nh * hs;
+    uint16_t *kv = malloc(n * 2), *a = malloc(n * 2), *b = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 11u);
+    kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_WINDOW, .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD,
+                             .num_layers = nl, .num_tokens = t, .num_heads = nh, .head_size = hs, .window_tokens = 64 };
+    uint8_t *buf;
+    size_t len;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(kvc_codec_decode(ctx, buf, len, a, n * 2, NULL), KVC_OK);
+    decode_progress_t d = { 0 };
+    const kvc_codec_decode_params_t dp = { KVC_CODEC_DECODE_PARAM_PROGRESS, on_decode_progress, &d };
+    kvc_codec_info_t info;
+    cr_assert_eq(kvc_codec_decode_ex(ctx, buf, len, b, n * 2, &dp, &info), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(info.num_windows, 5u);
+    cr_assert_eq(d.calls, 6, "5 windows and the restore: %zu calls", d.calls);
+    cr_assert_eq(d.last, 6);
+    cr_assert_eq(d.total, 6);
+    cr_assert(memcmp(a, b, n * 2) == 0);
+    memset(b, 0, n * 2);
+    cr_assert_eq(kvc_codec_decode_ex(ctx, buf, len, b, n * 2, NULL, NULL), KVC_OK);
+    cr_assert(memcmp(a, b, n * 2) == 0);
+    const kvc_codec_decode_params_t unset = { KVC_CODEC_DECODE_PARAM_PROGRESS, NULL, NULL };
+    cr_assert_eq(kvc_codec_decode_ex(ctx, buf, len, b, n * 2, &unset, NULL), KVC_OK);
+    memset(b, 0x5a, n * 2);
+    d = (decode_progress_t){ 0 };
+    const kvc_codec_decode_params_t bad = { KVC_CODEC_DECODE_PARAM_PROGRESS | (1u << 7), on_decode_progress, &d };
+    cr_assert_eq(kvc_codec_decode_ex(ctx, buf, len, b, n * 2, &bad, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert(strstr(kvc_last_error(), "field_mask"), "%s", kvc_last_error());
+    cr_assert_eq(d.calls, 0);
+    for (size_t i = 0; i < n; i++) cr_assert_eq(b[i], 0x5a5a, "nothing written on a refused call");
+    cr_assert_eq(kvc_codec_decode_ex(NULL, buf, len, b, n * 2, &dp, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_codec_decode_ex(ctx, buf, len, b, n * 2 - 1, &dp, NULL), KVC_ERR_NO_SPACE);
+    kvc_codec_free(buf);
+    free(kv);
+    free(a);
+    free(b);
+    kvc_context_destroy(ctx);
+}
+
 Test(codec, all_zero_and_nan_rows_have_defined_results)
 {
     kvc_context_t *ctx = kvc_test_cpu_context();

@@ -153,6 +153,24 @@ KVC_API kvc_status_t kvc_codec_decode(kvc_context_t *ctx, const void *buf, size_
                                       kvc_codec_info_t *info);
 KVC_API kvc_status_t kvc_codec_decode_alloc(kvc_context_t *ctx, const void *buf, size_t len, kvc_tensor_t *out);
 
+/* Optional arguments of kvc_codec_decode_ex: field_mask says which are set (0 or p NULL: none,
+ * exactly kvc_codec_decode); another bit is KVC_ERR_INVALID_ARG. */
+enum {
+    /* progress(progress_user, done, total) after each coded window is decoded, with total the
+     * number of windows + 1, and a last call (total, total) once the values are restored; on the
+     * calling thread. A NULL progress is not called. */
+    KVC_CODEC_DECODE_PARAM_PROGRESS = 1u << 0,
+};
+typedef struct kvc_codec_decode_params {
+    uint64_t field_mask;
+    kvc_codec_progress_fn progress;
+    void *progress_user;
+} kvc_codec_decode_params_t;
+/* kvc_codec_decode with optional arguments (a progress callback): same checks, statuses and
+ * output. */
+KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, size_t len, void *out, size_t out_bytes,
+                                         const kvc_codec_decode_params_t *p, kvc_codec_info_t *info);
+
 /* ---- LMCache interchange ------------------------------------------------------------------------
  * LMCache's CacheGen object (CacheGenGPUEncoderOutput, docs/CACHEGEN.md) as plain host arrays: LMCache
  * pickles torch tensors; turning them into arrays (t.cpu().numpy()) is the caller's job. The coded

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <kvcore.h>
 
@@ -28,6 +29,10 @@ static void bench_help(void)
            "  --case TEXT  report only the cases whose name contains TEXT (the memory suite also skips the\n"
            "               others' work)\n"
            "  --list       list the suites and exit\n"
+           "  --progress, --no-progress  a line on stderr between cases (suite, cases done, seconds): by\n"
+           "               default only when stderr is a terminal\n"
+           "The table fits 79 columns; each suite ends with a one-line summary (cases, seconds, the range and\n"
+           "geometric mean of the ratios to the baselines).\n"
            "suites:\n");
     list();
 }
@@ -41,11 +46,13 @@ int kvc_cmd_bench(int argc, char **argv)
         { "threads", required_argument, NULL, 'T' },
         { "list", no_argument, NULL, 'L' },
         { "case", required_argument, NULL, 'C' },
+        { "progress", no_argument, NULL, 'P' },
+        { "no-progress", no_argument, NULL, 'N' },
         { NULL, 0, NULL, 0 },
     };
     bench_opts_t o = { 0 };
     const char *want[16];
-    int nwant = 0, c;
+    int nwant = 0, progress = -1, c;
     cli_common_t com = { 0 };
     size_t threads;
     opterr = 0;
@@ -56,6 +63,8 @@ int kvc_cmd_bench(int argc, char **argv)
         case 'Q': o.quick = 1; break;
         case 'L': list(); return 0;
         case 'C': o.only = optarg; break;
+        case 'P':
+        case 'N': progress = c == 'P'; break;
         case 'T':
             if (!cli_parse_size("bench", "--threads", optarg, &threads) || threads > 4096) {
                 if (threads > 4096) fprintf(stderr, "kvcore bench: --threads %s is more than 4096\n", optarg);
@@ -88,6 +97,8 @@ int kvc_cmd_bench(int argc, char **argv)
             return 2;
         }
     }
+    o.quiet = com.quiet;
+    o.progress = progress > 0 || (progress < 0 && !com.quiet && isatty(STDERR_FILENO));
     kvc_context_params_t p = { 0 };
     if (o.threads > 0) {
         p.field_mask |= KVC_CONTEXT_PARAM_NUM_THREADS;
@@ -109,7 +120,10 @@ int kvc_cmd_bench(int argc, char **argv)
         int selected = nwant == 0;
         for (int w = 0; w < nwant; w++) selected |= !strcmp(want[w], "all") || !strcmp(want[w], bench_suites[i].name);
         if (!selected) continue;
-        if (bench_suites[i].run(&o) != 0) {
+        bench_suite_begin(&o, bench_suites[i].name);
+        const int failed = bench_suites[i].run(&o) != 0;
+        bench_suite_end(&o);
+        if (failed) {
             fprintf(stderr, "kvcore bench: suite %s failed\n", bench_suites[i].name);
             rc = 1;
         }

@@ -11,6 +11,7 @@
 
 #include <kvcore.h>
 
+#include "chart.h"
 #include "cli.h"
 #include "files.h"
 #include "json.h"
@@ -168,6 +169,8 @@ typedef struct {
 enum { OPT_LEVEL = 1000, OPT_BINS_K, OPT_BINS_V, OPT_KEY_SCALING, OPT_BITS, OPT_LMCACHE_CONFIG, OPT_CODER };
 /* --progress / --no-progress (encode and decode). */
 enum { OPT_PROGRESS = 1100, OPT_NO_PROGRESS };
+/* --chart / --no-chart / --svg FILE (inspect; demo has its own). */
+enum { OPT_CHART = 1200, OPT_NO_CHART, OPT_SVG };
 #define PROGRESS_LONG { "progress", no_argument, NULL, OPT_PROGRESS }, { "no-progress", no_argument, NULL, OPT_NO_PROGRESS }
 
 /* One quality option from getopt_long: 0 ok, -1 bad value (message printed). */
@@ -1010,10 +1013,26 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
         return rc;
     }
     kvc_codec_info_t info;
-    kvc_tensor_t kv;
+    kvc_tensor_t kv = { 0 };
     const double t0 = cli_now();
     kvc_status_t st = kvc_codec_inspect(in.data, in.len, &info);
-    if (st == KVC_OK) st = kvc_codec_decode_alloc(ctx, in.data, in.len, &kv);
+    if (st == KVC_OK) { /* [2, NL, T, C] or MLA's [NL, T, HS], as kvc_codec_decode_alloc shapes it */
+        const size_t shape[4] = { 2, info.num_layers, info.num_tokens, info.num_heads * info.head_size };
+        st = info.layout == KVC_CODEC_MLA ? kvc_tensor_alloc(&kv, info.dtype, 3, shape + 1)
+                                          : kvc_tensor_alloc(&kv, info.dtype, 4, shape);
+    }
+    if (st == KVC_OK) {
+        /* one live line per window (a batch has its own line, of files) */
+        cli_progress_t prog;
+        kvc_codec_decode_params_t dp = { 0 };
+        if (o->nfiles == 1 && !o->c.quiet && !o->as_json) {
+            cli_progress_begin(&prog, in.label, info.original_bytes);
+            dp = (kvc_codec_decode_params_t){ KVC_CODEC_DECODE_PARAM_PROGRESS, cli_progress, &prog };
+        }
+        st = kvc_codec_decode_ex(ctx, in.data, in.len, kv.data, kv.nbytes, &dp, NULL);
+        if (dp.field_mask) cli_progress_end();
+        if (st != KVC_OK) kvc_tensor_free(&kv);
+    }
     const double dt = cli_now() - t0;
     if (st != KVC_OK) {
         cli_input_close(&in);
@@ -1217,7 +1236,11 @@ static void inspect_help(void)
            "  --original K --original V   inputs encode takes (a KV file, or a K file and a V file)\n"
            "  --json                  one JSON object on stdout\n"
            "  --lmcache-config        the settings LMCache needs to read it (bins per layer for K and V), or why\n"
-           "                          it cannot; with --original, also every level's size on the original\n");
+           "                          it cannot; with --original, also every level's size on the original\n"
+           "  --chart, --no-chart     a bar chart of bits/symbol (and error, with --original) per layer after\n"
+           "                          the table: by default only when standard output is a terminal\n"
+           "  --svg FILE              the same chart as an SVG image ('-': standard output, instead of the report)\n"
+           "  -f, --force             replace an existing --svg FILE\n");
 }
 
 /* The original as encode would read it, checked against the container. */
@@ -1253,7 +1276,39 @@ static int load_original(const char *const *orig, int norig, const kvc_codec_inf
 /* A stream (.kvcs): one row per chunk (its tokens, bytes, ratio, bits per symbol) and the totals.
  * Every chunk is validated as a container and must be of the first chunk's kind, as decode
  * requires. */
-static int inspect_stream(const char *in_path, const char *label, const uint8_t *buf, size_t len, int as_json, int quiet)
+/* Bits/symbol per (plane, layer) over a stream's n chunks: each chunk's layer stats weighted by its
+ * tokens (total bits over total symbols). *rows: planes * layers rows, or the exit status. */
+static int stream_layer_rows(const char *label, const uint8_t *buf, const kvc_codec_info_t *ci, size_t n, size_t T,
+                             cli_chart_row_t **rows)
+{
+    const size_t L = ci[0].planes * ci[0].num_layers;
+    cli_chart_row_t *r = calloc(L, sizeof(*r));
+    kvc_codec_layer_stats_t *ls = calloc(L, sizeof(*ls));
+    if (!r || !ls) {
+        free(r);
+        free(ls);
+        return cli_fail("inspect", KVC_ERR_NO_MEMORY);
+    }
+    for (size_t i = 0, off = 0; i < n; off += ci[i].container_bytes, i++) {
+        const kvc_status_t st = kvc_codec_layer_stats(buf + off, ci[i].container_bytes, ls, L);
+        if (st != KVC_OK) {
+            fprintf(stderr, "kvcore inspect: %s: %s: chunk %zu: %s\n", kvc_status_string(st), label, i, kvc_last_error());
+            free(r);
+            free(ls);
+            return CLI_EXIT_ERROR;
+        }
+        for (size_t l = 0; l < L; l++) {
+            r[l] = (cli_chart_row_t){ ls[l].plane ? "V" : (ci[0].planes == 2 ? "K" : "latent"), ls[l].layer,
+                                      r[l].bits + ls[l].bits_per_symbol * (double)ci[i].num_tokens / (double)T, 0 };
+        }
+    }
+    free(ls);
+    *rows = r;
+    return 0;
+}
+
+static int inspect_stream(const char *in_path, const char *label, const uint8_t *buf, size_t len, int as_json, int quiet,
+                          int chart, const char *svg)
 {
     const stream_src_t src = { .fd = -1, .data = buf, .size = len };
     uint64_t stop;
@@ -1287,6 +1342,21 @@ static int inspect_stream(const char *in_path, const char *label, const uint8_t 
     const kvc_codec_info_t *c0 = &ci[0];
     const size_t es = kvc_dtype_size(c0->dtype);
     const double fp16 = (double)orig / (double)es * 2.0;
+    const int draw = !as_json && !quiet && cli_chart_wanted(chart);
+    cli_chart_row_t *rows = NULL;
+    const size_t L = c0->planes * c0->num_layers;
+    int rc = (draw || svg) ? stream_layer_rows(label, buf, ci, n, T, &rows) : 0;
+    if (!rc && svg) {
+        char title[256];
+        snprintf(title, sizeof(title), "%s: bits/symbol per layer (%zu chunks)", label, n);
+        rc = cli_chart_svg("inspect", svg, title, rows, L, 0);
+        if (!rc && !strcmp(svg, "-")) rc = -1; /* the image instead of the report */
+    }
+    if (rc) {
+        free(rows);
+        free(ci);
+        return rc < 0 ? 0 : rc;
+    }
     if (as_json) {
         json_writer_t w;
         json_init(&w, stdout, 1);
@@ -1338,7 +1408,12 @@ static int inspect_stream(const char *in_path, const char *label, const uint8_t 
             }
             printf("%-6s %-15zu %12zu %12zu %7.2fx\n", "total", T, len, orig, fp16 / (double)len);
         }
+        if (draw) {
+            printf("\nper layer, over the %zu chunks:\n", n);
+            cli_chart_print(stdout, rows, L, 0);
+        }
     }
+    free(rows);
     free(ci);
     return 0;
 }
@@ -1350,17 +1425,25 @@ int kvc_cmd_inspect(int argc, char **argv)
         { "original", required_argument, NULL, 'O' },
         { "json", no_argument, NULL, 'J' },
         { "lmcache-config", no_argument, NULL, OPT_LMCACHE_CONFIG },
+        { "chart", no_argument, NULL, OPT_CHART },
+        { "no-chart", no_argument, NULL, OPT_NO_CHART },
+        { "svg", required_argument, NULL, OPT_SVG },
+        { "force", no_argument, NULL, 'f' },
         { NULL, 0, NULL, 0 },
     };
-    const char *orig[2] = { NULL, NULL };
-    int norig = 0, as_json = 0, lmcfg = 0, c;
+    const char *orig[2] = { NULL, NULL }, *svg = NULL;
+    int norig = 0, as_json = 0, lmcfg = 0, chart = -1, force = 0, c;
     cli_common_t com = { 0 };
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "f", longopts, NULL)) != -1) {
         switch (c) {
         case 'J': as_json = 1; break;
         case OPT_LMCACHE_CONFIG: lmcfg = 1; break;
+        case OPT_CHART: chart = 1; break;
+        case OPT_NO_CHART: chart = 0; break;
+        case OPT_SVG: svg = optarg; break;
+        case 'f': force = 1; break;
         case 'O':
             if (norig == 2) {
                 fprintf(stderr, "kvcore inspect: --original is a KV file or a K file and a V file (at most twice)\n");
@@ -1383,6 +1466,26 @@ int kvc_cmd_inspect(int argc, char **argv)
         fprintf(stderr, "kvcore inspect: standard input (-) can be read once, and holds a KV file, not one of a K/V pair\n");
         return CLI_EXIT_USAGE;
     }
+    if ((chart == 1 || svg) && lmcfg) {
+        fprintf(stderr, "kvcore inspect: %s draws the per-layer report, not --lmcache-config\n", svg ? "--svg" : "--chart");
+        return CLI_EXIT_USAGE;
+    }
+    if (chart == 1 && as_json) {
+        fprintf(stderr, "kvcore inspect: --chart draws on the text report, not with --json (--svg FILE writes it as an image)\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (svg && !strcmp(svg, "-") && (as_json || chart == 1)) {
+        fprintf(stderr, "kvcore inspect: --svg - writes the image to standard output instead of the report: not with %s\n",
+                as_json ? "--json" : "--chart");
+        return CLI_EXIT_USAGE;
+    }
+    if (svg) {
+        const char *inputs[3] = { in_path, orig[0], orig[1] };
+        int rc = cli_chart_svg_check("inspect", svg, force, inputs, 1 + norig);
+        if (rc) return rc;
+    }
+    /* the chart goes after the text report: not with --json, -q or --svg - unless asked */
+    if (chart < 0 && (as_json || com.quiet || (svg && !strcmp(svg, "-")))) chart = 0;
     cli_input_t in;
     int rc = cli_input_open("inspect", in_path, 1, &in);
     if (rc || (rc = cli_input_load("inspect", &in)) != 0) {
@@ -1396,7 +1499,7 @@ int kvc_cmd_inspect(int argc, char **argv)
             fprintf(stderr, "kvcore inspect: --original compares one container; %s is a stream: decode it and compare "
                             "the .npy files\n", in.label);
             rc = CLI_EXIT_USAGE;
-        } else rc = inspect_stream(in_path, in.label, buf, len, as_json, com.quiet);
+        } else rc = inspect_stream(in_path, in.label, buf, len, as_json, com.quiet, chart, svg);
         cli_input_close(&in);
         return rc;
     }
@@ -1417,6 +1520,7 @@ int kvc_cmd_inspect(int argc, char **argv)
     const size_t L = info.planes * info.num_layers, per_layer = info.num_tokens * info.num_heads * info.head_size;
     kvc_codec_layer_stats_t *ls = calloc(L, sizeof(*ls));
     cli_err_t *err = calloc(L, sizeof(*err));
+    cli_chart_row_t *rows = NULL;
     int have_err = 0;
     if (!ls || !err || (st = kvc_codec_layer_stats(buf, len, ls, L)) != KVC_OK) {
         rc = cli_fail("inspect", ls && err ? st : KVC_ERR_NO_MEMORY);
@@ -1438,6 +1542,19 @@ int kvc_cmd_inspect(int argc, char **argv)
     }
     const double fp16_bytes = (double)info.original_bytes / (double)kvc_dtype_size(info.dtype) * 2.0;
     const double q8_bytes = (double)info.original_bytes / (double)kvc_dtype_size(info.dtype) + (double)info.scales_bytes;
+    rows = calloc(L, sizeof(*rows));
+    if (!rows) {
+        rc = cli_fail("inspect", KVC_ERR_NO_MEMORY);
+        goto done;
+    }
+    for (size_t l = 0; l < L; l++)
+        rows[l] = (cli_chart_row_t){ ls[l].plane ? "V" : (info.planes == 2 ? "K" : "latent"), ls[l].layer,
+                                     ls[l].bits_per_symbol, have_err ? err[l].rel_rms : 0 };
+    if (svg) {
+        char title[256];
+        snprintf(title, sizeof(title), "%s: bits/symbol%s per layer", in.label, have_err ? " and relative RMS error" : "");
+        if ((rc = cli_chart_svg("inspect", svg, title, rows, L, have_err)) != 0 || !strcmp(svg, "-")) goto done;
+    }
     if (as_json) {
         json_writer_t w;
         json_init(&w, stdout, 1);
@@ -1506,8 +1623,13 @@ int kvc_cmd_inspect(int argc, char **argv)
             if (have_err) printf("  %10.4g %9.4f", err[l].max_abs, err[l].rel_rms);
             printf("\n");
         }
+        if (cli_chart_wanted(chart)) {
+            printf("\n");
+            cli_chart_print(stdout, rows, L, have_err);
+        }
     }
 done:
+    free(rows);
     free(ls);
     free(err);
     cli_input_close(&in);

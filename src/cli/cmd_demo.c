@@ -12,6 +12,7 @@
 #include <kvcore.h>
 
 #include "common/half.h"
+#include "chart.h"
 #include "cli.h"
 #include "demo_data.h"
 #include "synth_kv.h"
@@ -153,7 +154,8 @@ static int demo_quiet;
 
 static void report_stage(const stage_t *st)
 {
-    say("  %-34s %9.2f ms  %8.2f GB/s\n", st->name, 1e3 * st->seconds, (double)st->bytes / st->seconds / 1e9);
+    char r[16];
+    say("  %-36s %9.2f ms  %10s/s\n", st->name, 1e3 * st->seconds, cli_human(st->seconds > 0 ? (double)st->bytes / st->seconds : 0, r));
 }
 
 static void demo_help(void)
@@ -164,7 +166,11 @@ static void demo_help(void)
            "  --synthetic     generated 7B-class data instead, sized by:\n"
            "    --layers N    (default 32)   --heads N (default 8)\n"
            "    --head-size N (default 128)  --tokens N (default 4096)\n"
-           "  -q              only the verification line\n");
+           "  -q              only the verification line\n"
+           "  --chart, --no-chart  a bar chart of bits/symbol and relative RMS error per layer: by default only\n"
+           "                  when standard output is a terminal\n"
+           "  --svg FILE      the same chart as an SVG image\n"
+           "  -f, --force     replace an existing --svg FILE\n");
 }
 
 int kvc_cmd_demo(int argc, char **argv)
@@ -176,17 +182,25 @@ int kvc_cmd_demo(int argc, char **argv)
         { "heads", required_argument, NULL, 'n' },
         { "head-size", required_argument, NULL, 's' },
         { "tokens", required_argument, NULL, 't' },
+        { "chart", no_argument, NULL, 'C' },
+        { "no-chart", no_argument, NULL, 'N' },
+        { "svg", required_argument, NULL, 'G' },
+        { "force", no_argument, NULL, 'f' },
         { NULL, 0, NULL, 0 },
     };
-    int synthetic = 0, c;
+    int synthetic = 0, chart = -1, force = 0, c;
+    const char *svg = NULL;
     const char *sized = NULL; /* a size option, which applies only to --synthetic */
     cli_common_t com = { 0 };
     demo_shape_t s = { 32, 4096, 8, 128, NULL };
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT, longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, CLI_COMMON_SHORT "f", longopts, NULL)) != -1) {
         size_t *dst = c == 'l' ? &s.nl : c == 'n' ? &s.nh : c == 's' ? &s.hs : c == 't' ? &s.t : NULL;
         if (c == 'Y') synthetic = 1;
+        else if (c == 'C' || c == 'N') chart = c == 'C';
+        else if (c == 'G') svg = optarg;
+        else if (c == 'f') force = 1;
         else if (dst) {
             sized = c == 'l' ? "--layers" : c == 'n' ? "--heads" : c == 's' ? "--head-size" : "--tokens";
             if (!cli_parse_size("demo", sized, optarg, dst)) return 2;
@@ -204,6 +218,12 @@ int kvc_cmd_demo(int argc, char **argv)
         fprintf(stderr, "kvcore demo: %s sizes the --synthetic data; the embedded real data has its own size\n", sized);
         return 2;
     }
+    if (svg && !strcmp(svg, "-")) { /* standard output holds the report */
+        fprintf(stderr, "kvcore demo: --svg needs a file name (standard output holds the report)\n");
+        return 2;
+    }
+    if (svg && (c = cli_chart_svg_check("demo", svg, force, NULL, 0)) != 0) return c;
+    if (chart < 0 && demo_quiet) chart = 0;
     uint16_t *orig = synthetic ? make_synthetic(&s) : load_embedded(&s);
     if (!orig) return 1;
     kvc_context_t *ctx;
@@ -226,6 +246,7 @@ int kvc_cmd_demo(int argc, char **argv)
     size_t *kvc_len = calloc(nchunks, sizeof(size_t));
     uint16_t *check = malloc(total_bytes);
     stage_t stages[6];
+    cli_chart_row_t *rows = NULL;
     int rc = 1, nst = 0;
     if (!chunks || !back || !kvc || !kvc_len || !check || paged_alloc(&src, &s) || paged_alloc(&dst, &s)) {
         fprintf(stderr, "kvcore demo: out of memory\n");
@@ -273,15 +294,19 @@ int kvc_cmd_demo(int argc, char **argv)
     STAGE("5 load: chunks -> fresh paged cache", total_bytes, blocks_xfer(ctx, &s, &dst, back, nchunks, KVC_H2D));
     STAGE("6 verify read: paged cache -> tokens", total_bytes, tokens_xfer(ctx, &s, &dst, check, KVC_D2H));
 
-    /* Statistics: sizes, bits/symbol vs entropy, reconstruction error. */
+    /* Statistics: sizes, bits/symbol vs entropy (overall, and per layer over the chunks, weighted by
+     * their tokens), reconstruction error. */
     double bits = 0, ent = 0;
     size_t nls = 0;
+    rows = calloc(2 * s.nl, sizeof(*rows));
+    if (!rows) goto done;
     for (size_t i = 0; i < nchunks; i++) {
         kvc_codec_info_t info;
         kvc_codec_inspect(kvc[i], kvc_len[i], &info);
         kvc_codec_layer_stats_t *ls = calloc(2 * s.nl, sizeof(*ls));
         if (!ls || kvc_codec_layer_stats(kvc[i], kvc_len[i], ls, 2 * s.nl) != KVC_OK) { free(ls); goto done; }
         for (size_t l = 0; l < 2 * s.nl; l++) {
+            rows[l].bits += ls[l].bits_per_symbol * (double)info.num_tokens / (double)s.t;
             bits += ls[l].bits_per_symbol * (double)info.num_tokens;
             ent += ls[l].entropy_bits * (double)info.num_tokens;
         }
@@ -305,6 +330,19 @@ int kvc_cmd_demo(int argc, char **argv)
         say("  layer %3zu   K %9.4g %7.4f   V %9.4g %7.4f\n", l, err[l].max_abs, err[l].rel_rms, err[s.nl + l].max_abs,
                err[s.nl + l].rel_rms);
         worst = fmax(worst, fmax(err[l].rel_rms, err[s.nl + l].rel_rms));
+    }
+    for (size_t l = 0; l < 2 * s.nl; l++) {
+        rows[l].plane = l < s.nl ? "K" : "V";
+        rows[l].layer = (unsigned)(l % s.nl);
+        rows[l].err = err[l].rel_rms;
+    }
+    if (cli_chart_wanted(chart)) {
+        say("\nper layer:\n");
+        if (!demo_quiet || chart == 1) cli_chart_print(stdout, rows, 2 * s.nl, 1);
+    }
+    if (svg && cli_chart_svg("demo", svg, "kvcore demo: bits/symbol and relative RMS error per layer", rows, 2 * s.nl, 1)) {
+        free(err);
+        goto done;
     }
     /* The pipeline must restore exactly what the codec decoded, and every element must be within
      * the quantiser's guarantee: |x - x^| <= scale / (2M) (scale: the row's max |x|, M = bins/2 - 1)
@@ -349,6 +387,7 @@ done:
     free(kvc);
     free(kvc_len);
     free(check);
+    free(rows);
     paged_free(&src);
     paged_free(&dst);
     kvc_context_destroy(ctx);

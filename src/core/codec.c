@@ -582,8 +582,10 @@ static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t *
     return KVC_OK;
 }
 
-static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *c, void *out)
+static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *c, void *out,
+                                     const kvc_codec_decode_params_t *p)
 {
+    const int report = p && (p->field_mask & KVC_CODEC_DECODE_PARAM_PROGRESS) && p->progress;
     const dims_t d = { c->kvs, (size_t)c->kvs * c->num_layers, c->num_tokens, (size_t)c->num_heads * c->head_size };
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C, W = c->window_tokens;
     const size_t tw_max = T < W ? T : W, nscales = kvc_container_num_scales(c);
@@ -628,6 +630,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         if ((st = kvc_cg_decode_packed(ctx, &a)) != KVC_OK) goto done;
         if (win) window_copy(win, symbols, &d, t0, tw, 0, ctx->num_threads);
         off += (size_t)sum;
+        if (report) p->progress(p->progress_user, w + 1u, c->num_windows + 1u);
     }
     for (size_t i = 0; i < nscales; i++) scales[i] = scale_load(c->scales, i, c->dtype); /* validated by the parse */
     uint32_t bins[2 * 4096];
@@ -635,6 +638,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, 1);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */
         st = kvc_error(KVC_ERR_CORRUPT, "container streams decode to symbols outside the quantiser's range");
+    if (st == KVC_OK && report) p->progress(p->progress_user, c->num_windows + 1u, c->num_windows + 1u);
 done:
     scratch_release(sc);
     return st;
@@ -643,7 +647,16 @@ done:
 KVC_API kvc_status_t kvc_codec_decode(kvc_context_t *ctx, const void *buf, size_t len, void *out, size_t out_bytes,
                                       kvc_codec_info_t *info)
 {
+    return kvc_codec_decode_ex(ctx, buf, len, out, out_bytes, NULL, info);
+}
+
+KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, size_t len, void *out, size_t out_bytes,
+                                         const kvc_codec_decode_params_t *p, kvc_codec_info_t *info)
+{
     if (!ctx || !buf || !out) return kvc_error(KVC_ERR_INVALID_ARG, "codec decode: ctx, buf and out must not be NULL");
+    if (p && (p->field_mask & ~(uint64_t)KVC_CODEC_DECODE_PARAM_PROGRESS))
+        return kvc_error(KVC_ERR_INVALID_ARG, "codec decode: field_mask 0x%llx has bits no field is defined for",
+                         (unsigned long long)p->field_mask);
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory");
     kvc_status_t st = kvc_container_parse(buf, len, c);
@@ -654,7 +667,7 @@ KVC_API kvc_status_t kvc_codec_decode(kvc_context_t *ctx, const void *buf, size_
         st = kvc_error(KVC_ERR_NO_SPACE, "codec decode: output of %zu bytes, the chunk needs %zu", out_bytes, local.original_bytes);
         goto done;
     }
-    st = decode_container(ctx, c, out);
+    st = decode_container(ctx, c, out, p);
     if (st == KVC_OK && info) *info = local;
 done:
     kvc_container_release(c);
