@@ -93,6 +93,8 @@ result "encode --level <TAB> offers 0-$levels (from --help)" \
     "$(differ "$(seq 0 "${levels:-0}")" "$(complete_line "$kvcore" encode --level "")")"
 result "encode --key-scaling <TAB> offers token channel" \
     "$(differ "token channel" "$(complete_line "$kvcore" encode --key-scaling "")")"
+result "encode --coder <TAB> offers ac rans" \
+    "$(differ "ac rans" "$(complete_line "$kvcore" encode --coder "")")"
 result "encode --bins-k=<TAB> offers the even counts 4-64" \
     "$(differ "$(seq 4 2 64)" "$(complete_line "$kvcore" encode --bins-k = "")")"
 "$kvcore" decode --help | grep -q -- '--format F *npy or safetensors' || result "decode --help names npy or safetensors" "changed"
