@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="628b575cd549b3e346dea8189b637b5652012496e1799e723476b51c1b0b5506")
+    version("0.1.0", sha256="5a706164d469e69a87fedfbaae426be7c62009fbfd76dcb60200acf6fe75ba58")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
