@@ -13,6 +13,21 @@ from .enums import RopeStyle
 from .errors import KvcoreError
 
 
+def _heads_in_view(k: Any, nkv: int, hs: int, hstride: int) -> None:
+    """An explicit head_size / head_stride must address elements of the key view, not the gaps
+    between a strided view's heads (inside its extent, but the caller's other data)."""
+    w, vst = k.shape[-1], k.strides[-2] // k.itemsize
+    if nkv > 1 and vst > w:  # gaps between the view's heads: each head written lies in one of them
+        bad = [h for h in range(nkv) if h * hstride // vst >= nkv or
+               h * hstride + hs > h * hstride // vst * vst + w]
+    else:  # dense heads (or one): a token's elements are [0, (nkv - 1) * vst + w)
+        bad = [nkv - 1] if (nkv - 1) * hstride + hs > (nkv - 1) * vst + w else []
+    if bad:
+        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key: head {bad[0]} of {hs} elements at head stride {hstride} "
+                                              f"falls outside the key's heads (shape {list(k.shape)}, element "
+                                              f"strides {[st // k.itemsize for st in k.strides]})")
+
+
 class RopeOps(ContextBase):
     """kvcore.Context's RoPE re-rotation of cached keys (docs/ROPE.md)."""
 
@@ -35,6 +50,8 @@ class RopeOps(ContextBase):
                                                       "written need a positive stride")
         if k.strides[-1] != es and k.shape[-1] > 1:
             raise KvcoreError(_abi.KVC_ERR_SHAPE, "key: the last dimension must be contiguous")
+        if head_size is not None or head_stride is not None:
+            _heads_in_view(k, nkv, hs, hstride)
         n = 1
         for d in k.shape[:-2]:
             n *= d

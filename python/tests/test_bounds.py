@@ -109,8 +109,23 @@ def test_rope_refuses_a_head_stride_past_the_key(ctx):
     p = np.zeros(1, np.int64)
     with pytest.raises(KvcoreError) as e:
         ctx.rope_k_fused(k, p, p + 1, ctx.rope_cache_build(64, 8, 10000.0), head_stride=512)
-    assert status(e.value) == SHAPE and "reaches bytes" in str(e.value)
+    assert status(e.value) == SHAPE and "outside the key's heads" in str(e.value)
     assert c.intact()
+
+
+def test_rope_refuses_a_head_stride_into_the_gaps_of_a_strided_key(ctx):
+    """A [1, 2, 2] key view with heads 3 elements apart and head_stride=2 used to rotate element 2,
+    between the view's heads (found by test_rope_any_strides); head_size past a head likewise."""
+    c = Canary(64)
+    k = c.view(0, (1, 2, 2), (0, 3, 1))
+    p = np.zeros(1, np.int64)
+    for kw in ({"head_stride": 2}, {"head_stride": 4}, {"head_size": 3}):
+        with pytest.raises(KvcoreError) as e:
+            ctx.rope_k_fused(k, p, p + 1, ctx.rope_cache_build(64, 2, 10000.0), **kw)
+        assert status(e.value) == SHAPE and "outside the key's heads" in str(e.value), kw
+        assert c.intact(), kw
+    ctx.rope_k_fused(k, p, p + 1, ctx.rope_cache_build(64, 2, 10000.0), head_stride=3)  # the view's own
+    assert c.intact(k)
 
 
 def test_memcpy_refuses_a_negative_size(ctx):
