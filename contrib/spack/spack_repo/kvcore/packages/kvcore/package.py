@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="5a706164d469e69a87fedfbaae426be7c62009fbfd76dcb60200acf6fe75ba58")
+    version("0.1.0", sha256="bd9bff8c5ddc83b834dfa096cd5c64fe184947325e82423b247b9657a4546bbe")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
