@@ -17,7 +17,7 @@ void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t to
      * frequent symbol (the first one on ties). That symbol stays >= 1: with k <= 64 non-zero symbols
      * each frequency exceeds its exact share by less than 1, so the excess e < k and the largest
      * frequency is >= (4096 + e) / k > e when 4096 > (k - 1)^2 (docs/CACHEGEN.md). */
-    uint32_t freq[64];
+    uint32_t freq[64] = { 0 }; /* bins >= 1 always; zeroed so no compiler sees a path without it */
     uint32_t sum = 0;
     unsigned top = 0;
     for (unsigned s = 0; s < bins; s++) {
