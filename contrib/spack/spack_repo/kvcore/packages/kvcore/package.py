@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="bd9bff8c5ddc83b834dfa096cd5c64fe184947325e82423b247b9657a4546bbe")
+    version("0.1.0", sha256="85077ab59f0e0f85e267c42a303214b3d5f1b70aa3eeef3cbe2c846f06f82dc0")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
