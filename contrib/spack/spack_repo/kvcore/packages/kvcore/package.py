@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="85077ab59f0e0f85e267c42a303214b3d5f1b70aa3eeef3cbe2c846f06f82dc0")
+    version("0.1.0", sha256="57f16824657b128afadb12ba74a1e1d16ae73f33583def18d8a41f4542f2d94d")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
