@@ -15,6 +15,7 @@
 #include "npy_load.h"
 #include "ref/cachegen_ref.h"
 #include "test_util.h"
+#include "container_edit.h"
 
 /* Real K/V of stories260K: [5 layers, 512 tokens, 4 heads, 8] fp16 each, stacked to KV_2LTD. */
 static uint16_t *real_kv(size_t *nl, size_t *t, size_t *nh, size_t *hs)
@@ -369,28 +370,6 @@ static kvc_status_t try_decode(kvc_context_t *ctx, const uint8_t *buf, size_t le
 {
     static uint16_t out[2 * 2 * 40 * 6];
     return kvc_codec_decode(ctx, buf, len, out, sizeof(out), NULL);
-}
-
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static void wr32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-
-/* Offsets of the 5 section headers. */
-static void sections(const uint8_t *buf, size_t off[5])
-{
-    size_t pos = 48;
-    for (int i = 0; i < 5; i++) {
-        off[i] = pos;
-        pos += 16 + (size_t)rd32(buf + pos + 8);
-    }
-}
-
-/* Recompute the section's and the header's checksums after a deliberate edit (so the edit reaches
- * the field validation instead of stopping at the checksum). */
-static void reseal(uint8_t *buf, size_t section_off)
-{
-    const size_t n = rd32(buf + section_off + 8);
-    wr32(buf + section_off + 4, (uint32_t)crc32(0, buf + section_off + 16, (uInt)n));
-    wr32(buf + 44, (uint32_t)crc32(0, buf, 44));
 }
 
 Test(codec, corrupted_bytes_are_detected)

@@ -15,6 +15,7 @@
 
 #include "common/half.h"
 #include "rans.h"
+#include "container_edit.h"
 
 static uint32_t rng_state = 1;
 static uint32_t rnd(void)
@@ -432,25 +433,6 @@ Test(rans_codec, levels_channel_keys_and_bits_target)
     cr_assert_eq(kvc_codec_encode(ctx, &q, kv, &buf, &len), KVC_ERR_INVALID_ARG);
     free(kv);
     kvc_context_destroy(ctx);
-}
-
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static void wr32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-
-static void sections(const uint8_t *buf, size_t off[5])
-{
-    size_t pos = 48;
-    for (int i = 0; i < 5; i++) {
-        off[i] = pos;
-        pos += 16 + (size_t)rd32(buf + pos + 8);
-    }
-}
-
-static void reseal(uint8_t *buf, size_t section_off)
-{
-    const size_t n = rd32(buf + section_off + 8);
-    wr32(buf + section_off + 4, (uint32_t)crc32(0, buf + section_off + 16, (uInt)n));
-    wr32(buf + 44, (uint32_t)crc32(0, buf, 44));
 }
 
 static kvc_status_t try_decode(kvc_context_t *ctx, const uint8_t *buf, size_t len, size_t out_bytes)
