@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="57f16824657b128afadb12ba74a1e1d16ae73f33583def18d8a41f4542f2d94d")
+    version("0.1.0", sha256="30a3e72cf9379db993099002799e7692bbfb37bb02249fc299c22c3e0790e8b9")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
