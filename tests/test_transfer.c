@@ -192,17 +192,37 @@ static int64_t *distinct_indices(rng_t *r, int64_t n, int64_t pool)
     return perm;
 }
 
+/* The slots 0..pool-1 cut into runs of 1..8 consecutive slots, the runs shuffled: what vLLM's
+ * slot mapping looks like (consecutive slots in scattered blocks), with runs that start and end
+ * anywhere in a block. */
+static int64_t *shuffled_runs(rng_t *r, int64_t pool)
+{
+    int64_t *start = malloc((size_t)(pool ? pool : 1) * sizeof(int64_t)), n = 0;
+    int64_t *out = malloc((size_t)(pool ? pool : 1) * sizeof(int64_t)), k = 0;
+    for (int64_t s = 0; s < pool; s += rnd_in(r, 1, 8)) start[n++] = s;
+    int64_t *order = distinct_indices(r, n, n);
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t a = start[order[i]], b = order[i] + 1 < n ? start[order[i] + 1] : pool;
+        for (int64_t s = a; s < b; s++) out[k++] = s;
+    }
+    free(order);
+    free(start);
+    return out;
+}
+
 /* Slots for T tokens over a pool of `pool` slots. Modes: 0 random distinct with some negatives,
- * 1 consecutive (runs that merge), 2 all negative. Distinct non-negative slots keep H2D
- * deterministic; tokens beyond the pool get negative slots. */
+ * 1 consecutive (runs that merge), 2 all negative, 3 shuffled runs of consecutive slots with some
+ * negatives between and inside them. Distinct non-negative slots keep H2D deterministic; tokens
+ * beyond the pool get negative slots. */
 static int64_t *random_slots(rng_t *r, int64_t T, int64_t pool, int mode)
 {
     int64_t *slots = malloc((size_t)(T ? T : 1) * sizeof(int64_t));
-    int64_t *perm = distinct_indices(r, T < pool ? T : pool, pool);
+    int64_t *perm = mode == 3 ? shuffled_runs(r, pool) : distinct_indices(r, T < pool ? T : pool, pool);
     const int64_t base = rnd_in(r, 0, pool - 1);
     for (int64_t t = 0; t < T; t++) {
         if (mode == 2 || t >= pool) slots[t] = -rnd_in(r, 1, 1000);
         else if (mode == 1) slots[t] = (base + t) % pool;
+        else if (mode == 3) slots[t] = rnd(r) % 9 ? perm[t] : -1;
         else slots[t] = rnd(r) % 6 ? perm[t] : -1;
     }
     free(perm);
@@ -400,6 +420,7 @@ static void token_case(kvc_context_t *ctx, rng_t *r, int fmt, int dir, int es, i
         mode = 0;
     }
     if (rep == 4) mode = 2;
+    if (rep == 5) mode = 3;
     int64_t *slots = random_slots(r, T, s.nb * s.bs, mode);
     engine_t e;
     engine_new(&e, r, fmt, &s);
@@ -431,7 +452,7 @@ Test(transfer, tokens_every_format_direction_element_size)
     for (int fmt = 0; fmt < KVC_FORMAT_COUNT; fmt++)
         for (int dir = 0; dir < 2; dir++)
             for (int k = 0; k < 4; k++)
-                for (int rep = 0; rep < 5 && es_applies(fmt, element_sizes[k]); rep++)
+                for (int rep = 0; rep < 6 && es_applies(fmt, element_sizes[k]); rep++)
                     token_case(rep % 2 ? ctx3 : ctx1, &r, fmt, dir, element_sizes[k], rep);
     kvc_context_destroy(ctx1);
     kvc_context_destroy(ctx3);
@@ -639,6 +660,10 @@ Test(transfer, threaded_and_streaming_paths_match_oracle)
         const int64_t C = 256, nblk = C / s.bs;
         int64_t *ids = distinct_indices(&r, nblk, s.nb), *tok = malloc(C * sizeof(int64_t));
         for (int64_t t = 0; t < C; t++) tok[t] = ids[t / s.bs] * s.bs + t % s.bs;
+        if (fmt % 2) { /* runs of consecutive slots that start and end inside blocks, some skipped */
+            free(tok);
+            tok = random_slots(&r, C, s.nb * s.bs, 3);
+        }
         for (int k = -1; k < 3; k++) {
             kvc_context_t *c = k < 0 ? ctx : stream_ctx[k];
             if (!c) continue;

@@ -166,8 +166,27 @@ static inline char *engine_base(const kvc_engine_map_t *m, int64_t l, int64_t p)
  * 256-byte runs, too little to cover the memory latency. */
 #define PREFETCH_TOKENS 4
 
-/* Tokens [t0, t1) of one (layer, plane). When a token is one run, tokens whose engine and chunk
- * rows both follow the previous one (consecutive slots) are merged into one copy. */
+/* The first token from t on whose slot is mapped (>= 0), or t1. */
+static inline int64_t skip_unmapped(const int64_t *slots, int64_t t, int64_t t1)
+{
+    while (t < t1 && slots[t] < 0) t++;
+    return t;
+}
+
+/* The number of tokens from t whose slots follow slots[t] inside its block (vLLM maps a sequence's
+ * tokens to consecutive slots of its blocks); 0 when t == t1 or slots[t] is skipped (< 0). */
+static inline int64_t slot_group(const int64_t *slots, int64_t t, int64_t t1, int64_t bs)
+{
+    if (t >= t1 || slots[t] < 0) return 0;
+    const int64_t s = slots[t], room = bs - s % bs;
+    int64_t k = 1;
+    while (k < room && t + k < t1 && slots[t + k] == s + k) k++;
+    return k;
+}
+
+/* Tokens [t0, t1) of one (layer, plane). When a token is one run (token-major layouts), tokens
+ * whose engine and chunk rows both follow the previous one (consecutive slots) are merged into one
+ * copy. */
 static void tokens_range(const struct kvc_token_plan *p, copy_mode_t mode, int64_t l, int64_t pl, int64_t t0, int64_t t1)
 {
     const kvc_engine_map_t *m = &p->engine;
@@ -194,13 +213,25 @@ static void tokens_range(const struct kvc_token_plan *p, copy_mode_t mode, int64
         if (run_n) copy_run(run_e, run_c, run_n, mode);
         return;
     }
-    for (int64_t t = t0; t < t1; t++) {
+    /* Otherwise one head per run (kvc_layout_token_runs leaves at most the head loop, as outer):
+     * tokens of consecutive slots are copied as a block, head by head, so that on the engine side a
+     * head's rows are one contiguous read or write instead of a row per token at the head stride.
+     * Meanwhile the next group of the same length is prefetched; a lone token prefetches the token
+     * PREFETCH_TOKENS ahead (one token is too little to cover the memory latency). */
+    int64_t t = skip_unmapped(p->slots, t0, t1), k = slot_group(p->slots, t, t1, bs);
+    while (k) {
+        const int64_t tn = skip_unmapped(p->slots, t + k, t1), kn = slot_group(p->slots, tn, t1, bs);
+        const int64_t tp = k == 1 ? t + PREFETCH_TOKENS : tn, sp = tp < t1 && (k == 1 || kn == k) ? p->slots[tp] : -1;
         const int64_t s = p->slots[t];
-        if (s < 0) continue;
-        const int64_t tn = t + PREFETCH_TOKENS, sn = tn < t1 ? p->slots[tn] : -1;
-        copy_unit(eb + (s / bs) * m->block_stride + (s % bs) * m->token_stride, cb + t * cts, r, mode,
-                  sn >= 0 ? eb + (sn / bs) * m->block_stride + (sn % bs) * m->token_stride : NULL,
-                  sn >= 0 ? cb + tn * cts : NULL);
+        const kvc_run_shape_t g = { .run_bytes = r->run_bytes,
+                                    .outer_count = r->outer_count, .outer_engine = r->outer_engine,
+                                    .outer_chunk = r->outer_chunk,
+                                    .inner_count = k, .inner_engine = m->token_stride, .inner_chunk = cts };
+        copy_unit(eb + (s / bs) * m->block_stride + (s % bs) * m->token_stride, cb + t * cts, &g, mode,
+                  sp >= 0 ? eb + (sp / bs) * m->block_stride + (sp % bs) * m->token_stride : NULL,
+                  sp >= 0 ? cb + tp * cts : NULL);
+        t = tn;
+        k = kn;
     }
 }
 
