@@ -191,12 +191,23 @@ int64_t bench_huge_bytes(const void *p)
 
 int bench_case_wanted(const bench_opts_t *o, const char *name) { return !o->only || strstr(name, o->only); }
 
+/* Ratios of one unit: a suite may mix speeds (GB/s) with sizes (bytes) or rates (bit/sym), whose
+ * ratios mean different things, so each unit gets its own range and mean. */
+typedef struct {
+    const char *unit;
+    double log_ratio, lo, hi;
+    int ratios;
+    char lo_name[48], hi_name[48];
+} ratio_group_t;
+
+#define RATIO_GROUPS 4
+
 /* The suite being run: for the progress line, the table's header and the summary. */
 static struct {
     const char *suite, *baseline;
-    double t0, log_ratio, lo, hi;
-    int cases, ratios;
-    char lo_name[48], hi_name[48];
+    double t0;
+    int cases, ngroups;
+    ratio_group_t group[RATIO_GROUPS];
 } cur;
 
 static void progress_clear(const bench_opts_t *o)
@@ -220,22 +231,43 @@ void bench_suite_begin(const bench_opts_t *o, const char *suite)
     progress_draw(o);
 }
 
+/* ", ratios 0.52x-1.10x, geometric mean 0.84x" (or one ratio) of a group; `unit` names the unit. */
+static void group_tail(char *buf, size_t len, const ratio_group_t *g, int unit)
+{
+    char u[24] = "";
+    if (unit) snprintf(u, sizeof(u), " (%s)", g->unit);
+    if (g->ratios == 1) snprintf(buf, len, ", ratio%s %.2fx", u, g->lo);
+    else snprintf(buf, len, ", ratios%s %.2fx-%.2fx, geometric mean %.2fx", u, g->lo, g->hi, exp(g->log_ratio / g->ratios));
+}
+
 void bench_suite_end(const bench_opts_t *o)
 {
     progress_clear(o);
     if (o->json || o->quiet || !cur.cases) return;
     char line[256], tail[160] = "";
-    if (cur.ratios == 1) snprintf(tail, sizeof(tail), ", ratio %.2fx", cur.lo);
-    else if (cur.ratios)
-        snprintf(tail, sizeof(tail), ", ratios %.2fx-%.2fx, geometric mean %.2fx", cur.lo, cur.hi,
-                 exp(cur.log_ratio / cur.ratios));
-    snprintf(line, sizeof(line), "%s: %d case%s, %.1f s%s", cur.suite, cur.cases, cur.cases == 1 ? "" : "s",
-             bench_now() - cur.t0, tail);
-    printf("%s\n", line);
-    /* which cases the extremes are, when that still fits a line */
-    if (cur.ratios > 1 && snprintf(line, sizeof(line), "  lowest %s, highest %s", cur.lo_name, cur.hi_name) < 80)
-        printf("%s\n", line);
+    if (cur.ngroups == 1) group_tail(tail, sizeof(tail), &cur.group[0], 0);
+    printf("%s: %d case%s, %.1f s%s\n", cur.suite, cur.cases, cur.cases == 1 ? "" : "s", bench_now() - cur.t0, tail);
+    for (int k = 0; k < cur.ngroups; k++) {
+        const ratio_group_t *g = &cur.group[k];
+        if (cur.ngroups > 1) {
+            group_tail(tail, sizeof(tail), g, 1);
+            printf("  %s\n", tail + 2);
+        }
+        /* which cases the extremes are, when that still fits a line */
+        if (g->ratios > 1 && snprintf(line, sizeof(line), "  lowest %s, highest %s", g->lo_name, g->hi_name) < 80)
+            printf("%s\n", line);
+    }
     fflush(stdout);
+}
+
+/* The summary group of `unit` (the last one when a suite has more units than groups). */
+static ratio_group_t *group_of(const char *unit)
+{
+    for (int k = 0; k < cur.ngroups; k++)
+        if (!strcmp(cur.group[k].unit, unit)) return &cur.group[k];
+    if (cur.ngroups == RATIO_GROUPS) return &cur.group[RATIO_GROUPS - 1];
+    cur.group[cur.ngroups].unit = unit;
+    return &cur.group[cur.ngroups++];
 }
 
 void bench_report(const bench_opts_t *o, const bench_result_t *r)
@@ -287,10 +319,11 @@ void bench_report(const bench_opts_t *o, const bench_result_t *r)
     fflush(stdout);
     cur.baseline = r->baseline_name ? r->baseline_name : "-";
     if (ratio > 0 && isfinite(ratio)) {
-        if (!cur.ratios || ratio < cur.lo) cur.lo = ratio, snprintf(cur.lo_name, sizeof(cur.lo_name), "%s", r->name);
-        if (!cur.ratios || ratio > cur.hi) cur.hi = ratio, snprintf(cur.hi_name, sizeof(cur.hi_name), "%s", r->name);
-        cur.log_ratio += log(ratio);
-        cur.ratios++;
+        ratio_group_t *g = group_of(r->unit);
+        if (!g->ratios || ratio < g->lo) g->lo = ratio, snprintf(g->lo_name, sizeof(g->lo_name), "%s", r->name);
+        if (!g->ratios || ratio > g->hi) g->hi = ratio, snprintf(g->hi_name, sizeof(g->hi_name), "%s", r->name);
+        g->log_ratio += log(ratio);
+        g->ratios++;
     }
     cur.cases++;
     progress_draw(o);

@@ -40,6 +40,10 @@ if [ "$rows" -eq 1 ] && has '^  split_copy_align_4KiB  *[0-9.e+]*  *GB/s '; then
 if awk 'length > 79 { bad = 1; print "# " length ": " $0 } END { exit bad }' "$tmp/out" >"$tmp/err"; then ok "bench: every line fits 79 columns"; else not_ok "bench: every line fits 79 columns"; fi
 if has '^memory: 1 case, [0-9.]* s, ratio [0-9.]*x$'; then ok "bench: a one-line summary per suite"; else not_ok "bench: a one-line summary per suite"; fi
 if ! grep -q "$(printf '\r')" "$tmp/err"; then ok "bench on a pipe: no progress"; else not_ok "bench on a pipe: no progress"; fi
+# coder mixes speeds (Msym/s) with a size (bit/sym vs entropy): a range and mean for each unit, not one over both
+status_is 0 "bench coder --quick" "$kvcore" bench coder --quick
+if has '^coder: [0-9]* cases, [0-9.]* s$' && has '^  ratios (Msym/s) [0-9.]*x-[0-9.]*x, geometric mean [0-9.]*x$' &&
+   has '^  ratio (bit/sym) [0-9.]*x$'; then ok "bench: the summary keeps units apart"; else not_ok "bench: the summary keeps units apart"; fi
 status_is 0 "bench --progress -q" "$kvcore" bench memory --quick --case split_copy_align_4KiB --progress -q
 if grep -q "bench memory: 1 case done in [0-9]* s, measuring the next" "$tmp/err" && ! has '^memory: '; then ok "bench --progress: a line between cases on stderr; -q: no summary"; else not_ok "bench --progress: a line between cases on stderr; -q: no summary"; fi
 

@@ -31,8 +31,8 @@ static void bench_help(void)
            "  --list       list the suites and exit\n"
            "  --progress, --no-progress  a line on stderr between cases (suite, cases done, seconds): by\n"
            "               default only when stderr is a terminal\n"
-           "The table fits 79 columns; each suite ends with a one-line summary (cases, seconds, the range and\n"
-           "geometric mean of the ratios to the baselines).\n"
+           "The table fits 79 columns; each suite ends with a summary (cases, seconds, the range and\n"
+           "geometric mean of the ratios to the baselines, a line per unit when a suite mixes units).\n"
            "suites:\n");
     list();
 }
