@@ -95,10 +95,47 @@ static unsigned rans_find(const uint16_t *c, unsigned bins, uint32_t slot)
  * search (filling 4096 entries would cost more than the search). Same symbols either way. */
 #define RANS_TABLE_MIN_TOKENS 64
 
+/* A full group's 8 lanes, one token per step, while 16 bytes remain (a step reads at most 8 words,
+ * so no bounds check is needed and nothing the checked loop would refuse can happen here). All 8
+ * states are advanced first, then renormalised in channel order without branches: a branch per
+ * lane mispredicts on every word read, and a word read after each lane would chain the lanes
+ * through the stream position. Measured on the bench's 8-channel streams (2.6 bits a symbol):
+ * 1.5x the checked loop's symbols per second. Returns the tokens done; x and *pos advanced. */
+static size_t rans_decode_fast8(const uint8_t *in, size_t len, size_t *pos, size_t tokens, const uint8_t (*tab)[KVC_RANS_PROB_SCALE],
+                                const uint32_t (*cf)[64], uint32_t *x, uint8_t *sym, size_t stride)
+{
+    uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3], x4 = x[4], x5 = x[5], x6 = x[6], x7 = x[7];
+    size_t p = *pos, t = 0;
+    for (; t < tokens && len - p >= 2 * KVC_RANS_GROUP; t++) {
+        uint8_t *row = sym + t * stride;
+        /* cf: cum[s] | freq[s] << 16 */
+#define RANS_STEP(i)                                                                                                   \
+    do {                                                                                                               \
+        const uint32_t slot = x##i & (KVC_RANS_PROB_SCALE - 1), e = cf[i][row[i] = tab[i][slot]];                       \
+        x##i = (e >> 16) * (x##i >> KVC_RANS_PROB_BITS) + slot - (e & 0xFFFF);                                          \
+    } while (0)
+#define RANS_RENORM(i)                                                                                                 \
+    do {                                                                                                               \
+        const uint32_t need = x##i < KVC_RANS_L, w = (uint32_t)in[p] | (uint32_t)in[p + 1] << 8;                        \
+        x##i = need ? x##i << 16 | w : x##i;                                                                           \
+        p += 2 * need;                                                                                                 \
+    } while (0)
+        RANS_STEP(0); RANS_STEP(1); RANS_STEP(2); RANS_STEP(3); RANS_STEP(4); RANS_STEP(5); RANS_STEP(6); RANS_STEP(7);
+        RANS_RENORM(0); RANS_RENORM(1); RANS_RENORM(2); RANS_RENORM(3);
+        RANS_RENORM(4); RANS_RENORM(5); RANS_RENORM(6); RANS_RENORM(7);
+#undef RANS_STEP
+#undef RANS_RENORM
+    }
+    x[0] = x0, x[1] = x1, x[2] = x2, x[3] = x3, x[4] = x4, x[5] = x5, x[6] = x6, x[7] = x7;
+    *pos = p;
+    return t;
+}
+
 kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                              uint8_t *sym, size_t stride)
 {
     uint8_t tab[KVC_RANS_GROUP][KVC_RANS_PROB_SCALE];
+    uint32_t cf[KVC_RANS_GROUP][64];
     const int use_tab = tokens >= RANS_TABLE_MIN_TOKENS;
     uint32_t x[KVC_RANS_GROUP];
     if (len < 4 * (size_t)g || (len - 4 * (size_t)g) % 2) return KVC_ERR_CORRUPT;
@@ -106,13 +143,20 @@ kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsig
         x[i] = (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 | (uint32_t)in[4 * i + 2] << 16 | (uint32_t)in[4 * i + 3] << 24;
         if (x[i] < KVC_RANS_L) return KVC_ERR_CORRUPT;
     }
-    if (use_tab)
+    size_t pos = 4 * (size_t)g, t = 0;
+    if (use_tab) {
         for (unsigned i = 0; i < g; i++) {
             const uint16_t *c = cum + (size_t)i * (bins + 1);
-            for (unsigned s = 0; s < bins; s++) memset(tab[i] + c[s], (int)s, (size_t)(c[s + 1] - c[s]));
+            for (unsigned s = 0; s < bins; s++) {
+                memset(tab[i] + c[s], (int)s, (size_t)(c[s + 1] - c[s]));
+                if (s < 64) cf[i][s] = c[s] | (uint32_t)(c[s + 1] - c[s]) << 16;
+            }
         }
-    size_t pos = 4 * (size_t)g;
-    for (size_t t = 0; t < tokens; t++) {
+        if (g == KVC_RANS_GROUP && bins <= 64) t = rans_decode_fast8(in, len, &pos, tokens, (const uint8_t (*)[KVC_RANS_PROB_SCALE])tab,
+                                                       (const uint32_t (*)[64])cf, x, sym, stride);
+    }
+    /* The checked loop: short streams, partial groups and the last tokens of every stream. */
+    for (; t < tokens; t++) {
         uint8_t *row = sym + t * stride;
         for (unsigned i = 0; i < g; i++) {
             const uint16_t *c = cum + (size_t)i * (bins + 1);
