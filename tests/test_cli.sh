@@ -436,9 +436,11 @@ if has "hu.kvc: 5 layers x 512 tokens x 32 channels (4 heads x 8, f16), 320 KiB 
 py=${KVC_PYTHON:-python3}
 if "$py" -c "import xml.etree.ElementTree" 2>/dev/null; then
     cat >"$tmp/chart.py" <<'PYEOF'
-# chart.py ROWS COLUMNS utf8|ascii NCOLS < chart: the bars are proportional to the numbers printed.
+# chart.py ROWS COLUMNS utf8|ascii NCOLS [PANELS] < chart: the bars are proportional to the numbers
+# printed; PANELS charts of ROWS rows one below the other (each checked on its own).
 import re, sys
 rows, cols, mode, ncols = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+panels = int(sys.argv[5]) if len(sys.argv) > 5 else 1
 blocks = "\u258f\u258e\u258d\u258c\u258b\u258a\u2589\u2588"
 bar = "([#%s]*) +([0-9]+\\.[0-9]+)" % blocks
 line_re = re.compile(r"^(K|V|latent) +([0-9]+) %s(?:   %s)?$" % (bar, bar))
@@ -454,10 +456,10 @@ for line in sys.stdin.read().splitlines():
         problems.append("line of %d characters > COLUMNS %d: %r" % (len(line), cols, line))
     if (mode == "utf8") != (not any(c == "#" for c in line)):
         problems.append("%s bars expected: %r" % (mode, line))
-if len(found) != rows:
-    problems.append("%d chart rows, want %d" % (len(found), rows))
-for k in range(ncols):
-    got = [(units(m.group(3 + 2 * k) or ""), float(m.group(4 + 2 * k))) for m in found if m.group(4 + 2 * k)]
+if len(found) != rows * panels:
+    problems.append("%d chart rows, want %d" % (len(found), rows * panels))
+for p, k in [(p, k) for p in range(panels) for k in range(ncols)]:
+    got = [(units(m.group(3 + 2 * k) or ""), float(m.group(4 + 2 * k))) for m in found[p * rows:(p + 1) * rows] if m.group(4 + 2 * k)]
     if len(got) != rows:
         problems.append("column %d: %d values, want %d" % (k, len(got), rows))
         continue
@@ -497,8 +499,8 @@ for g in got:
 print("; ".join(problems))
 sys.exit(1 if problems else 0)
 PYEOF
-    chart_ok() { # chart_ok DESC ROWS COLUMNS MODE NCOLS (the chart in $tmp/out)
-        if "$py" "$tmp/chart.py" "$2" "$3" "$4" "$5" <"$tmp/out" >"$tmp/err" 2>&1; then ok "$1"; else not_ok "$1"; fi
+    chart_ok() { # chart_ok DESC ROWS COLUMNS MODE NCOLS [PANELS] (the chart in $tmp/out)
+        if "$py" "$tmp/chart.py" "$2" "$3" "$4" "$5" "${6:-1}" <"$tmp/out" >"$tmp/err" 2>&1; then ok "$1"; else not_ok "$1"; fi
     }
     svg_ok() { if "$py" "$tmp/svg.py" "$2" "$3" "$4" >"$tmp/err" 2>&1; then ok "$1"; else not_ok "$1"; fi; }
     "$kvcore" encode "$K" "$V" -o "$tmp/pic.kvc" -q
@@ -507,6 +509,8 @@ PYEOF
         chart_ok "UTF-8 chart: 10 layer rows, bars proportional to bits/symbol and error, within 100 columns" 10 100 utf8 2
         status_is 0 "demo --chart" env LC_ALL=C.UTF-8 COLUMNS=60 "$kvcore" demo --chart
         chart_ok "demo chart: proportional, within 60 columns" 10 60 utf8 2
+        status_is 0 "demo --chart on 40 columns" env LC_ALL=C.UTF-8 COLUMNS=40 "$kvcore" demo --chart
+        chart_ok "demo chart on 40 columns: the error panel below the bits, within 40 columns" 10 40 utf8 1 2
     else
         n=$((n + 1)); echo "ok $n - UTF-8 chart # SKIP no C.UTF-8 locale"
     fi

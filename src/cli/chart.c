@@ -64,25 +64,43 @@ static void bar(FILE *f, double v, double max, int w, int utf8)
     fprintf(f, "%*s", w - used, "");
 }
 
-void cli_chart_print(FILE *f, const cli_chart_row_t *rows, size_t n, int have_err)
+/* A chart of k (1 or 2) columns, the metrics m[0..k-1] side by side, bars w characters wide. */
+static void chart_panel(FILE *f, const cli_chart_row_t *rows, size_t n, const int *m, int k, int w, int utf8)
 {
-    /* "latent 12 " + per column: bar, " 12.3456" (9); columns separated by 3 spaces. */
-    const int k = have_err ? 2 : 1, utf8 = utf8_locale();
-    int w = (columns() - 1 - 11 - k * 9 - (k - 1) * 3) / k;
-    if (w < 10) w = 10;
-    if (w > 60) w = 60;
-    const double max[2] = { column_max(rows, n, 0), column_max(rows, n, 1) };
-    fprintf(f, "%-10s %-*s", "", w + 9, "bits/symbol");
-    if (have_err) fprintf(f, "   relative RMS error");
+    static const char *const title[2] = { "bits/symbol", "relative RMS error" };
+    fprintf(f, "%-10s %-*s", "", k > 1 ? w + 9 : 0, title[m[0]]);
+    if (k > 1) fprintf(f, "   %s", title[m[1]]);
     fprintf(f, "\n");
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%-6s %3u ", rows[i].plane, rows[i].layer);
-        for (int m = 0; m < k; m++) {
-            if (m) fputs("   ", f);
-            bar(f, value(&rows[i], m), max[m], w, utf8);
-            fprintf(f, m ? " %8.6f" : " %8.4f", value(&rows[i], m));
+        for (int c = 0; c < k; c++) {
+            if (c) fputs("   ", f);
+            bar(f, value(&rows[i], m[c]), column_max(rows, n, m[c]), w, utf8);
+            fprintf(f, m[c] ? " %8.6f" : " %8.4f", value(&rows[i], m[c]));
         }
         fprintf(f, "\n");
+    }
+}
+
+/* Bar width for k columns in `cols` characters: "latent 12 " (11) + per column a bar and
+ * " 12.3456" (9), columns 3 apart, one column spare. */
+static int bar_width(int cols, int k) { return (cols - 1 - 11 - k * 9 - (k - 1) * 3) / k; }
+
+void cli_chart_print(FILE *f, const cli_chart_row_t *rows, size_t n, int have_err)
+{
+    const int utf8 = utf8_locale(), cols = columns(), both[2] = { 0, 1 };
+    if (have_err && bar_width(cols, 2) >= 10) {
+        chart_panel(f, rows, n, both, 2, bar_width(cols, 2) > 60 ? 60 : bar_width(cols, 2), utf8);
+        return;
+    }
+    /* One column; on a terminal too narrow for two (under 52 columns) the error panel goes below. */
+    int w = bar_width(cols, 1);
+    if (w < 4) w = 4;
+    if (w > 60) w = 60;
+    chart_panel(f, rows, n, &both[0], 1, w, utf8);
+    if (have_err) {
+        fprintf(f, "\n");
+        chart_panel(f, rows, n, &both[1], 1, w, utf8);
     }
 }
 
