@@ -15,7 +15,6 @@ from typing import Any, List
 import numpy as _np
 
 from . import Context as _Context, KvcoreError, _abi
-from .enums import Format as _Format
 from ._lib import lib as _lib
 from .transfer import _CROSS, _FUSED, _KV_LIST, _MLA
 from ._array import buf as _buf, count as _count, require as _require
@@ -48,10 +47,26 @@ class TransferDirection(_enum.IntEnum):
     D2H = 1  # engine paged cache -> LMCache buffer (store)
 
 
-# The members and values of kvcore.Format (its alias included), as the plain IntEnum LMCache's
-# module has (without Format's name parsing and printing).
-EngineKVFormat = _enum.IntEnum(
-    "EngineKVFormat", [(name, int(m)) for name, m in _Format.__members__.items()], module=__name__)
+class EngineKVFormat(_enum.IntEnum):
+    NB_NL_TWO_BS_NH_HS = 0
+    NL_X_TWO_NB_BS_NH_HS = 1
+    NL_X_NB_TWO_BS_NH_HS = 2
+    NL_X_NB_BS_HS = 3
+    TWO_X_NL_X_NBBS_NH_HS = 4
+    NL_X_NBBS_ONE_HS = 5
+    NL_X_TWO_NB_NH_BS_HS = 6
+    NL_X_NB_TWO_NH_BS_HS = 7
+    NB_NL_TWO_NH_BS_HS = 8
+    TWO_X_NL_X_NB_BS_NH_HS = 9
+    NL_X_NB_NH_BS_TWO_HS = 10
+    NL_X_NB_BS_NH_TWO_HS = 11
+    NL_X_NB_NH_BS_CS = 12
+    NL_X_NB_BS_NH_CS = 13
+    NL_X_NB_BSV_BSS = 14
+    NL_X_TWO_NB_NH_ONE_BS_HS = 15
+    NL_X_TWO_X_NB_BS_NH_HS = 16
+    NL_X_NP_X_NB_BS_ONE_HS = 17
+    NL_X_TWO_X_NB_BS_HS = 17  # LMCache's earlier name of 17 (an alias)
 
 
 GPUKVFormat = EngineKVFormat
