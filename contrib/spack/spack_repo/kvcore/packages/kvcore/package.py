@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="30a3e72cf9379db993099002799e7692bbfb37bb02249fc299c22c3e0790e8b9")
+    version("0.1.0", sha256="4ef48020b7a504dd7287ab78b851cbeeeb2e8df096542e4f9937a4f21080e9cf")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
