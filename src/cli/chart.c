@@ -71,11 +71,12 @@ static void chart_panel(FILE *f, const cli_chart_row_t *rows, size_t n, const in
     fprintf(f, "%-10s %-*s", "", k > 1 ? w + 9 : 0, title[m[0]]);
     if (k > 1) fprintf(f, "   %s", title[m[1]]);
     fprintf(f, "\n");
+    const double max[2] = { column_max(rows, n, m[0]), k > 1 ? column_max(rows, n, m[1]) : 0 };
     for (size_t i = 0; i < n; i++) {
         fprintf(f, "%-6s %3u ", rows[i].plane, rows[i].layer);
         for (int c = 0; c < k; c++) {
             if (c) fputs("   ", f);
-            bar(f, value(&rows[i], m[c]), column_max(rows, n, m[c]), w, utf8);
+            bar(f, value(&rows[i], m[c]), max[c], w, utf8);
             fprintf(f, m[c] ? " %8.6f" : " %8.4f", value(&rows[i], m[c]));
         }
         fprintf(f, "\n");

@@ -144,17 +144,17 @@ kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsig
         if (x[i] < KVC_RANS_L) return KVC_ERR_CORRUPT;
     }
     size_t pos = 4 * (size_t)g, t = 0;
-    if (use_tab) {
+    /* the fast path's packed entries (cf) only for the streams that take it */
+    const int fast = use_tab && g == KVC_RANS_GROUP && bins <= 64;
+    if (use_tab)
         for (unsigned i = 0; i < g; i++) {
             const uint16_t *c = cum + (size_t)i * (bins + 1);
-            for (unsigned s = 0; s < bins; s++) {
-                memset(tab[i] + c[s], (int)s, (size_t)(c[s + 1] - c[s]));
-                if (s < 64) cf[i][s] = c[s] | (uint32_t)(c[s + 1] - c[s]) << 16;
-            }
+            for (unsigned s = 0; s < bins; s++) memset(tab[i] + c[s], (int)s, (size_t)(c[s + 1] - c[s]));
+            for (unsigned s = 0; fast && s < bins; s++) cf[i][s] = c[s] | (uint32_t)(c[s + 1] - c[s]) << 16;
         }
-        if (g == KVC_RANS_GROUP && bins <= 64) t = rans_decode_fast8(in, len, &pos, tokens, (const uint8_t (*)[KVC_RANS_PROB_SCALE])tab,
-                                                       (const uint32_t (*)[64])cf, x, sym, stride);
-    }
+    if (fast)
+        t = rans_decode_fast8(in, len, &pos, tokens, (const uint8_t (*)[KVC_RANS_PROB_SCALE])tab, (const uint32_t (*)[64])cf, x,
+                              sym, stride);
     /* The checked loop: short streams, partial groups and the last tokens of every stream. */
     for (; t < tokens; t++) {
         uint8_t *row = sym + t * stride;
