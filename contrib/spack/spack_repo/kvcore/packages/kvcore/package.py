@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="4ef48020b7a504dd7287ab78b851cbeeeb2e8df096542e4f9937a4f21080e9cf")
+    version("0.1.0", sha256="ef05a099391b0beeffe08c79a6837adb77358bf05e15e893fee0bf259d112abc")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
