@@ -246,6 +246,54 @@ Test(rans, encoder_refuses_a_symbol_without_frequency)
     cr_assert_eq(kvc_rans_encode(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
 }
 
+/* The same refusals on a full 8-channel group long enough for the encoder's table-driven path:
+ * a count-0 symbol, one past the table (< 64) and one far past it, in one lane of one token. */
+Test(rans, full_group_encoder_refuses_a_symbol_without_frequency)
+{
+    enum { T = 64, G = 8 };
+    uint8_t sym[T * G];
+    uint16_t cum[G * 5];
+    for (unsigned i = 0; i < G; i++) {
+        const uint32_t counts[4] = { 10, 20, 34, 0 }; /* symbol 3 has no count */
+        kvc_rans_cum_from_counts(counts, 4, 64, cum + i * 5);
+    }
+    for (size_t k = 0; k < T * G; k++) sym[k] = (uint8_t)(rnd() % 3);
+    uint8_t out[kvc_rans_bound(G, T)];
+    cr_assert_gt(kvc_rans_encode(sym, G, T, G, cum, 4, out, sizeof(out)), 0u);
+    const uint8_t bad[] = { 3, 4, 63, 64, 200 };
+    for (size_t b = 0; b < sizeof(bad); b++) {
+        const uint8_t keep = sym[30 * G + 5];
+        sym[30 * G + 5] = bad[b];
+        cr_assert_eq(kvc_rans_encode(sym, G, T, G, cum, 4, out, sizeof(out)), 0u, "symbol %u", bad[b]);
+        sym[30 * G + 5] = keep;
+    }
+}
+
+/* Every frequency 1 .. 4095 (and 4096, a constant lane) codes exactly as the oracle's integer
+ * division does: two-symbol tables, 8 lanes a call, symbols drawn with the table's odds. */
+Test(rans, every_frequency_matches_the_oracle)
+{
+    enum { T = 1000, G = 8 };
+    uint8_t sym[T * G], got[T * G];
+    uint16_t cum[G * 3];
+    uint8_t out[kvc_rans_bound(G, T)], ref[kvc_rans_bound(G, T)];
+    for (unsigned f0 = 1; f0 <= 4096; f0 += G) {
+        for (unsigned i = 0; i < G; i++) {
+            const unsigned f = f0 + i > 4096 ? 4096 : f0 + i;
+            cum[i * 3] = 0;
+            cum[i * 3 + 1] = (uint16_t)f;
+            cum[i * 3 + 2] = 4096;
+            for (size_t t = 0; t < T; t++) sym[t * G + i] = f == 4096 ? 0 : (uint8_t)(rnd() % 4096 >= f || t == 0);
+            if (f < 4096) sym[T / 2 * G + i] = 0; /* both symbols occur */
+        }
+        const size_t n = kvc_rans_encode(sym, G, T, G, cum, 2, out, sizeof(out));
+        const size_t rn = oracle_encode(sym, G, T, G, cum, 2, ref);
+        cr_assert(n == rn && memcmp(out, ref, n) == 0, "frequencies %u..%u: %zu bytes, the oracle %zu", f0, f0 + G - 1, n, rn);
+        cr_assert_eq(kvc_rans_decode(out, n, T, G, cum, 2, got, G), KVC_OK);
+        cr_assert(memcmp(got, sym, sizeof(sym)) == 0, "frequencies %u..%u", f0, f0 + G - 1);
+    }
+}
+
 /* Every damage is KVC_ERR_CORRUPT, read from an exact-size copy (ASan: no read past it). */
 static kvc_status_t decode_copy(const case_t *k, const uint8_t *src, size_t len, uint8_t *out)
 {

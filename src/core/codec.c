@@ -218,11 +218,13 @@ static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t d
     return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
 }
 
-/* Counts over the whole chunk (stored in the container), then LMCache's CDF from them. Tasks are
+/* Counts over the whole chunk (stored in the container), then the coder's table from them:
+ * LMCache's CDF, or the rANS frequencies (cumulative) when rans is set. Tasks are
  * (layer, block of 64 channels), counted in 16-bit counters of a fixed 64-symbol stride (8 KiB, in
  * L1; index = channel << 6 | symbol, no multiply), flushed to the 32-bit counts every 65535 tokens. */
 #define COUNT_BLOCK 64
-static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, uint32_t *counts, uint16_t *cdf, int threads)
+static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, uint32_t *counts, uint16_t *cdf, int rans,
+                          int threads)
 {
     const size_t L = d->layers, T = d->tokens, C = d->channels, nb = (C + COUNT_BLOCK - 1) / COUNT_BLOCK;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
@@ -246,7 +248,11 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
             for (size_t ch = 0; ch < n; ch++)
                 for (unsigned b = 0; b < B; b++) cnt[ch * B + b] += local[ch << 6 | b];
         }
-        for (size_t ch = 0; ch < n; ch++) kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, cdf + (l * C + c0 + ch) * (B + 1), 1);
+        for (size_t ch = 0; ch < n; ch++) {
+            uint16_t *out = cdf + (l * C + c0 + ch) * (B + 1);
+            if (rans) kvc_rans_cum_from_counts(cnt + ch * B, B, T, out);
+            else kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, out, 1);
+        }
     }
 }
 
@@ -375,8 +381,7 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
 
     if ((st = quant_chunk(ctx, sc, p->dtype, (void *)kv, symbols, scales, bins, &d, chan, 0)) != KVC_OK) goto done;
 
-    count_and_cdf(symbols, &d, B, c->counts, cdf, ctx->num_threads);
-    if (rans) rans_tables(c->counts, S, B, T, cdf, ctx->num_threads); /* the coder's tables instead of LMCache's CDF */
+    count_and_cdf(symbols, &d, B, c->counts, cdf, rans, ctx->num_threads);
 
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;

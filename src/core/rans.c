@@ -20,10 +20,17 @@ void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t to
     uint32_t freq[64] = { 0 }; /* bins >= 1 always; zeroed so no compiler sees a path without it */
     uint32_t sum = 0;
     unsigned top = 0;
+    /* n / total without a 64-bit divide per bin (a chunk has 64 K tables): n < 2^45 is exact in a
+     * double, so the estimate is off by at most one either way, and one step corrects it. */
+    const double inv = 1.0 / (double)total;
     for (unsigned s = 0; s < bins; s++) {
         uint32_t f = 0;
         if (counts[s]) {
-            f = (uint32_t)(((uint64_t)counts[s] * KVC_RANS_PROB_SCALE + total / 2) / total);
+            const uint64_t n = (uint64_t)counts[s] * KVC_RANS_PROB_SCALE + total / 2;
+            uint64_t q = (uint64_t)((double)n * inv);
+            q -= q * total > n;                  /* estimate one above */
+            q += n - q * total >= total;         /* estimate one below */
+            f = (uint32_t)q;
             if (!f) f = 1;
         }
         freq[s] = f;
@@ -39,6 +46,9 @@ void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t to
     cum[bins] = (uint16_t)c;
 }
 
+/* The fast path's 8 x 64-entry table costs about what 16 tokens of 8 divides do. */
+#define RANS_ENC_FAST_MIN_TOKENS 16
+
 static void put_u32le(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;
@@ -47,9 +57,75 @@ static void put_u32le(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)(v >> 24);
 }
 
+/* What the encoder's fast path needs of one symbol of one lane: 1/f for the division, the state
+ * above which coding would leave [2^16, 2^32), and cum | (4096 - f) << 16. A symbol outside the
+ * table (s >= bins or f = 0) has cf bit 28 set (4096 - 0 = 2^12), which the path checks once. */
+typedef struct {
+    double inv;
+    uint32_t xmax; /* (f << 20) - 1: a larger state emits a word first (f = 4096: never) */
+    uint32_t cf;
+} rans_enc_sym_t;
+
+#define RANS_ENC_BAD (1u << 28)
+
+/* A full group's 8 lanes, every token, with the division done in double precision:
+ * q = (x + 0.5) * (1 / f) truncated is x / f exactly for x < 2^32 and f <= 2^12 (the product's
+ * error is below 2^-20 while x / f + 0.5 / f stays at least 2^-13 from the next integer:
+ * docs/CACHEGEN.md), and x / f * 4096 + x % f + cum = x + cum + q * (4096 - f). A 32-bit divide
+ * per symbol is the scalar encoder's bound; the multiply pipelines across the 8 lanes. Words are
+ * stored unconditionally and kept by moving w, so no branch depends on the data. Needs cap >=
+ * kvc_rans_bound(8, tokens) (no room check). Returns the stream length, 0 for a symbol without a
+ * frequency. */
+static size_t rans_encode_fast8(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins,
+                                uint8_t *out, size_t cap)
+{
+    rans_enc_sym_t e[KVC_RANS_GROUP][64];
+    for (unsigned i = 0; i < KVC_RANS_GROUP; i++) {
+        const uint16_t *c = cum + (size_t)i * (bins + 1);
+        for (unsigned s = 0; s < bins; s++) {
+            const uint32_t f = (uint32_t)c[s + 1] - c[s];
+            e[i][s].inv = f ? 1.0 / f : 0.0;
+            e[i][s].xmax = f ? (uint32_t)(((uint64_t)f << (32 - KVC_RANS_PROB_BITS)) - 1) : 0;
+            e[i][s].cf = c[s] | (KVC_RANS_PROB_SCALE - f) << 16;
+        }
+        for (unsigned s = bins; s < 64; s++) e[i][s] = (rans_enc_sym_t){ .cf = RANS_ENC_BAD };
+    }
+    uint32_t x0 = KVC_RANS_L, x1 = KVC_RANS_L, x2 = KVC_RANS_L, x3 = KVC_RANS_L, x4 = KVC_RANS_L, x5 = KVC_RANS_L,
+             x6 = KVC_RANS_L, x7 = KVC_RANS_L;
+    uint32_t seen = 0, flags = 0; /* every symbol or'ed (>= 64: outside the table), every cf or'ed */
+    uint8_t *w = out + cap;         /* words go backwards from the end */
+    for (size_t t = tokens; t-- > 0;) {
+        const uint8_t *row = sym + t * stride;
+#define RANS_ENC(i)                                                                                                    \
+    do {                                                                                                               \
+        const unsigned s = row[i];                                                                                     \
+        const rans_enc_sym_t *d = &e[i][s & 63];                                                                       \
+        const uint32_t need = x##i > d->xmax;                                                                          \
+        w[-2] = (uint8_t)x##i;                                                                                         \
+        w[-1] = (uint8_t)(x##i >> 8);                                                                                  \
+        w -= 2 * need;                                                                                                 \
+        x##i = need ? x##i >> 16 : x##i;                                                                               \
+        const uint32_t q = (uint32_t)(((double)x##i + 0.5) * d->inv);                                                  \
+        x##i += (d->cf & 0xFFFF) + q * (d->cf >> 16);                                                                  \
+        seen |= s;                                                                                                     \
+        flags |= d->cf;                                                                                                \
+    } while (0)
+        RANS_ENC(7); RANS_ENC(6); RANS_ENC(5); RANS_ENC(4); RANS_ENC(3); RANS_ENC(2); RANS_ENC(1); RANS_ENC(0);
+#undef RANS_ENC
+    }
+    if (seen >= 64 || (flags & RANS_ENC_BAD)) return 0;
+    const size_t words = (size_t)(out + cap - w), n = 4 * (size_t)KVC_RANS_GROUP + words;
+    memmove(out + 4 * (size_t)KVC_RANS_GROUP, w, words);
+    const uint32_t x[KVC_RANS_GROUP] = { x0, x1, x2, x3, x4, x5, x6, x7 };
+    for (unsigned i = 0; i < KVC_RANS_GROUP; i++) put_u32le(out + 4 * i, x[i]);
+    return n;
+}
+
 size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                        uint8_t *out, size_t cap)
 {
+    if (g == KVC_RANS_GROUP && bins <= 64 && tokens >= RANS_ENC_FAST_MIN_TOKENS && cap >= kvc_rans_bound(g, tokens))
+        return rans_encode_fast8(sym, stride, tokens, cum, bins, out, cap);
     uint32_t x[KVC_RANS_GROUP];
     for (unsigned i = 0; i < g; i++) x[i] = KVC_RANS_L;
     size_t w = cap; /* words go backwards from the end */
