@@ -17,7 +17,6 @@ void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t to
      * frequent symbol (the first one on ties). That symbol stays >= 1: with k <= 64 non-zero symbols
      * each frequency exceeds its exact share by less than 1, so the excess e < k and the largest
      * frequency is >= (4096 + e) / k > e when 4096 > (k - 1)^2 (docs/CACHEGEN.md). */
-    uint32_t freq[64] = { 0 }; /* bins >= 1 always; zeroed so no compiler sees a path without it */
     uint32_t sum = 0;
     unsigned top = 0;
     /* n / total without a 64-bit divide per bin (a chunk has 64 K tables): n < 2^45 is exact in a
@@ -28,22 +27,18 @@ void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t to
         if (counts[s]) {
             const uint64_t n = (uint64_t)counts[s] * KVC_RANS_PROB_SCALE + total / 2;
             uint64_t q = (uint64_t)((double)n * inv);
-            q -= q * total > n;                  /* estimate one above */
-            q += n - q * total >= total;         /* estimate one below */
+            q -= q * total > n;          /* estimate one above */
+            q += n - q * total >= total; /* estimate one below */
             f = (uint32_t)q;
             if (!f) f = 1;
         }
-        freq[s] = f;
+        cum[s + 1] = (uint16_t)f; /* the frequencies first (f <= 4096), summed in place below */
         sum += f;
         if (counts[s] > counts[top]) top = s;
     }
-    freq[top] = freq[top] + KVC_RANS_PROB_SCALE - sum; /* mod 2^32: sum may exceed 4096 */
-    uint32_t c = 0;
-    for (unsigned s = 0; s < bins; s++) {
-        cum[s] = (uint16_t)c;
-        c += freq[s];
-    }
-    cum[bins] = (uint16_t)c;
+    cum[top + 1] = (uint16_t)(cum[top + 1] + KVC_RANS_PROB_SCALE - sum); /* in [1, 4096] (above) */
+    cum[0] = 0;
+    for (unsigned s = 0; s < bins; s++) cum[s + 1] = (uint16_t)(cum[s + 1] + cum[s]);
 }
 
 /* The fast path's 8 x 64-entry table costs about what 16 tokens of 8 divides do. */
@@ -171,20 +166,27 @@ static unsigned rans_find(const uint16_t *c, unsigned bins, uint32_t slot)
  * search (filling 4096 entries would cost more than the search). Same symbols either way. */
 #define RANS_TABLE_MIN_TOKENS 64
 
-/* A full group's 8 lanes, one token per step, while 16 bytes remain (a step reads at most 8 words,
- * so no bounds check is needed and nothing the checked loop would refuse can happen here). All 8
- * states are advanced first, then renormalised in channel order without branches: a branch per
- * lane mispredicts on every word read, and a word read after each lane would chain the lanes
- * through the stream position. Measured on the bench's 8-channel streams (2.6 bits a symbol):
- * 1.5x the checked loop's symbols per second. Returns the tokens done; x and *pos advanced. */
+/* A full group's 8 lanes, one token per step, in runs of tokens that cannot reach the end of the
+ * stream (a token reads at most 8 words, so (len - pos) / 16 tokens need no bounds check and
+ * nothing the checked loop would refuse can happen there). All 8 states are advanced first, then
+ * renormalised in channel order without branches: a branch per lane mispredicts on every word
+ * read, and a word read after each lane would chain the lanes through the stream position. The
+ * run length replaces a per-token bound check, which keeps the 8 states in registers (with it,
+ * x86-64 ran out and spilled three). Returns the tokens done; x and *pos advanced. */
 static size_t rans_decode_fast8(const uint8_t *in, size_t len, size_t *pos, size_t tokens, const uint8_t (*tab)[KVC_RANS_PROB_SCALE],
                                 const uint32_t (*cf)[64], uint32_t *x, uint8_t *sym, size_t stride)
 {
     uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3], x4 = x[4], x5 = x[5], x6 = x[6], x7 = x[7];
-    size_t p = *pos, t = 0;
-    for (; t < tokens && len - p >= 2 * KVC_RANS_GROUP; t++) {
+    const uint8_t *ip = in + *pos;
+    size_t t = 0;
+    for (;;) {
+        size_t run = (size_t)(in + len - ip) / (2 * KVC_RANS_GROUP);
+        if (run > tokens - t) run = tokens - t;
+        if (!run) break;
         uint8_t *row = sym + t * stride;
-        /* cf: cum[s] | freq[s] << 16 */
+        t += run;
+        for (; run; run--, row += stride) {
+            /* cf: cum[s] | freq[s] << 16 */
 #define RANS_STEP(i)                                                                                                   \
     do {                                                                                                               \
         const uint32_t slot = x##i & (KVC_RANS_PROB_SCALE - 1), e = cf[i][row[i] = tab[i][slot]];                       \
@@ -192,18 +194,19 @@ static size_t rans_decode_fast8(const uint8_t *in, size_t len, size_t *pos, size
     } while (0)
 #define RANS_RENORM(i)                                                                                                 \
     do {                                                                                                               \
-        const uint32_t need = x##i < KVC_RANS_L, w = (uint32_t)in[p] | (uint32_t)in[p + 1] << 8;                        \
-        x##i = need ? x##i << 16 | w : x##i;                                                                           \
-        p += 2 * need;                                                                                                 \
+        const uint32_t need = x##i < KVC_RANS_L, w = (uint32_t)ip[0] | (uint32_t)ip[1] << 8, m = 0u - need;            \
+        x##i = (x##i & ~m) | ((x##i << 16 | w) & m); /* a mask, not `need ? :`, which GCC makes a branch */            \
+        ip += 2 * need;                                                                                                \
     } while (0)
-        RANS_STEP(0); RANS_STEP(1); RANS_STEP(2); RANS_STEP(3); RANS_STEP(4); RANS_STEP(5); RANS_STEP(6); RANS_STEP(7);
-        RANS_RENORM(0); RANS_RENORM(1); RANS_RENORM(2); RANS_RENORM(3);
-        RANS_RENORM(4); RANS_RENORM(5); RANS_RENORM(6); RANS_RENORM(7);
+            RANS_STEP(0); RANS_STEP(1); RANS_STEP(2); RANS_STEP(3); RANS_STEP(4); RANS_STEP(5); RANS_STEP(6); RANS_STEP(7);
+            RANS_RENORM(0); RANS_RENORM(1); RANS_RENORM(2); RANS_RENORM(3);
+            RANS_RENORM(4); RANS_RENORM(5); RANS_RENORM(6); RANS_RENORM(7);
 #undef RANS_STEP
 #undef RANS_RENORM
+        }
     }
     x[0] = x0, x[1] = x1, x[2] = x2, x[3] = x3, x[4] = x4, x[5] = x5, x[6] = x6, x[7] = x7;
-    *pos = p;
+    *pos = (size_t)(ip - in);
     return t;
 }
 
