@@ -12,6 +12,7 @@
 
 #include <criterion/criterion.h>
 #include <kvcore.h>
+#include <kvcore/backend.h> /* kvc_isa_t */
 
 #include "common/half.h"
 #include "rans.h"
@@ -294,6 +295,68 @@ Test(rans, every_frequency_matches_the_oracle)
     }
 }
 
+/* The tier kernels (src/backends/simd/cpu_rans.h) against the portable coder, byte for byte:
+ * pairs of groups (A full, B full, partial or absent) over 1-1000 tokens, 2-64 bins, a constant
+ * channel, and a symbol without frequency in either group. Run on every tier the CPU has. */
+static int tier_available(const char *name)
+{
+    setenv("KVCORE_ISA", name, 1);
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND, .backend = "cpu" };
+    kvc_context_t *ctx = NULL;
+    const int ok = kvc_context_create(&cp, &ctx) == KVC_OK && strcmp(kvc_context_isa(ctx), name) == 0;
+    kvc_context_destroy(ctx);
+    unsetenv("KVCORE_ISA");
+    return ok;
+}
+
+Test(rans, every_tier_encodes_the_same_bytes)
+{
+    static const struct { const char *name; int isa; } tiers[] = { { "avx2", KVC_ISA_AVX2 }, { "avx512", KVC_ISA_AVX512 } };
+    int ran = 0;
+    for (size_t ti = 0; ti < sizeof(tiers) / sizeof(tiers[0]); ti++) {
+        if (!tier_available(tiers[ti].name)) continue;
+        ran++;
+        const size_t Ts[] = { 1, 2, 7, 16, 256, 1000 };
+        const unsigned Bs[] = { 2, 4, 32, 64 }, gbs[] = { 0, 3, 8 };
+        for (size_t a = 0; a < 6; a++)
+            for (size_t b = 0; b < 4; b++)
+                for (size_t c = 0; c < 3; c++)
+                    for (int bad = 0; bad < 3; bad++) {
+                        const size_t T = Ts[a], stride = 19;
+                        const unsigned B = Bs[b], gb = gbs[c];
+                        uint8_t *sym = calloc(T * stride, 1);
+                        uint16_t *cum = malloc(16 * (B + 1) * sizeof(uint16_t));
+                        for (unsigned i = 0; i < 8 + gb; i++) {
+                            uint32_t counts[64] = { 0 };
+                            for (size_t t = 0; t < T; t++) {
+                                const uint8_t s = i == 2 ? (uint8_t)(B / 2) : (uint8_t)(rnd() % (rnd() % B + 1));
+                                sym[t * stride + i] = s;
+                                counts[s]++;
+                            }
+                            kvc_rans_cum_from_counts(counts, B, T, cum + i * (B + 1));
+                        }
+                        if (bad == 1) sym[(T / 2) * stride + 5] = (uint8_t)(B + 7);      /* A: outside the table */
+                        if (bad == 2 && gb) sym[(T - 1) * stride + 8 + gb - 1] = 200; /* B */
+                        const size_t cap = kvc_rans_bound(8, T);
+                        uint8_t *out = malloc(2 * cap), *ref = malloc(2 * cap);
+                        size_t len[2];
+                        kvc_rans_encode_pair_isa(tiers[ti].isa, sym, stride, T, 8, gb, cum, B, out, cap, len);
+                        const size_t ra = kvc_rans_encode(sym, stride, T, 8, cum, B, ref, cap);
+                        const size_t rb = gb ? kvc_rans_encode(sym + 8, stride, T, gb, cum + 8 * (B + 1), B, ref + cap, cap) : 0;
+                        cr_assert_eq(len[0], ra, "%s T %zu B %u gb %u bad %d: A %zu bytes, portable %zu", tiers[ti].name, T, B, gb, bad, len[0], ra);
+                        cr_assert_eq(len[1], rb, "%s T %zu B %u gb %u bad %d: B %zu bytes, portable %zu", tiers[ti].name, T, B, gb, bad, len[1], rb);
+                        cr_assert_eq(ra == 0, bad == 1);
+                        cr_assert(memcmp(out, ref, ra) == 0 && memcmp(out + cap, ref + cap, rb) == 0, "%s T %zu B %u gb %u: bytes differ",
+                                  tiers[ti].name, T, B, gb);
+                        free(sym);
+                        free(cum);
+                        free(out);
+                        free(ref);
+                    }
+    }
+    if (!ran) cr_skip_test("this CPU has no SIMD tier above scalar (AVX2, AVX-512): nothing to compare");
+}
+
 /* Every damage is KVC_ERR_CORRUPT, read from an exact-size copy (ASan: no read past it). */
 static kvc_status_t decode_copy(const case_t *k, const uint8_t *src, size_t len, uint8_t *out)
 {
@@ -359,8 +422,8 @@ Test(rans, damaged_streams_are_corrupt)
 /* ---- containers ---- */
 
 /* A one-thread CPU context: these chunks are tiny, and OpenMP's barriers on a loaded machine (or
- * under a sanitizer) would cost more than the coding; same_bytes_with_any_thread_count covers more
- * threads. */
+ * under a sanitizer) would cost more than the coding; same_bytes_on_every_tier_and_thread_count
+ * covers more threads. */
 static kvc_context_t *one_thread_context(void)
 {
     kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
@@ -559,32 +622,42 @@ Test(rans_codec, damaged_containers_have_exact_statuses)
 }
 
 /* Same bytes whatever the thread count (the split over (layer, channel group)). */
-Test(rans_codec, same_bytes_with_any_thread_count)
+/* Every tier the CPU has, at 1-3 threads: the same container. 44 channels make groups 8, 8, 8, 8,
+ * 8, 4: full pairs, and a full group next to a partial one. */
+Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
 {
-    const size_t nl = 3, T = 100, C = 20, n = 2 * nl * T * C;
+    const size_t nl = 3, T = 100, C = 44, n = 2 * nl * T * C;
     uint16_t *kv = malloc(n * 2);
     synth(kv, KVC_DTYPE_F16, n, 13);
     kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
-                             .num_heads = 4, .head_size = 5 };
+                             .num_heads = 4, .head_size = 11 };
     uint8_t *first = NULL;
     size_t first_len = 0;
-    for (int threads = 1; threads <= 3; threads++) {
-        kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
-                                    .num_threads = threads };
-        kvc_context_t *ctx = NULL;
-        cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
-        size_t len;
-        uint8_t *buf = encode_with(ctx, p, KVC_CODER_RANS, kv, &len);
-        if (!first) {
-            first = buf;
-            first_len = len;
-        } else {
-            cr_assert_eq(len, first_len);
-            cr_assert(memcmp(buf, first, len) == 0, "%d threads", threads);
-            kvc_codec_free(buf);
+    static const char *tiers[] = { "scalar", "avx2", "avx512" };
+    for (int ti = 0; ti < 3; ti++)
+        for (int threads = 1; threads <= 3; threads++) {
+            kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                        .num_threads = threads };
+            kvc_context_t *ctx = NULL;
+            setenv("KVCORE_ISA", tiers[ti], 1);
+            cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
+            unsetenv("KVCORE_ISA");
+            if (strcmp(kvc_context_isa(ctx), tiers[ti])) { /* this CPU lacks the tier */
+                kvc_context_destroy(ctx);
+                continue;
+            }
+            size_t len;
+            uint8_t *buf = encode_with(ctx, p, KVC_CODER_RANS, kv, &len);
+            if (!first) {
+                first = buf;
+                first_len = len;
+            } else {
+                cr_assert_eq(len, first_len, "%s, %d threads", tiers[ti], threads);
+                cr_assert(memcmp(buf, first, len) == 0, "%s, %d threads", tiers[ti], threads);
+                kvc_codec_free(buf);
+            }
+            kvc_context_destroy(ctx);
         }
-        kvc_context_destroy(ctx);
-    }
     kvc_codec_free(first);
     free(kv);
 }

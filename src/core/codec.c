@@ -264,19 +264,28 @@ static void rans_tables(const uint32_t *counts, size_t S, unsigned B, size_t T, 
 }
 
 /* One window [L, tw, C] of symbols to L * ceil(C / 8) rANS streams, stream k at streams + k * cap.
- * The split over (layer, channel group) is the arithmetic coder's split over (layer, channel). */
+ * The split over (layer, channel group) is the arithmetic coder's split over (layer, channel);
+ * neighbouring groups go in pairs, which the AVX-512 tier codes together (src/core/rans.h). */
 static kvc_status_t rans_encode_window(const uint8_t *sym, size_t L, size_t tw, size_t C, const uint16_t *cum, unsigned B,
-                                       uint8_t *streams, size_t cap, int32_t *lens, int threads)
+                                       uint8_t *streams, size_t cap, int32_t *lens, int threads, int isa)
 {
-    const size_t G = kvc_rans_groups(C);
+    const size_t G = kvc_rans_groups(C), P = (G + 1) / 2;
     int bad = 0;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) reduction(| : bad)
-    for (size_t k = 0; k < L * G; k++) {
-        const size_t l = k / G, c0 = k % G * KVC_RANS_GROUP;
-        const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        const size_t n = kvc_rans_encode(sym + l * tw * C + c0, C, tw, g, cum + (l * C + c0) * (B + 1), B, streams + k * cap, cap);
-        lens[k] = (int32_t)n;
-        bad |= !n;
+#pragma omp parallel for schedule(dynamic, 2) num_threads(threads) reduction(| : bad)
+    for (size_t j = 0; j < L * P; j++) {
+        const size_t l = j / P, k = l * G + j % P * 2, c0 = (k - l * G) * KVC_RANS_GROUP;
+        const unsigned ga = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
+        const size_t cb = c0 + KVC_RANS_GROUP;
+        const unsigned gb = cb >= C ? 0 : C - cb < KVC_RANS_GROUP ? (unsigned)(C - cb) : KVC_RANS_GROUP;
+        size_t n[2];
+        kvc_rans_encode_pair_isa(isa, sym + l * tw * C + c0, C, tw, ga, gb, cum + (l * C + c0) * (B + 1), B, streams + k * cap,
+                                 cap, n);
+        lens[k] = (int32_t)n[0];
+        bad |= !n[0];
+        if (gb) {
+            lens[k + 1] = (int32_t)n[1];
+            bad |= !n[1];
+        }
     }
     /* The counts are taken from these very symbols, so every symbol has a frequency. */
     return bad ? kvc_error(KVC_ERR_BACKEND, "codec encode: a symbol without a rANS frequency (internal error)") : KVC_OK;
@@ -386,7 +395,7 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (win) window_copy(win, symbols, &d, t0, tw, 1, ctx->num_threads);
-        if (rans) st = rans_encode_window(win ? win : symbols, L, tw, C, cdf, B, streams, cap, lens, ctx->num_threads);
+        if (rans) st = rans_encode_window(win ? win : symbols, L, tw, C, cdf, B, streams, cap, lens, ctx->num_threads, (int)ctx->isa);
         else {
             kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L,
                                          .tokens = tw, .channels = C, .capacity = cap, .num_bins = B };

@@ -9,7 +9,10 @@
 
 #include <string.h>
 
+#include <kvcore/backend.h> /* kvc_isa_t */
+
 #include "rans.h"
+#include "backends/simd/cpu_rans.h"
 
 void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t total, uint16_t *cum)
 {
@@ -147,6 +150,26 @@ size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigne
     memmove(out + 4 * (size_t)g, out + w, words);
     for (unsigned i = 0; i < g; i++) put_u32le(out + 4 * i, x[i]);
     return n;
+}
+
+void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned ga, unsigned gb,
+                              const uint16_t *cum, unsigned bins, uint8_t *out, size_t cap, size_t len[2])
+{
+    const uint16_t *cum_b = cum + (size_t)KVC_RANS_GROUP * (bins + 1);
+    len[1] = 0;
+#ifdef KVC_HAVE_X86_SIMD
+    const int simd = isa >= KVC_ISA_AVX512 && bins <= 64 && cap >= kvc_rans_bound(KVC_RANS_GROUP, tokens);
+    if (simd && ga == KVC_RANS_GROUP && gb == KVC_RANS_GROUP) {
+        kvc_rans_encode8x2_avx512(sym, sym + KVC_RANS_GROUP, stride, tokens, cum, cum_b, bins, out, out + cap, cap, &len[0], &len[1]);
+        return;
+    }
+    len[0] = simd && ga == KVC_RANS_GROUP ? kvc_rans_encode8_avx512(sym, stride, tokens, cum, bins, out, cap)
+                                          : kvc_rans_encode(sym, stride, tokens, ga, cum, bins, out, cap);
+#else
+    (void)isa;
+    len[0] = kvc_rans_encode(sym, stride, tokens, ga, cum, bins, out, cap);
+#endif
+    if (gb) len[1] = kvc_rans_encode(sym + KVC_RANS_GROUP, stride, tokens, gb, cum_b, bins, out + cap, cap);
 }
 
 /* The symbol whose interval [cum[s], cum[s+1]) holds slot: the last s < bins with cum[s] <= slot

@@ -35,6 +35,13 @@ static inline size_t kvc_rans_bound(size_t g, size_t tokens) { return 4 * g + 2 
 size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                        uint8_t *out, size_t cap);
 
+/* Two neighbouring groups of a window, on the CPU tier isa (a kvc_isa_t): group A is channels
+ * [0, ga) of sym and cum, coded into out; group B channels [8, 8 + gb) (gb = 0: none), into
+ * out + cap. len[0], len[1]: kvc_rans_encode's results. Full groups take the tier's kernel
+ * (src/backends/simd/cpu_rans.h) where it has one; the bytes are those of kvc_rans_encode. */
+void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned ga, unsigned gb,
+                              const uint16_t *cum, unsigned bins, uint8_t *out, size_t cap, size_t len[2]);
+
 /* Decode a stream of len bytes written by kvc_rans_encode with the same tables (as made by
  * kvc_rans_cum_from_counts: non-decreasing, cum[bins] = 4096) into sym (same
  * indexing). Reads only in[0, len); KVC_ERR_CORRUPT when the stream is truncated, too long, starts

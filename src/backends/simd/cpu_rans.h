@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* rANS kernels of the CPU ISA tiers (docs/CACHEGEN.md "rANS coder"): the same streams, byte for
+ * byte, as the portable coder in src/core/rans.c, which picks them by the context's tier. */
+#ifndef KVC_SIMD_CPU_RANS_H
+#define KVC_SIMD_CPU_RANS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* AVX-512 (F/BW/DQ/VL): encode a full group of 8 channels (kvc_rans_encode's arguments with g = 8,
+ * bins <= 64, cap >= kvc_rans_bound(8, tokens)). Returns the stream length, or 0 when a symbol
+ * has no frequency in its table. */
+size_t kvc_rans_encode8_avx512(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins,
+                               uint8_t *out, size_t cap);
+
+/* Two full groups of the same window at once (the codec's neighbouring streams): the same bytes as
+ * two kvc_rans_encode8_avx512 calls; *len_a / *len_b as its return value. */
+void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
+                               const uint16_t *cum_a, const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b,
+                               size_t cap, size_t *len_a, size_t *len_b);
+
+#endif

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The rANS encoder of the AVX-512 tier: the 8 states of a group in one register. Per token: the
+ * 8 table entries in one gather, the words of the lanes that renormalise compressed into lane
+ * order and stored below the previous ones with one 16-byte store, and the division as the
+ * portable fast path does it (src/core/rans.c: q = (x + 0.5) * (1 / f) truncated, exact for
+ * x < 2^32 and f <= 4096), eight lanes at once. Same bytes as the portable coder (tested). */
+#include "config.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "cpu_rans.h"
+
+#define PROB_BITS 12
+#define SCALE (1u << PROB_BITS)
+#define GROUP 8
+#define BAD (1u << 31) /* table entry of a symbol without frequency (count 0, or >= bins) */
+
+/* pshufb masks that move the n words at the bottom of a 16-byte register to its top (row n). */
+static const uint8_t to_top[GROUP + 1][16] = {
+    { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80 },
+    { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01 },
+    { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x02, 0x03 },
+    { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05 },
+    { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07 },
+    { 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09 },
+    { 0x80, 0x80, 0x80, 0x80, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b },
+    { 0x80, 0x80, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d },
+    { 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f },
+};
+
+/* Entries (lane i, symbol s) at i * 64 + s of one group's table: cum | f << 16, or BAD. */
+static void fill_table(uint32_t *tab, const uint16_t *cum, unsigned bins)
+{
+    for (unsigned i = 0; i < GROUP; i++) {
+        const uint16_t *c = cum + (size_t)i * (bins + 1);
+        for (unsigned s = 0; s < 64; s++) {
+            const uint32_t f = s < bins ? (uint32_t)c[s + 1] - c[s] : 0;
+            tab[i * 64 + s] = f ? c[s] | f << 16 : BAD;
+        }
+    }
+}
+
+/* Words of the lanes in k (in lane order) stored just below w; returns the new w. */
+static inline uint8_t *put_words(uint8_t *w, __m512i x, __mmask16 k)
+{
+    const unsigned n = (unsigned)__builtin_popcount(k);
+    const __m128i words = _mm256_castsi256_si128(_mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(k, x))); /* low 8 */
+    _mm_storeu_si128((__m128i *)(void *)(w - 16), _mm_shuffle_epi8(words, _mm_loadu_si128((const __m128i *)(const void *)to_top[n])));
+    return w - 2 * n;
+}
+
+/* 0 when a stream's symbols all had a frequency; its states written and its words moved behind them. */
+static size_t finish(uint8_t *out, size_t cap, const uint8_t *w, const uint32_t *xs, uint32_t seen, uint32_t flags)
+{
+    if ((seen & ~63u) || (flags & BAD)) return 0;
+    const size_t words = (size_t)(out + cap - w);
+    memmove(out + 4 * GROUP, w, words);
+    for (unsigned i = 0; i < GROUP; i++)
+        for (unsigned b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(xs[i] >> (8 * b));
+    return 4 * GROUP + words;
+}
+
+/* Two groups at once, 16 lanes (A in 0-7, B in 8-15): one register chain carries both, so every
+ * step serves 16 symbols, and the latency of a token (compare, convert, multiply, convert,
+ * multiply) is paid once per two groups. */
+void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
+                               const uint16_t *cum_a, const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b,
+                               size_t cap, size_t *len_a, size_t *len_b)
+{
+    uint32_t tab[2 * GROUP * 64];
+    fill_table(tab, cum_a, bins);
+    fill_table(tab + GROUP * 64, cum_b, bins);
+    const __m512i base = _mm512_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960),
+                  m63 = _mm512_set1_epi32(63), m16 = _mm512_set1_epi32(0xFFFF), scale = _mm512_set1_epi32((int)SCALE),
+                  minus1 = _mm512_set1_epi32(-1);
+    const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+    __m512i x = _mm512_set1_epi32(1 << 16), seen = _mm512_setzero_si512(), flags = _mm512_setzero_si512();
+    uint8_t *wa = out_a + cap, *wb = out_b + cap;
+    for (size_t t = tokens; t-- > 0;) {
+        uint64_t ra, rb;
+        memcpy(&ra, sym_a + t * stride, 8);
+        memcpy(&rb, sym_b + t * stride, 8);
+        const __m512i s = _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)rb, (long long)ra));
+        seen = _mm512_or_si512(seen, s);
+        const __m512i e = _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_and_si512(s, m63)), (const void *)tab, 4);
+        flags = _mm512_or_si512(flags, e);
+        const __m512i f = _mm512_and_si512(_mm512_srli_epi32(e, 16), m16), c = _mm512_and_si512(e, m16);
+        /* emit where x > (f << 20) - 1 (f = 4096 wraps to 2^32 - 1: never) */
+        const __mmask16 k = _mm512_cmpgt_epu32_mask(x, _mm512_add_epi32(_mm512_slli_epi32(f, 32 - PROB_BITS), minus1));
+        wa = put_words(wa, x, (__mmask16)(k & 0xFF));
+        wb = put_words(wb, x, (__mmask16)(k & 0xFF00));
+        x = _mm512_mask_srli_epi32(x, k, x, 16);
+        /* x / f * 4096 + x % f + cum = x + cum + q * (4096 - f) */
+        const __m256i flo = _mm512_castsi512_si256(f), fhi = _mm512_extracti64x4_epi64(f, 1);
+        const __m256i xlo = _mm512_castsi512_si256(x), xhi = _mm512_extracti64x4_epi64(x, 1);
+        const __m256i qlo = _mm512_cvttpd_epu32(_mm512_mul_pd(_mm512_add_pd(_mm512_cvtepu32_pd(xlo), half), _mm512_div_pd(one, _mm512_cvtepu32_pd(flo))));
+        const __m256i qhi = _mm512_cvttpd_epu32(_mm512_mul_pd(_mm512_add_pd(_mm512_cvtepu32_pd(xhi), half), _mm512_div_pd(one, _mm512_cvtepu32_pd(fhi))));
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qlo), qhi, 1);
+        x = _mm512_add_epi32(_mm512_add_epi32(x, c), _mm512_mullo_epi32(q, _mm512_sub_epi32(scale, f)));
+    }
+    uint32_t sv[2 * GROUP], fv[2 * GROUP], xs[2 * GROUP];
+    _mm512_storeu_si512(sv, seen);
+    _mm512_storeu_si512(fv, flags);
+    _mm512_storeu_si512(xs, x);
+    uint32_t sa = 0, sb = 0, fa = 0, fb = 0;
+    for (unsigned i = 0; i < GROUP; i++) sa |= sv[i], sb |= sv[GROUP + i], fa |= fv[i], fb |= fv[GROUP + i];
+    *len_a = finish(out_a, cap, wa, xs, sa, fa);
+    *len_b = finish(out_b, cap, wb, xs + GROUP, sb, fb);
+}
+
+size_t kvc_rans_encode8_avx512(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins,
+                               uint8_t *out, size_t cap)
+{
+    uint32_t tab[GROUP * 64];
+    fill_table(tab, cum, bins);
+    const __m256i base = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), m63 = _mm256_set1_epi32(63),
+                  m16 = _mm256_set1_epi32(0xFFFF), scale = _mm256_set1_epi32((int)SCALE), minus1 = _mm256_set1_epi32(-1);
+    const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
+    __m256i x = _mm256_set1_epi32(1 << 16), seen = _mm256_setzero_si256(), flags = _mm256_setzero_si256();
+    uint8_t *w = out + cap; /* words go backwards from the end */
+    for (size_t t = tokens; t-- > 0;) {
+        uint64_t row8;
+        memcpy(&row8, sym + t * stride, 8);
+        const __m256i s = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)row8));
+        seen = _mm256_or_si256(seen, s);
+        const __m256i e = _mm256_i32gather_epi32((const int *)tab, _mm256_add_epi32(base, _mm256_and_si256(s, m63)), 4);
+        flags = _mm256_or_si256(flags, e);
+        const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 16), m16), c = _mm256_and_si256(e, m16);
+        const __mmask8 k = _mm256_cmpgt_epu32_mask(x, _mm256_add_epi32(_mm256_slli_epi32(f, 32 - PROB_BITS), minus1));
+        w = put_words(w, _mm512_castsi256_si512(x), k);
+        x = _mm256_mask_srli_epi32(x, k, x, 16);
+        const __m256i q = _mm512_cvttpd_epu32(_mm512_mul_pd(_mm512_add_pd(_mm512_cvtepu32_pd(x), half), _mm512_div_pd(one, _mm512_cvtepu32_pd(f))));
+        x = _mm256_add_epi32(_mm256_add_epi32(x, c), _mm256_mullo_epi32(q, _mm256_sub_epi32(scale, f)));
+    }
+    uint32_t sv[GROUP], fv[GROUP], xs[GROUP];
+    _mm256_storeu_si256((__m256i *)(void *)sv, seen);
+    _mm256_storeu_si256((__m256i *)(void *)fv, flags);
+    _mm256_storeu_si256((__m256i *)(void *)xs, x);
+    uint32_t sa = 0, fa = 0;
+    for (unsigned i = 0; i < GROUP; i++) sa |= sv[i], fa |= fv[i];
+    return finish(out, cap, w, xs, sa, fa);
+}
