@@ -189,6 +189,18 @@ static unsigned rans_find(const uint16_t *c, unsigned bins, uint32_t slot)
  * search (filling 4096 entries would cost more than the search). Same symbols either way. */
 #define RANS_TABLE_MIN_TOKENS 64
 
+/* A little-endian 16-bit word: one load where the host is little-endian. */
+static inline uint32_t rans_le16(const uint8_t *p)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+#else
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+#endif
+}
+
 /* A full group's 8 lanes, one token per step, in runs of tokens that cannot reach the end of the
  * stream (a token reads at most 8 words, so (len - pos) / 16 tokens need no bounds check and
  * nothing the checked loop would refuse can happen there). All 8 states are advanced first, then
@@ -217,8 +229,8 @@ static size_t rans_decode_fast8(const uint8_t *in, size_t len, size_t *pos, size
     } while (0)
 #define RANS_RENORM(i)                                                                                                 \
     do {                                                                                                               \
-        const uint32_t need = x##i < KVC_RANS_L, w = (uint32_t)ip[0] | (uint32_t)ip[1] << 8, m = 0u - need;            \
-        x##i = (x##i & ~m) | ((x##i << 16 | w) & m); /* a mask, not `need ? :`, which GCC makes a branch */            \
+        const uint32_t need = x##i < KVC_RANS_L, m = 0u - need;                                                        \
+        x##i = x##i << (16 & m) | (rans_le16(ip) & m); /* shift and mask, not `need ? :`: GCC makes that a branch */    \
         ip += 2 * need;                                                                                                \
     } while (0)
             RANS_STEP(0); RANS_STEP(1); RANS_STEP(2); RANS_STEP(3); RANS_STEP(4); RANS_STEP(5); RANS_STEP(6); RANS_STEP(7);
