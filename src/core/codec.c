@@ -293,7 +293,7 @@ static kvc_status_t rans_encode_window(const uint8_t *sym, size_t L, size_t tw, 
 
 /* The inverse: the window's streams (lengths wl[L * G], packed from bytes) into sym [L, tw, C]. */
 static kvc_status_t rans_decode_window(const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t L, size_t tw, size_t C,
-                                       const uint16_t *cum, unsigned B, uint8_t *sym, int threads)
+                                       const uint16_t *cum, unsigned B, uint8_t *sym, int threads, int isa)
 {
     const size_t G = kvc_rans_groups(C);
     int64_t sum = 0;
@@ -303,8 +303,8 @@ static kvc_status_t rans_decode_window(const uint8_t *bytes, const uint32_t *wl,
     for (size_t k = 0; k < L * G; k++) {
         const size_t l = k / G, c0 = k % G * KVC_RANS_GROUP, start = k ? (size_t)ends[k - 1] : 0;
         const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        bad |= kvc_rans_decode(bytes + start, (size_t)ends[k] - start, tw, g, cum + (l * C + c0) * (B + 1), B,
-                               sym + l * tw * C + c0, C) != KVC_OK;
+        bad |= kvc_rans_decode_isa(isa, bytes + start, (size_t)ends[k] - start, tw, g, cum + (l * C + c0) * (B + 1), B,
+                                   sym + l * tw * C + c0, C) != KVC_OK;
     }
     return bad ? kvc_error(KVC_ERR_CORRUPT, "container rANS streams are corrupt (truncated, overlong or a wrong final state)")
                : KVC_OK;
@@ -630,7 +630,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (rans) {
             if ((st = rans_decode_window(c->streams + off, c->lengths + (size_t)w * NS, prefsum, L, tw, C, cdf, c->cdf_bins,
-                                         win ? win : symbols, ctx->num_threads)) != KVC_OK)
+                                         win ? win : symbols, ctx->num_threads, (int)ctx->isa)) != KVC_OK)
                 goto done;
             if (win) window_copy(win, symbols, &d, t0, tw, 0, ctx->num_threads);
             off += (size_t)prefsum[NS - 1];

@@ -248,7 +248,14 @@ static size_t rans_decode_fast8(const uint8_t *in, size_t len, size_t *pos, size
 kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                              uint8_t *sym, size_t stride)
 {
-    uint8_t tab[KVC_RANS_GROUP][KVC_RANS_PROB_SCALE];
+    return kvc_rans_decode_isa(KVC_ISA_SCALAR, in, len, tokens, g, cum, bins, sym, stride);
+}
+
+kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum,
+                                 unsigned bins, uint8_t *sym, size_t stride)
+{
+    /* + 64 bytes: the AVX-512 table fill's last store may reach that far past the last row */
+    uint8_t tab[KVC_RANS_GROUP * KVC_RANS_PROB_SCALE + 64];
     uint32_t cf[KVC_RANS_GROUP][64];
     const int use_tab = tokens >= RANS_TABLE_MIN_TOKENS;
     uint32_t x[KVC_RANS_GROUP];
@@ -260,14 +267,24 @@ kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsig
     size_t pos = 4 * (size_t)g, t = 0;
     /* the fast path's packed entries (cf) only for the streams that take it */
     const int fast = use_tab && g == KVC_RANS_GROUP && bins <= 64;
-    if (use_tab)
-        for (unsigned i = 0; i < g; i++) {
+    if (use_tab) {
+#ifdef KVC_HAVE_X86_SIMD
+        if (isa >= KVC_ISA_AVX512) kvc_rans_fill_tables_avx512(tab, cum, g, bins);
+        else
+#else
+        (void)isa;
+#endif
+            for (unsigned i = 0; i < g; i++) {
+                const uint16_t *c = cum + (size_t)i * (bins + 1);
+                for (unsigned s = 0; s < bins; s++) memset(tab + i * KVC_RANS_PROB_SCALE + c[s], (int)s, (size_t)(c[s + 1] - c[s]));
+            }
+        for (unsigned i = 0; fast && i < g; i++) {
             const uint16_t *c = cum + (size_t)i * (bins + 1);
-            for (unsigned s = 0; s < bins; s++) memset(tab[i] + c[s], (int)s, (size_t)(c[s + 1] - c[s]));
-            for (unsigned s = 0; fast && s < bins; s++) cf[i][s] = c[s] | (uint32_t)(c[s + 1] - c[s]) << 16;
+            for (unsigned s = 0; s < bins; s++) cf[i][s] = c[s] | (uint32_t)(c[s + 1] - c[s]) << 16;
         }
+    }
     if (fast)
-        t = rans_decode_fast8(in, len, &pos, tokens, (const uint8_t (*)[KVC_RANS_PROB_SCALE])tab, (const uint32_t (*)[64])cf, x,
+        t = rans_decode_fast8(in, len, &pos, tokens, (const uint8_t (*)[KVC_RANS_PROB_SCALE])(void *)tab, (const uint32_t (*)[64])cf, x,
                               sym, stride);
     /* The checked loop: short streams, partial groups and the last tokens of every stream. */
     for (; t < tokens; t++) {
@@ -275,7 +292,7 @@ kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsig
         for (unsigned i = 0; i < g; i++) {
             const uint16_t *c = cum + (size_t)i * (bins + 1);
             const uint32_t slot = x[i] & (KVC_RANS_PROB_SCALE - 1);
-            const unsigned s = use_tab ? tab[i][slot] : rans_find(c, bins, slot);
+            const unsigned s = use_tab ? tab[i * KVC_RANS_PROB_SCALE + slot] : rans_find(c, bins, slot);
             row[i] = (uint8_t)s;
             /* f * (x >> 12) + (slot - cum) < f * 2^20 <= 2^32; >= 16 since x >= 2^16 and f >= 1. */
             x[i] = ((uint32_t)c[s + 1] - c[s]) * (x[i] >> KVC_RANS_PROB_BITS) + slot - c[s];

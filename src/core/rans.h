@@ -50,4 +50,9 @@ void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t
 kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                              uint8_t *sym, size_t stride);
 
+/* kvc_rans_decode on the CPU tier isa (a kvc_isa_t): the same symbols and statuses; the tier's
+ * kernels where it has them (src/backends/simd/cpu_rans.h). */
+kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum,
+                                 unsigned bins, uint8_t *sym, size_t stride);
+
 #endif

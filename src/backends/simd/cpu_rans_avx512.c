@@ -141,3 +141,15 @@ size_t kvc_rans_encode8_avx512(const uint8_t *sym, size_t stride, size_t tokens,
     for (unsigned i = 0; i < GROUP; i++) sa |= sv[i], fa |= fv[i];
     return finish(out, cap, w, xs, sa, fa);
 }
+
+void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, unsigned bins)
+{
+    for (unsigned i = 0; i < g; i++) {
+        const uint16_t *c = cum + (size_t)i * (bins + 1);
+        uint8_t *row = tab + (size_t)i * SCALE;
+        for (unsigned s = 0; s < bins; s++) {
+            const __m512i v = _mm512_set1_epi8((char)s);
+            for (unsigned p = c[s]; p < c[s + 1]; p += 64) _mm512_storeu_si512(row + p, v);
+        }
+    }
+}
