@@ -156,19 +156,25 @@ void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t
                               const uint16_t *cum, unsigned bins, uint8_t *out, size_t cap, size_t len[2])
 {
     const uint16_t *cum_b = cum + (size_t)KVC_RANS_GROUP * (bins + 1);
+    const int full_b = gb == KVC_RANS_GROUP;
     len[1] = 0;
 #ifdef KVC_HAVE_X86_SIMD
-    const int simd = isa >= KVC_ISA_AVX512 && bins <= 64 && cap >= kvc_rans_bound(KVC_RANS_GROUP, tokens);
-    if (simd && ga == KVC_RANS_GROUP && gb == KVC_RANS_GROUP) {
-        kvc_rans_encode8x2_avx512(sym, sym + KVC_RANS_GROUP, stride, tokens, cum, cum_b, bins, out, out + cap, cap, &len[0], &len[1]);
+    if (isa >= KVC_ISA_AVX2 && ga == KVC_RANS_GROUP && bins <= 64 && cap >= kvc_rans_bound(KVC_RANS_GROUP, tokens)) {
+        const uint8_t *sym_b = sym + KVC_RANS_GROUP;
+        if (isa >= KVC_ISA_AVX512 && full_b)
+            kvc_rans_encode8x2_avx512(sym, sym_b, stride, tokens, cum, cum_b, bins, out, out + cap, cap, &len[0], &len[1]);
+        else if (isa >= KVC_ISA_AVX512)
+            len[0] = kvc_rans_encode8_avx512(sym, stride, tokens, cum, bins, out, cap);
+        else
+            kvc_rans_encode8x2_avx2(sym, full_b ? sym_b : NULL, stride, tokens, cum, cum_b, bins, out, out + cap, cap, &len[0], &len[1]);
+        if (gb && !full_b) len[1] = kvc_rans_encode(sym_b, stride, tokens, gb, cum_b, bins, out + cap, cap);
         return;
     }
-    len[0] = simd && ga == KVC_RANS_GROUP ? kvc_rans_encode8_avx512(sym, stride, tokens, cum, bins, out, cap)
-                                          : kvc_rans_encode(sym, stride, tokens, ga, cum, bins, out, cap);
 #else
     (void)isa;
-    len[0] = kvc_rans_encode(sym, stride, tokens, ga, cum, bins, out, cap);
+    (void)full_b;
 #endif
+    len[0] = kvc_rans_encode(sym, stride, tokens, ga, cum, bins, out, cap);
     if (gb) len[1] = kvc_rans_encode(sym + KVC_RANS_GROUP, stride, tokens, gb, cum_b, bins, out + cap, cap);
 }
 

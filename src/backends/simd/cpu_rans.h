@@ -19,6 +19,11 @@ void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_
                                const uint16_t *cum_a, const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b,
                                size_t cap, size_t *len_a, size_t *len_b);
 
+/* AVX2: like kvc_rans_encode8x2_avx512; sym_b = NULL (out_b, len_b unused) codes group A alone. */
+void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens, const uint16_t *cum_a,
+                             const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b, size_t cap, size_t *len_a,
+                             size_t *len_b);
+
 /* The decoder's slot tables of g channels (row i at tab + i * 4096: run s of symbol s is cum[s] ..
  * cum[s + 1]) with 64-byte stores; a run's last store may reach 63 bytes past its end, which the
  * next run (or the next row, or the 64 bytes of padding the caller leaves after the last row)

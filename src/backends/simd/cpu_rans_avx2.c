@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The rANS encoder of the AVX2 tier (also what an AVX2-only CPU gets): two groups per call, each
+ * group's 8 states in one register, the two chains interleaved so one's latency hides the
+ * other's. Per token and group: one 8-lane gather of the table entries, the emitting lanes by
+ * a signed compare of biased values, their words packed to 16 bits and moved to the top of a
+ * 16-byte register in lane order by a pshufb row chosen by the lane mask (a 4 KiB table), one
+ * plain store below the previous words; the quotient as the portable fast path computes it
+ * (src/core/rans.c), 4 doubles at a time, with the unsigned conversions AVX2 lacks done by a
+ * 2^31 bias. Same bytes as the portable coder (tested). */
+#include "config.h"
+
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "cpu_rans.h"
+
+#define PROB_BITS 12
+#define SCALE (1u << PROB_BITS)
+#define GROUP 8
+#define BAD (1u << 31) /* table entry of a symbol without frequency (count 0, or >= bins) */
+
+/* Row m: the pshufb that takes the 16-bit words of the lanes set in m (of 8), in lane order, to
+ * the top of the register (bytes 16 - 2n .. 15, n = popcount(m)); zeros below. */
+static uint8_t to_top[256][16];
+static pthread_once_t to_top_once = PTHREAD_ONCE_INIT;
+
+static void to_top_init(void)
+{
+    for (unsigned m = 0; m < 256; m++) {
+        const unsigned n = (unsigned)__builtin_popcount(m);
+        unsigned d = 16 - 2 * n;
+        memset(to_top[m], 0x80, 16);
+        for (unsigned lane = 0; lane < GROUP; lane++)
+            if (m >> lane & 1) {
+                to_top[m][d++] = (uint8_t)(2 * lane);
+                to_top[m][d++] = (uint8_t)(2 * lane + 1);
+            }
+    }
+}
+
+static void fill_table(uint32_t *tab, const uint16_t *cum, unsigned bins)
+{
+    for (unsigned i = 0; i < GROUP; i++) {
+        const uint16_t *c = cum + (size_t)i * (bins + 1);
+        for (unsigned s = 0; s < 64; s++) {
+            const uint32_t f = s < bins ? (uint32_t)c[s + 1] - c[s] : 0;
+            tab[i * 64 + s] = f ? c[s] | f << 16 : BAD;
+        }
+    }
+}
+
+/* floor(y) for 0 <= y < 2^32, as 4 u32 */
+static inline __m128i floor_u32(__m256d y)
+{
+    const __m256d bias = _mm256_set1_pd(2147483648.0);
+    return _mm_xor_si128(_mm256_cvtpd_epi32(_mm256_sub_pd(_mm256_floor_pd(y), bias)), _mm_set1_epi32((int)0x80000000u));
+}
+
+/* u32 lanes (4) to doubles */
+static inline __m256d u32_to_pd(__m128i v)
+{
+    return _mm256_add_pd(_mm256_cvtepi32_pd(_mm_xor_si128(v, _mm_set1_epi32((int)0x80000000u))), _mm256_set1_pd(2147483648.0));
+}
+
+typedef struct {
+    __m256i x, seen, flags;
+    uint8_t *w;
+} lane8_t;
+
+static inline __attribute__((always_inline)) void enc_token(lane8_t *g, const uint8_t *row, const uint32_t *tab)
+{
+    const __m256i base = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), sign = _mm256_set1_epi32((int)0x80000000u),
+                  m16 = _mm256_set1_epi32(0xFFFF);
+    uint64_t r8;
+    memcpy(&r8, row, 8);
+    const __m256i s = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)r8));
+    g->seen = _mm256_or_si256(g->seen, s);
+    const __m256i e = _mm256_i32gather_epi32((const int *)tab, _mm256_add_epi32(base, _mm256_and_si256(s, _mm256_set1_epi32(63))), 4);
+    g->flags = _mm256_or_si256(g->flags, e);
+    const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 16), m16), c = _mm256_and_si256(e, m16);
+    /* emit where x > (f << 20) - 1, unsigned (f = 4096 wraps to 2^32 - 1: never) */
+    const __m256i xmax = _mm256_sub_epi32(_mm256_slli_epi32(f, 32 - PROB_BITS), _mm256_set1_epi32(1));
+    const __m256i need = _mm256_cmpgt_epi32(_mm256_xor_si256(g->x, sign), _mm256_xor_si256(xmax, sign));
+    const unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need));
+    const __m256i lo = _mm256_and_si256(g->x, m16);
+    const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+    _mm_storeu_si128((__m128i *)(void *)(g->w - 16), _mm_shuffle_epi8(words, _mm_loadu_si128((const __m128i *)(const void *)to_top[m])));
+    g->w -= 2 * (unsigned)__builtin_popcount(m);
+    __m256i x = _mm256_blendv_epi8(g->x, _mm256_srli_epi32(g->x, 16), need);
+    /* x / f * 4096 + x % f + cum = x + cum + q * (4096 - f), q = floor((x + 0.5) * (1 / f)) */
+    const __m256d half = _mm256_set1_pd(0.5), one = _mm256_set1_pd(1.0);
+    const __m128i xl = _mm256_castsi256_si128(x), xh = _mm256_extracti128_si256(x, 1);
+    const __m128i fl = _mm256_castsi256_si128(f), fh = _mm256_extracti128_si256(f, 1);
+    const __m128i ql = floor_u32(_mm256_mul_pd(_mm256_add_pd(u32_to_pd(xl), half), _mm256_div_pd(one, _mm256_cvtepi32_pd(fl))));
+    const __m128i qh = floor_u32(_mm256_mul_pd(_mm256_add_pd(u32_to_pd(xh), half), _mm256_div_pd(one, _mm256_cvtepi32_pd(fh))));
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(ql), qh, 1);
+    g->x = _mm256_add_epi32(_mm256_add_epi32(x, c), _mm256_mullo_epi32(q, _mm256_sub_epi32(_mm256_set1_epi32((int)SCALE), f)));
+}
+
+/* 0 when a symbol had no frequency; else the states written and the words moved behind them. */
+static size_t finish(uint8_t *out, size_t cap, const lane8_t *g)
+{
+    uint32_t sv[GROUP], fv[GROUP], xs[GROUP], any = 0;
+    _mm256_storeu_si256((__m256i *)(void *)sv, g->seen);
+    _mm256_storeu_si256((__m256i *)(void *)fv, g->flags);
+    _mm256_storeu_si256((__m256i *)(void *)xs, g->x);
+    for (unsigned i = 0; i < GROUP; i++) any |= (sv[i] & ~63u) | (fv[i] & BAD);
+    if (any) return 0;
+    const size_t words = (size_t)(out + cap - g->w);
+    memmove(out + 4 * GROUP, g->w, words);
+    for (unsigned i = 0; i < GROUP; i++)
+        for (unsigned b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(xs[i] >> (8 * b));
+    return 4 * GROUP + words;
+}
+
+void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens, const uint16_t *cum_a,
+                             const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b, size_t cap, size_t *len_a,
+                             size_t *len_b)
+{
+    pthread_once(&to_top_once, to_top_init);
+    uint32_t tab[2][GROUP * 64];
+    fill_table(tab[0], cum_a, bins);
+    if (sym_b) fill_table(tab[1], cum_b, bins);
+    const __m256i l = _mm256_set1_epi32(1 << 16), z = _mm256_setzero_si256();
+    lane8_t a = { l, z, z, out_a + cap }, b = { l, z, z, out_b ? out_b + cap : NULL };
+    for (size_t t = tokens; t-- > 0;) {
+        enc_token(&a, sym_a + t * stride, tab[0]);
+        if (sym_b) enc_token(&b, sym_b + t * stride, tab[1]);
+    }
+    *len_a = finish(out_a, cap, &a);
+    if (sym_b) *len_b = finish(out_b, cap, &b);
+}
