@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="ef05a099391b0beeffe08c79a6837adb77358bf05e15e893fee0bf259d112abc")
+    version("0.1.0", sha256="9352989231b21d1f5e218c44988817f32aa4d68d0e69e40b2527e138279e7c7c")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
