@@ -7,6 +7,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The encoders' table of one full group: entry (lane i, symbol s) at i * 64 + s is cum | f << 16,
+ * or KVC_RANS_ENC_BAD for a symbol without frequency (count 0, or s >= bins), which the kernels
+ * or together and check once at the end. Shared by the tiers' files (one source). */
+#define KVC_RANS_ENC_BAD (1u << 31)
+
+static inline void kvc_rans_enc_table(uint32_t *tab, const uint16_t *cum, unsigned bins)
+{
+    for (unsigned i = 0; i < 8; i++) {
+        const uint16_t *c = cum + (size_t)i * (bins + 1);
+        for (unsigned s = 0; s < 64; s++) {
+            const uint32_t f = s < bins ? (uint32_t)c[s + 1] - c[s] : 0;
+            tab[i * 64 + s] = f ? c[s] | f << 16 : KVC_RANS_ENC_BAD;
+        }
+    }
+}
+
 /* AVX-512 (F/BW/DQ/VL): encode a full group of 8 channels (kvc_rans_encode's arguments with g = 8,
  * bins <= 64, cap >= kvc_rans_bound(8, tokens)). Returns the stream length, or 0 when a symbol
  * has no frequency in its table. */

@@ -18,7 +18,7 @@
 #define PROB_BITS 12
 #define SCALE (1u << PROB_BITS)
 #define GROUP 8
-#define BAD (1u << 31) /* table entry of a symbol without frequency (count 0, or >= bins) */
+#define BAD KVC_RANS_ENC_BAD
 
 /* Row m: the pshufb that takes the 16-bit words of the lanes set in m (of 8), in lane order, to
  * the top of the register (bytes 16 - 2n .. 15, n = popcount(m)); zeros below. */
@@ -36,17 +36,6 @@ static void to_top_init(void)
                 to_top[m][d++] = (uint8_t)(2 * lane);
                 to_top[m][d++] = (uint8_t)(2 * lane + 1);
             }
-    }
-}
-
-static void fill_table(uint32_t *tab, const uint16_t *cum, unsigned bins)
-{
-    for (unsigned i = 0; i < GROUP; i++) {
-        const uint16_t *c = cum + (size_t)i * (bins + 1);
-        for (unsigned s = 0; s < 64; s++) {
-            const uint32_t f = s < bins ? (uint32_t)c[s + 1] - c[s] : 0;
-            tab[i * 64 + s] = f ? c[s] | f << 16 : BAD;
-        }
     }
 }
 
@@ -120,8 +109,8 @@ void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t 
 {
     pthread_once(&to_top_once, to_top_init);
     uint32_t tab[2][GROUP * 64];
-    fill_table(tab[0], cum_a, bins);
-    if (sym_b) fill_table(tab[1], cum_b, bins);
+    kvc_rans_enc_table(tab[0], cum_a, bins);
+    if (sym_b) kvc_rans_enc_table(tab[1], cum_b, bins);
     const __m256i l = _mm256_set1_epi32(1 << 16), z = _mm256_setzero_si256();
     lane8_t a = { l, z, z, out_a + cap }, b = { l, z, z, out_b ? out_b + cap : NULL };
     for (size_t t = tokens; t-- > 0;) {

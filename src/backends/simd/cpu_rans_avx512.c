@@ -14,7 +14,7 @@
 #define PROB_BITS 12
 #define SCALE (1u << PROB_BITS)
 #define GROUP 8
-#define BAD (1u << 31) /* table entry of a symbol without frequency (count 0, or >= bins) */
+#define BAD KVC_RANS_ENC_BAD
 
 /* pshufb masks that move the n words at the bottom of a 16-byte register to its top (row n). */
 static const uint8_t to_top[GROUP + 1][16] = {
@@ -28,18 +28,6 @@ static const uint8_t to_top[GROUP + 1][16] = {
     { 0x80, 0x80, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d },
     { 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f },
 };
-
-/* Entries (lane i, symbol s) at i * 64 + s of one group's table: cum | f << 16, or BAD. */
-static void fill_table(uint32_t *tab, const uint16_t *cum, unsigned bins)
-{
-    for (unsigned i = 0; i < GROUP; i++) {
-        const uint16_t *c = cum + (size_t)i * (bins + 1);
-        for (unsigned s = 0; s < 64; s++) {
-            const uint32_t f = s < bins ? (uint32_t)c[s + 1] - c[s] : 0;
-            tab[i * 64 + s] = f ? c[s] | f << 16 : BAD;
-        }
-    }
-}
 
 /* Words of the lanes in k (in lane order) stored just below w; returns the new w. */
 static inline uint8_t *put_words(uint8_t *w, __m512i x, __mmask16 k)
@@ -69,8 +57,8 @@ void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_
                                size_t cap, size_t *len_a, size_t *len_b)
 {
     uint32_t tab[2 * GROUP * 64];
-    fill_table(tab, cum_a, bins);
-    fill_table(tab + GROUP * 64, cum_b, bins);
+    kvc_rans_enc_table(tab, cum_a, bins);
+    kvc_rans_enc_table(tab + GROUP * 64, cum_b, bins);
     const __m512i base = _mm512_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960),
                   m63 = _mm512_set1_epi32(63), m16 = _mm512_set1_epi32(0xFFFF), scale = _mm512_set1_epi32((int)SCALE),
                   minus1 = _mm512_set1_epi32(-1);
@@ -113,7 +101,7 @@ size_t kvc_rans_encode8_avx512(const uint8_t *sym, size_t stride, size_t tokens,
                                uint8_t *out, size_t cap)
 {
     uint32_t tab[GROUP * 64];
-    fill_table(tab, cum, bins);
+    kvc_rans_enc_table(tab, cum, bins);
     const __m256i base = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), m63 = _mm256_set1_epi32(63),
                   m16 = _mm256_set1_epi32(0xFFFF), scale = _mm256_set1_epi32((int)SCALE), minus1 = _mm256_set1_epi32(-1);
     const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
