@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The rANS coder (src/core/rans.c, docs/CACHEGEN.md "rANS coder"): the frequency normalisation,
+/* The rANS coder (src/backends/simd/cpu_rans.c, docs/CACHEGEN.md "rANS coder"): the frequency normalisation,
  * the stream format against an independent oracle written from docs/FORMAT.md, the decoder's
  * corruption statuses, and the codec's --coder rans containers (format 1.2). */
 #include "config.h"
@@ -15,7 +15,7 @@
 #include <kvcore/backend.h> /* kvc_isa_t */
 
 #include "common/half.h"
-#include "rans.h"
+#include "backends/simd/cpu_rans.h"
 #include "container_edit.h"
 
 static uint32_t rng_state = 1;

@@ -234,6 +234,29 @@ struct kvc_quant_args {
     size_t layers, tokens, channels;
 };
 
+/* Arguments of the rans_encode / rans_decode slots: one window of the codec's rANS streams
+ * (format 1.2, docs/FORMAT.md "rANS streams"), filled by the core, host memory. Stream k of the
+ * window is (layer k / G, channels [8 (k mod G), +8)), G = ceil(channels / 8); cum holds each
+ * channel's frequency table ([layers, channels, num_bins + 1], kvc_rans_cum_from_counts). */
+struct kvc_rans_encode_args {
+    const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins */
+    const uint16_t *cum;
+    uint8_t *streams;       /* out: stream k at streams + k * capacity */
+    int32_t *lengths;       /* out: [layers * G] */
+    size_t layers, tokens, channels;
+    size_t capacity;        /* >= 32 + 16 * tokens (a full group's bound) */
+    unsigned num_bins;
+};
+
+struct kvc_rans_decode_args {
+    const uint8_t *bytes;   /* the window's streams, back to back */
+    const int64_t *ends;    /* [layers * G]: end offset of each stream in bytes (non-decreasing) */
+    const uint16_t *cum;
+    uint8_t *symbols;       /* out: [layers, tokens, channels] */
+    size_t layers, tokens, channels;
+    unsigned num_bins;
+};
+
 /* ---------------------------------------------------------------- RoPE (rope.h) */
 
 /* Arguments of the rope_* slots, filled by the core after validation:
@@ -381,6 +404,10 @@ typedef struct kvc_backend_ops {
                                           const struct kvc_row_parts *parts);
     kvc_status_t (*transfer_blocks_parts)(kvc_backend_ctx_t *b, const struct kvc_block_plan *p,
                                           const struct kvc_row_parts *parts);
+    /* --- the codec's rANS streams, one window (the core runs them on the CPU backend; a symbol
+     * without frequency is KVC_ERR_BACKEND, a damaged stream KVC_ERR_CORRUPT) --- */
+    kvc_status_t (*rans_encode)(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a);
+    kvc_status_t (*rans_decode)(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a);
 } kvc_backend_ops_t;
 
 typedef struct kvc_backend {

@@ -18,7 +18,7 @@
 #include "common/half.h"
 #include "internal.h"
 #include "log.h"
-#include "rans.h"
+#include "common/rans.h"
 
 #define DEFAULT_WINDOW KVC_CODEC_LMCACHE_WINDOW
 
@@ -263,51 +263,38 @@ static void rans_tables(const uint32_t *counts, size_t S, unsigned B, size_t T, 
     for (size_t s = 0; s < S; s++) kvc_rans_cum_from_counts(counts + s * B, B, T, cum + s * (B + 1));
 }
 
-/* One window [L, tw, C] of symbols to L * ceil(C / 8) rANS streams, stream k at streams + k * cap.
- * The split over (layer, channel group) is the arithmetic coder's split over (layer, channel);
- * neighbouring groups go in pairs, which the AVX-512 tier codes together (src/core/rans.h). */
-static kvc_status_t rans_encode_window(const uint8_t *sym, size_t L, size_t tw, size_t C, const uint16_t *cum, unsigned B,
-                                       uint8_t *streams, size_t cap, int32_t *lens, int threads, int isa)
+/* The CPU backend's rANS window ops (the core's codec buffers are host memory; on a GPU context
+ * the context keeps the CPU backend's table too). */
+static void rans_ops(kvc_context_t *ctx, const kvc_backend_ops_t **ops, kvc_backend_ctx_t **b)
 {
-    const size_t G = kvc_rans_groups(C), P = (G + 1) / 2;
-    int bad = 0;
-#pragma omp parallel for schedule(dynamic, 2) num_threads(threads) reduction(| : bad)
-    for (size_t j = 0; j < L * P; j++) {
-        const size_t l = j / P, k = l * G + j % P * 2, c0 = (k - l * G) * KVC_RANS_GROUP;
-        const unsigned ga = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        const size_t cb = c0 + KVC_RANS_GROUP;
-        const unsigned gb = cb >= C ? 0 : C - cb < KVC_RANS_GROUP ? (unsigned)(C - cb) : KVC_RANS_GROUP;
-        size_t n[2];
-        kvc_rans_encode_pair_isa(isa, sym + l * tw * C + c0, C, tw, ga, gb, cum + (l * C + c0) * (B + 1), B, streams + k * cap,
-                                 cap, n);
-        lens[k] = (int32_t)n[0];
-        bad |= !n[0];
-        if (gb) {
-            lens[k + 1] = (int32_t)n[1];
-            bad |= !n[1];
-        }
-    }
-    /* The counts are taken from these very symbols, so every symbol has a frequency. */
-    return bad ? kvc_error(KVC_ERR_BACKEND, "codec encode: a symbol without a rANS frequency (internal error)") : KVC_OK;
+    *ops = ctx->cpu_bctx ? &ctx->cpu_ops : &ctx->ops;
+    *b = ctx->cpu_bctx ? ctx->cpu_bctx : ctx->bctx;
+}
+
+/* One window [L, tw, C] of symbols to L * ceil(C / 8) rANS streams, stream k at streams + k * cap. */
+static kvc_status_t rans_encode_window(kvc_context_t *ctx, const uint8_t *sym, size_t L, size_t tw, size_t C, const uint16_t *cum,
+                                       unsigned B, uint8_t *streams, size_t cap, int32_t *lens)
+{
+    const kvc_backend_ops_t *ops;
+    kvc_backend_ctx_t *b;
+    rans_ops(ctx, &ops, &b);
+    const struct kvc_rans_encode_args a = { .symbols = sym, .cum = cum, .streams = streams, .lengths = lens, .layers = L,
+                                            .tokens = tw, .channels = C, .capacity = cap, .num_bins = B };
+    return ops->rans_encode(b, &a);
 }
 
 /* The inverse: the window's streams (lengths wl[L * G], packed from bytes) into sym [L, tw, C]. */
-static kvc_status_t rans_decode_window(const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t L, size_t tw, size_t C,
-                                       const uint16_t *cum, unsigned B, uint8_t *sym, int threads, int isa)
+static kvc_status_t rans_decode_window(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t L,
+                                       size_t tw, size_t C, const uint16_t *cum, unsigned B, uint8_t *sym)
 {
-    const size_t G = kvc_rans_groups(C);
     int64_t sum = 0;
-    for (size_t k = 0; k < L * G; k++) ends[k] = sum += wl[k];
-    int bad = 0;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads) reduction(| : bad)
-    for (size_t k = 0; k < L * G; k++) {
-        const size_t l = k / G, c0 = k % G * KVC_RANS_GROUP, start = k ? (size_t)ends[k - 1] : 0;
-        const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        bad |= kvc_rans_decode_isa(isa, bytes + start, (size_t)ends[k] - start, tw, g, cum + (l * C + c0) * (B + 1), B,
-                                   sym + l * tw * C + c0, C) != KVC_OK;
-    }
-    return bad ? kvc_error(KVC_ERR_CORRUPT, "container rANS streams are corrupt (truncated, overlong or a wrong final state)")
-               : KVC_OK;
+    for (size_t k = 0; k < L * kvc_rans_groups(C); k++) ends[k] = sum += wl[k];
+    const kvc_backend_ops_t *ops;
+    kvc_backend_ctx_t *b;
+    rans_ops(ctx, &ops, &b);
+    const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .cum = cum, .symbols = sym, .layers = L, .tokens = tw,
+                                            .channels = C, .num_bins = B };
+    return ops->rans_decode(b, &a);
 }
 
 KVC_API kvc_status_t kvc_codec_level_params(int level, kvc_codec_params_t *p, uint32_t *bins)
@@ -395,7 +382,7 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (win) window_copy(win, symbols, &d, t0, tw, 1, ctx->num_threads);
-        if (rans) st = rans_encode_window(win ? win : symbols, L, tw, C, cdf, B, streams, cap, lens, ctx->num_threads, (int)ctx->isa);
+        if (rans) st = rans_encode_window(ctx, win ? win : symbols, L, tw, C, cdf, B, streams, cap, lens);
         else {
             kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L,
                                          .tokens = tw, .channels = C, .capacity = cap, .num_bins = B };
@@ -629,8 +616,8 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     for (uint32_t w = 0; w < c->num_windows; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (rans) {
-            if ((st = rans_decode_window(c->streams + off, c->lengths + (size_t)w * NS, prefsum, L, tw, C, cdf, c->cdf_bins,
-                                         win ? win : symbols, ctx->num_threads, (int)ctx->isa)) != KVC_OK)
+            if ((st = rans_decode_window(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, L, tw, C, cdf, c->cdf_bins,
+                                         win ? win : symbols)) != KVC_OK)
                 goto done;
             if (win) window_copy(win, symbols, &d, t0, tw, 0, ctx->num_threads);
             off += (size_t)prefsum[NS - 1];

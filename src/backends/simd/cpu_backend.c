@@ -11,6 +11,7 @@
 #include "cpu_memory.h"
 #include "cpu_transfer.h"
 #include "cpu_cachegen.h"
+#include "cpu_rans.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
 {
@@ -116,5 +117,7 @@ const kvc_backend_t kvc_cpu_backend = {
         .run_plan = cpu_run_plan,
         .transfer_tokens_parts = kvc_cpu_transfer_tokens_parts,
         .transfer_blocks_parts = kvc_cpu_transfer_blocks_parts,
+        .rans_encode = kvc_cpu_rans_encode,
+        .rans_decode = kvc_cpu_rans_decode,
     },
 };

@@ -1,11 +1,47 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* rANS kernels of the CPU ISA tiers (docs/CACHEGEN.md "rANS coder"): the same streams, byte for
- * byte, as the portable coder in src/core/rans.c, which picks them by the context's tier. */
+/* The rANS coder of the CPU backend (docs/CACHEGEN.md "rANS coder"): the portable coder
+ * (cpu_rans.c: scalar reference, checked loops and fast paths), the backend's window ops, and the
+ * kernels of the ISA tiers (cpu_rans_avx2.c, cpu_rans_avx512.c), which write the same streams
+ * byte for byte and are picked by the context's tier. */
 #ifndef KVC_SIMD_CPU_RANS_H
 #define KVC_SIMD_CPU_RANS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <kvcore/backend.h>
+
+#include "common/rans.h"
+
+/* The backend's rans_encode / rans_decode slots (backend.h). */
+kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a);
+kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a);
+
+/* Encode g (1..8) channels: symbol t of channel i is sym[t * stride + i], coded with the table
+ * cum + i * (bins + 1). out has cap >= kvc_rans_bound(g, tokens) bytes. Returns the stream length,
+ * or 0 when a symbol has frequency 0 in its table (the counts do not describe the symbols). */
+size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
+                       uint8_t *out, size_t cap);
+
+/* Two neighbouring groups of a window, on the CPU tier isa (a kvc_isa_t): group A is channels
+ * [0, ga) of sym and cum, coded into out; group B channels [8, 8 + gb) (gb = 0: none), into
+ * out + cap. len[0], len[1]: kvc_rans_encode's results. Full groups take the tier's kernel
+ * (below) where it has one; the bytes are those of kvc_rans_encode. */
+void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned ga, unsigned gb,
+                              const uint16_t *cum, unsigned bins, uint8_t *out, size_t cap, size_t len[2]);
+
+/* Decode a stream of len bytes written by kvc_rans_encode with the same tables (as made by
+ * kvc_rans_cum_from_counts: non-decreasing, cum[bins] = 4096) into sym (same
+ * indexing). Reads only in[0, len); KVC_ERR_CORRUPT when the stream is truncated, too long, starts
+ * from an impossible state or does not end in the encoder's initial states. The status is returned,
+ * not logged (the caller reports it once per chunk). */
+kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
+                             uint8_t *sym, size_t stride);
+
+/* kvc_rans_decode on the CPU tier isa (a kvc_isa_t): the same symbols and statuses; the tier's
+ * kernels where it has them (below). */
+kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum,
+                                 unsigned bins, uint8_t *sym, size_t stride);
 
 /* The encoders' table of one full group: entry (lane i, symbol s) at i * 64 + s is cum | f << 16,
  * or KVC_RANS_ENC_BAD for a symbol without frequency (count 0, or s >= bins), which the kernels

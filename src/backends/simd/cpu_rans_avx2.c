@@ -5,7 +5,7 @@
  * a signed compare of biased values, their words packed to 16 bits and moved to the top of a
  * 16-byte register in lane order by a pshufb row chosen by the lane mask (a 4 KiB table), one
  * plain store below the previous words; the quotient as the portable fast path computes it
- * (src/core/rans.c), 4 doubles at a time, with the unsigned conversions AVX2 lacks done by a
+ * (cpu_rans.c), 4 doubles at a time, with the unsigned conversions AVX2 lacks done by a
  * 2^31 bias. Same bytes as the portable coder (tested). */
 #include "config.h"
 

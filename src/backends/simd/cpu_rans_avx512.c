@@ -2,7 +2,7 @@
 /* The rANS encoder of the AVX-512 tier: the 8 states of a group in one register. Per token: the
  * 8 table entries in one gather, the words of the lanes that renormalise compressed into lane
  * order and stored below the previous ones with one 16-byte store, and the division as the
- * portable fast path does it (src/core/rans.c: q = (x + 0.5) * (1 / f) truncated, exact for
+ * portable fast path does it (cpu_rans.c: q = (x + 0.5) * (1 / f) truncated, exact for
  * x < 2^32 and f <= 4096), eight lanes at once. Same bytes as the portable coder (tested). */
 #include "config.h"
 

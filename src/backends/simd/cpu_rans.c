@@ -11,38 +11,9 @@
 
 #include <kvcore/backend.h> /* kvc_isa_t */
 
-#include "rans.h"
-#include "backends/simd/cpu_rans.h"
+#include "cpu_backend.h"
+#include "cpu_rans.h"
 
-void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t total, uint16_t *cum)
-{
-    /* Round to nearest, raise non-zero counts to 1, then give the whole difference to the most
-     * frequent symbol (the first one on ties). That symbol stays >= 1: with k <= 64 non-zero symbols
-     * each frequency exceeds its exact share by less than 1, so the excess e < k and the largest
-     * frequency is >= (4096 + e) / k > e when 4096 > (k - 1)^2 (docs/CACHEGEN.md). */
-    uint32_t sum = 0;
-    unsigned top = 0;
-    /* n / total without a 64-bit divide per bin (a chunk has 64 K tables): n < 2^45 is exact in a
-     * double, so the estimate is off by at most one either way, and one step corrects it. */
-    const double inv = 1.0 / (double)total;
-    for (unsigned s = 0; s < bins; s++) {
-        uint32_t f = 0;
-        if (counts[s]) {
-            const uint64_t n = (uint64_t)counts[s] * KVC_RANS_PROB_SCALE + total / 2;
-            uint64_t q = (uint64_t)((double)n * inv);
-            q -= q * total > n;          /* estimate one above */
-            q += n - q * total >= total; /* estimate one below */
-            f = (uint32_t)q;
-            if (!f) f = 1;
-        }
-        cum[s + 1] = (uint16_t)f; /* the frequencies first (f <= 4096), summed in place below */
-        sum += f;
-        if (counts[s] > counts[top]) top = s;
-    }
-    cum[top + 1] = (uint16_t)(cum[top + 1] + KVC_RANS_PROB_SCALE - sum); /* in [1, 4096] (above) */
-    cum[0] = 0;
-    for (unsigned s = 0; s < bins; s++) cum[s + 1] = (uint16_t)(cum[s + 1] + cum[s]);
-}
 
 /* The fast path's 8 x 64-entry table costs about what 16 tokens of 8 divides do. */
 #define RANS_ENC_FAST_MIN_TOKENS 16
@@ -313,4 +284,49 @@ kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t 
     for (unsigned i = 0; i < g; i++)
         if (x[i] != KVC_RANS_L) return KVC_ERR_CORRUPT;
     return KVC_OK;
+}
+
+/* ---- the backend's window ops: streams over (layer, channel group), the arithmetic coder's
+ * split over (layer, channel); neighbouring groups go in pairs, which the SIMD tiers code together. */
+
+kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
+{
+    const size_t L = a->layers, tw = a->tokens, C = a->channels, cap = a->capacity, G = kvc_rans_groups(C), P = (G + 1) / 2;
+    const unsigned B = a->num_bins;
+    const int isa = b->isa;
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 2) num_threads(b->num_threads) reduction(| : bad)
+    for (size_t j = 0; j < L * P; j++) {
+        const size_t l = j / P, k = l * G + j % P * 2, c0 = (k - l * G) * KVC_RANS_GROUP, cb = c0 + KVC_RANS_GROUP;
+        const unsigned ga = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
+        const unsigned gb = cb >= C ? 0 : C - cb < KVC_RANS_GROUP ? (unsigned)(C - cb) : KVC_RANS_GROUP;
+        size_t n[2];
+        kvc_rans_encode_pair_isa(isa, a->symbols + l * tw * C + c0, C, tw, ga, gb, a->cum + (l * C + c0) * (B + 1), B,
+                                 a->streams + k * cap, cap, n);
+        a->lengths[k] = (int32_t)n[0];
+        bad |= !n[0];
+        if (gb) {
+            a->lengths[k + 1] = (int32_t)n[1];
+            bad |= !n[1];
+        }
+    }
+    /* The core takes the counts from these very symbols, so every symbol has a frequency. */
+    return bad ? b->svc->set_error(KVC_ERR_BACKEND, "codec encode: a symbol without a rANS frequency (internal error)") : KVC_OK;
+}
+
+kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
+{
+    const size_t L = a->layers, tw = a->tokens, C = a->channels, G = kvc_rans_groups(C);
+    const unsigned B = a->num_bins;
+    const int isa = b->isa;
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic, 4) num_threads(b->num_threads) reduction(| : bad)
+    for (size_t k = 0; k < L * G; k++) {
+        const size_t l = k / G, c0 = k % G * KVC_RANS_GROUP, start = k ? (size_t)a->ends[k - 1] : 0;
+        const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
+        bad |= kvc_rans_decode_isa(isa, a->bytes + start, (size_t)a->ends[k] - start, tw, g, a->cum + (l * C + c0) * (B + 1), B,
+                                   a->symbols + l * tw * C + c0, C) != KVC_OK;
+    }
+    return bad ? b->svc->set_error(KVC_ERR_CORRUPT, "container rANS streams are corrupt (truncated, overlong or a wrong final state)")
+               : KVC_OK;
 }
