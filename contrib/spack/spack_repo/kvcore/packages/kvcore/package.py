@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="9352989231b21d1f5e218c44988817f32aa4d68d0e69e40b2527e138279e7c7c")
+    version("0.1.0", sha256="34b5d9252174d7bd1cdae4753b5a825d51f4496b06b436cb36ef3aba9a9e9da1")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
