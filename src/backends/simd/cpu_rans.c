@@ -126,18 +126,19 @@ size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigne
 void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned ga, unsigned gb,
                               const uint16_t *cum, unsigned bins, uint8_t *out, size_t cap, size_t len[2])
 {
-    const uint16_t *cum_b = cum + (size_t)KVC_RANS_GROUP * (bins + 1);
+    const uint16_t *cum_b = gb ? cum + (size_t)KVC_RANS_GROUP * (bins + 1) : NULL; /* formed only when B exists */
     const int full_b = gb == KVC_RANS_GROUP;
     len[1] = 0;
 #ifdef KVC_HAVE_X86_SIMD
     if (isa >= KVC_ISA_AVX2 && ga == KVC_RANS_GROUP && bins <= 64 && cap >= kvc_rans_bound(KVC_RANS_GROUP, tokens)) {
-        const uint8_t *sym_b = sym + KVC_RANS_GROUP;
+        const uint8_t *sym_b = gb ? sym + KVC_RANS_GROUP : NULL;
         if (isa >= KVC_ISA_AVX512 && full_b)
             kvc_rans_encode8x2_avx512(sym, sym_b, stride, tokens, cum, cum_b, bins, out, out + cap, cap, &len[0], &len[1]);
         else if (isa >= KVC_ISA_AVX512)
             len[0] = kvc_rans_encode8_avx512(sym, stride, tokens, cum, bins, out, cap);
         else
-            kvc_rans_encode8x2_avx2(sym, full_b ? sym_b : NULL, stride, tokens, cum, cum_b, bins, out, out + cap, cap, &len[0], &len[1]);
+            kvc_rans_encode8x2_avx2(sym, full_b ? sym_b : NULL, stride, tokens, cum, cum_b, bins, out, full_b ? out + cap : NULL, cap,
+                                    &len[0], &len[1]);
         if (gb && !full_b) len[1] = kvc_rans_encode(sym_b, stride, tokens, gb, cum_b, bins, out + cap, cap);
         return;
     }
