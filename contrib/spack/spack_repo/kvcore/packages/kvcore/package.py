@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="34b5d9252174d7bd1cdae4753b5a825d51f4496b06b436cb36ef3aba9a9e9da1")
+    version("0.1.0", sha256="2aac3bd2ac398a9b7f6f9ca7c53a06455cbd21848b1f66121b8d9c5c126b86bf")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
