@@ -82,12 +82,8 @@ static size_t rans_encode_fast8(const uint8_t *sym, size_t stride, size_t tokens
         RANS_ENC(7); RANS_ENC(6); RANS_ENC(5); RANS_ENC(4); RANS_ENC(3); RANS_ENC(2); RANS_ENC(1); RANS_ENC(0);
 #undef RANS_ENC
     }
-    if (seen >= 64 || (flags & RANS_ENC_BAD)) return 0;
-    const size_t words = (size_t)(out + cap - w), n = 4 * (size_t)KVC_RANS_GROUP + words;
-    memmove(out + 4 * (size_t)KVC_RANS_GROUP, w, words);
     const uint32_t x[KVC_RANS_GROUP] = { x0, x1, x2, x3, x4, x5, x6, x7 };
-    for (unsigned i = 0; i < KVC_RANS_GROUP; i++) put_u32le(out + 4 * i, x[i]);
-    return n;
+    return kvc_rans_enc_finish(out, cap, w, x, seen >= 64 || (flags & RANS_ENC_BAD));
 }
 
 size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
@@ -134,9 +130,7 @@ void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t
         const uint8_t *sym_b = gb ? sym + KVC_RANS_GROUP : NULL;
         if (isa >= KVC_ISA_AVX512 && full_b)
             kvc_rans_encode8x2_avx512(sym, sym_b, stride, tokens, cum, cum_b, bins, out, out + cap, cap, &len[0], &len[1]);
-        else if (isa >= KVC_ISA_AVX512)
-            len[0] = kvc_rans_encode8_avx512(sym, stride, tokens, cum, bins, out, cap);
-        else
+        else /* a lone full group, or the AVX2 tier */
             kvc_rans_encode8x2_avx2(sym, full_b ? sym_b : NULL, stride, tokens, cum, cum_b, bins, out, full_b ? out + cap : NULL, cap,
                                     &len[0], &len[1]);
         if (gb && !full_b) len[1] = kvc_rans_encode(sym_b, stride, tokens, gb, cum_b, bins, out + cap, cap);

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <kvcore/backend.h>
 
@@ -59,19 +60,28 @@ static inline void kvc_rans_enc_table(uint32_t *tab, const uint16_t *cum, unsign
     }
 }
 
-/* AVX-512 (F/BW/DQ/VL): encode a full group of 8 channels (kvc_rans_encode's arguments with g = 8,
- * bins <= 64, cap >= kvc_rans_bound(8, tokens)). Returns the stream length, or 0 when a symbol
- * has no frequency in its table. */
-size_t kvc_rans_encode8_avx512(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins,
-                               uint8_t *out, size_t cap);
+/* The end of a full group's encode, every path's: 0 when bad (a symbol without frequency); else
+ * the 8 final states (u32 LE) at out, the words (written backwards from out + cap down to w)
+ * moved right behind them, and the stream length returned. */
+static inline size_t kvc_rans_enc_finish(uint8_t *out, size_t cap, const uint8_t *w, const uint32_t *x, int bad)
+{
+    if (bad) return 0;
+    const size_t words = (size_t)(out + cap - w);
+    memmove(out + 4 * 8, w, words);
+    for (unsigned i = 0; i < 8; i++)
+        for (unsigned b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(x[i] >> (8 * b));
+    return 4 * 8 + words;
+}
 
-/* Two full groups of the same window at once (the codec's neighbouring streams): the same bytes as
- * two kvc_rans_encode8_avx512 calls; *len_a / *len_b as its return value. */
+/* AVX-512 (F/BW/DQ/VL): two full groups of the same window at once (the codec's neighbouring
+ * streams; kvc_rans_encode's arguments with g = 8, bins <= 64, cap >= kvc_rans_bound(8, tokens)):
+ * the same bytes as two kvc_rans_encode calls; *len_a / *len_b as its return value. */
 void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
                                const uint16_t *cum_a, const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b,
                                size_t cap, size_t *len_a, size_t *len_b);
 
-/* AVX2: like kvc_rans_encode8x2_avx512; sym_b = NULL (out_b, len_b unused) codes group A alone. */
+/* AVX2: like kvc_rans_encode8x2_avx512; sym_b = NULL (out_b, len_b unused) codes group A alone
+ * (the AVX-512 tier's lone full groups too). */
 void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens, const uint16_t *cum_a,
                              const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b, size_t cap, size_t *len_a,
                              size_t *len_b);

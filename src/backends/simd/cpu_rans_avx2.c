@@ -87,7 +87,7 @@ static inline __attribute__((always_inline)) void enc_token(lane8_t *g, const ui
     g->x = _mm256_add_epi32(_mm256_add_epi32(x, c), _mm256_mullo_epi32(q, _mm256_sub_epi32(_mm256_set1_epi32((int)SCALE), f)));
 }
 
-/* 0 when a symbol had no frequency; else the states written and the words moved behind them. */
+/* The group's stream: kvc_rans_enc_finish with the or'ed symbols and entries checked. */
 static size_t finish(uint8_t *out, size_t cap, const lane8_t *g)
 {
     uint32_t sv[GROUP], fv[GROUP], xs[GROUP], any = 0;
@@ -95,12 +95,7 @@ static size_t finish(uint8_t *out, size_t cap, const lane8_t *g)
     _mm256_storeu_si256((__m256i *)(void *)fv, g->flags);
     _mm256_storeu_si256((__m256i *)(void *)xs, g->x);
     for (unsigned i = 0; i < GROUP; i++) any |= (sv[i] & ~63u) | (fv[i] & BAD);
-    if (any) return 0;
-    const size_t words = (size_t)(out + cap - g->w);
-    memmove(out + 4 * GROUP, g->w, words);
-    for (unsigned i = 0; i < GROUP; i++)
-        for (unsigned b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(xs[i] >> (8 * b));
-    return 4 * GROUP + words;
+    return kvc_rans_enc_finish(out, cap, g->w, xs, any != 0);
 }
 
 void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens, const uint16_t *cum_a,

@@ -38,17 +38,6 @@ static inline uint8_t *put_words(uint8_t *w, __m512i x, __mmask16 k)
     return w - 2 * n;
 }
 
-/* 0 when a stream's symbols all had a frequency; its states written and its words moved behind them. */
-static size_t finish(uint8_t *out, size_t cap, const uint8_t *w, const uint32_t *xs, uint32_t seen, uint32_t flags)
-{
-    if ((seen & ~63u) || (flags & BAD)) return 0;
-    const size_t words = (size_t)(out + cap - w);
-    memmove(out + 4 * GROUP, w, words);
-    for (unsigned i = 0; i < GROUP; i++)
-        for (unsigned b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(xs[i] >> (8 * b));
-    return 4 * GROUP + words;
-}
-
 /* Two groups at once, 16 lanes (A in 0-7, B in 8-15): one register chain carries both, so every
  * step serves 16 symbols, and the latency of a token (compare, convert, multiply, convert,
  * multiply) is paid once per two groups. */
@@ -93,41 +82,8 @@ void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_
     _mm512_storeu_si512(xs, x);
     uint32_t sa = 0, sb = 0, fa = 0, fb = 0;
     for (unsigned i = 0; i < GROUP; i++) sa |= sv[i], sb |= sv[GROUP + i], fa |= fv[i], fb |= fv[GROUP + i];
-    *len_a = finish(out_a, cap, wa, xs, sa, fa);
-    *len_b = finish(out_b, cap, wb, xs + GROUP, sb, fb);
-}
-
-size_t kvc_rans_encode8_avx512(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins,
-                               uint8_t *out, size_t cap)
-{
-    uint32_t tab[GROUP * 64];
-    kvc_rans_enc_table(tab, cum, bins);
-    const __m256i base = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), m63 = _mm256_set1_epi32(63),
-                  m16 = _mm256_set1_epi32(0xFFFF), scale = _mm256_set1_epi32((int)SCALE), minus1 = _mm256_set1_epi32(-1);
-    const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
-    __m256i x = _mm256_set1_epi32(1 << 16), seen = _mm256_setzero_si256(), flags = _mm256_setzero_si256();
-    uint8_t *w = out + cap; /* words go backwards from the end */
-    for (size_t t = tokens; t-- > 0;) {
-        uint64_t row8;
-        memcpy(&row8, sym + t * stride, 8);
-        const __m256i s = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)row8));
-        seen = _mm256_or_si256(seen, s);
-        const __m256i e = _mm256_i32gather_epi32((const int *)tab, _mm256_add_epi32(base, _mm256_and_si256(s, m63)), 4);
-        flags = _mm256_or_si256(flags, e);
-        const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 16), m16), c = _mm256_and_si256(e, m16);
-        const __mmask8 k = _mm256_cmpgt_epu32_mask(x, _mm256_add_epi32(_mm256_slli_epi32(f, 32 - PROB_BITS), minus1));
-        w = put_words(w, _mm512_castsi256_si512(x), k);
-        x = _mm256_mask_srli_epi32(x, k, x, 16);
-        const __m256i q = _mm512_cvttpd_epu32(_mm512_mul_pd(_mm512_add_pd(_mm512_cvtepu32_pd(x), half), _mm512_div_pd(one, _mm512_cvtepu32_pd(f))));
-        x = _mm256_add_epi32(_mm256_add_epi32(x, c), _mm256_mullo_epi32(q, _mm256_sub_epi32(scale, f)));
-    }
-    uint32_t sv[GROUP], fv[GROUP], xs[GROUP];
-    _mm256_storeu_si256((__m256i *)(void *)sv, seen);
-    _mm256_storeu_si256((__m256i *)(void *)fv, flags);
-    _mm256_storeu_si256((__m256i *)(void *)xs, x);
-    uint32_t sa = 0, fa = 0;
-    for (unsigned i = 0; i < GROUP; i++) sa |= sv[i], fa |= fv[i];
-    return finish(out, cap, w, xs, sa, fa);
+    *len_a = kvc_rans_enc_finish(out_a, cap, wa, xs, (sa & ~63u) || (fa & BAD));
+    *len_b = kvc_rans_enc_finish(out_b, cap, wb, xs + GROUP, (sb & ~63u) || (fb & BAD));
 }
 
 void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, unsigned bins)
