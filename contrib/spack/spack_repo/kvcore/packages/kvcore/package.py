@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="2aac3bd2ac398a9b7f6f9ca7c53a06455cbd21848b1f66121b8d9c5c126b86bf")
+    version("0.1.0", sha256="8e9b71da83c2abe474ed524020fa25df0ef5b0034f358d00822a21202a8ff3c1")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
