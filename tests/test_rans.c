@@ -427,6 +427,140 @@ Test(rans, damaged_streams_are_corrupt)
     free_case(&k);
 }
 
+/* The AVX-512 tier's four-group decoder (no slot tables) against the portable decoder, stream by
+ * stream: the same symbols, and the same status for every damage (any corrupt group makes the
+ * four corrupt). Channels: skewed, constant (frequency 4096), with empty bins inside and at both
+ * ends, and one group of constant channels whose stream is its states alone (the checked end loop
+ * with masked loads does all its tokens). Streams in exact-size buffers (ASan). */
+typedef struct {
+    size_t T, stride;
+    unsigned B;
+    uint8_t *sym;
+    uint16_t *cum;
+    uint8_t *st[4];
+    size_t len[4];
+} four_t;
+
+static four_t make_quad(size_t T, unsigned B)
+{
+    four_t q = { .T = T, .stride = 37, .B = B };
+    q.sym = calloc(T ? T * q.stride : 1, 1);
+    q.cum = malloc(32 * (B + 1) * sizeof(uint16_t));
+    for (unsigned i = 0; i < 32; i++) {
+        uint32_t counts[64] = { 0 };
+        const unsigned kind = i >= 16 && i < 24 ? 0 : i % 4, centre = rnd() % B;
+        for (size_t t = 0; t < T; t++) {
+            unsigned s;
+            if (kind == 0) s = centre;                                /* constant */
+            else if (kind == 1) s = rnd() % (rnd() % B + 1);          /* skewed to 0 */
+            else if (kind == 2) s = (B - 1) - (rnd() % 2) * (B / 2); /* two symbols, empty bins between */
+            else s = rnd() % B;                                       /* flat */
+            q.sym[t * q.stride + i] = (uint8_t)s;
+            counts[s]++;
+        }
+        if (!T) counts[centre] = 1;
+        kvc_rans_cum_from_counts(counts, B, T ? T : 1, q.cum + i * (B + 1));
+    }
+    const size_t cap = kvc_rans_bound(8, T);
+    uint8_t *buf = malloc(cap);
+    for (unsigned g = 0; g < 4; g++) {
+        q.len[g] = kvc_rans_encode(q.sym + 8 * g, q.stride, T, 8, q.cum + 8 * g * (B + 1), B, buf, cap);
+        cr_assert_gt(q.len[g], 0);
+        q.st[g] = malloc(q.len[g]);
+        memcpy(q.st[g], buf, q.len[g]);
+    }
+    free(buf);
+    return q;
+}
+
+static void free_quad(four_t *q)
+{
+    for (unsigned g = 0; g < 4; g++) free(q->st[g]);
+    free(q->sym);
+    free(q->cum);
+}
+
+/* Decode q's streams as given by in / len with the four-group kernel and with the portable decoder
+ * group by group; the statuses and (when OK) the symbols must agree. Returns the status. */
+static kvc_status_t quad_agrees(const four_t *q, uint8_t *const in[4], const size_t len[4], const char *what)
+{
+    const size_t n = q->T ? q->T * q->stride : 1;
+    uint8_t *got = calloc(n, 1), *ref = calloc(n, 1);
+    const kvc_status_t st = kvc_rans_decode8x4_avx512((const uint8_t *const *)in, len, q->T, q->cum, q->B, got, q->stride);
+    kvc_status_t want = KVC_OK;
+    for (unsigned g = 0; g < 4; g++)
+        if (kvc_rans_decode(in[g], len[g], q->T, 8, q->cum + 8 * g * (q->B + 1), q->B, ref + 8 * g, q->stride) != KVC_OK) want = KVC_ERR_CORRUPT;
+    cr_assert_eq(st, want, "%s (T %zu B %u): status %d, the portable decoder's %d", what, q->T, q->B, st, want);
+    if (st == KVC_OK)
+        for (size_t t = 0; t < q->T; t++)
+            cr_assert(memcmp(got + t * q->stride, ref + t * q->stride, 32) == 0, "%s (T %zu B %u): token %zu differs", what, q->T, q->B, t);
+    free(got);
+    free(ref);
+    return st;
+}
+
+Test(rans, four_group_decoder_matches_the_portable_one)
+{
+    if (!tier_available("avx512")) cr_skip_test("this CPU has no AVX-512 tier: the four-group decoder cannot run here");
+    const size_t Ts[] = { 0, 1, 2, 7, 16, 64, 256, 1000 };
+    const unsigned Bs[] = { 2, 4, 32, 64 };
+    for (size_t a = 0; a < 8; a++)
+        for (size_t b = 0; b < 4; b++) {
+            four_t q = make_quad(Ts[a], Bs[b]);
+            cr_assert_eq(quad_agrees(&q, q.st, q.len, "as encoded"), KVC_OK);
+            uint8_t *got = calloc(q.T ? q.T * q.stride : 1, 1); /* and they are the encoded symbols */
+            cr_assert_eq(kvc_rans_decode8x4_avx512((const uint8_t *const *)q.st, q.len, q.T, q.cum, q.B, got, q.stride), KVC_OK);
+            for (size_t t = 0; t < q.T; t++)
+                cr_assert(memcmp(got + t * q.stride, q.sym + t * q.stride, 32) == 0, "T %zu B %u: token %zu", q.T, q.B, t);
+            free(got);
+            free_quad(&q);
+        }
+    /* Damage to one group at a time: every cut, bytes appended, a state below 2^16, bit flips. */
+    four_t q = make_quad(256, 32);
+    for (unsigned g = 0; g < 4; g++) {
+        uint8_t *keep = q.st[g];
+        const size_t klen = q.len[g];
+        size_t len[4] = { q.len[0], q.len[1], q.len[2], q.len[3] };
+        uint8_t *in[4] = { q.st[0], q.st[1], q.st[2], q.st[3] };
+        for (size_t n = 0; n < klen + 3; n++) {
+            uint8_t *copy = malloc(n ? n : 1);
+            memcpy(copy, keep, n < klen ? n : klen);
+            if (n > klen) memset(copy + klen, 0, n - klen);
+            in[g] = copy;
+            len[g] = n;
+            cr_assert_eq(quad_agrees(&q, in, len, n < klen ? "cut" : "appended"), n == klen ? KVC_OK : KVC_ERR_CORRUPT);
+            free(copy);
+        }
+        uint8_t *copy = malloc(klen);
+        in[g] = copy;
+        len[g] = klen;
+        memcpy(copy, keep, klen);
+        copy[4 * 5 + 2] = copy[4 * 5 + 3] = 0;
+        cr_assert_eq(quad_agrees(&q, in, len, "state below 2^16"), KVC_ERR_CORRUPT);
+        for (size_t i = 0; i < klen; i += 3) {
+            memcpy(copy, keep, klen);
+            copy[i] ^= (uint8_t)(1u << (i % 8));
+            quad_agrees(&q, in, len, "bit flip");
+        }
+        free(copy);
+    }
+    free_quad(&q);
+    /* Random bytes in every group: statuses agree, symbols agree when OK. */
+    q = make_quad(96, 16);
+    for (int it = 0; it < 500; it++) {
+        uint8_t *in[4];
+        size_t len[4];
+        for (unsigned g = 0; g < 4; g++) {
+            len[g] = it % 2 ? 32 + 2 * (rnd() % 200) : rnd() % 600;
+            in[g] = malloc(len[g] ? len[g] : 1);
+            for (size_t i = 0; i < len[g]; i++) in[g][i] = (uint8_t)rnd();
+        }
+        quad_agrees(&q, in, len, "random bytes");
+        for (unsigned g = 0; g < 4; g++) free(in[g]);
+    }
+    free_quad(&q);
+}
+
 /* ---- containers ---- */
 
 /* A one-thread CPU context: these chunks are tiny, and OpenMP's barriers on a loaded machine (or

@@ -86,6 +86,12 @@ void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t 
                              const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b, size_t cap, size_t *len_a,
                              size_t *len_b);
 
+/* AVX-512: four neighbouring full groups of a window decoded together (in[g], len[g]: group g's
+ * stream; channels [8g, 8g + 8) of cum and sym; bins <= 64), without slot tables: the symbols and
+ * statuses of four kvc_rans_decode calls (KVC_ERR_CORRUPT when any stream is corrupt). */
+kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t len[4], size_t tokens, const uint16_t *cum,
+                                       unsigned bins, uint8_t *sym, size_t stride);
+
 /* The decoder's slot tables of g channels (row i at tab + i * 4096: run s of symbol s is cum[s] ..
  * cum[s + 1]) with 64-byte stores; a run's last store may reach 63 bytes past its end, which the
  * next run (or the next row, or the 64 bytes of padding the caller leaves after the last row)

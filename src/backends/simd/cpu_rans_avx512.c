@@ -97,3 +97,128 @@ void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, 
         }
     }
 }
+
+/* ---- decoder: four neighbouring full groups, two registers of 16 lanes (docs/CACHEGEN.md
+ * "AVX-512 decoder"). No slot table: each lane's symbol is found by comparing its slot with the
+ * cumulative frequencies of its own channel, stored transposed (entry s of the 16 lanes in one
+ * register), so one compare serves 16 channels. An entry is cum << 20 | freq << 7 | s: the largest
+ * entry <= slot << 20 | 0xFFFFF is the lane's symbol, with its freq and cum at hand. A symbol of
+ * frequency 0 repeats the entry below it (never the answer on its own; cum[s] may be 4096, which
+ * would not fit), and only the symbols some lane uses are scanned. */
+
+/* The transposed entries of 16 channels (cum rows of bins + 1), into e[s * 16 + lane]; *lo / *hi
+ * narrowed to the first / last symbol with a frequency in any lane. */
+static void dec_entries(const uint16_t *cum, unsigned bins, uint32_t *e, unsigned *lo, unsigned *hi)
+{
+    for (unsigned i = 0; i < 2 * GROUP; i++) {
+        const uint16_t *c = cum + (size_t)i * (bins + 1);
+        uint32_t prev = 0;
+        for (unsigned s = 0; s < bins; s++) {
+            const uint32_t f = (uint32_t)c[s + 1] - c[s];
+            if (f) {
+                prev = (uint32_t)c[s] << 20 | f << 7 | s;
+                if (s < *lo) *lo = s;
+                if (s > *hi) *hi = s;
+            }
+            e[s * 2 * GROUP + i] = prev;
+        }
+    }
+}
+
+/* Largest entry <= key in each lane: two accumulators a pass, so the masked maxima do not chain. */
+static inline __m512i dec_lookup(const uint32_t *e, unsigned lo, unsigned hi, __m512i key)
+{
+    __m512i c0 = _mm512_load_si512(e + 16 * lo), c1 = c0;
+    unsigned s = lo + 1;
+    for (; s + 1 <= hi; s += 2) {
+        const __m512i f0 = _mm512_load_si512(e + 16 * s), f1 = _mm512_load_si512(e + 16 * s + 16);
+        c0 = _mm512_mask_max_epu32(c0, _mm512_cmple_epu32_mask(f0, key), c0, f0);
+        c1 = _mm512_mask_max_epu32(c1, _mm512_cmple_epu32_mask(f1, key), c1, f1);
+    }
+    if (s <= hi) {
+        const __m512i f0 = _mm512_load_si512(e + 16 * s);
+        c0 = _mm512_mask_max_epu32(c0, _mm512_cmple_epu32_mask(f0, key), c0, f0);
+    }
+    return _mm512_max_epu32(c0, c1);
+}
+
+/* 8 words from p into the lanes of k, in lane order (zero elsewhere); n of them are readable
+ * (n >= 8: an unmasked load). */
+static inline __m256i dec_words(const uint8_t *p, __mmask8 k, size_t n)
+{
+    const __m128i w = n >= GROUP ? _mm_loadu_si128((const __m128i *)(const void *)p)
+                                 : _mm_maskz_loadu_epi16((__mmask8)((1u << n) - 1), (const void *)p);
+    return _mm256_maskz_expand_epi32(k, _mm256_cvtepu16_epi32(w));
+}
+
+/* One token of a pair of groups (lanes 0-7: stream *a, 8-15: *b): the symbols to row, x advanced
+ * and renormalised. na / nb: words readable at *a / *b; 0 is returned when a group needs more. */
+static inline int dec_token(__m512i *xp, const uint32_t *e, unsigned lo, unsigned hi, uint8_t *row, const uint8_t **a,
+                            const uint8_t **b, size_t na, size_t nb)
+{
+    const __m512i x = *xp, m12 = _mm512_set1_epi32((int)SCALE - 1);
+    const __m512i cur = dec_lookup(e, lo, hi, _mm512_or_si512(_mm512_slli_epi32(x, 32 - PROB_BITS), _mm512_set1_epi32(0xFFFFF)));
+    _mm_storeu_si128((__m128i *)(void *)row, _mm512_cvtepi32_epi8(_mm512_and_si512(cur, _mm512_set1_epi32(127))));
+    const __m512i f = _mm512_and_si512(_mm512_srli_epi32(cur, 7), _mm512_set1_epi32(0x1FFF));
+    const __m512i y = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, PROB_BITS)),
+                                       _mm512_sub_epi32(_mm512_and_si512(x, m12), _mm512_srli_epi32(cur, 20)));
+    const __mmask16 k = _mm512_cmplt_epu32_mask(y, _mm512_set1_epi32(1 << 16));
+    const __mmask8 ka = (__mmask8)k, kb = (__mmask8)(k >> 8);
+    const unsigned ca = (unsigned)__builtin_popcount(ka), cb = (unsigned)__builtin_popcount(kb);
+    if (ca > na || cb > nb) return 0;
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(dec_words(*a, ka, na)), dec_words(*b, kb, nb), 1);
+    *xp = _mm512_or_si512(_mm512_mask_slli_epi32(y, k, y, 16), w);
+    *a += 2 * ca;
+    *b += 2 * cb;
+    return 1;
+}
+
+kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t len[4], size_t tokens, const uint16_t *cum,
+                                       unsigned bins, uint8_t *sym, size_t stride)
+{
+    _Alignas(64) uint32_t e[2][64 * 2 * GROUP];
+    unsigned lo = 63, hi = 0;
+    dec_entries(cum, bins, e[0], &lo, &hi);
+    dec_entries(cum + (size_t)2 * GROUP * (bins + 1), bins, e[1], &lo, &hi);
+    uint32_t xs[4 * GROUP];
+    const uint8_t *p[4], *end[4];
+    for (unsigned g = 0; g < 4; g++) {
+        if (len[g] < 4 * GROUP || (len[g] - 4 * GROUP) % 2) return KVC_ERR_CORRUPT;
+        for (unsigned i = 0; i < GROUP; i++) {
+            const uint8_t *q = in[g] + 4 * i;
+            xs[g * GROUP + i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+            if (xs[g * GROUP + i] < (1u << 16)) return KVC_ERR_CORRUPT;
+        }
+        p[g] = in[g] + 4 * GROUP;
+        end[g] = in[g] + len[g];
+    }
+    __m512i x0 = _mm512_loadu_si512(xs), x1 = _mm512_loadu_si512(xs + 2 * GROUP);
+    size_t t = 0;
+    /* Runs of tokens no group can read past its end in (8 words a token at most), unchecked. */
+    for (;;) {
+        size_t run = tokens - t;
+        for (unsigned g = 0; g < 4; g++) {
+            const size_t r = (size_t)(end[g] - p[g]) / (2 * GROUP);
+            if (r < run) run = r;
+        }
+        if (!run) break;
+        for (uint8_t *row = sym + t * stride; run; run--, t++, row += stride) {
+            dec_token(&x0, e[0], lo, hi, row, &p[0], &p[1], GROUP, GROUP);
+            dec_token(&x1, e[1], lo, hi, row + 2 * GROUP, &p[2], &p[3], GROUP, GROUP);
+        }
+    }
+    /* The last tokens: loads masked to what is left, a group that needs more is corrupt. */
+    for (; t < tokens; t++) {
+        uint8_t *row = sym + t * stride;
+        size_t n[4];
+        for (unsigned g = 0; g < 4; g++) n[g] = (size_t)(end[g] - p[g]) / 2;
+        if (!dec_token(&x0, e[0], lo, hi, row, &p[0], &p[1], n[0], n[1]) ||
+            !dec_token(&x1, e[1], lo, hi, row + 2 * GROUP, &p[2], &p[3], n[2], n[3]))
+            return KVC_ERR_CORRUPT;
+    }
+    const __m512i L = _mm512_set1_epi32(1 << 16);
+    if (_mm512_cmpneq_epu32_mask(x0, L) || _mm512_cmpneq_epu32_mask(x1, L)) return KVC_ERR_CORRUPT;
+    for (unsigned g = 0; g < 4; g++)
+        if (p[g] != end[g]) return KVC_ERR_CORRUPT;
+    return KVC_OK;
+}
