@@ -16,6 +16,7 @@
 #include "ref/cachegen_ref.h"
 #include "test_util.h"
 #include "container_edit.h"
+#include "core/bitio.h"
 
 /* Real K/V of stories260K: [5 layers, 512 tokens, 4 heads, 8] fp16 each, stacked to KV_2LTD. */
 static uint16_t *real_kv(size_t *nl, size_t *t, size_t *nh, size_t *hs)
@@ -1633,4 +1634,74 @@ Test(codec_stream, chunk_parallel_first_error_wins)
     free(ref.p);
     free(kv);
     kvc_context_destroy(ctx1);
+}
+
+/* ---- the container's bit reader and Rice codes (core/bitio.h): the one-load path for fields
+ * that have 8 bytes left behind them and the byte loop for the rest, against a bit-at-a-time
+ * oracle, at every bit phase, with escapes, and on cut buffers (ASan: nothing read past them). */
+
+static uint64_t oracle_bits(const uint8_t *buf, size_t pos, unsigned n)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < n; i++, pos++) v = v << 1 | (uint64_t)(buf[pos >> 3] >> (7 - (pos & 7)) & 1);
+    return v;
+}
+
+Test(container, bit_reader_and_rice_codes_round_trip)
+{
+    enum { N = 4000 };
+    static uint64_t val[N];
+    static unsigned kind[N], width[N]; /* kind 0: raw field of width bits; 1: Rice with k = width */
+    static size_t at[N];
+    uint64_t seed = 7;
+#define NEXT() (seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 11)
+    kvc_bitwriter_t w = { NULL, 0, 0 };
+    uint8_t *buf = NULL;
+    for (int pass = 0; pass < 2; pass++) { /* sizing, then writing */
+        if (pass) {
+            buf = calloc((w.bits + 7) / 8, 1);
+            w = (kvc_bitwriter_t){ buf, (w.bits + 7) / 8, 0 };
+        }
+        seed = 7;
+        for (int i = 0; i < N; i++) {
+            kind[i] = NEXT() % 2;
+            at[i] = w.bits;
+            if (!kind[i]) {
+                width[i] = 1 + (unsigned)(NEXT() % 64);
+                val[i] = NEXT() & (width[i] == 64 ? ~0ull : (1ull << width[i]) - 1);
+                kvc_bw_put(&w, val[i], width[i]);
+            } else {
+                width[i] = (unsigned)(NEXT() % 32);
+                const unsigned q = (unsigned)(NEXT() % 30); /* >= 24: the escape */
+                val[i] = (uint32_t)((uint64_t)q << width[i] | (NEXT() & ((1ull << width[i]) - 1)));
+                if (NEXT() % 8 == 0) val[i] = (uint32_t)NEXT();
+                kvc_rice_put(&w, (uint32_t)val[i], width[i]);
+            }
+        }
+    }
+    const size_t bytes = (w.bits + 7) / 8;
+    for (int i = 0; i < N; i++) /* what was written is what the fields say */
+        if (!kind[i]) cr_assert_eq(oracle_bits(buf, at[i], width[i]), val[i], "field %d", i);
+    /* The whole buffer, then cuts of it (exact-size copies): every field that fits reads back. */
+    for (size_t cut = bytes; cut + 40 >= bytes && cut > 0; cut--) {
+        uint8_t *copy = malloc(cut);
+        memcpy(copy, buf, cut);
+        kvc_bitreader_t r = { copy, cut, 0, 0 };
+        int i = 0;
+        for (; i < N; i++) {
+            cr_assert_eq(r.pos, at[i], "cut %zu field %d: at bit %zu, written at %zu", cut, i, r.pos, at[i]);
+            const uint64_t got = kind[i] ? kvc_rice_get(&r, width[i]) : kvc_br_get(&r, width[i]);
+            if (r.overrun) break;
+            cr_assert_eq(got, val[i], "cut %zu field %d (%s, %u): %llu, written %llu", cut, i, kind[i] ? "rice" : "raw", width[i],
+                         (unsigned long long)got, (unsigned long long)val[i]);
+        }
+        cr_assert_eq(i == N, cut == bytes, "cut %zu of %zu: %d fields read", cut, bytes, i);
+        if (i < N) { /* only a field that does not fit in the cut overruns */
+            const size_t end = i + 1 < N ? at[i + 1] : w.bits;
+            cr_assert_gt(end, 8 * cut, "cut %zu: field %d (bits %zu..%zu) overran", cut, i, at[i], end);
+        }
+        free(copy);
+    }
+    free(buf);
+#undef NEXT
 }

@@ -37,8 +37,26 @@ static inline void kvc_bw_put(kvc_bitwriter_t *w, uint64_t v, unsigned n)
     }
 }
 
+/* The next 57 bits or more at the top of *w (below them zeros), when 8 bytes are left to load:
+ * one load instead of a loop a byte (a chunk's coded counts are ~2 M fields). */
+static inline int kvc_br_peek57(const kvc_bitreader_t *r, uint64_t *w)
+{
+    const size_t byte = r->pos >> 3;
+    if (r->len < 8 || byte > r->len - 8) return 0;
+    const uint8_t *p = r->buf + byte;
+    const uint64_t v = (uint64_t)p[0] << 56 | (uint64_t)p[1] << 48 | (uint64_t)p[2] << 40 | (uint64_t)p[3] << 32 |
+                       (uint64_t)p[4] << 24 | (uint64_t)p[5] << 16 | (uint64_t)p[6] << 8 | (uint64_t)p[7];
+    *w = v << (r->pos & 7);
+    return 1;
+}
+
 static inline uint64_t kvc_br_get(kvc_bitreader_t *r, unsigned n)
 {
+    uint64_t w;
+    if (n && n <= 57 && kvc_br_peek57(r, &w)) {
+        r->pos += n;
+        return w >> (64 - n);
+    }
     uint64_t v = 0;
     while (n) {
         const size_t byte = r->pos >> 3;
@@ -51,6 +69,42 @@ static inline uint64_t kvc_br_get(kvc_bitreader_t *r, unsigned n)
         n -= take;
     }
     return v;
+}
+
+/* Rice codes of the container's counts: q = v >> k ones, a zero, the k low bits; q >= 24 is the
+ * escape, 24 ones and v in 32 bits. */
+#define KVC_RICE_ESCAPE 24u
+
+static inline void kvc_rice_put(kvc_bitwriter_t *w, uint32_t v, unsigned k)
+{
+    const uint32_t q = v >> k;
+    if (q >= KVC_RICE_ESCAPE) {
+        kvc_bw_put(w, (1u << KVC_RICE_ESCAPE) - 1, KVC_RICE_ESCAPE);
+        kvc_bw_put(w, v, 32);
+        return;
+    }
+    /* q ones, a zero, then k low bits: one put of at most 24 + 31 bits */
+    kvc_bw_put(w, ((1ull << (q + 1)) - 2) << k | (v & ((1ull << k) - 1)), q + 1 + k);
+}
+
+/* k <= 31. Past the end: 0 and r->overrun set. */
+static inline uint32_t kvc_rice_get(kvc_bitreader_t *r, unsigned k)
+{
+    uint64_t w;
+    if (kvc_br_peek57(r, &w)) { /* the prefix (< 24 ones), its zero and k <= 31 bits: within 57 */
+        const unsigned q = (unsigned)__builtin_clzll(~w | 1); /* all ones: 63, the loop below */
+        if (q < KVC_RICE_ESCAPE) {
+            r->pos += q + 1 + k;
+            return (uint32_t)(q << k) | (k ? (uint32_t)(w << (q + 1) >> (64 - k)) : 0u);
+        }
+    }
+    uint32_t q = 0;
+    while (q < KVC_RICE_ESCAPE && kvc_br_get(r, 1)) {
+        q++;
+        if (r->overrun) return 0;
+    }
+    if (q == KVC_RICE_ESCAPE) return (uint32_t)kvc_br_get(r, 32);
+    return (q << k) | (uint32_t)(k ? kvc_br_get(r, k) : 0);
 }
 
 #endif

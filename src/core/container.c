@@ -14,8 +14,6 @@
 #include "container.h"
 #include "log.h"
 
-#define RICE_ESCAPE 24u /* unary prefixes this long are followed by a raw 32-bit value */
-
 static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static void put_u32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 static void put_u64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
@@ -32,29 +30,6 @@ static size_t meta_bytes(const kvc_container_t *c) { return 32 + (size_t)c->kvs 
 
 /* ---- coded counts: per stream, symbol range [lo, hi], Rice parameter, counts of lo..hi-1 (hi's
  * count is implied by the token total) ---- */
-
-static void rice_put(kvc_bitwriter_t *w, uint32_t v, unsigned k)
-{
-    const uint32_t q = v >> k;
-    if (q >= RICE_ESCAPE) {
-        kvc_bw_put(w, (1u << RICE_ESCAPE) - 1, RICE_ESCAPE);
-        kvc_bw_put(w, v, 32);
-        return;
-    }
-    /* q ones, a zero, then k low bits: one put of at most 24 + 31 bits */
-    kvc_bw_put(w, ((1ull << (q + 1)) - 2) << k | (v & ((1ull << k) - 1)), q + 1 + k);
-}
-
-static uint32_t rice_get(kvc_bitreader_t *r, unsigned k)
-{
-    uint32_t q = 0;
-    while (q < RICE_ESCAPE && kvc_br_get(r, 1)) {
-        q++;
-        if (r->overrun) return 0;
-    }
-    if (q == RICE_ESCAPE) return (uint32_t)kvc_br_get(r, 32);
-    return (q << k) | (uint32_t)(k ? kvc_br_get(r, k) : 0);
-}
 
 static unsigned rice_param(const uint32_t *cnt, unsigned lo, unsigned hi)
 {
@@ -76,7 +51,7 @@ static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t s0
         while (hi > lo && cnt[hi] == 0) hi--;
         const unsigned k = rice_param(cnt, lo, hi);
         kvc_bw_put(w, (uint64_t)lo << 11 | hi << 5 | k, 17);
-        for (unsigned s = lo; s < hi; s++) rice_put(w, cnt[s], k);
+        for (unsigned s = lo; s < hi; s++) kvc_rice_put(w, cnt[s], k);
     }
 }
 
@@ -148,7 +123,7 @@ static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c,
                              (unsigned long long)st, lo, hi, c->cdf_bins);
         uint64_t sum = 0;
         for (unsigned s = lo; s < hi; s++) {
-            cnt[s] = rice_get(&r, k);
+            cnt[s] = kvc_rice_get(&r, k);
             sum += cnt[s];
         }
         if (r.overrun) return kvc_error(KVC_ERR_CORRUPT, "container CDF section is truncated at stream %llu", (unsigned long long)st);

@@ -103,26 +103,24 @@ void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, 
  * cumulative frequencies of its own channel, stored transposed (entry s of the 16 lanes in one
  * register), so one compare serves 16 channels. An entry is cum << 20 | freq << 7 | s: the largest
  * entry <= slot << 20 | 0xFFFFF is the lane's symbol, with its freq and cum at hand. A symbol of
- * frequency 0 repeats the entry below it (never the answer on its own; cum[s] may be 4096, which
- * would not fit), and only the symbols some lane uses are scanned. */
+ * frequency 0 never is: the next symbol with a frequency has the same cum and a larger entry, and
+ * where there is none its cum is 4096, which wraps the entry to s, below every real one. Only the
+ * symbols some lane uses are scanned. */
 
-/* The transposed entries of 16 channels (cum rows of bins + 1), into e[s * 16 + lane]; *lo / *hi
- * narrowed to the first / last symbol with a frequency in any lane. */
-static void dec_entries(const uint16_t *cum, unsigned bins, uint32_t *e, unsigned *lo, unsigned *hi)
+/* The transposed entries of 16 channels (cum rows of bins + 1), into e[s * 16 + lane]; returns the
+ * symbols with a frequency in some lane as a bit mask. */
+static uint64_t dec_entries(const uint16_t *cum, unsigned bins, uint32_t *e)
 {
+    uint64_t used = 0;
     for (unsigned i = 0; i < 2 * GROUP; i++) {
         const uint16_t *c = cum + (size_t)i * (bins + 1);
-        uint32_t prev = 0;
         for (unsigned s = 0; s < bins; s++) {
             const uint32_t f = (uint32_t)c[s + 1] - c[s];
-            if (f) {
-                prev = (uint32_t)c[s] << 20 | f << 7 | s;
-                if (s < *lo) *lo = s;
-                if (s > *hi) *hi = s;
-            }
-            e[s * 2 * GROUP + i] = prev;
+            e[s * 2 * GROUP + i] = (uint32_t)c[s] << 20 | f << 7 | s;
+            used |= (uint64_t)(f != 0) << s;
         }
     }
+    return used;
 }
 
 /* Largest entry <= key in each lane: two accumulators a pass, so the masked maxima do not chain. */
@@ -177,9 +175,9 @@ kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t 
                                        unsigned bins, uint8_t *sym, size_t stride)
 {
     _Alignas(64) uint32_t e[2][64 * 2 * GROUP];
-    unsigned lo = 63, hi = 0;
-    dec_entries(cum, bins, e[0], &lo, &hi);
-    dec_entries(cum + (size_t)2 * GROUP * (bins + 1), bins, e[1], &lo, &hi);
+    const uint64_t used = dec_entries(cum, bins, e[0]) | dec_entries(cum + (size_t)2 * GROUP * (bins + 1), bins, e[1]);
+    if (!used) return KVC_ERR_CORRUPT; /* tables without a frequency: not kvc_rans_cum_from_counts' */
+    const unsigned lo = (unsigned)__builtin_ctzll(used), hi = 63u - (unsigned)__builtin_clzll(used);
     uint32_t xs[4 * GROUP];
     const uint8_t *p[4], *end[4];
     for (unsigned g = 0; g < 4; g++) {
