@@ -27,10 +27,38 @@ static uint32_t rnd(void)
 
 /* ---- normalisation ---- */
 
+/* The normalisation written out with integer divides: round to nearest, at least 1 for a count,
+ * the difference to the first most frequent symbol. */
+static void oracle_cum(const uint32_t *counts, unsigned B, uint64_t total, uint16_t *cum)
+{
+    uint32_t f[64], sum = 0;
+    unsigned top = 0;
+    for (unsigned s = 0; s < B; s++) {
+        f[s] = counts[s] ? (uint32_t)(((uint64_t)counts[s] * 4096 + total / 2) / total) : 0;
+        if (counts[s] && !f[s]) f[s] = 1;
+        sum += f[s];
+        if (counts[s] > counts[top]) top = s;
+    }
+    f[top] += 4096 - sum;
+    cum[0] = 0;
+    for (unsigned s = 0; s < B; s++) cum[s + 1] = (uint16_t)(cum[s] + f[s]);
+}
+
 static void check_table(const uint32_t *counts, unsigned B, uint64_t total)
 {
-    uint16_t cum[65];
+    uint16_t cum[65], ref[65];
     kvc_rans_cum_from_counts(counts, B, total, cum);
+    oracle_cum(counts, B, total, ref);
+    cr_assert(memcmp(cum, ref, (B + 1) * sizeof(uint16_t)) == 0, "B %u total %llu: the table differs from the oracle's", B,
+              (unsigned long long)total);
+    if (total <= KVC_RANS_FREQ_TABLE_MAX) { /* the codec's way for a window's many tables */
+        uint16_t *freq = malloc((total + 1) * sizeof(uint16_t)), viat[65];
+        kvc_rans_freq_table(total, freq);
+        kvc_rans_cum_from_freq_table(counts, B, freq, viat);
+        cr_assert(memcmp(viat, ref, (B + 1) * sizeof(uint16_t)) == 0, "B %u total %llu: the frequency-table way differs", B,
+                  (unsigned long long)total);
+        free(freq);
+    }
     cr_assert_eq(cum[0], 0);
     cr_assert_eq(cum[B], 4096);
     for (unsigned s = 0; s < B; s++) {
@@ -59,13 +87,21 @@ Test(rans, frequencies_add_up_and_keep_every_symbol)
     check_table(counts, 64, 64000);
     counts[0] = counts[1] = counts[2] = 7;
     check_table(counts, 3, 21);
+    /* Totals at the frequency table's ends (1 token; KVC_RANS_FREQ_TABLE_MAX tokens), every count. */
+    counts[0] = 1;
+    check_table(counts, 1, 1);
+    for (uint32_t n = 0; n <= KVC_RANS_FREQ_TABLE_MAX; n += 1 + n / 64) {
+        counts[0] = n;
+        counts[1] = KVC_RANS_FREQ_TABLE_MAX - n;
+        check_table(counts, 2, KVC_RANS_FREQ_TABLE_MAX);
+    }
     /* Random histograms, many shapes. */
     for (int it = 0; it < 2000; it++) {
         const unsigned B = 2 + rnd() % 63;
         uint64_t total = 0;
         for (unsigned s = 0; s < B; s++) {
             const uint32_t r = rnd();
-            counts[s] = r % 4 == 0 ? 0 : r % 4 == 1 ? 1 + rnd() % 3 : rnd() % (1u << (rnd() % 20));
+            counts[s] = r % 4 == 0 ? 0 : r % 4 == 1 ? 1 + rnd() % 3 : rnd() % (1u << (rnd() % (it % 2 ? 12 : 20)));
             total += counts[s];
         }
         if (!total) counts[0] = (uint32_t)(total = 1);

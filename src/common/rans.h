@@ -23,37 +23,76 @@ static inline uint64_t kvc_rans_groups(uint64_t channels) { return (channels + K
  * plus at most one 16-bit word per symbol). */
 static inline size_t kvc_rans_bound(size_t g, size_t tokens) { return 4 * g + 2 * g * tokens; }
 
+/* The frequency of a count n of total > 0 before the most frequent symbol takes the difference:
+ * round(n * 4096 / total), at least 1 for n > 0. inv = 1.0 / total. n / total without a 64-bit
+ * divide (a chunk has 64 K tables): n * 4096 < 2^45 is exact in a double, so the estimate is off
+ * by at most one either way, and one step corrects it. */
+static inline uint32_t kvc_rans_freq_of(uint64_t count, uint64_t total, double inv)
+{
+    if (!count) return 0;
+    const uint64_t n = count * KVC_RANS_PROB_SCALE + total / 2;
+    uint64_t q = (uint64_t)((double)n * inv);
+    q -= q * total > n;          /* estimate one above */
+    q += n - q * total >= total; /* estimate one below */
+    return q ? (uint32_t)q : 1;
+}
+
+/* The sum of the frequencies to 2^12 and the cumulative table: give the whole difference to the
+ * most frequent symbol (the first one on ties). That symbol stays >= 1: with k <= 64 non-zero
+ * symbols each frequency exceeds its exact share by less than 1, so the excess e < k and the
+ * largest frequency is >= (4096 + e) / k > e when 4096 > (k - 1)^2 (docs/CACHEGEN.md). cum[s + 1]
+ * holds the frequency of s on entry. */
+static inline void kvc_rans_cum_finish(unsigned bins, uint32_t sum, unsigned top, uint16_t *cum)
+{
+    cum[top + 1] = (uint16_t)(cum[top + 1] + KVC_RANS_PROB_SCALE - sum); /* in [1, 4096] (above) */
+    cum[0] = 0;
+    uint32_t run = 0; /* in a register: cum[s] reloaded would chain a store and a load a bin */
+    for (unsigned s = 0; s < bins; s++) cum[s + 1] = (uint16_t)(run += cum[s + 1]);
+}
+
 /* Normalise the counts of one stream (bins symbols adding up to total > 0) to frequencies adding up
  * to 2^12, stored as the cumulative table cum[0..bins] (cum[0] = 0, cum[bins] = 4096): every symbol
  * with a non-zero count keeps a frequency >= 1, a zero count gets 0. Exact integer results. */
 static inline void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t total, uint16_t *cum)
 {
-    /* Round to nearest, raise non-zero counts to 1, then give the whole difference to the most
-     * frequent symbol (the first one on ties). That symbol stays >= 1: with k <= 64 non-zero symbols
-     * each frequency exceeds its exact share by less than 1, so the excess e < k and the largest
-     * frequency is >= (4096 + e) / k > e when 4096 > (k - 1)^2 (docs/CACHEGEN.md). */
-    uint32_t sum = 0;
+    uint32_t sum = 0, best = 0;
     unsigned top = 0;
-    /* n / total without a 64-bit divide per bin (a chunk has 64 K tables): n < 2^45 is exact in a
-     * double, so the estimate is off by at most one either way, and one step corrects it. */
     const double inv = 1.0 / (double)total;
     for (unsigned s = 0; s < bins; s++) {
-        uint32_t f = 0;
-        if (counts[s]) {
-            const uint64_t n = (uint64_t)counts[s] * KVC_RANS_PROB_SCALE + total / 2;
-            uint64_t q = (uint64_t)((double)n * inv);
-            q -= q * total > n;          /* estimate one above */
-            q += n - q * total >= total; /* estimate one below */
-            f = (uint32_t)q;
-            if (!f) f = 1;
-        }
+        const uint32_t f = kvc_rans_freq_of(counts[s], total, inv);
         cum[s + 1] = (uint16_t)f; /* the frequencies first (f <= 4096), summed in place below */
         sum += f;
-        if (counts[s] > counts[top]) top = s;
+        top = counts[s] > best ? s : top; /* the largest count in a register: counts[top] would chain a load a bin */
+        best = counts[s] > best ? counts[s] : best;
     }
-    cum[top + 1] = (uint16_t)(cum[top + 1] + KVC_RANS_PROB_SCALE - sum); /* in [1, 4096] (above) */
-    cum[0] = 0;
-    for (unsigned s = 0; s < bins; s++) cum[s + 1] = (uint16_t)(cum[s + 1] + cum[s]);
+    kvc_rans_cum_finish(bins, sum, top, cum);
+}
+
+/* Many streams of one total (a window's channels all count its tokens): freq[n] =
+ * kvc_rans_freq_of(n, total) for n in [0, total] once, then a load a bin instead of the division.
+ * KVC_RANS_FREQ_TABLE_MAX bounds total (the table's entries). */
+#define KVC_RANS_FREQ_TABLE_MAX 65536u
+
+static inline void kvc_rans_freq_table(uint64_t total, uint16_t *freq)
+{
+    const double inv = 1.0 / (double)total;
+    for (uint64_t n = 0; n <= total; n++) freq[n] = (uint16_t)kvc_rans_freq_of(n, total, inv);
+}
+
+/* kvc_rans_cum_from_counts with freq from kvc_rans_freq_table(total): the same table. Every count
+ * is <= total. */
+static inline void kvc_rans_cum_from_freq_table(const uint32_t *counts, unsigned bins, const uint16_t *freq, uint16_t *cum)
+{
+    uint32_t sum = 0, best = 0;
+    unsigned top = 0;
+    for (unsigned s = 0; s < bins; s++) {
+        const uint32_t f = freq[counts[s]];
+        cum[s + 1] = (uint16_t)f;
+        sum += f;
+        top = counts[s] > best ? s : top; /* the largest count in a register: counts[top] would chain a load a bin */
+        best = counts[s] > best ? counts[s] : best;
+    }
+    kvc_rans_cum_finish(bins, sum, top, cum);
 }
 
 #endif

@@ -218,6 +218,15 @@ static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t d
     return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
 }
 
+/* The frequency of every count of T tokens (kvc_rans_freq_table), or NULL (T too large, or no
+ * memory: the tables are then computed count by count, with the same result). */
+static uint16_t *rans_freq_table(size_t T)
+{
+    uint16_t *freq = T && T <= KVC_RANS_FREQ_TABLE_MAX ? malloc((T + 1) * sizeof(uint16_t)) : NULL;
+    if (freq) kvc_rans_freq_table(T, freq);
+    return freq;
+}
+
 /* Counts over the whole chunk (stored in the container), then the coder's table from them:
  * LMCache's CDF, or the rANS frequencies (cumulative) when rans is set. Tasks are
  * (layer, block of 64 channels), counted in 16-bit counters of a fixed 64-symbol stride (8 KiB, in
@@ -227,6 +236,7 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
                           int threads)
 {
     const size_t L = d->layers, T = d->tokens, C = d->channels, nb = (C + COUNT_BLOCK - 1) / COUNT_BLOCK;
+    uint16_t *freq = rans ? rans_freq_table(T) : NULL;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
     for (size_t task = 0; task < L * nb; task++) {
         const size_t l = task / nb, c0 = task % nb * COUNT_BLOCK, n = C - c0 < COUNT_BLOCK ? C - c0 : COUNT_BLOCK;
@@ -250,17 +260,24 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
         }
         for (size_t ch = 0; ch < n; ch++) {
             uint16_t *out = cdf + (l * C + c0 + ch) * (B + 1);
-            if (rans) kvc_rans_cum_from_counts(cnt + ch * B, B, T, out);
+            if (freq) kvc_rans_cum_from_freq_table(cnt + ch * B, B, freq, out);
+            else if (rans) kvc_rans_cum_from_counts(cnt + ch * B, B, T, out);
             else kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, out, 1);
         }
     }
+    free(freq);
 }
 
 /* rANS tables of every stream from the counts (S streams of B bins over T tokens). */
 static void rans_tables(const uint32_t *counts, size_t S, unsigned B, size_t T, uint16_t *cum, int threads)
 {
+    uint16_t *freq = rans_freq_table(T);
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t s = 0; s < S; s++) kvc_rans_cum_from_counts(counts + s * B, B, T, cum + s * (B + 1));
+    for (size_t s = 0; s < S; s++) {
+        if (freq) kvc_rans_cum_from_freq_table(counts + s * B, B, freq, cum + s * (B + 1));
+        else kvc_rans_cum_from_counts(counts + s * B, B, T, cum + s * (B + 1));
+    }
+    free(freq);
 }
 
 /* The CPU backend's rANS window ops (the core's codec buffers are host memory; on a GPU context
