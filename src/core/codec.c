@@ -218,11 +218,12 @@ static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t d
     return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
 }
 
-/* The frequency of every count of T tokens (kvc_rans_freq_table), or NULL (T too large, or no
- * memory: the tables are then computed count by count, with the same result). */
-static uint16_t *rans_freq_table(size_t T)
+/* The frequency of every count of T tokens (kvc_rans_freq_table) for `bins` bins to normalise, or
+ * NULL (T too large, fewer bins than entries, or no memory: the tables are then computed count by
+ * count, with the same result). */
+static uint16_t *rans_freq_table(size_t T, size_t bins)
 {
-    uint16_t *freq = T && T <= KVC_RANS_FREQ_TABLE_MAX ? malloc((T + 1) * sizeof(uint16_t)) : NULL;
+    uint16_t *freq = T && T <= KVC_RANS_FREQ_TABLE_MAX && T < bins ? malloc((T + 1) * sizeof(uint16_t)) : NULL;
     if (freq) kvc_rans_freq_table(T, freq);
     return freq;
 }
@@ -236,7 +237,7 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
                           int threads)
 {
     const size_t L = d->layers, T = d->tokens, C = d->channels, nb = (C + COUNT_BLOCK - 1) / COUNT_BLOCK;
-    uint16_t *freq = rans ? rans_freq_table(T) : NULL;
+    uint16_t *freq = rans ? rans_freq_table(T, L * C * B) : NULL;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
     for (size_t task = 0; task < L * nb; task++) {
         const size_t l = task / nb, c0 = task % nb * COUNT_BLOCK, n = C - c0 < COUNT_BLOCK ? C - c0 : COUNT_BLOCK;
@@ -271,7 +272,7 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
 /* rANS tables of every stream from the counts (S streams of B bins over T tokens). */
 static void rans_tables(const uint32_t *counts, size_t S, unsigned B, size_t T, uint16_t *cum, int threads)
 {
-    uint16_t *freq = rans_freq_table(T);
+    uint16_t *freq = rans_freq_table(T, S * B);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t s = 0; s < S; s++) {
         if (freq) kvc_rans_cum_from_freq_table(counts + s * B, B, freq, cum + s * (B + 1));
