@@ -6,7 +6,8 @@
  * Input: shape bytes, then a u16 count of value bytes and the values, then edits of 3 bytes each
  * (u16 position in LENGTHS + STREAMS, xor mask):
  *   0: bit 0 MLA, bits 1-2 dtype (f16, bf16, f32), bit 3 per-channel keys
- *   1: layers 1-3   2: tokens 1-64   3: channels 1-24   4: window 1-64   5: bins 4-64 (even)
+ *   1: layers 1-3   2: tokens 1-64   3: channels 1-40 (32 and up: four full groups, the AVX-512
+ *   tier's four-group decoder)   4: window 1-64   5: bins 4-64 (even)
  * Invariants: no access outside the container or the exact-size output; rANS and ac containers of
  * the same chunk decode to the same bytes; a damaged container is KVC_OK or KVC_ERR_CORRUPT for both
  * inspect and decode, decode never accepting what inspect refused. */
@@ -52,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t f = fuzz_u8(&in);
     const int mla = f & 1, chan = (f >> 3) & 1;
     const kvc_dtype_t dt = (f >> 1) % 4 == 1 ? KVC_DTYPE_BF16 : (f >> 1) % 4 == 2 ? KVC_DTYPE_F32 : KVC_DTYPE_F16;
-    const size_t NL = 1 + fuzz_u8(&in) % 3, T = 1 + fuzz_u8(&in) % 64, C = 1 + fuzz_u8(&in) % 24;
+    const size_t NL = 1 + fuzz_u8(&in) % 3, T = 1 + fuzz_u8(&in) % 64, C = 1 + fuzz_u8(&in) % 40;
     const uint32_t W = 1 + fuzz_u8(&in) % 64, b = 4 + 2 * (fuzz_u8(&in) % 31);
     const size_t planes = mla ? 1 : 2, n = planes * NL * T * C, es = dt == KVC_DTYPE_F32 ? 4 : 2;
     uint32_t bins[6];

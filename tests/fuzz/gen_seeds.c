@@ -355,6 +355,9 @@ static void rans_seeds(void)
     put("rans", "f32-mla-one-token", mla, sizeof(mla), NULL, 0);
     const uint8_t flat[] = { 0x02, 2, 63, 23, 63, 0, 1, 0, 0x10 };
     put("rans", "bf16-constant", flat, sizeof(flat), NULL, 0);
+    /* f16 KV, 1 layer, 64 tokens, 36 channels (four full groups and a partial one), 32 bins. */
+    const uint8_t wide[] = { 0x00, 0, 63, 35, 63, 14, 0, 1 };
+    put("rans", "f16-36-channels", wide, sizeof(wide), v, sizeof(v));
 }
 
 static void lmcache_seeds(void)
