@@ -123,21 +123,19 @@ static uint64_t dec_entries(const uint16_t *cum, unsigned bins, uint32_t *e)
     return used;
 }
 
-/* Largest entry <= key in each lane: two accumulators a pass, so the masked maxima do not chain. */
+/* Largest entry <= key in each lane, as key - min(key - e) over the entries: the difference wraps
+ * above key for an entry above it (key + 2^32 - e > key), so no compare or mask is needed, only a
+ * subtract and a minimum (two accumulators a pass, so the minima do not chain). */
 static inline __m512i dec_lookup(const uint32_t *e, unsigned lo, unsigned hi, __m512i key)
 {
-    __m512i c0 = _mm512_load_si512(e + 16 * lo), c1 = c0;
+    __m512i d0 = _mm512_sub_epi32(key, _mm512_load_si512(e + 16 * lo)), d1 = d0;
     unsigned s = lo + 1;
     for (; s + 1 <= hi; s += 2) {
-        const __m512i f0 = _mm512_load_si512(e + 16 * s), f1 = _mm512_load_si512(e + 16 * s + 16);
-        c0 = _mm512_mask_max_epu32(c0, _mm512_cmple_epu32_mask(f0, key), c0, f0);
-        c1 = _mm512_mask_max_epu32(c1, _mm512_cmple_epu32_mask(f1, key), c1, f1);
+        d0 = _mm512_min_epu32(d0, _mm512_sub_epi32(key, _mm512_load_si512(e + 16 * s)));
+        d1 = _mm512_min_epu32(d1, _mm512_sub_epi32(key, _mm512_load_si512(e + 16 * s + 16)));
     }
-    if (s <= hi) {
-        const __m512i f0 = _mm512_load_si512(e + 16 * s);
-        c0 = _mm512_mask_max_epu32(c0, _mm512_cmple_epu32_mask(f0, key), c0, f0);
-    }
-    return _mm512_max_epu32(c0, c1);
+    if (s <= hi) d0 = _mm512_min_epu32(d0, _mm512_sub_epi32(key, _mm512_load_si512(e + 16 * s)));
+    return _mm512_sub_epi32(key, _mm512_min_epu32(d0, d1));
 }
 
 /* 8 words from p into the lanes of k, in lane order (zero elsewhere); n of them are readable
