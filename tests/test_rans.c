@@ -463,8 +463,8 @@ Test(rans, damaged_streams_are_corrupt)
     free_case(&k);
 }
 
-/* The AVX-512 tier's four-group decoder (no slot tables) against the portable decoder, stream by
- * stream: the same symbols, and the same status for every damage (any corrupt group makes the
+/* The SIMD decoders (no slot tables: AVX-512's four groups, AVX2's two) against the portable
+ * decoder, stream by stream: the same symbols, and the same status for every damage (any corrupt group makes the
  * four corrupt). Channels: skewed, constant (frequency 4096), with empty bins inside and at both
  * ends, and one group of constant channels whose stream is its states alone (the checked end loop
  * with masked loads does all its tokens). Streams in exact-size buffers (ASan). */
@@ -516,44 +516,62 @@ static void free_quad(four_t *q)
     free(q->cum);
 }
 
-/* Decode q's streams as given by in / len with the four-group kernel and with the portable decoder
- * group by group; the statuses and (when OK) the symbols must agree. Returns the status. */
-static kvc_status_t quad_agrees(const four_t *q, uint8_t *const in[4], const size_t len[4], const char *what)
+/* The SIMD decoders under test: the AVX-512 tier's four groups, or the AVX2 kernel's pair of
+ * groups g0, g0 + 1 (also used by the AVX-512 tier for pairs that are not part of a full four). */
+typedef struct {
+    const char *tier;
+    unsigned g0, ng;
+} kernel_t;
+
+static kvc_status_t run_kernel(const kernel_t *kn, const four_t *q, uint8_t *const in[4], const size_t len[4], uint8_t *out)
 {
-    const size_t n = q->T ? q->T * q->stride : 1;
+    const size_t off = 8 * (size_t)kn->g0;
+    if (kn->ng == 4) return kvc_rans_decode8x4_avx512((const uint8_t *const *)in, len, q->T, q->cum, q->B, out, q->stride);
+    return kvc_rans_decode8x2_avx2((const uint8_t *const *)in + kn->g0, len + kn->g0, q->T, q->cum + off * (q->B + 1), q->B, out + off,
+                                   q->stride);
+}
+
+/* Decode q's streams as given by in / len with the kernel and with the portable decoder group by
+ * group; the statuses and (when OK) the symbols of the kernel's groups must agree. Returns the
+ * status. */
+static kvc_status_t kernel_agrees(const kernel_t *kn, const four_t *q, uint8_t *const in[4], const size_t len[4], const char *what)
+{
+    const size_t n = q->T ? q->T * q->stride : 1, off = 8 * (size_t)kn->g0;
     uint8_t *got = calloc(n, 1), *ref = calloc(n, 1);
-    const kvc_status_t st = kvc_rans_decode8x4_avx512((const uint8_t *const *)in, len, q->T, q->cum, q->B, got, q->stride);
+    const kvc_status_t st = run_kernel(kn, q, in, len, got);
     kvc_status_t want = KVC_OK;
-    for (unsigned g = 0; g < 4; g++)
+    for (unsigned g = kn->g0; g < kn->g0 + kn->ng; g++)
         if (kvc_rans_decode(in[g], len[g], q->T, 8, q->cum + 8 * g * (q->B + 1), q->B, ref + 8 * g, q->stride) != KVC_OK) want = KVC_ERR_CORRUPT;
-    cr_assert_eq(st, want, "%s (T %zu B %u): status %d, the portable decoder's %d", what, q->T, q->B, st, want);
+    cr_assert_eq(st, want, "%s %s (T %zu B %u): status %d, the portable decoder's %d", kn->tier, what, q->T, q->B, st, want);
     if (st == KVC_OK)
         for (size_t t = 0; t < q->T; t++)
-            cr_assert(memcmp(got + t * q->stride, ref + t * q->stride, 32) == 0, "%s (T %zu B %u): token %zu differs", what, q->T, q->B, t);
+            cr_assert(memcmp(got + t * q->stride + off, ref + t * q->stride + off, 8 * kn->ng) == 0, "%s %s (T %zu B %u): token %zu differs",
+                      kn->tier, what, q->T, q->B, t);
     free(got);
     free(ref);
     return st;
 }
 
-Test(rans, four_group_decoder_matches_the_portable_one)
+static void kernel_suite(const kernel_t *kn)
 {
-    if (!tier_available("avx512")) cr_skip_test("this CPU has no AVX-512 tier: the four-group decoder cannot run here");
     const size_t Ts[] = { 0, 1, 2, 7, 16, 64, 256, 1000 };
     const unsigned Bs[] = { 2, 4, 32, 64 };
     for (size_t a = 0; a < 8; a++)
         for (size_t b = 0; b < 4; b++) {
             four_t q = make_quad(Ts[a], Bs[b]);
-            cr_assert_eq(quad_agrees(&q, q.st, q.len, "as encoded"), KVC_OK);
+            cr_assert_eq(kernel_agrees(kn, &q, q.st, q.len, "as encoded"), KVC_OK);
             uint8_t *got = calloc(q.T ? q.T * q.stride : 1, 1); /* and they are the encoded symbols */
-            cr_assert_eq(kvc_rans_decode8x4_avx512((const uint8_t *const *)q.st, q.len, q.T, q.cum, q.B, got, q.stride), KVC_OK);
+            cr_assert_eq(run_kernel(kn, &q, q.st, q.len, got), KVC_OK);
+            const size_t off = 8 * (size_t)kn->g0;
             for (size_t t = 0; t < q.T; t++)
-                cr_assert(memcmp(got + t * q.stride, q.sym + t * q.stride, 32) == 0, "T %zu B %u: token %zu", q.T, q.B, t);
+                cr_assert(memcmp(got + t * q.stride + off, q.sym + t * q.stride + off, 8 * kn->ng) == 0, "%s T %zu B %u: token %zu",
+                          kn->tier, q.T, q.B, t);
             free(got);
             free_quad(&q);
         }
     /* Damage to one group at a time: every cut, bytes appended, a state below 2^16, bit flips. */
     four_t q = make_quad(256, 32);
-    for (unsigned g = 0; g < 4; g++) {
+    for (unsigned g = kn->g0; g < kn->g0 + kn->ng; g++) {
         uint8_t *keep = q.st[g];
         const size_t klen = q.len[g];
         size_t len[4] = { q.len[0], q.len[1], q.len[2], q.len[3] };
@@ -564,7 +582,7 @@ Test(rans, four_group_decoder_matches_the_portable_one)
             if (n > klen) memset(copy + klen, 0, n - klen);
             in[g] = copy;
             len[g] = n;
-            cr_assert_eq(quad_agrees(&q, in, len, n < klen ? "cut" : "appended"), n == klen ? KVC_OK : KVC_ERR_CORRUPT);
+            cr_assert_eq(kernel_agrees(kn, &q, in, len, n < klen ? "cut" : "appended"), n == klen ? KVC_OK : KVC_ERR_CORRUPT);
             free(copy);
         }
         uint8_t *copy = malloc(klen);
@@ -572,11 +590,11 @@ Test(rans, four_group_decoder_matches_the_portable_one)
         len[g] = klen;
         memcpy(copy, keep, klen);
         copy[4 * 5 + 2] = copy[4 * 5 + 3] = 0;
-        cr_assert_eq(quad_agrees(&q, in, len, "state below 2^16"), KVC_ERR_CORRUPT);
+        cr_assert_eq(kernel_agrees(kn, &q, in, len, "state below 2^16"), KVC_ERR_CORRUPT);
         for (size_t i = 0; i < klen; i += 3) {
             memcpy(copy, keep, klen);
             copy[i] ^= (uint8_t)(1u << (i % 8));
-            quad_agrees(&q, in, len, "bit flip");
+            kernel_agrees(kn, &q, in, len, "bit flip");
         }
         free(copy);
     }
@@ -591,10 +609,25 @@ Test(rans, four_group_decoder_matches_the_portable_one)
             in[g] = malloc(len[g] ? len[g] : 1);
             for (size_t i = 0; i < len[g]; i++) in[g][i] = (uint8_t)rnd();
         }
-        quad_agrees(&q, in, len, "random bytes");
+        kernel_agrees(kn, &q, in, len, "random bytes");
         for (unsigned g = 0; g < 4; g++) free(in[g]);
     }
     free_quad(&q);
+}
+
+Test(rans, four_group_decoder_matches_the_portable_one)
+{
+    if (!tier_available("avx512")) cr_skip_test("this CPU has no AVX-512 tier: the four-group decoder cannot run here");
+    const kernel_t kn = { "avx512", 0, 4 };
+    kernel_suite(&kn);
+}
+
+Test(rans, two_group_decoder_matches_the_portable_one)
+{
+    if (!tier_available("avx2")) cr_skip_test("this CPU has no AVX2 tier: the two-group decoder cannot run here");
+    const kernel_t a = { "avx2", 0, 2 }, b = { "avx2", 2, 2 }; /* groups 0-1; 2-3 (group 2: constant channels) */
+    kernel_suite(&a);
+    kernel_suite(&b);
 }
 
 /* ---- containers ---- */

@@ -315,31 +315,36 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
     const unsigned B = a->num_bins;
     const int isa = b->isa;
     int bad = 0;
-    /* Tasks of four neighbouring groups: the AVX-512 tier decodes four full ones at once. */
+    /* Tasks of four neighbouring groups: the AVX-512 tier decodes four full ones at once, the AVX2
+     * kernel pairs of full ones (both tiers), the portable decoder the rest. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads) reduction(| : bad)
     for (size_t j = 0; j < L * Q; j++) {
         const size_t l = j / Q, k0 = l * G + j % Q * 4, c0 = (k0 - l * G) * KVC_RANS_GROUP;
         const size_t n = G - (k0 - l * G) < 4 ? G - (k0 - l * G) : 4;
+        const size_t full = (C - c0) / KVC_RANS_GROUP < n ? (C - c0) / KVC_RANS_GROUP : n; /* full groups of the task */
         const uint16_t *cum = a->cum + (l * C + c0) * (B + 1);
         uint8_t *sym = a->symbols + l * tw * C + c0;
+        const uint8_t *in[4];
+        size_t len[4];
+        for (size_t g = 0; g < n; g++) {
+            const size_t start = k0 + g ? (size_t)a->ends[k0 + g - 1] : 0;
+            in[g] = a->bytes + start;
+            len[g] = (size_t)a->ends[k0 + g] - start;
+        }
+        size_t g = 0;
 #ifdef KVC_HAVE_X86_SIMD
-        if (isa >= KVC_ISA_AVX512 && n == 4 && C - c0 >= 4 * KVC_RANS_GROUP && B <= 64) {
-            const uint8_t *in[4];
-            size_t len[4];
-            for (size_t g = 0; g < 4; g++) {
-                const size_t start = k0 + g ? (size_t)a->ends[k0 + g - 1] : 0;
-                in[g] = a->bytes + start;
-                len[g] = (size_t)a->ends[k0 + g] - start;
-            }
+        if (isa >= KVC_ISA_AVX512 && full == 4 && B <= 64) {
             bad |= kvc_rans_decode8x4_avx512(in, len, tw, cum, B, sym, C) != KVC_OK;
             continue;
         }
+        for (; isa >= KVC_ISA_AVX2 && B <= 64 && g + 2 <= full; g += 2)
+            bad |= kvc_rans_decode8x2_avx2(in + g, len + g, tw, cum + g * KVC_RANS_GROUP * (B + 1), B, sym + g * KVC_RANS_GROUP, C) != KVC_OK;
 #endif
-        for (size_t g = 0; g < n; g++) {
-            const size_t k = k0 + g, cg = c0 + g * KVC_RANS_GROUP, start = k ? (size_t)a->ends[k - 1] : 0;
+        for (; g < n; g++) {
+            const size_t cg = c0 + g * KVC_RANS_GROUP;
             const unsigned gc = C - cg < KVC_RANS_GROUP ? (unsigned)(C - cg) : KVC_RANS_GROUP;
-            bad |= kvc_rans_decode_isa(isa, a->bytes + start, (size_t)a->ends[k] - start, tw, gc, cum + g * KVC_RANS_GROUP * (B + 1),
-                                       B, sym + g * KVC_RANS_GROUP, C) != KVC_OK;
+            bad |= kvc_rans_decode_isa(isa, in[g], len[g], tw, gc, cum + g * KVC_RANS_GROUP * (B + 1), B, sym + g * KVC_RANS_GROUP, C) !=
+                   KVC_OK;
         }
     }
     return bad ? b->svc->set_error(KVC_ERR_CORRUPT, "container rANS streams are corrupt (truncated, overlong or a wrong final state)")

@@ -86,6 +86,32 @@ void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t 
                              const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b, size_t cap, size_t *len_a,
                              size_t *len_b);
 
+/* The SIMD decoders' lookup (docs/CACHEGEN.md "AVX-512 decoder"): the entries of `lanes`
+ * channels (cum rows of bins + 1) transposed, e[s * lanes + lane] = cum << 20 | freq << 7 | s, so
+ * that the largest entry <= slot << 20 | 0xFFFFF is the lane's symbol with its freq and cum (a
+ * symbol without frequency never is: the next one with a frequency has the same cum and a larger
+ * entry, and with none after it cum is 4096, which wraps the entry to s, below every real one).
+ * Returns the symbols with a frequency in some lane as a bit mask. One source for the tiers. */
+static inline uint64_t kvc_rans_dec_entries(const uint16_t *cum, unsigned bins, unsigned lanes, uint32_t *e)
+{
+    uint64_t used = 0;
+    for (unsigned i = 0; i < lanes; i++) {
+        const uint16_t *c = cum + (size_t)i * (bins + 1);
+        for (unsigned s = 0; s < bins; s++) {
+            const uint32_t f = (uint32_t)c[s + 1] - c[s];
+            e[s * lanes + i] = (uint32_t)c[s] << 20 | f << 7 | s;
+            used |= (uint64_t)(f != 0) << s;
+        }
+    }
+    return used;
+}
+
+/* AVX2: two neighbouring full groups of a window decoded together (in[g], len[g]; channels
+ * [8g, 8g + 8) of cum and sym; bins <= 64), one register of 8 states each, the same lookup: the
+ * symbols and statuses of two kvc_rans_decode calls. */
+kvc_status_t kvc_rans_decode8x2_avx2(const uint8_t *const in[2], const size_t len[2], size_t tokens, const uint16_t *cum,
+                                     unsigned bins, uint8_t *sym, size_t stride);
+
 /* AVX-512: four neighbouring full groups of a window decoded together (in[g], len[g]: group g's
  * stream; channels [8g, 8g + 8) of cum and sym; bins <= 64), without slot tables: the symbols and
  * statuses of four kvc_rans_decode calls (KVC_ERR_CORRUPT when any stream is corrupt). */

@@ -115,3 +115,133 @@ void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t 
     *len_a = finish(out_a, cap, &a);
     if (sym_b) *len_b = finish(out_b, cap, &b);
 }
+
+/* ---- decoder: two neighbouring full groups, one register of 8 states each, the AVX-512 tier's
+ * lookup (kvc_rans_dec_entries; docs/CACHEGEN.md "AVX-512 decoder"): the lane's symbol is
+ * key - min(key - e) over the entries of its channel, 8 channels a register, and the words go
+ * to the renormalising lanes by a vpermd row chosen by the lane mask (an 8 KiB table). */
+
+/* Row m: for each lane set in m, the index of its word among the words read (the set lanes
+ * below it); other lanes 0 (masked off). */
+static uint32_t expand_row[256][GROUP];
+static pthread_once_t expand_once = PTHREAD_ONCE_INIT;
+
+static void expand_init(void)
+{
+    for (unsigned m = 0; m < 256; m++) {
+        unsigned n = 0;
+        for (unsigned lane = 0; lane < GROUP; lane++) expand_row[m][lane] = m >> lane & 1 ? n++ : 0;
+    }
+}
+
+/* The largest entry <= key in each lane of both groups (8 lanes each, entries e[s * 8 + lane], s in
+ * [lo, hi]): the two groups' minima in one loop, two accumulators each, so that four chains
+ * overlap (two separate loops ran one dependent minimum at a time). */
+static inline __attribute__((always_inline)) void dec_lookup8x2(const uint32_t *ea, const uint32_t *eb, unsigned lo,
+                                                                 unsigned hi, __m256i xa, __m256i xb, __m256i *ca, __m256i *cb)
+{
+    const __m256i low = _mm256_set1_epi32(0xFFFFF);
+    const __m256i ka = _mm256_or_si256(_mm256_slli_epi32(xa, 32 - PROB_BITS), low), kb = _mm256_or_si256(_mm256_slli_epi32(xb, 32 - PROB_BITS), low);
+#define ENTRY(e, s) _mm256_load_si256((const __m256i *)(const void *)((e) + GROUP * (s)))
+    __m256i a0 = _mm256_sub_epi32(ka, ENTRY(ea, lo)), a1 = a0, b0 = _mm256_sub_epi32(kb, ENTRY(eb, lo)), b1 = b0;
+    unsigned s = lo + 1;
+    for (; s + 1 <= hi; s += 2) {
+        a0 = _mm256_min_epu32(a0, _mm256_sub_epi32(ka, ENTRY(ea, s)));
+        b0 = _mm256_min_epu32(b0, _mm256_sub_epi32(kb, ENTRY(eb, s)));
+        a1 = _mm256_min_epu32(a1, _mm256_sub_epi32(ka, ENTRY(ea, s + 1)));
+        b1 = _mm256_min_epu32(b1, _mm256_sub_epi32(kb, ENTRY(eb, s + 1)));
+    }
+    if (s <= hi) {
+        a0 = _mm256_min_epu32(a0, _mm256_sub_epi32(ka, ENTRY(ea, s)));
+        b0 = _mm256_min_epu32(b0, _mm256_sub_epi32(kb, ENTRY(eb, s)));
+    }
+#undef ENTRY
+    *ca = _mm256_sub_epi32(ka, _mm256_min_epu32(a0, a1));
+    *cb = _mm256_sub_epi32(kb, _mm256_min_epu32(b0, b1));
+}
+
+/* The rest of a token of one group, its symbols' entries c found: x advanced and renormalised
+ * from *p (n words readable there). 0 when the group needs more words than n. */
+static inline __attribute__((always_inline)) int dec_finish8(__m256i *xp, __m256i c, const uint8_t **p, size_t n)
+{
+    const __m256i x = *xp;
+    const __m256i f = _mm256_and_si256(_mm256_srli_epi32(c, 7), _mm256_set1_epi32(0x1FFF));
+    const __m256i y = _mm256_add_epi32(_mm256_mullo_epi32(f, _mm256_srli_epi32(x, PROB_BITS)),
+                                       _mm256_sub_epi32(_mm256_and_si256(x, _mm256_set1_epi32((int)SCALE - 1)), _mm256_srli_epi32(c, 20)));
+    const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(y, 16), _mm256_setzero_si256()); /* y < 2^16 */
+    const unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need)), k = (unsigned)__builtin_popcount(m);
+    if (k > n) return 0;
+    __m128i raw;
+    if (n >= GROUP) raw = _mm_loadu_si128((const __m128i *)(const void *)*p);
+    else { /* the last words of the stream: only what is there */
+        uint8_t buf[16] = { 0 };
+        memcpy(buf, *p, 2 * n);
+        raw = _mm_loadu_si128((const __m128i *)(const void *)buf);
+    }
+    const __m256i w = _mm256_and_si256(
+        _mm256_permutevar8x32_epi32(_mm256_cvtepu16_epi32(raw), _mm256_loadu_si256((const __m256i *)(const void *)expand_row[m])), need);
+    /* y << 16 | word where needed: the shift count 16 & need */
+    *xp = _mm256_or_si256(_mm256_sllv_epi32(y, _mm256_and_si256(need, _mm256_set1_epi32(16))), w);
+    *p += 2 * k;
+    return 1;
+}
+
+/* The two groups' symbols (entries ca, cb) to 16 bytes of the row. */
+static inline void dec_store16(uint8_t *row, __m256i ca, __m256i cb)
+{
+    const __m256i s7 = _mm256_set1_epi32(127);
+    const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_and_si256(ca, s7), _mm256_and_si256(cb, s7)), 0xD8);
+    _mm_storeu_si128((__m128i *)(void *)row, _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+}
+
+kvc_status_t kvc_rans_decode8x2_avx2(const uint8_t *const in[2], const size_t len[2], size_t tokens, const uint16_t *cum,
+                                     unsigned bins, uint8_t *sym, size_t stride)
+{
+    pthread_once(&expand_once, expand_init);
+    _Alignas(32) uint32_t e[2][64 * GROUP];
+    const uint64_t used = kvc_rans_dec_entries(cum, bins, GROUP, e[0]) | kvc_rans_dec_entries(cum + (size_t)GROUP * (bins + 1), bins, GROUP, e[1]);
+    if (!used) return KVC_ERR_CORRUPT; /* tables without a frequency: not kvc_rans_cum_from_counts' */
+    const unsigned lo = (unsigned)__builtin_ctzll(used), hi = 63u - (unsigned)__builtin_clzll(used);
+    uint32_t xs[2 * GROUP];
+    const uint8_t *p[2], *end[2];
+    for (unsigned g = 0; g < 2; g++) {
+        if (len[g] < 4 * GROUP || (len[g] - 4 * GROUP) % 2) return KVC_ERR_CORRUPT;
+        for (unsigned i = 0; i < GROUP; i++) {
+            const uint8_t *q = in[g] + 4 * i;
+            xs[g * GROUP + i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+            if (xs[g * GROUP + i] < (1u << 16)) return KVC_ERR_CORRUPT;
+        }
+        p[g] = in[g] + 4 * GROUP;
+        end[g] = in[g] + len[g];
+    }
+    __m256i xa = _mm256_loadu_si256((const __m256i *)(const void *)xs), xb = _mm256_loadu_si256((const __m256i *)(const void *)(xs + GROUP));
+    __m256i ca, cb;
+    size_t t = 0;
+    /* Runs of tokens neither group can read past its end in (8 words a token at most), unchecked. */
+    for (;;) {
+        size_t run = tokens - t;
+        for (unsigned g = 0; g < 2; g++) {
+            const size_t r = (size_t)(end[g] - p[g]) / (2 * GROUP);
+            if (r < run) run = r;
+        }
+        if (!run) break;
+        for (uint8_t *row = sym + t * stride; run; run--, t++, row += stride) {
+            dec_lookup8x2(e[0], e[1], lo, hi, xa, xb, &ca, &cb);
+            dec_store16(row, ca, cb);
+            dec_finish8(&xa, ca, &p[0], GROUP);
+            dec_finish8(&xb, cb, &p[1], GROUP);
+        }
+    }
+    /* The last tokens: only the words left are read, a group that needs more is corrupt. */
+    for (; t < tokens; t++) {
+        dec_lookup8x2(e[0], e[1], lo, hi, xa, xb, &ca, &cb);
+        dec_store16(sym + t * stride, ca, cb);
+        if (!dec_finish8(&xa, ca, &p[0], (size_t)(end[0] - p[0]) / 2) || !dec_finish8(&xb, cb, &p[1], (size_t)(end[1] - p[1]) / 2))
+            return KVC_ERR_CORRUPT;
+    }
+    const __m256i L = _mm256_set1_epi32(1 << 16);
+    if (_mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpeq_epi32(xa, L), _mm256_cmpeq_epi32(xb, L))) != -1) return KVC_ERR_CORRUPT;
+    for (unsigned g = 0; g < 2; g++)
+        if (p[g] != end[g]) return KVC_ERR_CORRUPT;
+    return KVC_OK;
+}

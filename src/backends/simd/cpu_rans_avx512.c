@@ -99,43 +99,35 @@ void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, 
 }
 
 /* ---- decoder: four neighbouring full groups, two registers of 16 lanes (docs/CACHEGEN.md
- * "AVX-512 decoder"). No slot table: each lane's symbol is found by comparing its slot with the
- * cumulative frequencies of its own channel, stored transposed (entry s of the 16 lanes in one
- * register), so one compare serves 16 channels. An entry is cum << 20 | freq << 7 | s: the largest
- * entry <= slot << 20 | 0xFFFFF is the lane's symbol, with its freq and cum at hand. A symbol of
- * frequency 0 never is: the next symbol with a frequency has the same cum and a larger entry, and
- * where there is none its cum is 4096, which wraps the entry to s, below every real one. Only the
- * symbols some lane uses are scanned. */
+ * "AVX-512 decoder"). No slot table: each lane's symbol is found among the cumulative
+ * frequencies of its own channel, stored transposed (kvc_rans_dec_entries: entry s of the 16
+ * lanes in one register), so one step serves 16 channels. Only the symbols some lane uses are
+ * scanned. */
 
-/* The transposed entries of 16 channels (cum rows of bins + 1), into e[s * 16 + lane]; returns the
- * symbols with a frequency in some lane as a bit mask. */
-static uint64_t dec_entries(const uint16_t *cum, unsigned bins, uint32_t *e)
+/* The largest entry <= key in each lane of both registers (entries e0 / e1), as key - min(key - e)
+ * over the entries: the difference wraps above key for an entry above it (key + 2^32 - e > key),
+ * so no compare or mask is needed, only a subtract and a minimum. Both registers in one loop, two
+ * accumulators each, so that four chains of minima overlap. */
+static inline __attribute__((always_inline)) void dec_lookup2(const uint32_t *e0, const uint32_t *e1, unsigned lo, unsigned hi,
+                                                               __m512i x0, __m512i x1, __m512i *c0, __m512i *c1)
 {
-    uint64_t used = 0;
-    for (unsigned i = 0; i < 2 * GROUP; i++) {
-        const uint16_t *c = cum + (size_t)i * (bins + 1);
-        for (unsigned s = 0; s < bins; s++) {
-            const uint32_t f = (uint32_t)c[s + 1] - c[s];
-            e[s * 2 * GROUP + i] = (uint32_t)c[s] << 20 | f << 7 | s;
-            used |= (uint64_t)(f != 0) << s;
-        }
-    }
-    return used;
-}
-
-/* Largest entry <= key in each lane, as key - min(key - e) over the entries: the difference wraps
- * above key for an entry above it (key + 2^32 - e > key), so no compare or mask is needed, only a
- * subtract and a minimum (two accumulators a pass, so the minima do not chain). */
-static inline __m512i dec_lookup(const uint32_t *e, unsigned lo, unsigned hi, __m512i key)
-{
-    __m512i d0 = _mm512_sub_epi32(key, _mm512_load_si512(e + 16 * lo)), d1 = d0;
+    const __m512i low = _mm512_set1_epi32(0xFFFFF);
+    const __m512i k0 = _mm512_or_si512(_mm512_slli_epi32(x0, 32 - PROB_BITS), low), k1 = _mm512_or_si512(_mm512_slli_epi32(x1, 32 - PROB_BITS), low);
+    __m512i a0 = _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * lo)), a1 = a0;
+    __m512i b0 = _mm512_sub_epi32(k1, _mm512_load_si512(e1 + 16 * lo)), b1 = b0;
     unsigned s = lo + 1;
     for (; s + 1 <= hi; s += 2) {
-        d0 = _mm512_min_epu32(d0, _mm512_sub_epi32(key, _mm512_load_si512(e + 16 * s)));
-        d1 = _mm512_min_epu32(d1, _mm512_sub_epi32(key, _mm512_load_si512(e + 16 * s + 16)));
+        a0 = _mm512_min_epu32(a0, _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * s)));
+        b0 = _mm512_min_epu32(b0, _mm512_sub_epi32(k1, _mm512_load_si512(e1 + 16 * s)));
+        a1 = _mm512_min_epu32(a1, _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * s + 16)));
+        b1 = _mm512_min_epu32(b1, _mm512_sub_epi32(k1, _mm512_load_si512(e1 + 16 * s + 16)));
     }
-    if (s <= hi) d0 = _mm512_min_epu32(d0, _mm512_sub_epi32(key, _mm512_load_si512(e + 16 * s)));
-    return _mm512_sub_epi32(key, _mm512_min_epu32(d0, d1));
+    if (s <= hi) {
+        a0 = _mm512_min_epu32(a0, _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * s)));
+        b0 = _mm512_min_epu32(b0, _mm512_sub_epi32(k1, _mm512_load_si512(e1 + 16 * s)));
+    }
+    *c0 = _mm512_sub_epi32(k0, _mm512_min_epu32(a0, a1));
+    *c1 = _mm512_sub_epi32(k1, _mm512_min_epu32(b0, b1));
 }
 
 /* 8 words from p into the lanes of k, in lane order (zero elsewhere); n of them are readable
@@ -147,17 +139,17 @@ static inline __m256i dec_words(const uint8_t *p, __mmask8 k, size_t n)
     return _mm256_maskz_expand_epi32(k, _mm256_cvtepu16_epi32(w));
 }
 
-/* One token of a pair of groups (lanes 0-7: stream *a, 8-15: *b): the symbols to row, x advanced
- * and renormalised. na / nb: words readable at *a / *b; 0 is returned when a group needs more. */
-static inline int dec_token(__m512i *xp, const uint32_t *e, unsigned lo, unsigned hi, uint8_t *row, const uint8_t **a,
-                            const uint8_t **b, size_t na, size_t nb)
+/* The rest of a token of a pair of groups (lanes 0-7: stream *a, 8-15: *b), its symbols' entries
+ * cur found: the symbols to row, x advanced and renormalised. na / nb: words readable at *a / *b;
+ * 0 is returned when a group needs more. */
+static inline __attribute__((always_inline)) int dec_finish(__m512i *xp, __m512i cur, uint8_t *row, const uint8_t **a,
+                                                             const uint8_t **b, size_t na, size_t nb)
 {
-    const __m512i x = *xp, m12 = _mm512_set1_epi32((int)SCALE - 1);
-    const __m512i cur = dec_lookup(e, lo, hi, _mm512_or_si512(_mm512_slli_epi32(x, 32 - PROB_BITS), _mm512_set1_epi32(0xFFFFF)));
+    const __m512i x = *xp;
     _mm_storeu_si128((__m128i *)(void *)row, _mm512_cvtepi32_epi8(_mm512_and_si512(cur, _mm512_set1_epi32(127))));
     const __m512i f = _mm512_and_si512(_mm512_srli_epi32(cur, 7), _mm512_set1_epi32(0x1FFF));
     const __m512i y = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, PROB_BITS)),
-                                       _mm512_sub_epi32(_mm512_and_si512(x, m12), _mm512_srli_epi32(cur, 20)));
+                                       _mm512_sub_epi32(_mm512_and_si512(x, _mm512_set1_epi32((int)SCALE - 1)), _mm512_srli_epi32(cur, 20)));
     const __mmask16 k = _mm512_cmplt_epu32_mask(y, _mm512_set1_epi32(1 << 16));
     const __mmask8 ka = (__mmask8)k, kb = (__mmask8)(k >> 8);
     const unsigned ca = (unsigned)__builtin_popcount(ka), cb = (unsigned)__builtin_popcount(kb);
@@ -173,7 +165,8 @@ kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t 
                                        unsigned bins, uint8_t *sym, size_t stride)
 {
     _Alignas(64) uint32_t e[2][64 * 2 * GROUP];
-    const uint64_t used = dec_entries(cum, bins, e[0]) | dec_entries(cum + (size_t)2 * GROUP * (bins + 1), bins, e[1]);
+    const uint64_t used = kvc_rans_dec_entries(cum, bins, 2 * GROUP, e[0]) |
+                          kvc_rans_dec_entries(cum + (size_t)2 * GROUP * (bins + 1), bins, 2 * GROUP, e[1]);
     if (!used) return KVC_ERR_CORRUPT; /* tables without a frequency: not kvc_rans_cum_from_counts' */
     const unsigned lo = (unsigned)__builtin_ctzll(used), hi = 63u - (unsigned)__builtin_clzll(used);
     uint32_t xs[4 * GROUP];
@@ -199,8 +192,10 @@ kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t 
         }
         if (!run) break;
         for (uint8_t *row = sym + t * stride; run; run--, t++, row += stride) {
-            dec_token(&x0, e[0], lo, hi, row, &p[0], &p[1], GROUP, GROUP);
-            dec_token(&x1, e[1], lo, hi, row + 2 * GROUP, &p[2], &p[3], GROUP, GROUP);
+            __m512i c0, c1;
+            dec_lookup2(e[0], e[1], lo, hi, x0, x1, &c0, &c1);
+            dec_finish(&x0, c0, row, &p[0], &p[1], GROUP, GROUP);
+            dec_finish(&x1, c1, row + 2 * GROUP, &p[2], &p[3], GROUP, GROUP);
         }
     }
     /* The last tokens: loads masked to what is left, a group that needs more is corrupt. */
@@ -208,8 +203,9 @@ kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t 
         uint8_t *row = sym + t * stride;
         size_t n[4];
         for (unsigned g = 0; g < 4; g++) n[g] = (size_t)(end[g] - p[g]) / 2;
-        if (!dec_token(&x0, e[0], lo, hi, row, &p[0], &p[1], n[0], n[1]) ||
-            !dec_token(&x1, e[1], lo, hi, row + 2 * GROUP, &p[2], &p[3], n[2], n[3]))
+        __m512i c0, c1;
+        dec_lookup2(e[0], e[1], lo, hi, x0, x1, &c0, &c1);
+        if (!dec_finish(&x0, c0, row, &p[0], &p[1], n[0], n[1]) || !dec_finish(&x1, c1, row + 2 * GROUP, &p[2], &p[3], n[2], n[3]))
             return KVC_ERR_CORRUPT;
     }
     const __m512i L = _mm512_set1_epi32(1 << 16);
