@@ -218,14 +218,22 @@ static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t d
     return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
 }
 
-/* The frequency of every count of T tokens (kvc_rans_freq_table) for `bins` bins to normalise, or
- * NULL (T too large, fewer bins than entries, or no memory: the tables are then computed count by
- * count, with the same result). */
-static uint16_t *rans_freq_table(size_t T, size_t bins)
+/* The frequency of every count of T tokens (kvc_rans_freq_table) for `bins` bins to normalise, in
+ * buf (RANS_FREQ_STACK entries) or allocated, or NULL (T too large, fewer bins than entries, or no
+ * memory: the tables are then computed count by count, with the same result). rans_freq_done
+ * frees it. */
+#define RANS_FREQ_STACK 4097
+static uint16_t *rans_freq_table(size_t T, size_t bins, uint16_t *buf)
 {
-    uint16_t *freq = T && T <= KVC_RANS_FREQ_TABLE_MAX && T < bins ? malloc((T + 1) * sizeof(uint16_t)) : NULL;
+    if (!T || T > KVC_RANS_FREQ_TABLE_MAX || T >= bins) return NULL;
+    uint16_t *freq = T < RANS_FREQ_STACK ? buf : malloc((T + 1) * sizeof(uint16_t));
     if (freq) kvc_rans_freq_table(T, freq);
     return freq;
+}
+
+static void rans_freq_done(uint16_t *freq, const uint16_t *buf)
+{
+    if (freq != buf) free(freq);
 }
 
 /* Counts over the whole chunk (stored in the container), then the coder's table from them:
@@ -237,7 +245,7 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
                           int threads)
 {
     const size_t L = d->layers, T = d->tokens, C = d->channels, nb = (C + COUNT_BLOCK - 1) / COUNT_BLOCK;
-    uint16_t *freq = rans ? rans_freq_table(T, L * C * B) : NULL;
+    uint16_t fbuf[RANS_FREQ_STACK], *freq = rans ? rans_freq_table(T, L * C * B, fbuf) : NULL;
 #pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
     for (size_t task = 0; task < L * nb; task++) {
         const size_t l = task / nb, c0 = task % nb * COUNT_BLOCK, n = C - c0 < COUNT_BLOCK ? C - c0 : COUNT_BLOCK;
@@ -266,19 +274,19 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
             else kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, out, 1);
         }
     }
-    free(freq);
+    rans_freq_done(freq, fbuf);
 }
 
 /* rANS tables of every stream from the counts (S streams of B bins over T tokens). */
 static void rans_tables(const uint32_t *counts, size_t S, unsigned B, size_t T, uint16_t *cum, int threads)
 {
-    uint16_t *freq = rans_freq_table(T, S * B);
+    uint16_t fbuf[RANS_FREQ_STACK], *freq = rans_freq_table(T, S * B, fbuf);
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t s = 0; s < S; s++) {
         if (freq) kvc_rans_cum_from_freq_table(counts + s * B, B, freq, cum + s * (B + 1));
         else kvc_rans_cum_from_counts(counts + s * B, B, T, cum + s * (B + 1));
     }
-    free(freq);
+    rans_freq_done(freq, fbuf);
 }
 
 /* The CPU backend's rANS window ops (the core's codec buffers are host memory; on a GPU context
