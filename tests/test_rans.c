@@ -835,13 +835,17 @@ Test(rans_codec, damaged_containers_have_exact_statuses)
 /* Same bytes whatever the thread count (the split over (layer, channel group)). */
 /* Every tier the CPU has, at 1-3 threads: the same container. 44 channels make groups 8, 8, 8, 8,
  * 8, 4: full pairs, and a full group next to a partial one. */
+/* 60 channels: 8 groups, the last partial, so a layer is a task of four full groups (AVX-512's
+ * kernel) and one of three full ones and a partial one (a pair for the AVX2 kernel, then the
+ * portable decoder); every tier and thread count encodes the same bytes and decodes them to the
+ * same values. */
 Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
 {
-    const size_t nl = 3, T = 100, C = 44, n = 2 * nl * T * C;
-    uint16_t *kv = malloc(n * 2);
+    const size_t nl = 3, T = 100, C = 60, n = 2 * nl * T * C;
+    uint16_t *kv = malloc(n * 2), *out = malloc(n * 2), *ref = malloc(n * 2);
     synth(kv, KVC_DTYPE_F16, n, 13);
     kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
-                             .num_heads = 4, .head_size = 11 };
+                             .num_heads = 4, .head_size = 15 };
     uint8_t *first = NULL;
     size_t first_len = 0;
     static const char *tiers[] = { "scalar", "avx2", "avx512" };
@@ -862,13 +866,19 @@ Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
             if (!first) {
                 first = buf;
                 first_len = len;
+                cr_assert_eq(kvc_codec_decode(ctx, first, first_len, ref, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
             } else {
                 cr_assert_eq(len, first_len, "%s, %d threads", tiers[ti], threads);
                 cr_assert(memcmp(buf, first, len) == 0, "%s, %d threads", tiers[ti], threads);
                 kvc_codec_free(buf);
+                memset(out, 0xA5, n * 2);
+                cr_assert_eq(kvc_codec_decode(ctx, first, first_len, out, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
+                cr_assert(memcmp(out, ref, n * 2) == 0, "%s, %d threads: decoded values differ", tiers[ti], threads);
             }
             kvc_context_destroy(ctx);
         }
     kvc_codec_free(first);
     free(kv);
+    free(out);
+    free(ref);
 }
