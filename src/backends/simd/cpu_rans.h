@@ -106,6 +106,49 @@ static inline uint64_t kvc_rans_dec_entries(const uint16_t *cum, unsigned bins, 
     return used;
 }
 
+/* The entries of two registers of `lanes` channels each (the second at cum + lanes rows) and the
+ * symbols to scan, [*lo, *hi]: those with a frequency in some lane. KVC_ERR_CORRUPT for tables
+ * without any frequency (not kvc_rans_cum_from_counts'). */
+static inline kvc_status_t kvc_rans_dec_tables(const uint16_t *cum, unsigned bins, unsigned lanes, uint32_t *e0, uint32_t *e1,
+                                               unsigned *lo, unsigned *hi)
+{
+    const uint64_t used = kvc_rans_dec_entries(cum, bins, lanes, e0) | kvc_rans_dec_entries(cum + (size_t)lanes * (bins + 1), bins, lanes, e1);
+    if (!used) return KVC_ERR_CORRUPT;
+    *lo = (unsigned)__builtin_ctzll(used);
+    *hi = 63u - (unsigned)__builtin_clzll(used);
+    return KVC_OK;
+}
+
+/* The start of n full-group streams for the SIMD decoders: group g's 8 states (u32 LE) into
+ * x[8g ..], its words from p[g] to end[g]. KVC_ERR_CORRUPT as kvc_rans_decode: a stream shorter
+ * than its states or with an odd payload, a state below 2^16. */
+static inline kvc_status_t kvc_rans_dec_start(const uint8_t *const in[], const size_t len[], unsigned n, uint32_t *x,
+                                              const uint8_t **p, const uint8_t **end)
+{
+    for (unsigned g = 0; g < n; g++) {
+        if (len[g] < 4 * KVC_RANS_GROUP || (len[g] - 4 * KVC_RANS_GROUP) % 2) return KVC_ERR_CORRUPT;
+        for (unsigned i = 0; i < KVC_RANS_GROUP; i++) {
+            const uint8_t *q = in[g] + 4 * i;
+            x[g * KVC_RANS_GROUP + i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+            if (x[g * KVC_RANS_GROUP + i] < KVC_RANS_L) return KVC_ERR_CORRUPT;
+        }
+        p[g] = in[g] + 4 * KVC_RANS_GROUP;
+        end[g] = in[g] + len[g];
+    }
+    return KVC_OK;
+}
+
+/* How many of the `left` tokens no one of n streams can read past its end in (a group reads 8
+ * words a token at most): the SIMD decoders' unchecked runs. */
+static inline size_t kvc_rans_dec_run(const uint8_t *const *p, const uint8_t *const *end, unsigned n, size_t left)
+{
+    for (unsigned g = 0; g < n; g++) {
+        const size_t r = (size_t)(end[g] - p[g]) / (2 * KVC_RANS_GROUP);
+        if (r < left) left = r;
+    }
+    return left;
+}
+
 /* AVX2: two neighbouring full groups of a window decoded together (in[g], len[g]; channels
  * [8g, 8g + 8) of cum and sym; bins <= 64), one register of 8 states each, the same lookup: the
  * symbols and statuses of two kvc_rans_decode calls. */

@@ -199,31 +199,17 @@ kvc_status_t kvc_rans_decode8x2_avx2(const uint8_t *const in[2], const size_t le
 {
     pthread_once(&expand_once, expand_init);
     _Alignas(32) uint32_t e[2][64 * GROUP];
-    const uint64_t used = kvc_rans_dec_entries(cum, bins, GROUP, e[0]) | kvc_rans_dec_entries(cum + (size_t)GROUP * (bins + 1), bins, GROUP, e[1]);
-    if (!used) return KVC_ERR_CORRUPT; /* tables without a frequency: not kvc_rans_cum_from_counts' */
-    const unsigned lo = (unsigned)__builtin_ctzll(used), hi = 63u - (unsigned)__builtin_clzll(used);
     uint32_t xs[2 * GROUP];
     const uint8_t *p[2], *end[2];
-    for (unsigned g = 0; g < 2; g++) {
-        if (len[g] < 4 * GROUP || (len[g] - 4 * GROUP) % 2) return KVC_ERR_CORRUPT;
-        for (unsigned i = 0; i < GROUP; i++) {
-            const uint8_t *q = in[g] + 4 * i;
-            xs[g * GROUP + i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-            if (xs[g * GROUP + i] < (1u << 16)) return KVC_ERR_CORRUPT;
-        }
-        p[g] = in[g] + 4 * GROUP;
-        end[g] = in[g] + len[g];
-    }
+    unsigned lo, hi;
+    if (kvc_rans_dec_tables(cum, bins, GROUP, e[0], e[1], &lo, &hi) != KVC_OK || kvc_rans_dec_start(in, len, 2, xs, p, end) != KVC_OK)
+        return KVC_ERR_CORRUPT;
     __m256i xa = _mm256_loadu_si256((const __m256i *)(const void *)xs), xb = _mm256_loadu_si256((const __m256i *)(const void *)(xs + GROUP));
     __m256i ca, cb;
     size_t t = 0;
     /* Runs of tokens neither group can read past its end in (8 words a token at most), unchecked. */
     for (;;) {
-        size_t run = tokens - t;
-        for (unsigned g = 0; g < 2; g++) {
-            const size_t r = (size_t)(end[g] - p[g]) / (2 * GROUP);
-            if (r < run) run = r;
-        }
+        size_t run = kvc_rans_dec_run(p, end, 2, tokens - t);
         if (!run) break;
         for (uint8_t *row = sym + t * stride; run; run--, t++, row += stride) {
             dec_lookup8x2(e[0], e[1], lo, hi, xa, xb, &ca, &cb);
