@@ -573,10 +573,11 @@ static void kernel_suite(const kernel_t *kn)
     four_t q = make_quad(256, 32);
     for (unsigned g = kn->g0; g < kn->g0 + kn->ng; g++) {
         uint8_t *keep = q.st[g];
-        const size_t klen = q.len[g];
+        const unsigned klen = (unsigned)q.len[g]; /* unsigned: a size_t klen + 3 that may wrap made GCC's -O2 + ASan build see
+                                                    * malloc(SIZE_MAX - 2) below (-Walloc-size-larger-than) */
         size_t len[4] = { q.len[0], q.len[1], q.len[2], q.len[3] };
         uint8_t *in[4] = { q.st[0], q.st[1], q.st[2], q.st[3] };
-        for (size_t n = 0; n < klen + 3; n++) {
+        for (unsigned n = 0; n < klen + 3; n++) {
             uint8_t *copy = malloc(n ? n : 1);
             memcpy(copy, keep, n < klen ? n : klen);
             if (n > klen) memset(copy + klen, 0, n - klen);
