@@ -1326,7 +1326,7 @@ Test(transfer, layer_and_flash_errors_have_exact_status_and_write_nothing)
  * starting exactly after the last is legal, one byte further overlaps. */
 typedef struct {
     uint8_t *arena, *snap;
-    size_t gap, total, tensor;
+    size_t gap, total, tensor, pad; /* pad: the last block's padding (not the tensor's) */
     int64_t n;
     void *ptrs[8];
 } arena_t;
@@ -1334,6 +1334,9 @@ typedef struct {
 static arena_t arena_new(int fmt, const kvc_page_shape_t *s, size_t gap)
 {
     arena_t a = { .gap = gap, .tensor = ref_engine_tensor_bytes(fmt, s), .n = kvc_shape_ptr_count(fmt, s) };
+    /* A padded block step: the last block's padding is not part of a tensor (the pool may end
+     * there, or hold another layer's page), so a buffer may start where its content ends. */
+    a.pad = s->block_stride_elems ? (size_t)(s->block_stride_elems - s->bs * s->nh * s->hs) * (size_t)s->element_size : 0;
     cr_assert(a.n > 0 && a.n <= 8);
     a.total = 2 * gap + (size_t)a.n * a.tensor;
     a.arena = malloc(a.total);
@@ -1354,9 +1357,9 @@ static void arena_free(arena_t *a)
 static void placements(const arena_t *a, size_t bytes, size_t legal[2], size_t bad[3])
 {
     legal[0] = a->gap - bytes;                      /* ends where tensor 0 starts */
-    legal[1] = a->total - a->gap;                   /* starts where the last tensor ends */
+    legal[1] = a->total - a->gap - a->pad;          /* starts where the last tensor's content ends */
     bad[0] = a->gap - bytes + 1;                    /* last byte on tensor 0's first */
-    bad[1] = a->total - a->gap - 1;                 /* first byte on the last tensor's last */
+    bad[1] = a->total - a->gap - a->pad - 1;        /* first byte on the last tensor's last */
     bad[2] = a->gap + a->tensor / 2;                /* inside tensor 0 */
 }
 

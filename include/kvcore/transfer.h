@@ -6,7 +6,9 @@
  * nothing. Direction follows LMCache: KVC_H2D = chunk -> paged cache (retrieve), KVC_D2H = paged
  * cache -> chunk (store). Slots and block ids are int64 and declared as such (KVC_INDEX_INT64).
  * A chunk (chunk, key_value, or any of objects) that shares bytes with an engine tensor (each
- * pointer's whole tensor, padding included) is KVC_ERR_OVERLAP: checked by range intersection.
+ * pointer's tensor from its first byte to the end of its last block's content: the padding of a
+ * padded block step counts between blocks, not after the last) is KVC_ERR_OVERLAP: checked by
+ * range intersection.
  * docs/TRANSFER.md has the format table and the deliberate differences from LMCache.
  * Thread safety: any number of threads may transfer through one context at once (context.h);
  * transfers whose destinations overlap race on those bytes. */

@@ -248,6 +248,30 @@ def test_blocks_first_fused_padded_stride_roundtrip(fmt, pool_shape):
         assert bool((dst[b] == 0xA5).all())
 
 
+@pytest.mark.parametrize("fmt,pool_shape", [(11, (12, 3, 4, 2, 16)), (10, (12, 3, 2, 4, 16))], ids=["nhd", "hnd"])
+def test_blocks_first_object_right_after_the_pool(fmt, pool_shape):
+    """The same layer views with the object buffer starting where the pool ends (one allocation):
+    layer l's last block is followed by l page steps of padding that run past the pool, which is
+    not the layer's memory, so LMCache's call is legal (kvcore refused it with KVC_ERR_OVERLAP
+    whenever the allocator put the object there)."""
+    nb, nl = pool_shape[:2]
+    bs, nh, fused = 4, 2, 16
+    n = int(np.prod(pool_shape))
+    big = torch.zeros(n + nl * 2 * bs * nh * fused, dtype=torch.uint8)
+    pool = big[:n].view(pool_shape)
+    pool.copy_(torch.arange(n, dtype=torch.int64).to(torch.uint8).reshape(pool_shape))
+    obj = big[n:].view(1, nl, 2 * bs, nh * fused)
+    layers = [pool[:, l] for l in range(nl)]
+    desc = c_ops.PageBufferShapeDesc()
+    desc.kv_size, desc.nl, desc.nb, desc.bs, desc.nh, desc.hs = 1, nl, nb, bs, nh, fused
+    desc.element_size, desc.block_stride_elems = 1, layers[0].stride(0)
+    table = torch.tensor([t.data_ptr() for t in layers], dtype=torch.int64)
+    apart = torch.zeros_like(obj)  # the same call with the object elsewhere: the bytes to expect
+    for o in (obj, apart):
+        c_ops.multi_layer_block_kv_transfer(table, [o.data_ptr()], torch.tensor([1, 7]), "cpu", D2H, desc, 2 * bs, fmt, 0)
+    assert torch.equal(obj, apart) and bool(apart.any())
+
+
 # ---------------------------------------------------------------- single-layer and flash ops
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d)[6:])

@@ -220,6 +220,7 @@ kvc_status_t kvc_layout_build(int format, const kvc_page_shape_t *s, int chunk_l
     }
     l.row_bytes = s->nh * l.head_bytes;
     l.ptr_count = kvc_shape_ptr_count(format, s);
+    l.block_pad = block - tight;
     l.engine = m;
     l.nparts = 1;
     if (format == KVC_FMT_NL_X_NB_BSV_BSS) { /* each block: [bs x values][bs x scale] */

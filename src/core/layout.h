@@ -27,6 +27,9 @@ typedef struct kvc_layout {
     int64_t head_bytes; /* bytes of one head of one plane, as the chunk stores it */
     int64_t row_bytes;  /* one token of one plane on the chunk side: heads * head_bytes */
     int64_t ptr_count;  /* pointer table entries the format needs */
+    int64_t block_pad;  /* bytes of a padded block step past the block's content (block_stride_elems >
+                         * bs*nh*hs); the last block's is not part of its tensor (it may be another
+                         * layer's page, or past the pool) */
     int interleaved;    /* chunk side [NL, planes, T, row] (KVC_CHUNK_INTERLEAVED_KV), else [planes, NL, T, row] */
     int nparts;         /* 1, or the pieces of a row (14: 2, 17: num_planes); parts used when > 1 */
     kvc_layout_part_t part[KVC_LAYOUT_MAX_PARTS];

@@ -96,7 +96,9 @@ static int64_t plan_ptrs(const kvc_engine_map_t *e, int64_t layers, int64_t plan
 
 /* The engine tensors as byte ranges, and their hull (one test rejects most host buffers). Every
  * pointer's tensor is [NB, block] (or [2, NB, block] for the two-major formats) with the block
- * step the layout resolved, padding included. */
+ * step the layout resolved, up to the last block's content: its padding is not the tensor's (a
+ * layer view pool[:, l] of a blocks-first pool has the next layers' pages there, or the end of
+ * the pool, where a host buffer may well be). */
 typedef struct {
     void *const *ptrs;
     int64_t n, bytes;
@@ -111,7 +113,7 @@ static int64_t pool_bytes(const pool_t *p, int64_t i)
 
 static pool_t pool_of(int format, const kvc_layout_t *l, int64_t nb, void *const *ptrs, int64_t n)
 {
-    pool_t p = { ptrs, n, nb * l->engine.block_stride * (kvc_format_is_two_major(format) ? 2 : 1),
+    pool_t p = { ptrs, n, nb * l->engine.block_stride * (kvc_format_is_two_major(format) ? 2 : 1) - l->block_pad,
                  format == KVC_FMT_NL_X_NP_X_NB_BS_ONE_HS ? l : NULL, UINTPTR_MAX, 0 };
     for (int64_t i = 0; i < n; i++) {
         const uintptr_t a = (uintptr_t)ptrs[i];
