@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="8e9b71da83c2abe474ed524020fa25df0ef5b0034f358d00822a21202a8ff3c1")
+    version("0.1.0", sha256="59e5585267c135440cf01ee2896069a1d9b54bbce7e218efd5261de865e87e23")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
