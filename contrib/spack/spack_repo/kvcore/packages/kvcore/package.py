@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="59e5585267c135440cf01ee2896069a1d9b54bbce7e218efd5261de865e87e23")
+    version("0.1.0", sha256="9e7708cf01a53d8ca96090a1192219e5d547ee3e0ce29469c1b67017f50d78fe")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
