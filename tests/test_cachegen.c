@@ -1176,6 +1176,57 @@ Test(cachegen_quant, errors)
     kvc_context_destroy(ctx);
 }
 
+/* Tall layers: the CPU dequantiser works in blocks of a layer's rows (~8 K values, docs/CACHEGEN.md),
+ * so a layer of 700 tokens x 37 channels is four blocks, the last one short. Every value against
+ * the definition on every tier; then bad symbols and scales placed in different blocks and
+ * layers: the first one (in index order) is the one reported, and nothing is written. */
+Test(cachegen_quant, dequantise_in_blocks_reports_the_first_bad_value)
+{
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32 };
+    enum { L = 3, T = 700, C = 37, N = L * T * C };
+    const uint32_t bins[L] = { 16, 5, 64 };
+    kvc_context_t *ctx[3];
+    const int nt = tiers(ctx);
+    uint64_t rng = 5;
+    for (size_t di = 0; di < 3; di++)
+        for (int i = 0; i < nt; i++) {
+            const kvc_dtype_t dt = dts[di];
+            void *x = xmalloc(N * esize(dt)), *xh = xmalloc(N * esize(dt));
+            uint8_t *sym = xmalloc(N);
+            float *sc = xmalloc(L * T * 4);
+            fill_values(&rng, dt, x, L, T, C);
+            check_quant(ctx[i], dt, x, L, T, C, bins, sym, sc, xh);
+            const kvc_quant_params_t d = { .dtype = dt, .values = xh, .symbols = sym, .scales = sc, .bins = bins,
+                                           .layers = L, .tokens = T, .channels = C };
+            memset(xh, 0x5A, N * esize(dt));
+            /* 2M + 1 in layer 2 (last block), layer 1 (second block), layer 0 (fourth block) */
+            const size_t at[3] = { (2 * T + 699) * C + 36, (1 * T + 300) * C + 5, (0 * T + 690) * C + 1 };
+            const uint8_t was[3] = { sym[at[0]], sym[at[1]], sym[at[2]] };
+            char want[64];
+            for (int k = 0; k < 3; k++) {
+                sym[at[k]] = (uint8_t)(2 * (bins[at[k] / C / T] / 2 - 1) + 1);
+                cr_assert_eq(kvc_dequantise(ctx[i], &d), KVC_ERR_OUT_OF_RANGE, "%s", kvc_context_isa(ctx[i]));
+                snprintf(want, sizeof(want), "symbols[%zu]", at[k]);
+                cr_assert(strstr(kvc_last_error(), want), "%s: %s, want %s", kvc_context_isa(ctx[i]), kvc_last_error(), want);
+            }
+            for (int k = 0; k < 3; k++) sym[at[k]] = was[k];
+            /* a bad scale after a bad symbol: scales are reported first, the earliest one */
+            sym[5] = 200;
+            sc[2 * T + 600] = NAN;
+            sc[T + 3] = -1.0f;
+            cr_assert_eq(kvc_dequantise(ctx[i], &d), KVC_ERR_INVALID_ARG);
+            snprintf(want, sizeof(want), "scales[%d]", T + 3);
+            cr_assert(strstr(kvc_last_error(), want), "%s, want %s", kvc_last_error(), want);
+            const uint8_t *b = xh;
+            for (size_t k = 0; k < N * esize(dt); k++) cr_assert_eq(b[k], 0x5A, "byte %zu written on error", k);
+            free(x);
+            free(xh);
+            free(sym);
+            free(sc);
+        }
+    destroy_tiers(ctx, nt);
+}
+
 Test(cachegen_quant, default_bins)
 {
     uint32_t b[64];

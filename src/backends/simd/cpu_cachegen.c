@@ -32,7 +32,7 @@ const cg_kernels_t cg_kernels_scalar = {
     .decode = cg_decode_streams_scalar,
     .row_absmax = cg_row_absmax_scalar,
     .quantise_row = cg_quantise_row_scalar,
-    .dequantise_row = cg_dequantise_row_scalar,
+    .dequantise_rows = cg_dequantise_rows_scalar,
 };
 
 const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b)

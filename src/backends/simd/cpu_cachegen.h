@@ -58,6 +58,16 @@ typedef struct cg_quant_row {
     unsigned m;      /* bins/2 - 1 */
 } cg_quant_row_t;
 
+/* Rows of one layer for the dequantiser: row r is in[r * channels ..] to out (same index), scale
+ * scales[r]. Whole blocks per call: per-row calls cost as much as the values of a short row. */
+typedef struct cg_dequant_rows {
+    const uint8_t *in;
+    void *out;
+    const float *scales;
+    size_t rows, channels;
+    unsigned m; /* bins/2 - 1 */
+} cg_dequant_rows_t;
+
 typedef struct cg_kernels {
     /* Streams (layer, c0 .. c0+n-1). */
     void (*encode)(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
@@ -65,7 +75,7 @@ typedef struct cg_kernels {
     /* Largest finite |x| of a row (0 if none). */
     float (*row_absmax)(kvc_dtype_t dtype, const void *x, size_t n);
     void (*quantise_row)(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
-    void (*dequantise_row)(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
+    void (*dequantise_rows)(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 } cg_kernels_t;
 
 extern const cg_kernels_t cg_kernels_scalar;
@@ -80,6 +90,7 @@ const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b);
 float cg_row_absmax_scalar(kvc_dtype_t dtype, const void *x, size_t n);
 void cg_quantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
 void cg_dequantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
+void cg_dequantise_rows_scalar(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 
 /* 1 when some p[i] >= bound (16 bytes at a time with GCC vector extensions: SSE2 / NEON). */
 static inline int cg_any_at_least(const uint8_t *p, size_t n, uint8_t bound)
@@ -94,10 +105,11 @@ static inline int cg_any_at_least(const uint8_t *p, size_t n, uint8_t bound)
         memcpy(&v, p + i, 16);
         hit |= (v16s)(v >= lim);
     }
-    int any = 0;
-    for (unsigned k = 0; k < 16; k++) any |= hit[k];
+    uint64_t h[2]; /* the lanes or'ed as two words: a loop over the 16 lanes extracted each one */
+    memcpy(h, &hit, sizeof(h));
+    int any = (h[0] | h[1]) != 0;
     for (; i < n; i++) any |= p[i] >= bound;
-    return any != 0;
+    return any;
 }
 
 /* Power-of-two factor f applied to both x and scale before M / scale (see cachegen.h). */

@@ -109,21 +109,24 @@ CG_ROW_INLINE void quantise_t(kvc_dtype_t dt, const cg_quant_row_t *r, float sca
     }
 }
 
-CG_ROW_INLINE void dequantise_t(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
+CG_ROW_INLINE void dequantise_t(kvc_dtype_t dt, const cg_dequant_rows_t *r)
 {
-    const float f = cg_prescale(scale);
-    const __m256 step = _mm256_set1_ps(scale * f / (float)r->m), unscale = _mm256_set1_ps(1.0f / f);
     const __m256i vmi = _mm256_set1_epi32((int)r->m);
-    const uint8_t *q = r->in;
-    size_t i = 0;
-    for (; i + 8 <= r->channels; i += 8) {
-        const __m256i s = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + i))), vmi);
-        store8(dt, r->out, i, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), step), unscale));
-    }
-    if (i < r->channels) {
-        const cg_quant_row_t tail = { .in = q + i, .out = (char *)r->out + i * esize(dt), .channels = r->channels - i,
-                                      .m = r->m };
-        cg_dequantise_row_scalar(dt, &tail, scale);
+    const size_t C = r->channels;
+    for (size_t row = 0; row < r->rows; row++) {
+        const float scale = r->scales[row], f = cg_prescale(scale);
+        const __m256 step = _mm256_set1_ps(scale * f / (float)r->m), unscale = _mm256_set1_ps(1.0f / f);
+        const uint8_t *q = r->in + row * C;
+        void *out = (char *)r->out + row * C * esize(dt);
+        size_t i = 0;
+        for (; i + 8 <= C; i += 8) {
+            const __m256i s = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + i))), vmi);
+            store8(dt, out, i, _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(s), step), unscale));
+        }
+        if (i < C) {
+            const cg_quant_row_t tail = { .in = q + i, .out = (char *)out + i * esize(dt), .channels = C - i, .m = r->m };
+            cg_dequantise_row_scalar(dt, &tail, scale);
+        }
     }
 }
 
@@ -145,12 +148,12 @@ static void quantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float sca
     }
 }
 
-static void dequantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
+static void dequantise_rows_avx2(kvc_dtype_t dt, const cg_dequant_rows_t *r)
 {
     switch (dt) {
-    case KVC_DTYPE_F16: dequantise_t(KVC_DTYPE_F16, r, scale); break;
-    case KVC_DTYPE_BF16: dequantise_t(KVC_DTYPE_BF16, r, scale); break;
-    default: dequantise_t(KVC_DTYPE_F32, r, scale); break;
+    case KVC_DTYPE_F16: dequantise_t(KVC_DTYPE_F16, r); break;
+    case KVC_DTYPE_BF16: dequantise_t(KVC_DTYPE_BF16, r); break;
+    default: dequantise_t(KVC_DTYPE_F32, r); break;
     }
 }
 
@@ -159,5 +162,5 @@ const cg_kernels_t cg_kernels_avx2 = {
     .decode = cg_decode_streams_avx2,
     .row_absmax = row_absmax_avx2,
     .quantise_row = quantise_row_avx2,
-    .dequantise_row = dequantise_row_avx2,
+    .dequantise_rows = dequantise_rows_avx2,
 };

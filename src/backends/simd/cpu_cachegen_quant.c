@@ -60,6 +60,16 @@ void cg_dequantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float 
         store_value(dtype, r->out, i, (float)((int)q[i] - (int)r->m) * step * unscale);
 }
 
+void cg_dequantise_rows_scalar(kvc_dtype_t dtype, const cg_dequant_rows_t *r)
+{
+    const size_t es = dtype == KVC_DTYPE_F32 ? 4 : 2;
+    for (size_t i = 0; i < r->rows; i++) {
+        const cg_quant_row_t row = { .in = r->in + i * r->channels, .out = (char *)r->out + i * r->channels * es,
+                                     .channels = r->channels, .m = r->m };
+        cg_dequantise_row_scalar(dtype, &row, r->scales[i]);
+    }
+}
+
 /* ------------------------------------------------------------------ drivers */
 
 static size_t dtype_size(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
@@ -79,23 +89,35 @@ kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
     return KVC_OK;
 }
 
+/* Tokens per dequantise task: blocks of ~8 K values of one layer (one bound, one scan). */
+#define CG_DEQUANT_BLOCK_VALUES 8192u
+
 kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {
     const cg_kernels_t *k = cg_kernels_for(b);
     const size_t T = a->tokens, C = a->channels, rows = a->layers * T, es = dtype_size(a->dtype);
-    /* Validate everything first so nothing is written on error. */
+    const size_t tb = C >= CG_DEQUANT_BLOCK_VALUES ? 1 : CG_DEQUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
+    const size_t tasks = a->layers * nb;
+    /* Validate everything first so nothing is written on error: a block's symbols in one scan
+     * (they share the layer's bound), the exact index only when it finds one. */
     size_t bad_scale = rows, bad_sym = rows * C;
 #pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : bad_scale, bad_sym) \
     if (rows * C >= CG_PARALLEL_MIN)
-    for (size_t row = 0; row < rows; row++) {
-        const float s = a->scales[row];
-        if (!(s >= 0.0f && s < INFINITY) && row < bad_scale) bad_scale = row;
-        const unsigned top = 2 * (a->bins[row / T] / 2 - 1);
-        const uint8_t *q = a->symbols + row * C;
-        if (cg_any_at_least(q, C, (uint8_t)(top + 1)))
-            for (size_t i = 0; i < C; i++)
+    for (size_t j = 0; j < tasks; j++) {
+        const size_t l = j / nb, t0 = j % nb * tb, n = T - t0 < tb ? T - t0 : tb, row0 = l * T + t0;
+        for (size_t r = row0; r < row0 + n; r++) {
+            const float s = a->scales[r];
+            if (!(s >= 0.0f && s < INFINITY)) {
+                if (r < bad_scale) bad_scale = r;
+                break;
+            }
+        }
+        const unsigned top = 2 * (a->bins[l] / 2 - 1);
+        const uint8_t *q = a->symbols + row0 * C;
+        if (cg_any_at_least(q, n * C, (uint8_t)(top + 1)))
+            for (size_t i = 0; i < n * C; i++)
                 if (q[i] > top) {
-                    if (row * C + i < bad_sym) bad_sym = row * C + i;
+                    if (row0 * C + i < bad_sym) bad_sym = row0 * C + i;
                     break;
                 }
     }
@@ -111,10 +133,11 @@ kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a
                                  2 * (a->bins[l] / 2 - 1), a->bins[l]);
     }
 #pragma omp parallel for schedule(static) num_threads(b->num_threads) if (rows * C >= CG_PARALLEL_MIN)
-    for (size_t row = 0; row < rows; row++) {
-        const cg_quant_row_t r = { .in = a->symbols + row * C, .out = (char *)a->values + row * C * es, .channels = C,
-                                   .m = a->bins[row / T] / 2 - 1 };
-        k->dequantise_row(a->dtype, &r, a->scales[row]);
+    for (size_t j = 0; j < tasks; j++) {
+        const size_t l = j / nb, t0 = j % nb * tb, row0 = l * T + t0;
+        const cg_dequant_rows_t r = { .in = a->symbols + row0 * C, .out = (char *)a->values + row0 * C * es, .scales = a->scales + row0,
+                                      .rows = T - t0 < tb ? T - t0 : tb, .channels = C, .m = a->bins[l] / 2 - 1 };
+        k->dequantise_rows(a->dtype, &r);
     }
     return KVC_OK;
 }
