@@ -620,6 +620,58 @@ Test(codec, inspect_rejects_what_decode_rejects)
     kvc_context_destroy(ctx);
 }
 
+/* The container's scale check works on the bit patterns (docs/FORMAT.md: finite and >= 0, -0
+ * included): every fp16 and bf16 pattern, in the first scale (the vector loop) and the last (the
+ * tail: 164 scales), and fp32 boundaries and random patterns, judged by inspect as their value
+ * says (the oracle converts with the test's own reference and compares as a float). */
+static int scale_ok(kvc_dtype_t dt, uint32_t bits)
+{
+    float f;
+    if (dt == KVC_DTYPE_F32) memcpy(&f, &bits, 4);
+    else f = dt == KVC_DTYPE_F16 ? ref_f16_to_f32((uint16_t)bits) : ref_bf16_to_f32((uint16_t)bits);
+    return f >= 0.0f && f < INFINITY;
+}
+
+Test(codec, every_scale_bit_pattern_is_judged_by_its_value)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32 };
+    static float kv[2 * 2 * 41 * 4];
+    uint64_t seed = 3;
+    for (int d = 0; d < 3; d++) {
+        const kvc_dtype_t dt = dts[d];
+        const size_t es = dt == KVC_DTYPE_F32 ? 4 : 2, nscales = 2 * 2 * 41;
+        synth(kv, dt, sizeof(kv) / 4, 5);
+        const kvc_codec_params_t p = params_for(dt, 2, 41, 2, 2);
+        uint8_t *good, *bad;
+        size_t len, off[5];
+        cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &good, &len), KVC_OK, "%s", kvc_last_error());
+        sections(good, off);
+        cr_assert_eq(rd32(good + off[1] + 8), nscales * es);
+        bad = malloc(len);
+        const size_t at[2] = { 0, nscales - 1 };
+        kvc_codec_info_t info;
+        for (int j = 0; j < 2; j++)
+            for (uint64_t n = 0; n < (dt == KVC_DTYPE_F32 ? 3000u : 65536u); n++) {
+                static const uint32_t edge[] = { 0, 1, 0x3F800000u, 0x7F7FFFFFu, 0x7F800000u, 0x7F800001u, 0x7FC00000u,
+                                                 0x7FFFFFFFu, 0x80000000u, 0x80000001u, 0xBF800000u, 0xFF800000u, 0xFFFFFFFFu };
+                uint32_t bits = (uint32_t)n;
+                if (dt == KVC_DTYPE_F32) {
+                    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                    bits = n < sizeof(edge) / 4 ? edge[n] : (uint32_t)(seed >> 32);
+                }
+                memcpy(bad, good, len);
+                for (size_t b = 0; b < es; b++) bad[off[1] + 16 + at[j] * es + b] = (uint8_t)(bits >> (8 * b));
+                reseal(bad, off[1]);
+                const kvc_status_t want = scale_ok(dt, bits) ? KVC_OK : KVC_ERR_CORRUPT;
+                cr_assert_eq(kvc_codec_inspect(bad, len, &info), want, "dtype %d scale %zu = 0x%x", dt, at[j], bits);
+            }
+        free(bad);
+        kvc_codec_free(good);
+    }
+    kvc_context_destroy(ctx);
+}
+
 /* Random bytes in the coded sections, resealed so they reach the decoders: never out of bounds
  * (ASan builds check that), and either rejected or decoded to finite values. */
 Test(codec, resealed_garbage_stays_in_bounds)
@@ -1700,6 +1752,76 @@ Test(container, bit_reader_and_rice_codes_round_trip)
             const size_t end = i + 1 < N ? at[i + 1] : w.bits;
             cr_assert_gt(end, 8 * cut, "cut %zu: field %d (bits %zu..%zu) overran", cut, i, at[i], end);
         }
+        free(copy);
+    }
+    free(buf);
+#undef NEXT
+}
+
+/* kvc_rice_get_run (the container's CDF rows: a run of codes with one k after a few raw fields):
+ * runs of 0-40 codes, k 0-31, escapes and long prefixes among short codes, behind raw fields of
+ * 0-12 bits so every bit phase occurs, against the written values, their sum and the position
+ * after each run; on cut buffers every run that fits reads back and the first that does not sets
+ * overrun. */
+Test(container, rice_runs_read_like_single_codes)
+{
+    enum { RUNS = 700, MAXN = 40 };
+    static uint32_t val[RUNS][MAXN], got[MAXN];
+    static unsigned k_of[RUNS], n_of[RUNS], raw_w[RUNS];
+    static uint64_t raw[RUNS];
+    static size_t end_at[RUNS];
+    uint64_t seed = 99;
+#define NEXT() (seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 11)
+    kvc_bitwriter_t w = { NULL, 0, 0 };
+    uint8_t *buf = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) {
+            buf = calloc((w.bits + 7) / 8, 1);
+            w = (kvc_bitwriter_t){ buf, (w.bits + 7) / 8, 0 };
+        }
+        seed = 99;
+        for (int r = 0; r < RUNS; r++) {
+            raw_w[r] = (unsigned)(NEXT() % 13);
+            raw[r] = NEXT() & ((1ull << raw_w[r]) - 1);
+            kvc_bw_put(&w, raw[r], raw_w[r]);
+            k_of[r] = (unsigned)(NEXT() % 32);
+            n_of[r] = (unsigned)(NEXT() % (MAXN + 1));
+            for (unsigned i = 0; i < n_of[r]; i++) {
+                const unsigned kind = (unsigned)(NEXT() % 16);
+                const unsigned q = kind == 0 ? 20 + (unsigned)(NEXT() % 10) : kind == 1 ? (unsigned)(NEXT() % 24) : (unsigned)(NEXT() % 3);
+                uint32_t v = (uint32_t)((uint64_t)q << k_of[r] | (NEXT() & ((1ull << k_of[r]) - 1)));
+                if (kind == 2) v = (uint32_t)NEXT();
+                val[r][i] = v;
+                kvc_rice_put(&w, v, k_of[r]);
+            }
+            end_at[r] = w.bits;
+        }
+    }
+    const size_t bytes = (w.bits + 7) / 8;
+    for (size_t cut = bytes; cut + 48 >= bytes && cut > 0; cut--) {
+        uint8_t *copy = malloc(cut);
+        memcpy(copy, buf, cut);
+        kvc_bitreader_t r = { copy, cut, 0, 0 };
+        int run = 0;
+        for (; run < RUNS; run++) {
+            const uint64_t f = kvc_br_get(&r, raw_w[run]);
+            const uint64_t sum = kvc_rice_get_run(&r, k_of[run], n_of[run], got);
+            if (end_at[run] > 8 * cut) {
+                cr_assert(r.overrun, "cut %zu: run %d ends at bit %zu past the cut, no overrun", cut, run, end_at[run]);
+                break;
+            }
+            cr_assert(!r.overrun, "cut %zu run %d: overrun", cut, run);
+            cr_assert_eq(f, raw[run], "cut %zu run %d: raw field", cut, run);
+            uint64_t want = 0;
+            for (unsigned i = 0; i < n_of[run]; i++) {
+                cr_assert_eq(got[i], val[run][i], "cut %zu run %d (k %u) code %u: %u, written %u", cut, run, k_of[run], i, got[i],
+                             val[run][i]);
+                want += val[run][i];
+            }
+            cr_assert_eq(sum, want, "cut %zu run %d: sum", cut, run);
+            cr_assert_eq(r.pos, end_at[run], "cut %zu run %d: at bit %zu, the run ends at %zu", cut, run, r.pos, end_at[run]);
+        }
+        cr_assert_eq(run == RUNS, cut == bytes, "cut %zu of %zu: %d runs read", cut, bytes, run);
         free(copy);
     }
     free(buf);

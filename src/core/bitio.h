@@ -107,4 +107,41 @@ static inline uint32_t kvc_rice_get(kvc_bitreader_t *r, unsigned k)
     return (q << k) | (uint32_t)(k ? kvc_br_get(r, k) : 0);
 }
 
+/* n Rice codes with the same k into out, as n kvc_rice_get calls; returns their sum. The codes are
+ * cut from one 8-byte load while they fit in it (a load per code put the load's latency into the
+ * chain from one code's length to the next code's position). */
+static inline uint64_t kvc_rice_get_run(kvc_bitreader_t *r, unsigned k, unsigned n, uint32_t *out)
+{
+    uint64_t sum = 0, w;
+    unsigned i = 0;
+    while (i < n && kvc_br_peek57(r, &w)) {
+        const unsigned valid = 64u - (unsigned)(r->pos & 7); /* w's bits from the load; zeros below */
+        unsigned used = 0;
+        for (; i < n; i++) {
+            const uint64_t v = w << used; /* used < valid <= 64 */
+            /* zeros past valid end a prefix there: q <= valid - used */
+            const unsigned q = (unsigned)__builtin_clzll(~v | 1), len = q + 1 + k;
+            if (q >= KVC_RICE_ESCAPE || used + len > valid) break;
+            const uint32_t x = (uint32_t)(q << k) | (k ? (uint32_t)(v << (q + 1) >> (64 - k)) : 0u);
+            out[i] = x;
+            sum += x;
+            used += len;
+            if (used >= valid) { /* next code starts past w */
+                i++;
+                break;
+            }
+        }
+        r->pos += used;
+        if (!used && i < n) { /* an escape, or a prefix longer than w holds: the slow way */
+            out[i] = kvc_rice_get(r, k);
+            sum += out[i++];
+        }
+    }
+    for (; i < n; i++) {
+        out[i] = kvc_rice_get(r, k);
+        sum += out[i];
+    }
+    return sum;
+}
+
 #endif

@@ -112,6 +112,42 @@ static kvc_status_t counts_section(const kvc_container_t *c, uint64_t nstreams, 
     return failed ? kvc_error(KVC_ERR_NO_MEMORY, "container: no memory for the coded CDF") : KVC_OK;
 }
 
+/* 1 when some scale of the SCALES section (n bytes of dtype, little-endian) is not finite and >= 0:
+ * the valid bit patterns are those below +inf's, and -0. 8 at a time with GCC vector extensions. */
+static int scales_bad(const uint8_t *p, size_t n, kvc_dtype_t dtype)
+{
+    if (dtype == KVC_DTYPE_F32) {
+        int bad = 0;
+        for (size_t i = 0; i + 4 <= n; i += 4) {
+            uint32_t u; /* host order, as the element loop reads them */
+            memcpy(&u, p + i, 4);
+            bad |= u >= 0x7F800000u && u != 0x80000000u;
+        }
+        return bad;
+    }
+    typedef uint16_t v8u __attribute__((vector_size(16)));
+    typedef int16_t v8s __attribute__((vector_size(16)));
+    const uint16_t inf = dtype == KVC_DTYPE_F16 ? 0x7C00u : 0x7F80u;
+    const v8u lim = (v8u){ 0 } + inf, mzero = (v8u){ 0 } + 0x8000u;
+    v8s hit = { 0 };
+    size_t i = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; i + 16 <= n; i += 16) {
+        v8u v;
+        memcpy(&v, p + i, 16);
+        hit |= (v8s)(v >= lim) & (v8s)(v != mzero);
+    }
+#endif
+    uint64_t h[2];
+    memcpy(h, &hit, sizeof(h));
+    int bad = (h[0] | h[1]) != 0;
+    for (; i + 2 <= n; i += 2) {
+        const uint16_t u = (uint16_t)get_u16(p + i);
+        bad |= u >= inf && u != 0x8000u;
+    }
+    return bad;
+}
+
 static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c, uint64_t nstreams)
 {
     kvc_bitreader_t r = { p, len, 0, 0 };
@@ -121,11 +157,7 @@ static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c,
         if (hi >= c->cdf_bins || lo > hi || k > 31)
             return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu has symbol range [%u, %u] for %u bins",
                              (unsigned long long)st, lo, hi, c->cdf_bins);
-        uint64_t sum = 0;
-        for (unsigned s = lo; s < hi; s++) {
-            cnt[s] = kvc_rice_get(&r, k);
-            sum += cnt[s];
-        }
+        const uint64_t sum = kvc_rice_get_run(&r, k, hi - lo, cnt + lo);
         if (r.overrun) return kvc_error(KVC_ERR_CORRUPT, "container CDF section is truncated at stream %llu", (unsigned long long)st);
         if (sum > c->num_tokens)
             return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu counts %llu symbols for %u tokens",
@@ -412,14 +444,16 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
     if (n != kvc_container_num_scales(c) * dtype_bytes(c->dtype))
         return kvc_error(KVC_ERR_CORRUPT, "container SCALES section has %zu bytes for %llu scales", n,
                          (unsigned long long)kvc_container_num_scales(c));
-    /* The quantiser's per-row max-abs: finite and >= 0 (-0 included). */
-    for (size_t i = 0; i < n / dtype_bytes(c->dtype); i++) {
-        float f;
-        if (c->dtype == KVC_DTYPE_F32) memcpy(&f, p + 4 * i, 4);
-        else f = c->dtype == KVC_DTYPE_F16 ? kvc_f16_to_f32((uint16_t)get_u16(p + 2 * i)) : kvc_bf16_to_f32((uint16_t)get_u16(p + 2 * i));
-        if (!(f >= 0.0f) || f == INFINITY)
-            return kvc_error(KVC_ERR_CORRUPT, "container scale %zu is %g (must be finite and >= 0)", i, (double)f);
-    }
+    /* The quantiser's per-row max-abs: finite and >= 0 (-0 included). Checked on the bits first
+     * (a float compare a scale was 2-3 % of a decode), then element by element for the message. */
+    if (scales_bad(p, n, c->dtype))
+        for (size_t i = 0; i < n / dtype_bytes(c->dtype); i++) {
+            float f;
+            if (c->dtype == KVC_DTYPE_F32) memcpy(&f, p + 4 * i, 4);
+            else f = c->dtype == KVC_DTYPE_F16 ? kvc_f16_to_f32((uint16_t)get_u16(p + 2 * i)) : kvc_bf16_to_f32((uint16_t)get_u16(p + 2 * i));
+            if (!(f >= 0.0f) || f == INFINITY)
+                return kvc_error(KVC_ERR_CORRUPT, "container scale %zu is %g (must be finite and >= 0)", i, (double)f);
+        }
     c->scales = p;
     c->scales_bytes = n;
 
