@@ -1211,6 +1211,7 @@ Test(cachegen_quant, dequantise_in_blocks_reports_the_first_bad_value)
             }
             for (int k = 0; k < 3; k++) sym[at[k]] = was[k];
             /* a bad scale after a bad symbol: scales are reported first, the earliest one */
+            const uint8_t was5 = sym[5];
             sym[5] = 200;
             sc[2 * T + 600] = NAN;
             sc[T + 3] = -1.0f;
@@ -1219,6 +1220,21 @@ Test(cachegen_quant, dequantise_in_blocks_reports_the_first_bad_value)
             cr_assert(strstr(kvc_last_error(), want), "%s, want %s", kvc_last_error(), want);
             const uint8_t *b = xh;
             for (size_t k = 0; k < N * esize(dt); k++) cr_assert_eq(b[k], 0x5A, "byte %zu written on error", k);
+            sym[5] = was5;
+            sc[2 * T + 600] = sc[T + 3] = 1.0f;
+            /* scales are judged on their bits (-0 and the largest finite are fine), in a block's
+             * 4-wide body (row T + 3) and its tail (row 220, the last of a 221-row block) */
+            static const uint32_t pat[] = { 0x80000000u, 0x7F7FFFFFu, 0x00000001u, 0x7F800000u, 0xFF800000u,
+                                            0x7FC00000u, 0xFFC00001u, 0x80000001u, 0xBF800000u };
+            const size_t rows_at[2] = { T + 3, 220 };
+            for (size_t pi = 0; pi < sizeof(pat) / sizeof(pat[0]); pi++)
+                for (int ri = 0; ri < 2; ri++) {
+                    const float keep = sc[rows_at[ri]];
+                    memcpy(&sc[rows_at[ri]], &pat[pi], 4);
+                    cr_assert_eq(kvc_dequantise(ctx[i], &d), pi < 3 ? KVC_OK : KVC_ERR_INVALID_ARG, "scale bits 0x%08x at row %zu",
+                                 pat[pi], rows_at[ri]);
+                    sc[rows_at[ri]] = keep;
+                }
             free(x);
             free(xh);
             free(sym);
