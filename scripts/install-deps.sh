@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Install what kvcore needs on Debian (run as root); packages already present are left alone.
 #   install-deps.sh --lean   the library, the kvcore tool and its demo: compiler, autotools, hwloc,
-#                            SLEEF, zlib (a few hundred MB less, minutes faster)
+#                            SLEEF, zlib, libdeflate (a few hundred MB less, minutes faster)
 #   install-deps.sh [--test] also what `make check` uses: Criterion, hipcc and clang (the HIP module
 #                            and its checks), valgrind, strace, cmake, python3 and man-db for the packaging
 #                            checks, numpy, pytest, torch (~80 MB) and hypothesis for the Python
@@ -18,7 +18,7 @@
 # lists' lock of apt-get update (which that option does not cover) by retrying while apt says
 # "Could not get lock".
 set -eu
-lean="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev"
+lean="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev libdeflate-dev"
 test_only="libcriterion-dev hipcc clang libclang-rt-14-dev valgrind strace cmake python3 man-db \
 python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy lmod tcl bash-completion"
 mode=test

@@ -219,7 +219,7 @@ def check_spack(tap, srcdir, opts):
     for n, a, k in calls:
         if n == "depends_on":
             deps.setdefault(a[0], []).append(k)
-    want = {"hwloc@2:+pci": None, "sleef": None, "zlib-api": None, "pkgconfig": "build",
+    want = {"hwloc@2:+pci": None, "sleef": None, "zlib-api": None, "libdeflate": None, "pkgconfig": "build",
             "autoconf": "build", "automake": "build", "libtool": "build", "m4": "build"}
     bad = [d for d, t in want.items() if d not in deps or deps[d][0].get("type") != t]
     tap.check(not bad, "spack: dependencies and their types", "missing or wrong type: %s" % bad)
@@ -235,7 +235,7 @@ def check_spack(tap, srcdir, opts):
     tests = sorted(n for n in vars(cls) if n.startswith("test_"))
     tap.check({"test_version", "test_demo", "test_python"} <= set(tests), "spack: stand-alone tests %s" % tests)
 
-    hidden = ["--without-criterion", "--disable-fuzzers"]
+    hidden = ["--without-criterion", "--disable-fuzzers", "--with-libdeflate"]
     specs = [
         ("default (~cuda ~rocm +openmp ~python)", ["openmp"], {},
          hidden + ["--without-cuda", "--without-hip", "--enable-openmp", "--disable-python"], []),
@@ -296,7 +296,7 @@ def check_easybuild(tap, srcdir, opts, version):
         tap.check(ec.get("version") == version, "easybuild %s: version is VERSION's (%s)" % (base, version),
                   ec.get("version"))
         deps = {d[0]: d for d in ec.get("dependencies", [])}
-        missing = [d for d in ("hwloc", "SLEEF", "zlib", "Python") if d not in deps]
+        missing = [d for d in ("hwloc", "SLEEF", "zlib", "libdeflate", "Python") if d not in deps]
         tap.check(not missing, "easybuild %s: dependencies" % base, missing)
         sleef = shipped.get("SLEEF", {})
         tap.check("SLEEF" in deps and deps["SLEEF"][1] == sleef.get("version") and
@@ -307,7 +307,7 @@ def check_easybuild(tap, srcdir, opts, version):
         unknown = [o for o in used if option_key(o) not in opts]
         tap.check(used and not unknown, "easybuild %s: every option in configopts exists in configure --help" % base,
                   unknown or "no options")
-        hidden = [o for o in ("--without-criterion", "--disable-fuzzers", "--enable-python") if o not in used]
+        hidden = [o for o in ("--without-criterion", "--disable-fuzzers", "--with-libdeflate", "--enable-python") if o not in used]
         tap.check(not hidden and "PYTHON=$EBROOTPYTHON/bin/python3" in configopts,
                   "easybuild %s: no undeclared Criterion/libFuzzer, the Python dependency's interpreter" % base,
                   hidden)

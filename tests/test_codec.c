@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen codec and .kvc container: round trips on real KV data with the quantiser's error bound,
  * LMCache-compatible streams, byte-exact re-encode, and every corruption rejected with its status. */
+#include "config.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include "test_util.h"
 #include "container_edit.h"
 #include "core/bitio.h"
+#include "core/checksum.h"
 
 /* Real K/V of stories260K: [5 layers, 512 tokens, 4 heads, 8] fp16 each, stacked to KV_2LTD. */
 static uint16_t *real_kv(size_t *nl, size_t *t, size_t *nh, size_t *hs)
@@ -1697,6 +1700,32 @@ static uint64_t oracle_bits(const uint8_t *buf, size_t pos, unsigned n)
     uint64_t v = 0;
     for (unsigned i = 0; i < n; i++, pos++) v = v << 1 | (uint64_t)(buf[pos >> 3] >> (7 - (pos & 7)) & 1);
     return v;
+}
+
+/* The container's checksum (core/checksum.h: libdeflate's CRC-32 where configure found it) is
+ * zlib's crc32, the one docs/FORMAT.md names: every length 0-300 and powers of two to 1 MiB,
+ * at 8 alignments, and checksums of pieces joined equal the whole's. */
+Test(container, checksum_is_zlibs_crc32)
+{
+    enum { N = (1 << 20) + 64 };
+    uint8_t *buf = malloc(N);
+    uint64_t seed = 5;
+    for (size_t i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        buf[i] = (uint8_t)(seed >> 56);
+    }
+    for (size_t off = 0; off < 8; off++) {
+        for (size_t n = 0; n <= 300; n++)
+            cr_assert_eq(kvc_crc32(buf + off, n), (uint32_t)crc32(0, buf + off, (uInt)n), "offset %zu length %zu", off, n);
+        for (size_t n = 512; n <= (1u << 20); n *= 2) {
+            const uint32_t whole = (uint32_t)crc32(0, buf + off, (uInt)n);
+            cr_assert_eq(kvc_crc32(buf + off, n), whole, "offset %zu length %zu", off, n);
+            const size_t a = n / 3 + off;
+            cr_assert_eq(kvc_crc32_combine(kvc_crc32(buf + off, a), kvc_crc32(buf + off + a, n - a), n - a), whole,
+                         "offset %zu length %zu split at %zu", off, n, a);
+        }
+    }
+    free(buf);
 }
 
 Test(container, bit_reader_and_rice_codes_round_trip)

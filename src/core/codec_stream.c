@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include <kvcore/codec.h>
 #include <kvcore/context.h>
@@ -16,6 +15,7 @@
 #include <omp.h>
 #endif
 
+#include "checksum.h"
 #include "common/checked.h"
 #include "container.h"
 #include "log.h"
@@ -193,7 +193,7 @@ static kvc_status_t read_container(kvc_codec_bytes_read_fn read, void *user, siz
         return kvc_error(KVC_ERR_CORRUPT, "codec stream: %s after %zu chunks (%zu of %d header bytes)",
                          got ? "truncated container header" : "empty stream", index, got, KVC_CONTAINER_HEADER_BYTES);
     /* The total size decides an allocation: trust it only from a header that checks out. */
-    if (memcmp(hdr, KVC_CONTAINER_MAGIC, 8) != 0 || (uint32_t)crc32_z(crc32_z(0L, Z_NULL, 0), hdr, 44) != le32(hdr + 44))
+    if (memcmp(hdr, KVC_CONTAINER_MAGIC, 8) != 0 || kvc_crc32(hdr, 44) != le32(hdr + 44))
         return kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu has no valid container header (magic or CRC)", index);
     const uint64_t total = le64(hdr + 24);
     if (total < KVC_CONTAINER_HEADER_BYTES || total > SIZE_MAX / 2)

@@ -6,9 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "bitio.h"
+#include "checksum.h"
 #include "common/checked.h"
 #include "common/half.h"
 #include "container.h"
@@ -21,7 +21,7 @@ static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)
 static uint32_t get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
-static uint32_t crc(const uint8_t *p, size_t n) { return (uint32_t)crc32_z(crc32_z(0L, Z_NULL, 0), p, n); }
+static uint32_t crc(const uint8_t *p, size_t n) { return kvc_crc32(p, n); }
 
 
 static size_t dtype_bytes(uint8_t dt) { return dt == KVC_DTYPE_F32 ? 4 : (dt == KVC_DTYPE_F16 || dt == KVC_DTYPE_BF16) ? 2 : 0; }
@@ -231,7 +231,7 @@ static uint8_t *section(uint8_t *p, uint32_t type, const uint8_t *payload, size_
 }
 
 /* memcpy + CRC-32 of the copy, in one piece per thread above 1 MiB (the streams of a 7B-class
- * chunk are ~8 MB), the pieces' CRCs joined with crc32_combine. */
+ * chunk are ~8 MB), the pieces' CRCs joined (kvc_crc32_combine). */
 static uint32_t copy_crc(uint8_t *dst, const uint8_t *src, size_t n, int threads)
 {
     const int parts = threads > 1 && n > (1u << 20) ? (threads < 16 ? threads : 16) : 1;
@@ -244,7 +244,7 @@ static uint32_t copy_crc(uint8_t *dst, const uint8_t *src, size_t n, int threads
     }
     uint32_t sum = sums[0];
     for (int i = 1; i < parts; i++)
-        sum = (uint32_t)crc32_combine(sum, sums[i], (z_off_t)(n * (size_t)(i + 1) / (size_t)parts - n * (size_t)i / (size_t)parts));
+        sum = kvc_crc32_combine(sum, sums[i], n * (size_t)(i + 1) / (size_t)parts - n * (size_t)i / (size_t)parts);
     return sum;
 }
 

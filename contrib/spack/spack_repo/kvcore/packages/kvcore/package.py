@@ -49,6 +49,8 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     depends_on("hwloc@2:+pci")
     depends_on("sleef")
     depends_on("zlib-api")
+    # The container's CRC-32 (zlib's checksum, computed with carry-less multiplies).
+    depends_on("libdeflate")
 
     with when("+python"):
         extends("python")
@@ -61,7 +63,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
         spec = self.spec
         # The C test suite needs Criterion (no Spack package) and `make fuzz` needs clang's
         # libFuzzer: neither is a dependency, so configure must not pick them up from the system.
-        args = ["--without-criterion", "--disable-fuzzers"]
+        args = ["--without-criterion", "--disable-fuzzers", "--with-libdeflate"]
         args.extend(self.enable_or_disable("openmp"))
         args.extend(self.enable_or_disable("python"))
         if spec.satisfies("+python"):
