@@ -8,6 +8,11 @@
 #include <string.h>
 
 #include <kvcore/cachegen.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#elif defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 
 #include "cpu_backend.h"
 
@@ -81,6 +86,8 @@ typedef struct cg_kernels {
 extern const cg_kernels_t cg_kernels_scalar;
 #ifdef KVC_HAVE_X86_SIMD
 extern const cg_kernels_t cg_kernels_avx2; /* cpu_cachegen_avx2.c, the avx2 tier's flags */
+extern const cg_kernels_t cg_kernels_avx512; /* the AVX2 kernels but the dequantiser rows: */
+void cg_dequantise_rows_avx512(kvc_dtype_t dtype, const cg_dequant_rows_t *r); /* cpu_cachegen_avx512.c */
 #endif
 
 /* The kernels for the context's ISA tier. */
@@ -92,22 +99,28 @@ void cg_quantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float sc
 void cg_dequantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
 void cg_dequantise_rows_scalar(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 
-/* 1 when some p[i] >= bound (16 bytes at a time with GCC vector extensions: SSE2 / NEON). */
+/* 1 when some p[i] >= bound: running byte maxima (one instruction per 16 bytes: SSE2 / NEON),
+ * compared once; the portable loop elsewhere. */
 static inline int cg_any_at_least(const uint8_t *p, size_t n, uint8_t bound)
 {
-    typedef uint8_t v16u __attribute__((vector_size(16)));
-    typedef int8_t v16s __attribute__((vector_size(16)));
-    const v16u lim = (v16u){ 0 } + bound;
-    v16s hit = { 0 };
     size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        v16u v;
-        memcpy(&v, p + i, 16);
-        hit |= (v16s)(v >= lim);
+    int any = 0;
+#if defined(__SSE2__)
+    __m128i m0 = _mm_setzero_si128(), m1 = m0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm_max_epu8(m0, _mm_loadu_si128((const __m128i *)(const void *)(p + i)));
+        m1 = _mm_max_epu8(m1, _mm_loadu_si128((const __m128i *)(const void *)(p + i + 16)));
     }
-    uint64_t h[2]; /* the lanes or'ed as two words: a loop over the 16 lanes extracted each one */
-    memcpy(h, &hit, sizeof(h));
-    int any = (h[0] | h[1]) != 0;
+    m0 = _mm_max_epu8(m0, m1);
+    if (i) any = _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(m0, _mm_set1_epi8((char)bound)), m0)) != 0; /* some m0 >= bound */
+#elif defined(__ARM_NEON)
+    uint8x16_t m0 = vdupq_n_u8(0), m1 = m0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = vmaxq_u8(m0, vld1q_u8(p + i));
+        m1 = vmaxq_u8(m1, vld1q_u8(p + i + 16));
+    }
+    if (i) any = vmaxvq_u8(vmaxq_u8(m0, m1)) >= bound;
+#endif
     for (; i < n; i++) any |= p[i] >= bound;
     return any;
 }
