@@ -38,6 +38,7 @@ const cg_kernels_t cg_kernels_scalar = {
 const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b)
 {
 #ifdef KVC_HAVE_X86_SIMD
+    if (b->isa >= KVC_ISA_AVX512) return &cg_kernels_avx512;
     if (b->isa >= KVC_ISA_AVX2) return &cg_kernels_avx2;
 #else
     (void)b;

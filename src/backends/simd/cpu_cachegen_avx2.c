@@ -164,3 +164,12 @@ const cg_kernels_t cg_kernels_avx2 = {
     .quantise_row = quantise_row_avx2,
     .dequantise_rows = dequantise_rows_avx2,
 };
+
+/* The AVX-512 tier: these kernels, and 16-lane dequantiser rows with masked tails. */
+const cg_kernels_t cg_kernels_avx512 = {
+    .encode = cg_encode_streams_avx2,
+    .decode = cg_decode_streams_avx2,
+    .row_absmax = row_absmax_avx2,
+    .quantise_row = quantise_row_avx2,
+    .dequantise_rows = cg_dequantise_rows_avx512,
+};

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* The AVX-512 tier's dequantiser rows (the tier's other CacheGen kernels are the AVX2 ones,
+ * cpu_cachegen_avx2.c): 16 values a step, a row's last values through masked loads and stores
+ * instead of the scalar tail. The same operations as the scalar rows (cpu_cachegen_quant.c):
+ * (q - M) * step * (1 / f) in fp32, rounded to nearest even into the dtype. */
+#include "config.h"
+
+#include <immintrin.h>
+
+#include "cpu_cachegen.h"
+
+#define ROW_INLINE static inline __attribute__((always_inline))
+
+/* bf16 by integer rounding of the bit pattern (the values come from dequantisation, never NaN). */
+ROW_INLINE void store16(kvc_dtype_t dt, void *x, size_t i, __m512 v, __mmask16 k)
+{
+    switch (dt) {
+    case KVC_DTYPE_F16: _mm256_mask_storeu_epi16((uint16_t *)x + i, k, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); break;
+    case KVC_DTYPE_BF16: {
+        const __m512i u = _mm512_castps_si512(v);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+        const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+        _mm256_mask_storeu_epi16((uint16_t *)x + i, k, _mm512_cvtepi32_epi16(r));
+        break;
+    }
+    default: _mm512_mask_storeu_ps((float *)x + i, k, v); break;
+    }
+}
+
+ROW_INLINE void dequantise_t(kvc_dtype_t dt, const cg_dequant_rows_t *r)
+{
+    const size_t C = r->channels, es = dt == KVC_DTYPE_F32 ? 4 : 2;
+    const __m512i vmi = _mm512_set1_epi32((int)r->m);
+    const __mmask16 tail = (__mmask16)((1u << (C % 16)) - 1);
+    for (size_t row = 0; row < r->rows; row++) {
+        const float scale = r->scales[row], f = cg_prescale(scale);
+        const __m512 step = _mm512_set1_ps(scale * f / (float)r->m), unscale = _mm512_set1_ps(1.0f / f);
+        const uint8_t *q = r->in + row * C;
+        void *out = (char *)r->out + row * C * es;
+        size_t i = 0;
+        for (; i + 16 <= C; i += 16) {
+            const __m512i s = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(q + i))), vmi);
+            store16(dt, out, i, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), step), unscale), (__mmask16)0xFFFF);
+        }
+        if (tail) {
+            const __m512i s = _mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(tail, q + i)), vmi);
+            store16(dt, out, i, _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s), step), unscale), tail);
+        }
+    }
+}
+
+void cg_dequantise_rows_avx512(kvc_dtype_t dt, const cg_dequant_rows_t *r)
+{
+    switch (dt) {
+    case KVC_DTYPE_F16: dequantise_t(KVC_DTYPE_F16, r); break;
+    case KVC_DTYPE_BF16: dequantise_t(KVC_DTYPE_BF16, r); break;
+    default: dequantise_t(KVC_DTYPE_F32, r); break;
+    }
+}
