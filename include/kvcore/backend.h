@@ -237,24 +237,28 @@ struct kvc_quant_args {
 /* Arguments of the rans_encode / rans_decode slots: one window of the codec's rANS streams
  * (format 1.2, docs/FORMAT.md "rANS streams"), filled by the core, host memory. Stream k of the
  * window is (layer k / G, channels [8 (k mod G), +8)), G = ceil(channels / 8); cum holds each
- * channel's frequency table ([layers, channels, num_bins + 1], kvc_rans_cum_from_counts). */
+ * channel's frequency table ([layers, channels, num_bins + 1], kvc_rans_cum_from_counts). The core
+ * calls these two slots of the CPU backend's table only (a GPU context keeps it too), never a
+ * module's: layer_stride, added after them, changed no module's contract. */
 struct kvc_rans_encode_args {
-    const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins */
+    const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins; layer l at symbols + l * layer_stride */
     const uint16_t *cum;
     uint8_t *streams;       /* out: stream k at streams + k * capacity */
     int32_t *lengths;       /* out: [layers * G] */
     size_t layers, tokens, channels;
     size_t capacity;        /* >= 32 + 16 * tokens (a full group's bound) */
     unsigned num_bins;
+    size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is coded in place */
 };
 
 struct kvc_rans_decode_args {
     const uint8_t *bytes;   /* the window's streams, back to back */
     const int64_t *ends;    /* [layers * G]: end offset of each stream in bytes (non-decreasing) */
     const uint16_t *cum;
-    uint8_t *symbols;       /* out: [layers, tokens, channels] */
+    uint8_t *symbols;       /* out: [layers, tokens, channels]; layer l at symbols + l * layer_stride */
     size_t layers, tokens, channels;
     unsigned num_bins;
+    size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is decoded in place */
 };
 
 /* ---------------------------------------------------------------- RoPE (rope.h) */

@@ -297,21 +297,23 @@ static void rans_ops(kvc_context_t *ctx, const kvc_backend_ops_t **ops, kvc_back
     *b = ctx->cpu_bctx ? ctx->cpu_bctx : ctx->bctx;
 }
 
-/* One window [L, tw, C] of symbols to L * ceil(C / 8) rANS streams, stream k at streams + k * cap. */
-static kvc_status_t rans_encode_window(kvc_context_t *ctx, const uint8_t *sym, size_t L, size_t tw, size_t C, const uint16_t *cum,
-                                       unsigned B, uint8_t *streams, size_t cap, int32_t *lens)
+/* One window [L, tw, C] of symbols (layer l at sym + l * stride: the chunk's own symbols, no window
+ * copy) to L * ceil(C / 8) rANS streams, stream k at streams + k * cap. */
+static kvc_status_t rans_encode_window(kvc_context_t *ctx, const uint8_t *sym, size_t stride, size_t L, size_t tw, size_t C,
+                                       const uint16_t *cum, unsigned B, uint8_t *streams, size_t cap, int32_t *lens)
 {
     const kvc_backend_ops_t *ops;
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_encode_args a = { .symbols = sym, .cum = cum, .streams = streams, .lengths = lens, .layers = L,
-                                            .tokens = tw, .channels = C, .capacity = cap, .num_bins = B };
+                                            .tokens = tw, .channels = C, .capacity = cap, .num_bins = B, .layer_stride = stride };
     return ops->rans_encode(b, &a);
 }
 
-/* The inverse: the window's streams (lengths wl[L * G], packed from bytes) into sym [L, tw, C]. */
+/* The inverse: the window's streams (lengths wl[L * G], packed from bytes) into sym [L, tw, C]
+ * (layer l at sym + l * stride). */
 static kvc_status_t rans_decode_window(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t L,
-                                       size_t tw, size_t C, const uint16_t *cum, unsigned B, uint8_t *sym)
+                                       size_t tw, size_t C, const uint16_t *cum, unsigned B, uint8_t *sym, size_t stride)
 {
     int64_t sum = 0;
     for (size_t k = 0; k < L * kvc_rans_groups(C); k++) ends[k] = sum += wl[k];
@@ -319,7 +321,7 @@ static kvc_status_t rans_decode_window(kvc_context_t *ctx, const uint8_t *bytes,
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .cum = cum, .symbols = sym, .layers = L, .tokens = tw,
-                                            .channels = C, .num_bins = B };
+                                            .channels = C, .num_bins = B, .layer_stride = stride };
     return ops->rans_decode(b, &a);
 }
 
@@ -385,8 +387,9 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     size_t packed_len = 0;
     if (c && sc) {
         symbols = scratch_get(sc, SC_SYMBOLS, L * T * C);
-        /* One window (the common 256-token chunk): the coder reads the symbols in place. */
-        win = nwin > 1 ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
+        /* One window (the common 256-token chunk), or the rANS coder (a layer stride): the coder
+         * reads the symbols in place. */
+        win = nwin > 1 && !rans ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
         streams = scratch_get(sc, SC_STREAMS, NS * cap);
         scales = scratch_get(sc, SC_SCALES, nscales * sizeof(float));
         scales_dt = scratch_get(sc, SC_SCALES_DT, nscales * 4);
@@ -395,7 +398,7 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
         c->counts = scratch_get(sc, SC_COUNTS, S * B * sizeof(uint32_t));
         c->lengths = scratch_get(sc, SC_LENGTHS, (size_t)nwin * S * sizeof(uint32_t));
     }
-    if (!c || !sc || !symbols || (nwin > 1 && !win) || !streams || !scales || !scales_dt || !cdf || !lens || !c->counts ||
+    if (!c || !sc || !symbols || (nwin > 1 && !rans && !win) || !streams || !scales || !scales_dt || !cdf || !lens || !c->counts ||
         !c->lengths) {
         st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for a %zu x %zu x %zu chunk", L, T, C);
         goto done;
@@ -407,9 +410,9 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
 
     for (uint32_t w = 0; w < nwin; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
-        if (win) window_copy(win, symbols, &d, t0, tw, 1, ctx->num_threads);
-        if (rans) st = rans_encode_window(ctx, win ? win : symbols, L, tw, C, cdf, B, streams, cap, lens);
+        if (rans) st = rans_encode_window(ctx, symbols + t0 * C, T * C, L, tw, C, cdf, B, streams, cap, lens);
         else {
+            if (win) window_copy(win, symbols, &d, t0, tw, 1, ctx->num_threads);
             kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L,
                                          .tokens = tw, .channels = C, .capacity = cap, .num_bins = B };
             st = kvc_cg_encode(ctx, &e);
@@ -622,19 +625,20 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     int64_t *prefsum = NULL;
     float *scales = NULL;
     uint16_t *cdf = NULL;
+    const int rans = !!(c->flags & KVC_CONTAINER_FLAG_RANS); /* the parse refused rANS with a raw CDF */
+    const int windowed = c->num_windows > 1 && !rans;       /* rANS decodes windows in place (a layer stride) */
     if (sc) {
         symbols = scratch_get(sc, SC_SYMBOLS, L * T * C);
-        win = c->num_windows > 1 ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
+        win = windowed ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
         prefsum = scratch_get(sc, SC_PREFSUM, S * sizeof(int64_t));
         scales = scratch_get(sc, SC_SCALES, nscales * sizeof(float));
         cdf = scratch_get(sc, SC_CDF, S * (c->cdf_bins + 1u) * sizeof(uint16_t));
     }
     kvc_status_t st = KVC_OK;
-    if (!sc || !symbols || (c->num_windows > 1 && !win) || !prefsum || !scales || !cdf) {
+    if (!sc || !symbols || (windowed && !win) || !prefsum || !scales || !cdf) {
         st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
         goto done;
     }
-    const int rans = !!(c->flags & KVC_CONTAINER_FLAG_RANS); /* the parse refused rANS with a raw CDF */
     if (rans) rans_tables(c->counts, S, c->cdf_bins, T, cdf, ctx->num_threads);
     else container_cdf_into(c, S, cdf);
     const size_t NS = kvc_container_coded_per_window(c);
@@ -643,9 +647,8 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (rans) {
             if ((st = rans_decode_window(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, L, tw, C, cdf, c->cdf_bins,
-                                         win ? win : symbols)) != KVC_OK)
+                                         symbols + t0 * C, T * C)) != KVC_OK)
                 goto done;
-            if (win) window_copy(win, symbols, &d, t0, tw, 0, ctx->num_threads);
             off += (size_t)prefsum[NS - 1];
             continue;
         }

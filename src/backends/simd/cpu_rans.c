@@ -296,7 +296,7 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
         const unsigned ga = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
         const unsigned gb = cb >= C ? 0 : C - cb < KVC_RANS_GROUP ? (unsigned)(C - cb) : KVC_RANS_GROUP;
         size_t n[2];
-        kvc_rans_encode_pair_isa(isa, a->symbols + l * tw * C + c0, C, tw, ga, gb, a->cum + (l * C + c0) * (B + 1), B,
+        kvc_rans_encode_pair_isa(isa, a->symbols + l * a->layer_stride + c0, C, tw, ga, gb, a->cum + (l * C + c0) * (B + 1), B,
                                  a->streams + k * cap, cap, n);
         a->lengths[k] = (int32_t)n[0];
         bad |= !n[0];
@@ -323,7 +323,7 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
         const size_t n = G - (k0 - l * G) < 4 ? G - (k0 - l * G) : 4;
         const size_t full = (C - c0) / KVC_RANS_GROUP < n ? (C - c0) / KVC_RANS_GROUP : n; /* full groups of the task */
         const uint16_t *cum = a->cum + (l * C + c0) * (B + 1);
-        uint8_t *sym = a->symbols + l * tw * C + c0;
+        uint8_t *sym = a->symbols + l * a->layer_stride + c0;
         const uint8_t *in[4];
         size_t len[4];
         for (size_t g = 0; g < n; g++) {
