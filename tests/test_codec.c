@@ -1787,7 +1787,7 @@ Test(container, bit_reader_and_rice_codes_round_trip)
 #undef NEXT
 }
 
-/* kvc_rice_get_run (the container's CDF rows: a run of codes with one k after a few raw fields):
+/* kvc_rice_get_run and kvc_rice_put_run (the container's CDF rows: a run of codes with one k after a few raw fields):
  * runs of 0-40 codes, k 0-31, escapes and long prefixes among short codes, behind raw fields of
  * 0-12 bits so every bit phase occurs, against the written values, their sum and the position
  * after each run; on cut buffers every run that fits reads back and the first that does not sets
@@ -1827,6 +1827,31 @@ Test(container, rice_runs_read_like_single_codes)
         }
     }
     const size_t bytes = (w.bits + 7) / 8;
+    /* kvc_rice_put_run writes the same bits as the codes one by one: sizing, a full buffer (over
+     * 0xA5 bytes: the bits it does not write are kept, as kvc_bw_put keeps them), and buffers cut
+     * short (bits past cap counted, not written) */
+    for (size_t cap = bytes; cap + 24 >= bytes && cap > 0; cap -= cap == bytes ? 1 : 7) {
+        uint8_t *one = malloc(bytes), *run = malloc(bytes);
+        memset(one, 0xA5, bytes);
+        memset(run, 0xA5, bytes);
+        kvc_bitwriter_t w1 = { one, cap, 0 }, w2 = { run, cap, 0 }, w0 = { NULL, 0, 0 };
+        for (int r = 0; r < RUNS; r++) {
+            kvc_bw_put(&w1, raw[r], raw_w[r]);
+            kvc_bw_put(&w2, raw[r], raw_w[r]);
+            kvc_bw_put(&w0, raw[r], raw_w[r]);
+            for (unsigned i = 0; i < n_of[r]; i++) kvc_rice_put(&w1, val[r][i], k_of[r]);
+            kvc_rice_put_run(&w2, val[r], n_of[r], k_of[r]);
+            kvc_rice_put_run(&w0, val[r], n_of[r], k_of[r]);
+            cr_assert_eq(w2.bits, w1.bits, "cap %zu run %d: %zu bits, one by one %zu", cap, r, w2.bits, w1.bits);
+            cr_assert_eq(w0.bits, w1.bits, "sizing, run %d", r);
+            const size_t upto = (w1.bits + 7) / 8 < cap ? (w1.bits + 7) / 8 : cap; /* the last byte's unwritten bits too */
+            cr_assert(memcmp(run, one, upto) == 0, "cap %zu run %d: the bytes differ from the codes' one by one", cap, r);
+        }
+        cr_assert_eq(w1.bits, w.bits);
+        for (size_t i = 0; i < bytes; i++) cr_assert_eq(run[i], one[i], "cap %zu byte %zu: 0x%02x, one by one 0x%02x", cap, i, run[i], one[i]);
+        free(one);
+        free(run);
+    }
     for (size_t cut = bytes; cut + 48 >= bytes && cut > 0; cut--) {
         uint8_t *copy = malloc(cut);
         memcpy(copy, buf, cut);

@@ -51,7 +51,7 @@ static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t s0
         while (hi > lo && cnt[hi] == 0) hi--;
         const unsigned k = rice_param(cnt, lo, hi);
         kvc_bw_put(w, (uint64_t)lo << 11 | hi << 5 | k, 17);
-        for (unsigned s = lo; s < hi; s++) kvc_rice_put(w, cnt[s], k);
+        kvc_rice_put_run(w, cnt + lo, hi - lo, k);
     }
 }
 
