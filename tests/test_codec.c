@@ -20,6 +20,7 @@
 #include "container_edit.h"
 #include "core/bitio.h"
 #include "core/checksum.h"
+#include "core/halfs.h"
 
 /* Real K/V of stories260K: [5 layers, 512 tokens, 4 heads, 8] fp16 each, stacked to KV_2LTD. */
 static uint16_t *real_kv(size_t *nl, size_t *t, size_t *nh, size_t *hs)
@@ -633,6 +634,34 @@ static int scale_ok(kvc_dtype_t dt, uint32_t bits)
     if (dt == KVC_DTYPE_F32) memcpy(&f, &bits, 4);
     else f = dt == KVC_DTYPE_F16 ? ref_f16_to_f32((uint16_t)bits) : ref_bf16_to_f32((uint16_t)bits);
     return f >= 0.0f && f < INFINITY;
+}
+
+/* The decode's conversion of the container's scales (core/halfs.h, 4 at a time) gives the test
+ * reference's value for every finite fp16 and bf16 pattern, at every position of a 4-wide step
+ * and in the tail (n = 4 K + 3). */
+Test(codec, every_finite_half_scale_converts_exactly)
+{
+    enum { N = 4099 };
+    static uint8_t buf[2 * N];
+    static float out[N];
+    for (int bf = 0; bf < 2; bf++)
+        for (uint32_t base = 0; base < 65536; base += N) {
+            for (size_t i = 0; i < N; i++) {
+                uint16_t h = (uint16_t)(base + i);
+                if (bf ? (h & 0x7F80u) == 0x7F80u : (h & 0x7C00u) == 0x7C00u) h = (uint16_t)(h & 0x83FFu); /* finite only */
+                buf[2 * i] = (uint8_t)h;
+                buf[2 * i + 1] = (uint8_t)(h >> 8);
+            }
+            kvc_halfs_to_f32(buf, N, bf, out);
+            for (size_t i = 0; i < N; i++) {
+                const uint16_t h = (uint16_t)(buf[2 * i] | buf[2 * i + 1] << 8);
+                const float want = bf ? ref_bf16_to_f32(h) : ref_f16_to_f32(h);
+                uint32_t a, b;
+                memcpy(&a, &out[i], 4);
+                memcpy(&b, &want, 4);
+                cr_assert_eq(a, b, "%s 0x%04x at %zu: 0x%08x, want 0x%08x", bf ? "bf16" : "fp16", h, i, a, b);
+            }
+        }
 }
 
 Test(codec, every_scale_bit_pattern_is_judged_by_its_value)

@@ -16,6 +16,7 @@
 #include "common/checked.h"
 #include "common/cdf.h"
 #include "common/half.h"
+#include "halfs.h"
 #include "internal.h"
 #include "log.h"
 #include "common/rans.h"
@@ -85,14 +86,6 @@ static void *scratch_get(scratch_t *s, int i, size_t n)
         s->cap[i] = s->buf[i] ? n : 0;
     }
     return s->buf[i];
-}
-
-static float scale_load(const void *p, size_t i, uint8_t dt)
-{
-    if (dt == KVC_DTYPE_F32) { float f; memcpy(&f, (const uint8_t *)p + 4 * i, 4); return f; }
-    uint16_t h;
-    memcpy(&h, (const uint8_t *)p + 2 * i, 2);
-    return dt == KVC_DTYPE_F16 ? kvc_f16_to_f32(h) : kvc_bf16_to_f32(h);
 }
 
 static void scale_store(void *p, size_t i, uint8_t dt, float f)
@@ -668,7 +661,8 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         off += (size_t)sum;
         if (report) p->progress(p->progress_user, w + 1u, c->num_windows + 1u);
     }
-    for (size_t i = 0; i < nscales; i++) scales[i] = scale_load(c->scales, i, c->dtype); /* validated by the parse */
+    if (c->dtype == KVC_DTYPE_F32) memcpy(scales, c->scales, nscales * sizeof(float)); /* validated by the parse */
+    else kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
     st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, 1);
