@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="9e7708cf01a53d8ca96090a1192219e5d547ee3e0ce29469c1b67017f50d78fe")
+    version("0.1.0", sha256="0987b7d4bf7650046d603656010a64ef7cfcd109686b999fe8f2ad6b4317ded9")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
