@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="0987b7d4bf7650046d603656010a64ef7cfcd109686b999fe8f2ad6b4317ded9")
+    version("0.1.0", sha256="57f8996d9896284272c90ef1ba6d3d9e52ea615312438979cc3fe93513edae57")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
