@@ -86,33 +86,17 @@ void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t 
                              const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b, size_t cap, size_t *len_a,
                              size_t *len_b);
 
-/* The SIMD decoders' lookup (docs/CACHEGEN.md "AVX-512 decoder"): the entries of `lanes`
+/* The SIMD decoders' lookup (docs/CACHEGEN.md "AVX-512 decoder"): the entries of a register's
  * channels (cum rows of bins + 1) transposed, e[s * lanes + lane] = cum << 20 | freq << 7 | s, so
  * that the largest entry <= slot << 20 | 0xFFFFF is the lane's symbol with its freq and cum (a
  * symbol without frequency never is: the next one with a frequency has the same cum and a larger
  * entry, and with none after it cum is 4096, which wraps the entry to s, below every real one).
- * Returns the symbols with a frequency in some lane as a bit mask. One source for the tiers. */
-static inline uint64_t kvc_rans_dec_entries(const uint16_t *cum, unsigned bins, unsigned lanes, uint32_t *e)
+ * Each tier builds them a register of symbols at a time (dec_entries8 / dec_entries16, a transpose
+ * of one register per channel) and gets the symbols with a frequency in some lane as a bit mask
+ * `used`; the symbols to scan are then [*lo, *hi]. KVC_ERR_CORRUPT for tables without any
+ * frequency (not kvc_rans_cum_from_counts'). */
+static inline kvc_status_t kvc_rans_dec_range(uint64_t used, unsigned *lo, unsigned *hi)
 {
-    uint64_t used = 0;
-    for (unsigned i = 0; i < lanes; i++) {
-        const uint16_t *c = cum + (size_t)i * (bins + 1);
-        for (unsigned s = 0; s < bins; s++) {
-            const uint32_t f = (uint32_t)c[s + 1] - c[s];
-            e[s * lanes + i] = (uint32_t)c[s] << 20 | f << 7 | s;
-            used |= (uint64_t)(f != 0) << s;
-        }
-    }
-    return used;
-}
-
-/* The entries of two registers of `lanes` channels each (the second at cum + lanes rows) and the
- * symbols to scan, [*lo, *hi]: those with a frequency in some lane. KVC_ERR_CORRUPT for tables
- * without any frequency (not kvc_rans_cum_from_counts'). */
-static inline kvc_status_t kvc_rans_dec_tables(const uint16_t *cum, unsigned bins, unsigned lanes, uint32_t *e0, uint32_t *e1,
-                                               unsigned *lo, unsigned *hi)
-{
-    const uint64_t used = kvc_rans_dec_entries(cum, bins, lanes, e0) | kvc_rans_dec_entries(cum + (size_t)lanes * (bins + 1), bins, lanes, e1);
     if (!used) return KVC_ERR_CORRUPT;
     *lo = (unsigned)__builtin_ctzll(used);
     *hi = 63u - (unsigned)__builtin_clzll(used);

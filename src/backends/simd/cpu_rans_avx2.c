@@ -117,7 +117,7 @@ void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t 
 }
 
 /* ---- decoder: two neighbouring full groups, one register of 8 states each, the AVX-512 tier's
- * lookup (kvc_rans_dec_entries; docs/CACHEGEN.md "AVX-512 decoder"): the lane's symbol is
+ * lookup (cpu_rans.h, kvc_rans_dec_range; docs/CACHEGEN.md "AVX-512 decoder"): the lane's symbol is
  * key - min(key - e) over the entries of its channel, 8 channels a register, and the words go
  * to the renormalising lanes by a vpermd row chosen by the lane mask (an 8 KiB table). */
 
@@ -132,6 +132,62 @@ static void expand_init(void)
         unsigned n = 0;
         for (unsigned lane = 0; lane < GROUP; lane++) expand_row[m][lane] = m >> lane & 1 ? n++ : 0;
     }
+}
+
+/* r[i] lane j -> r[j] lane i (8 x 8 dwords). */
+static inline void transpose8(__m256i r[8])
+{
+    __m256i t[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2x128_si256(r[i], r[i + 4], 0x20);
+        t[i + 4] = _mm256_permute2x128_si256(r[i], r[i + 4], 0x31);
+    }
+    for (int i = 0; i < 8; i++) r[i] = t[i];
+}
+
+/* The entries of 8 lanes (cpu_rans.h) and their `used` mask, as the AVX-512 tier's
+ * dec_entries16: each channel's entries of 8 symbols in one register from its cum row, 8 such
+ * registers transposed, e[] written a register a symbol. A row's last values go through a zeroed
+ * copy, so nothing past row bins + 1 is read. */
+static uint64_t dec_entries8(const uint16_t *cum, unsigned bins, uint32_t *e)
+{
+    uint64_t used = 0;
+    const __m256i s_base = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (unsigned s0 = 0; s0 < bins; s0 += 8) {
+        const unsigned n = bins - s0 < 8 ? bins - s0 : 8; /* symbols of this step */
+        __m256i r[8], nz = _mm256_setzero_si256();
+        for (unsigned i = 0; i < GROUP; i++) {
+            const uint16_t *c = cum + (size_t)i * (bins + 1) + s0;
+            __m128i lo16, hi16;
+            if (n == 8 && s0 + 9 <= bins + 1) {
+                lo16 = _mm_loadu_si128((const __m128i *)(const void *)c);
+                hi16 = _mm_loadu_si128((const __m128i *)(const void *)(c + 1));
+            } else { /* the row's last symbols: only cum[s0 .. bins] */
+                uint16_t buf[10] = { 0 };
+                memcpy(buf, c, (n + 1) * sizeof(uint16_t));
+                lo16 = _mm_loadu_si128((const __m128i *)(const void *)buf);
+                hi16 = _mm_loadu_si128((const __m128i *)(const void *)(buf + 1));
+            }
+            const __m256i lo = _mm256_cvtepu16_epi32(lo16), f = _mm256_sub_epi32(_mm256_cvtepu16_epi32(hi16), lo);
+            nz = _mm256_or_si256(nz, _mm256_xor_si256(_mm256_cmpeq_epi32(f, _mm256_setzero_si256()), _mm256_set1_epi32(-1)));
+            r[i] = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi32(lo, 20), _mm256_slli_epi32(f, 7)),
+                                   _mm256_add_epi32(s_base, _mm256_set1_epi32((int)s0)));
+        }
+        used |= (uint64_t)((unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(nz)) & ((1u << n) - 1)) << s0;
+        transpose8(r);
+        for (unsigned k = 0; k < n; k++) _mm256_store_si256((__m256i *)(void *)(e + GROUP * (s0 + k)), r[k]);
+    }
+    return used;
 }
 
 /* The largest entry <= key in each lane of both groups (8 lanes each, entries e[s * 8 + lane], s in
@@ -202,8 +258,8 @@ kvc_status_t kvc_rans_decode8x2_avx2(const uint8_t *const in[2], const size_t le
     uint32_t xs[2 * GROUP];
     const uint8_t *p[2], *end[2];
     unsigned lo, hi;
-    if (kvc_rans_dec_tables(cum, bins, GROUP, e[0], e[1], &lo, &hi) != KVC_OK || kvc_rans_dec_start(in, len, 2, xs, p, end) != KVC_OK)
-        return KVC_ERR_CORRUPT;
+    const uint64_t used = dec_entries8(cum, bins, e[0]) | dec_entries8(cum + (size_t)GROUP * (bins + 1), bins, e[1]);
+    if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK || kvc_rans_dec_start(in, len, 2, xs, p, end) != KVC_OK) return KVC_ERR_CORRUPT;
     __m256i xa = _mm256_loadu_si256((const __m256i *)(const void *)xs), xb = _mm256_loadu_si256((const __m256i *)(const void *)(xs + GROUP));
     __m256i ca, cb;
     size_t t = 0;

@@ -100,9 +100,66 @@ void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, 
 
 /* ---- decoder: four neighbouring full groups, two registers of 16 lanes (docs/CACHEGEN.md
  * "AVX-512 decoder"). No slot table: each lane's symbol is found among the cumulative
- * frequencies of its own channel, stored transposed (kvc_rans_dec_entries: entry s of the 16
+ * frequencies of its own channel, stored transposed (cpu_rans.h: entry s of the 16
  * lanes in one register), so one step serves 16 channels. Only the symbols some lane uses are
  * scanned. */
+
+/* r[i] lane j -> r[j] lane i (16 x 16 dwords). */
+static inline void transpose16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) { /* 32-bit pairs */
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) { /* 64-bit pairs */
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) { /* 128-bit lanes: first across pairs of 4-row groups, then across the halves */
+        t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+        t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xDD);
+        t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xDD);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xDD);
+        r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+        r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xDD);
+    }
+}
+
+/* The entries of 16 lanes (cpu_rans.h) and their `used` mask: each channel's entries of 16
+ * symbols computed in one register from its cum row, then 16 such registers transposed, so e[]
+ * is written a register a symbol (the scalar loop, a store an entry with 64-byte strides, was 15 %
+ * of the kernel's time on real K/V). Rows are read with masked loads: nothing past row bins + 1. */
+static uint64_t dec_entries16(const uint16_t *cum, unsigned bins, uint32_t *e)
+{
+    uint64_t used = 0;
+    const __m512i s_base = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (unsigned s0 = 0; s0 < bins; s0 += 16) {
+        const unsigned n = bins - s0 < 16 ? bins - s0 : 16; /* symbols of this step */
+        const __mmask16 kc = (__mmask16)((1u << n) - 1);
+        __m512i r[16];
+        __mmask16 nz = 0;
+        for (unsigned i = 0; i < 16; i++) {
+            const uint16_t *c = cum + (size_t)i * (bins + 1) + s0;
+            const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(kc, c));
+            const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(kc, c + 1));
+            const __m512i f = _mm512_sub_epi32(hi, lo);
+            nz |= _mm512_test_epi32_mask(f, f);
+            r[i] = _mm512_or_si512(_mm512_or_si512(_mm512_slli_epi32(lo, 20), _mm512_slli_epi32(f, 7)),
+                                   _mm512_add_epi32(s_base, _mm512_set1_epi32((int)s0)));
+        }
+        used |= (uint64_t)(nz & kc) << s0;
+        transpose16(r);
+        for (unsigned k = 0; k < n; k++) _mm512_store_si512(e + 16 * (s0 + k), r[k]);
+    }
+    return used;
+}
 
 /* The largest entry <= key in each lane of both registers (entries e0 / e1), as key - min(key - e)
  * over the entries: the difference wraps above key for an entry above it (key + 2^32 - e > key),
@@ -168,8 +225,8 @@ kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t 
     uint32_t xs[4 * GROUP];
     const uint8_t *p[4], *end[4];
     unsigned lo, hi;
-    if (kvc_rans_dec_tables(cum, bins, 2 * GROUP, e[0], e[1], &lo, &hi) != KVC_OK || kvc_rans_dec_start(in, len, 4, xs, p, end) != KVC_OK)
-        return KVC_ERR_CORRUPT;
+    const uint64_t used = dec_entries16(cum, bins, e[0]) | dec_entries16(cum + (size_t)2 * GROUP * (bins + 1), bins, e[1]);
+    if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK || kvc_rans_dec_start(in, len, 4, xs, p, end) != KVC_OK) return KVC_ERR_CORRUPT;
     __m512i x0 = _mm512_loadu_si512(xs), x1 = _mm512_loadu_si512(xs + 2 * GROUP);
     size_t t = 0;
     /* Runs of tokens no group can read past its end in (8 words a token at most), unchecked. */
