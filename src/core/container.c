@@ -11,6 +11,7 @@
 #include "checksum.h"
 #include "common/checked.h"
 #include "common/half.h"
+#include "common/scales.h"
 #include "container.h"
 #include "log.h"
 
@@ -112,40 +113,11 @@ static kvc_status_t counts_section(const kvc_container_t *c, uint64_t nstreams, 
     return failed ? kvc_error(KVC_ERR_NO_MEMORY, "container: no memory for the coded CDF") : KVC_OK;
 }
 
-/* 1 when some scale of the SCALES section (n bytes of dtype, little-endian) is not finite and >= 0:
- * the valid bit patterns are those below +inf's, and -0. 8 at a time with GCC vector extensions. */
+/* 1 when some scale of the SCALES section (n bytes of dtype) is not finite and >= 0. */
 static int scales_bad(const uint8_t *p, size_t n, kvc_dtype_t dtype)
 {
-    if (dtype == KVC_DTYPE_F32) {
-        int bad = 0;
-        for (size_t i = 0; i + 4 <= n; i += 4) {
-            uint32_t u; /* host order, as the element loop reads them */
-            memcpy(&u, p + i, 4);
-            bad |= u >= 0x7F800000u && u != 0x80000000u;
-        }
-        return bad;
-    }
-    typedef uint16_t v8u __attribute__((vector_size(16)));
-    typedef int16_t v8s __attribute__((vector_size(16)));
-    const uint16_t inf = dtype == KVC_DTYPE_F16 ? 0x7C00u : 0x7F80u;
-    const v8u lim = (v8u){ 0 } + inf, mzero = (v8u){ 0 } + 0x8000u;
-    v8s hit = { 0 };
-    size_t i = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (; i + 16 <= n; i += 16) {
-        v8u v;
-        memcpy(&v, p + i, 16);
-        hit |= (v8s)(v >= lim) & (v8s)(v != mzero);
-    }
-#endif
-    uint64_t h[2];
-    memcpy(h, &hit, sizeof(h));
-    int bad = (h[0] | h[1]) != 0;
-    for (; i + 2 <= n; i += 2) {
-        const uint16_t u = (uint16_t)get_u16(p + i);
-        bad |= u >= inf && u != 0x8000u;
-    }
-    return bad;
+    if (dtype == KVC_DTYPE_F32) return kvc_scales_bad32(p, n / 4);
+    return kvc_scales_bad16(p, n / 2, dtype == KVC_DTYPE_F16 ? 0x7C00u : 0x7F80u);
 }
 
 static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c, uint64_t nstreams)

@@ -14,6 +14,7 @@
 #include <arm_neon.h>
 #endif
 
+#include "common/scales.h"
 #include "cpu_backend.h"
 
 kvc_status_t cpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a);
@@ -122,31 +123,6 @@ static inline int cg_any_at_least(const uint8_t *p, size_t n, uint8_t bound)
     if (i) any = vmaxvq_u8(vmaxq_u8(m0, m1)) >= bound;
 #endif
     for (; i < n; i++) any |= p[i] >= bound;
-    return any;
-}
-
-/* 1 when some scale is not finite and >= 0 (-0 is fine), on the bit patterns: those below +inf's,
- * and -0; 4 at a time (a float compare and branch a row cost as much as the check of its symbols). */
-static inline int cg_any_bad_scale(const float *s, size_t n)
-{
-    typedef uint32_t v4u __attribute__((vector_size(16)));
-    typedef int32_t v4s __attribute__((vector_size(16)));
-    const v4u inf = (v4u){ 0 } + 0x7F800000u, mzero = (v4u){ 0 } + 0x80000000u;
-    v4s hit = { 0 };
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        v4u v;
-        memcpy(&v, s + i, 16);
-        hit |= (v4s)(v >= inf) & (v4s)(v != mzero);
-    }
-    uint64_t h[2];
-    memcpy(h, &hit, sizeof(h));
-    int any = (h[0] | h[1]) != 0;
-    for (; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, s + i, 4);
-        any |= u >= 0x7F800000u && u != 0x80000000u;
-    }
     return any;
 }
 

@@ -105,7 +105,7 @@ kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a
     if (rows * C >= CG_PARALLEL_MIN)
     for (size_t j = 0; j < tasks; j++) {
         const size_t l = j / nb, t0 = j % nb * tb, n = T - t0 < tb ? T - t0 : tb, row0 = l * T + t0;
-        if (cg_any_bad_scale(a->scales + row0, n))
+        if (kvc_scales_bad32(a->scales + row0, n))
             for (size_t r = row0; r < row0 + n; r++) {
                 const float s = a->scales[r];
                 if (!(s >= 0.0f && s < INFINITY)) {
