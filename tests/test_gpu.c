@@ -696,6 +696,198 @@ Test(gpu, coder_bad_input_statuses)
     kvc_context_destroy(dev);
 }
 
+/* ------------------------------------------------------------------ interleaved rANS */
+
+/* status and message of the last call, kept */
+typedef struct {
+    kvc_status_t st;
+    char msg[512];
+} outcome_t;
+
+static outcome_t outcome(kvc_status_t st)
+{
+    outcome_t o = { .st = st };
+    snprintf(o.msg, sizeof(o.msg), "%s", st == KVC_OK ? "" : kvc_last_error());
+    return o;
+}
+
+/* The device says what the CPU backend says: the same status and, on the real module (kernels and
+ * glue: a GPU, or gpu_host), the same words. */
+static void same_outcome(outcome_t dev, outcome_t cpu, const char *what)
+{
+    cr_assert_eq(dev.st, cpu.st, "%s: status %s, CPU backend %s (%s | %s)", what, kvc_status_name(dev.st),
+                 kvc_status_name(cpu.st), dev.msg, cpu.msg);
+    cr_assert_str_eq(dev.msg, cpu.msg, "%s: the CPU backend's message", what);
+}
+
+/* kvc_rans_tables / _encode / _decode on device tensors against the CPU backend on host copies:
+ * the tables and every stream byte for byte (the bytes up to each length), the packed streams
+ * decoded back; then each data check (symbols, tables, end offsets, a damaged stream) with the
+ * CPU backend's status and message, and nothing written. */
+static void rans_suite(target_t t)
+{
+    kvc_context_t *dev = open_target(t), *cpu = kvc_test_cpu_context();
+    const struct {
+        size_t L, T, C;
+        unsigned B;
+    } shapes[] = { { 3, 300, 37, 32 }, { 2, 256, 130, 64 }, { 1, 100, 5, 1 }, { 2, 1000, 9, 16 }, { 1, 0, 4, 8 },
+                   { 2, 17, 129, 2 }, { 2, 64, 32, 32 } };
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+        const size_t L = shapes[i].L, T = shapes[i].T, C = shapes[i].C, G = (C + 7) / 8, Tt = T ? T : 1;
+        const unsigned B = shapes[i].B;
+        const size_t nsym = L * T * C, nt = L * C * (B + 1), cap = kvc_rans_encode_bound(T);
+        uint8_t *sym = coder_symbols(L, Tt, C, B, 500 + i); /* tables of Tt >= 1 tokens; T = 0 codes none */
+        uint16_t *cum = malloc(2 * nt);
+        uint8_t *sym_d = dev_copy_of(dev, sym, L * Tt * C);
+        uint16_t *cum_d = dev_alloc(dev, 2 * nt);
+        kvc_rans_tables_params_t tp = { .symbols = sym, .cum = cum, .layers = L, .tokens = Tt, .channels = C, .num_bins = B };
+        cr_assert_eq(kvc_rans_tables(cpu, &tp), KVC_OK, "%s", kvc_last_error());
+        tp.symbols = sym_d;
+        tp.cum = cum_d;
+        cr_assert_eq(kvc_rans_tables(dev, &tp), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, cum_d, cum, 2 * nt, "rANS tables");
+
+        uint8_t *streams = malloc(L * G * cap), *streams_h;
+        int32_t *len = malloc(4 * L * G), *len_h;
+        uint8_t *streams_d = dev_alloc(dev, L * G * cap);
+        int32_t *len_d = dev_alloc(dev, 4 * L * G);
+        kvc_rans_encode_params_t ep = { .cum = cum, .symbols = sym, .streams = streams, .lengths = len, .layers = L,
+                                        .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
+        cr_assert_eq(kvc_rans_encode(cpu, &ep), KVC_OK, "%s", kvc_last_error());
+        ep.cum = cum_d, ep.symbols = sym_d, ep.streams = streams_d, ep.lengths = len_d;
+        cr_assert_eq(kvc_rans_encode(dev, &ep), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, len_d, len, 4 * L * G, "rANS lengths");
+        streams_h = host_copy_of(dev, streams_d, L * G * cap);
+        len_h = host_copy_of(dev, len_d, 4 * L * G);
+        int64_t *ends = malloc(8 * L * G);
+        uint8_t *packed = malloc(L * G * cap);
+        size_t nbytes = 0;
+        for (size_t k = 0; k < L * G; k++) {
+            cr_assert(memcmp(streams_h + k * cap, streams + k * cap, (size_t)len[k]) == 0,
+                      "L %zu T %zu C %zu B %u: stream %zu differs from the CPU backend's", L, T, C, B, k);
+            memcpy(packed + nbytes, streams + k * cap, (size_t)len[k]);
+            ends[k] = (int64_t)(nbytes += (size_t)len[k]);
+        }
+        uint8_t *packed_d = dev_copy_of(dev, packed, nbytes);
+        int64_t *ends_d = dev_copy_of(dev, ends, 8 * L * G);
+        uint8_t *out_d = dev_alloc(dev, nsym);
+        kvc_rans_decode_params_t dp = { .cum = cum_d, .bytes = packed_d, .nbytes = nbytes, .ends = ends_d, .symbols = out_d,
+                                        .layers = L, .tokens = T, .channels = C, .num_bins = B };
+        cr_assert_eq(kvc_rans_decode(dev, &dp), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, out_d, sym, nsym, "rANS decoded symbols");
+
+        if (i == 0) { /* the data checks: L 3, T 300, C 37, 32 bins */
+            kvc_rans_decode_params_t dc = { .cum = cum, .bytes = packed, .nbytes = nbytes, .ends = ends, .symbols = sym,
+                                            .layers = L, .tokens = T, .channels = C, .num_bins = B };
+            uint8_t *sym2 = malloc(nsym), *out = malloc(nsym);
+            memcpy(sym2, sym, nsym);
+            /* a symbol >= num_bins (tables) and one without frequency (encode) */
+            sym2[5000] = 40;
+            cr_assert_eq(kvc_memcpy(dev, sym_d, sym2, nsym), KVC_OK);
+            tp.symbols = sym2, tp.cum = cum;
+            uint16_t *cum2 = malloc(2 * nt);
+            memcpy(cum2, cum, 2 * nt);
+            tp.cum = cum2;
+            const outcome_t tc = outcome(kvc_rans_tables(cpu, &tp));
+            tp.symbols = sym_d, tp.cum = cum_d;
+            same_outcome(outcome(kvc_rans_tables(dev, &tp)), tc, "tables: symbol >= num_bins");
+            assert_same(dev, cum_d, cum, 2 * nt, "tables untouched");
+            cr_assert_eq(tc.st, KVC_ERR_OUT_OF_RANGE);
+            unsigned zero = 0; /* symbol 5000 is layer 0, token 135, channel 5 */
+            while (cum[5 * (B + 1) + zero + 1] > cum[5 * (B + 1) + zero]) zero++;
+            cr_assert_lt(zero, B, "channel 5 has a symbol without frequency");
+            sym2[5000] = (uint8_t)zero;
+            sym2[9000] = 33;
+            cr_assert_eq(kvc_memcpy(dev, sym_d, sym2, nsym), KVC_OK);
+            ep.cum = cum, ep.symbols = sym2, ep.streams = streams, ep.lengths = len;
+            const outcome_t ec = outcome(kvc_rans_encode(cpu, &ep));
+            cr_assert_eq(ec.st, KVC_ERR_OUT_OF_RANGE);
+            cr_assert(strstr(ec.msg, "symbols[5000]") && strstr(ec.msg, "frequency 0"), "%s", ec.msg);
+            ep.cum = cum_d, ep.symbols = sym_d, ep.streams = streams_d, ep.lengths = len_d;
+            cr_assert_eq(kvc_memcpy(dev, len_d, len_h, 4 * L * G), KVC_OK);
+            same_outcome(outcome(kvc_rans_encode(dev, &ep)), ec, "encode: symbol without frequency");
+            assert_same(dev, len_d, len_h, 4 * L * G, "lengths untouched");
+            cr_assert_eq(kvc_memcpy(dev, sym_d, sym, nsym), KVC_OK);
+            /* tables that are not: INVALID_ARG to the encoder, CORRUPT to the decoder */
+            const size_t at[] = { 40 * (B + 1), 3 * (B + 1) + B, 70 * (B + 1) + 7 };
+            const uint16_t val[] = { 2, 4000, 4095 };
+            for (size_t j = 0; j < 3; j++) {
+                memcpy(cum2, cum, 2 * nt);
+                cum2[at[j]] = val[j];
+                ep.cum = cum2, ep.symbols = sym, ep.streams = streams, ep.lengths = len;
+                const outcome_t e1 = outcome(kvc_rans_encode(cpu, &ep));
+                cr_assert_eq(e1.st, KVC_ERR_INVALID_ARG, "%s", e1.msg);
+                dc.cum = cum2, dc.symbols = out;
+                const outcome_t d1 = outcome(kvc_rans_decode(cpu, &dc));
+                cr_assert_eq(d1.st, KVC_ERR_CORRUPT, "%s", d1.msg);
+                cr_assert_eq(kvc_memcpy(dev, cum_d, cum2, 2 * nt), KVC_OK);
+                ep.cum = cum_d, ep.symbols = sym_d, ep.streams = streams_d, ep.lengths = len_d;
+                same_outcome(outcome(kvc_rans_encode(dev, &ep)), e1, "encode: not a table");
+                cr_assert_eq(kvc_memcpy(dev, out_d, packed, nsym < nbytes ? nsym : nbytes), KVC_OK);
+                uint8_t *before = host_copy_of(dev, out_d, nsym);
+                same_outcome(outcome(kvc_rans_decode(dev, &dp)), d1, "decode: not a table");
+                assert_same(dev, out_d, before, nsym, "symbols untouched");
+                free(before);
+            }
+            cr_assert_eq(kvc_memcpy(dev, cum_d, cum, 2 * nt), KVC_OK);
+            dc.cum = cum;
+            /* end offsets that decrease, start below 0 or pass nbytes */
+            int64_t *e2 = malloc(8 * L * G);
+            for (size_t j = 0; j < 3; j++) {
+                memcpy(e2, ends, 8 * L * G);
+                if (j == 0) e2[7] = e2[6] - 1;
+                if (j == 1) e2[0] = -5;
+                if (j == 2) e2[L * G - 2] = (int64_t)nbytes + 1;
+                dc.ends = e2;
+                const outcome_t d1 = outcome(kvc_rans_decode(cpu, &dc));
+                cr_assert_eq(d1.st, KVC_ERR_CORRUPT, "%s", d1.msg);
+                cr_assert_eq(kvc_memcpy(dev, ends_d, e2, 8 * L * G), KVC_OK);
+                same_outcome(outcome(kvc_rans_decode(dev, &dp)), d1, "decode: bad end offsets");
+            }
+            cr_assert_eq(kvc_memcpy(dev, ends_d, ends, 8 * L * G), KVC_OK);
+            dc.ends = ends;
+            /* damaged streams: the first one named; a flipped state bit and random bytes */
+            uint8_t *p2 = malloc(nbytes);
+            for (size_t j = 0; j < 4; j++) {
+                memcpy(p2, packed, nbytes);
+                const size_t k = j == 0 ? 9 : j == 1 ? 0 : j == 2 ? L * G - 1 : 6;
+                const size_t start = k ? (size_t)ends[k - 1] : 0;
+                if (j < 3) p2[start + 3] ^= 0x80;
+                else
+                    for (size_t b = start; b < (size_t)ends[k]; b++) p2[b] = (uint8_t)(b * 131 + 7);
+                if (j == 0) p2[(size_t)ends[11] + 3] ^= 0x80; /* a later one too: the first is named */
+                dc.bytes = p2;
+                const outcome_t d1 = outcome(kvc_rans_decode(cpu, &dc));
+                cr_assert_eq(d1.st, KVC_ERR_CORRUPT, "%s", d1.msg);
+                char want[64];
+                snprintf(want, sizeof want, "rANS stream %zu ", k);
+                cr_assert(strstr(d1.msg, want), "%s names stream %zu", d1.msg, k);
+                cr_assert_eq(kvc_memcpy(dev, packed_d, p2, nbytes), KVC_OK);
+                same_outcome(outcome(kvc_rans_decode(dev, &dp)), d1, "decode: a damaged stream");
+            }
+            free(p2);
+            free(e2);
+            free(cum2);
+            free(sym2);
+            free(out);
+        }
+        void *all[] = { sym_d, cum_d, streams_d, len_d, packed_d, ends_d, out_d };
+        for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++) cr_assert_eq(kvc_device_free(dev, all[j]), KVC_OK);
+        free(sym);
+        free(cum);
+        free(streams);
+        free(streams_h);
+        free(len);
+        free(len_h);
+        free(ends);
+        free(packed);
+    }
+    kvc_context_destroy(cpu);
+    kvc_context_destroy(dev);
+}
+
+Test(gpu, rans_against_cpu_backend) { rans_suite(TARGET_GPU); }
+
 /* ------------------------------------------------------------------ quantiser */
 
 static uint16_t f32_to_bits16(float v, int dtype)

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,7 +167,7 @@ static int oracle_decode(const uint8_t *in, size_t len, size_t T, unsigned g, co
 }
 
 /* g channels of T symbols drawn from skewed per-channel distributions over B bins (channel 0 may
- * be constant), their tables from the counts, coded by kvc_rans_encode and by the oracle. */
+ * be constant), their tables from the counts, coded by kvc_rans_encode_group and by the oracle. */
 typedef struct {
     size_t T, stride, len;
     unsigned g, B;
@@ -194,7 +195,7 @@ static case_t make_case(size_t T, unsigned g, unsigned B, int constant0)
     }
     const size_t cap = kvc_rans_bound(g, T);
     uint8_t *buf = malloc(cap), *ref = malloc(cap);
-    k.len = kvc_rans_encode(k.sym, k.stride, T, g, k.cum, B, buf, cap);
+    k.len = kvc_rans_encode_group(k.sym, k.stride, T, g, k.cum, B, buf, cap);
     cr_assert_gt(k.len, 0);
     const size_t rlen = oracle_encode(k.sym, k.stride, T, g, k.cum, B, ref);
     cr_assert_eq(k.len, rlen, "T %zu g %u B %u: %zu bytes, the oracle %zu", T, g, B, k.len, rlen);
@@ -215,7 +216,7 @@ static void free_case(case_t *k)
 
 static kvc_status_t decode_case(const case_t *k, const uint8_t *in, size_t len, uint8_t *out)
 {
-    return kvc_rans_decode(in, len, k->T, k->g, k->cum, k->B, out, k->stride);
+    return kvc_rans_decode_group(in, len, k->T, k->g, k->cum, k->B, out, k->stride);
 }
 
 Test(rans, streams_match_the_oracle_and_round_trip)
@@ -251,7 +252,7 @@ Test(rans, a_constant_channel_costs_only_its_state)
     uint16_t cum[9];
     kvc_rans_cum_from_counts(counts, 8, 100, cum);
     uint8_t out[kvc_rans_bound(1, 100)];
-    cr_assert_eq(kvc_rans_encode(sym, 1, 100, 1, cum, 8, out, sizeof(out)), 4u);
+    cr_assert_eq(kvc_rans_encode_group(sym, 1, 100, 1, cum, 8, out, sizeof(out)), 4u);
     cr_assert_eq(out[0] | out[1] << 8 | out[2] << 16 | (uint32_t)out[3] << 24, 1u << 16);
 }
 
@@ -278,9 +279,9 @@ Test(rans, encoder_refuses_a_symbol_without_frequency)
     uint16_t cum[5];
     kvc_rans_cum_from_counts(counts, 4, 4, cum);
     uint8_t out[kvc_rans_bound(1, 4)];
-    cr_assert_eq(kvc_rans_encode(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
+    cr_assert_eq(kvc_rans_encode_group(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
     sym[3] = 9; /* outside the table */
-    cr_assert_eq(kvc_rans_encode(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
+    cr_assert_eq(kvc_rans_encode_group(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
 }
 
 /* The same refusals on a full 8-channel group long enough for the encoder's table-driven path:
@@ -296,12 +297,12 @@ Test(rans, full_group_encoder_refuses_a_symbol_without_frequency)
     }
     for (size_t k = 0; k < T * G; k++) sym[k] = (uint8_t)(rnd() % 3);
     uint8_t out[kvc_rans_bound(G, T)];
-    cr_assert_gt(kvc_rans_encode(sym, G, T, G, cum, 4, out, sizeof(out)), 0u);
+    cr_assert_gt(kvc_rans_encode_group(sym, G, T, G, cum, 4, out, sizeof(out)), 0u);
     const uint8_t bad[] = { 3, 4, 63, 64, 200 };
     for (size_t b = 0; b < sizeof(bad); b++) {
         const uint8_t keep = sym[30 * G + 5];
         sym[30 * G + 5] = bad[b];
-        cr_assert_eq(kvc_rans_encode(sym, G, T, G, cum, 4, out, sizeof(out)), 0u, "symbol %u", bad[b]);
+        cr_assert_eq(kvc_rans_encode_group(sym, G, T, G, cum, 4, out, sizeof(out)), 0u, "symbol %u", bad[b]);
         sym[30 * G + 5] = keep;
     }
 }
@@ -323,10 +324,10 @@ Test(rans, every_frequency_matches_the_oracle)
             for (size_t t = 0; t < T; t++) sym[t * G + i] = f == 4096 ? 0 : (uint8_t)(rnd() % 4096 >= f || t == 0);
             if (f < 4096) sym[T / 2 * G + i] = 0; /* both symbols occur */
         }
-        const size_t n = kvc_rans_encode(sym, G, T, G, cum, 2, out, sizeof(out));
+        const size_t n = kvc_rans_encode_group(sym, G, T, G, cum, 2, out, sizeof(out));
         const size_t rn = oracle_encode(sym, G, T, G, cum, 2, ref);
         cr_assert(n == rn && memcmp(out, ref, n) == 0, "frequencies %u..%u: %zu bytes, the oracle %zu", f0, f0 + G - 1, n, rn);
-        cr_assert_eq(kvc_rans_decode(out, n, T, G, cum, 2, got, G), KVC_OK);
+        cr_assert_eq(kvc_rans_decode_group(out, n, T, G, cum, 2, got, G), KVC_OK);
         cr_assert(memcmp(got, sym, sizeof(sym)) == 0, "frequencies %u..%u", f0, f0 + G - 1);
     }
 }
@@ -378,8 +379,8 @@ Test(rans, every_tier_codes_the_same_bytes)
                         uint8_t *out = malloc(2 * cap), *ref = malloc(2 * cap);
                         size_t len[2];
                         kvc_rans_encode_pair_isa(tiers[ti].isa, sym, stride, T, 8, gb, cum, B, out, cap, len);
-                        const size_t ra = kvc_rans_encode(sym, stride, T, 8, cum, B, ref, cap);
-                        const size_t rb = gb ? kvc_rans_encode(sym + 8, stride, T, gb, cum + 8 * (B + 1), B, ref + cap, cap) : 0;
+                        const size_t ra = kvc_rans_encode_group(sym, stride, T, 8, cum, B, ref, cap);
+                        const size_t rb = gb ? kvc_rans_encode_group(sym + 8, stride, T, gb, cum + 8 * (B + 1), B, ref + cap, cap) : 0;
                         cr_assert_eq(len[0], ra, "%s T %zu B %u gb %u bad %d: A %zu bytes, portable %zu", tiers[ti].name, T, B, gb, bad, len[0], ra);
                         cr_assert_eq(len[1], rb, "%s T %zu B %u gb %u bad %d: B %zu bytes, portable %zu", tiers[ti].name, T, B, gb, bad, len[1], rb);
                         cr_assert_eq(ra == 0, bad == 1);
@@ -500,7 +501,7 @@ static four_t make_quad(size_t T, unsigned B)
     const size_t cap = kvc_rans_bound(8, T);
     uint8_t *buf = malloc(cap);
     for (unsigned g = 0; g < 4; g++) {
-        q.len[g] = kvc_rans_encode(q.sym + 8 * g, q.stride, T, 8, q.cum + 8 * g * (B + 1), B, buf, cap);
+        q.len[g] = kvc_rans_encode_group(q.sym + 8 * g, q.stride, T, 8, q.cum + 8 * g * (B + 1), B, buf, cap);
         cr_assert_gt(q.len[g], 0);
         q.st[g] = malloc(q.len[g]);
         memcpy(q.st[g], buf, q.len[g]);
@@ -541,7 +542,7 @@ static kvc_status_t kernel_agrees(const kernel_t *kn, const four_t *q, uint8_t *
     const kvc_status_t st = run_kernel(kn, q, in, len, got);
     kvc_status_t want = KVC_OK;
     for (unsigned g = kn->g0; g < kn->g0 + kn->ng; g++)
-        if (kvc_rans_decode(in[g], len[g], q->T, 8, q->cum + 8 * g * (q->B + 1), q->B, ref + 8 * g, q->stride) != KVC_OK) want = KVC_ERR_CORRUPT;
+        if (kvc_rans_decode_group(in[g], len[g], q->T, 8, q->cum + 8 * g * (q->B + 1), q->B, ref + 8 * g, q->stride) != KVC_OK) want = KVC_ERR_CORRUPT;
     cr_assert_eq(st, want, "%s %s (T %zu B %u): status %d, the portable decoder's %d", kn->tier, what, q->T, q->B, st, want);
     if (st == KVC_OK)
         for (size_t t = 0; t < q->T; t++)
@@ -882,4 +883,371 @@ Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
     free(kv);
     free(out);
     free(ref);
+}
+
+/* ---- the public calls (cachegen.h kvc_rans_tables / kvc_rans_encode / kvc_rans_decode) ---- */
+
+/* Skewed random symbols [L, T, C]: per channel a centre and spread, like KV data. */
+static uint8_t *api_symbols(size_t L, size_t T, size_t C, unsigned B, uint32_t seed)
+{
+    rng_state = seed;
+    uint8_t *s = malloc(L * T * C + 1);
+    for (size_t l = 0; l < L; l++)
+        for (size_t c = 0; c < C; c++) {
+            const unsigned centre = rnd() % B, spread = 1 + rnd() % B;
+            for (size_t t = 0; t < T; t++) {
+                const int v = (int)centre + (int)(rnd() % spread) - (int)(spread / 2);
+                s[(l * T + t) * C + c] = (uint8_t)(v < 0 ? 0 : v >= (int)B ? (int)B - 1 : v);
+            }
+        }
+    return s;
+}
+
+/* A context on the CPU tier `isa` with `threads` threads (NULL: the tier is not on this machine). */
+static kvc_context_t *tier_context(const char *isa, int threads)
+{
+    if (!tier_available(isa)) return NULL;
+    setenv("KVCORE_ISA", isa, 1);
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                .num_threads = threads };
+    kvc_context_t *ctx = NULL;
+    cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
+    unsetenv("KVCORE_ISA");
+    return ctx;
+}
+
+/* Tables, streams and symbols of one shape through the public calls, each against the oracles of
+ * this file: the tables against oracle_cum of the counts, every stream byte for byte against
+ * oracle_encode, the packed streams decoded back. */
+static void api_case(kvc_context_t *ctx, size_t L, size_t T, size_t C, unsigned B, uint32_t seed)
+{
+    const size_t G = (C + 7) / 8, nt = L * C * (B + 1), cap = kvc_rans_encode_bound(T);
+    uint8_t *sym = api_symbols(L, T ? T : 1, C, B, seed);
+    uint16_t *cum = malloc(nt * 2), *ref = malloc(nt * 2);
+    kvc_rans_tables_params_t tp = { .symbols = sym, .cum = cum, .layers = L, .tokens = T ? T : 1, .channels = C, .num_bins = B };
+    cr_assert_eq(kvc_rans_tables(ctx, &tp), KVC_OK, "%s", kvc_last_error());
+    for (size_t l = 0; l < L; l++)
+        for (size_t c = 0; c < C; c++) {
+            uint32_t counts[64] = { 0 };
+            for (size_t t = 0; t < (T ? T : 1); t++) counts[sym[(l * (T ? T : 1) + t) * C + c]]++;
+            oracle_cum(counts, B, T ? T : 1, ref + (l * C + c) * (B + 1));
+        }
+    cr_assert(memcmp(cum, ref, nt * 2) == 0, "L %zu T %zu C %zu B %u: tables differ from the oracle's", L, T, C, B);
+
+    uint8_t *streams = malloc(L * G * cap), *one = malloc(cap);
+    int32_t *len = malloc(L * G * 4);
+    kvc_rans_encode_params_t ep = { .cum = cum, .symbols = sym, .streams = streams, .lengths = len, .layers = L, .tokens = T,
+                                    .channels = C, .capacity = cap, .num_bins = B };
+    cr_assert_eq(kvc_rans_encode(ctx, &ep), KVC_OK, "%s", kvc_last_error());
+    int64_t *ends = malloc(L * G * 8);
+    size_t nbytes = 0;
+    for (size_t k = 0; k < L * G; k++) {
+        const size_t l = k / G, c0 = k % G * 8;
+        const unsigned g = C - c0 < 8 ? (unsigned)(C - c0) : 8;
+        const size_t rlen = oracle_encode(sym + l * T * C + c0, C, T, g, cum + (l * C + c0) * (B + 1), B, one);
+        cr_assert_eq((size_t)len[k], rlen, "L %zu T %zu C %zu B %u stream %zu: %d bytes, the oracle %zu", L, T, C, B, k, len[k],
+                     rlen);
+        cr_assert(memcmp(streams + k * cap, one, rlen) == 0, "stream %zu differs from the oracle's", k);
+        memmove(streams + nbytes, streams + k * cap, rlen); /* packed in place */
+        ends[k] = (int64_t)(nbytes += rlen);
+    }
+    uint8_t *packed = malloc(nbytes + 1), *out = malloc(L * T * C + 1);
+    memcpy(packed, streams, nbytes); /* exactly nbytes: ASan sees a read past them */
+    memset(out, 0xEE, L * T * C + 1);
+    kvc_rans_decode_params_t dp = { .cum = cum, .bytes = packed, .nbytes = nbytes, .ends = ends, .symbols = out, .layers = L,
+                                    .tokens = T, .channels = C, .num_bins = B };
+    cr_assert_eq(kvc_rans_decode(ctx, &dp), KVC_OK, "L %zu T %zu C %zu B %u: %s", L, T, C, B, kvc_last_error());
+    cr_assert(memcmp(out, sym, L * T * C) == 0, "L %zu T %zu C %zu B %u: decoded symbols differ", L, T, C, B);
+    cr_assert_eq(out[L * T * C], 0xEE, "nothing written past the symbols");
+    free(sym);
+    free(cum);
+    free(ref);
+    free(streams);
+    free(one);
+    free(len);
+    free(ends);
+    free(packed);
+    free(out);
+}
+
+static const struct {
+    size_t L, T, C;
+    unsigned B;
+} api_shapes[] = {
+    { 3, 300, 37, 32 }, { 2, 256, 130, 64 }, { 1, 100, 5, 1 },  { 2, 1000, 9, 16 }, { 1, 0, 4, 8 },
+    { 2, 17, 129, 2 },  { 2, 64, 32, 32 },   { 1, 3000, 16, 40 }, { 1, 1, 1, 3 },    { 4, 80, 64, 32 },
+};
+
+Test(rans_api, every_tier_matches_the_oracle)
+{
+    const char *tiers[] = { "scalar", "avx2", "avx512" };
+    for (size_t ti = 0; ti < 3; ti++)
+        for (int threads = 1; threads <= 3; threads += 2) {
+            kvc_context_t *ctx = tier_context(tiers[ti], threads);
+            if (!ctx) continue; /* checked on the tiers this machine has; the codec tests name the skips */
+            for (size_t i = 0; i < sizeof api_shapes / sizeof api_shapes[0]; i++)
+                api_case(ctx, api_shapes[i].L, api_shapes[i].T, api_shapes[i].C, api_shapes[i].B, 77 + (uint32_t)i);
+            kvc_context_destroy(ctx);
+        }
+}
+
+/* One shape's good tensors for the error tests: L 2, T 50, C 32 (four full groups a layer, the
+ * AVX-512 decoder's task), 16 bins. */
+typedef struct {
+    size_t L, T, C, G, cap, nbytes;
+    unsigned B;
+    uint8_t *sym, *streams, *packed, *out;
+    uint16_t *cum;
+    int32_t *len;
+    int64_t *ends;
+} api_fix_t;
+
+static api_fix_t api_fixture(kvc_context_t *ctx)
+{
+    api_fix_t f = { .L = 2, .T = 50, .C = 32, .G = 4, .B = 16 };
+    f.cap = kvc_rans_encode_bound(f.T);
+    f.sym = api_symbols(f.L, f.T, f.C, f.B, 5);
+    f.cum = malloc(f.L * f.C * (f.B + 1) * 2);
+    kvc_rans_tables_params_t tp = { .symbols = f.sym, .cum = f.cum, .layers = f.L, .tokens = f.T, .channels = f.C, .num_bins = f.B };
+    cr_assert_eq(kvc_rans_tables(ctx, &tp), KVC_OK, "%s", kvc_last_error());
+    f.streams = malloc(f.L * f.G * f.cap);
+    f.len = malloc(f.L * f.G * 4);
+    kvc_rans_encode_params_t ep = { .cum = f.cum, .symbols = f.sym, .streams = f.streams, .lengths = f.len, .layers = f.L,
+                                    .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B };
+    cr_assert_eq(kvc_rans_encode(ctx, &ep), KVC_OK, "%s", kvc_last_error());
+    f.ends = malloc(f.L * f.G * 8);
+    f.packed = malloc(f.L * f.G * f.cap);
+    for (size_t k = 0; k < f.L * f.G; k++) {
+        memcpy(f.packed + f.nbytes, f.streams + k * f.cap, (size_t)f.len[k]);
+        f.ends[k] = (int64_t)(f.nbytes += (size_t)f.len[k]);
+    }
+    f.out = malloc(f.L * f.T * f.C);
+    return f;
+}
+
+static void api_fixture_free(api_fix_t *f)
+{
+    free(f->sym);
+    free(f->streams);
+    free(f->packed);
+    free(f->out);
+    free(f->cum);
+    free(f->len);
+    free(f->ends);
+}
+
+/* status st and a message holding every one of the NULL-ended strings */
+static void expect(kvc_status_t got, kvc_status_t st, ...)
+{
+    cr_assert_eq(got, st, "status %s, expected %s (%s)", kvc_status_name(got), kvc_status_name(st), kvc_last_error());
+    va_list ap;
+    va_start(ap, st);
+    for (const char *w; (w = va_arg(ap, const char *));)
+        cr_assert(strstr(kvc_last_error(), w), "the message names \"%s\": %s", w, kvc_last_error());
+    va_end(ap);
+}
+
+Test(rans_api, arguments_are_checked_before_anything_runs)
+{
+    kvc_context_t *ctx = one_thread_context();
+    api_fix_t f = api_fixture(ctx);
+    uint16_t cum[9];
+    kvc_rans_tables_params_t tp = { .symbols = f.sym, .cum = cum, .layers = 1, .tokens = 1, .channels = 1, .num_bins = 8 };
+    kvc_rans_tables_params_t t2 = tp;
+    t2.field_mask = 4;
+    expect(kvc_rans_tables(ctx, &t2), KVC_ERR_INVALID_ARG, "field_mask", NULL);
+    expect(kvc_rans_tables(NULL, &tp), KVC_ERR_INVALID_ARG, "NULL", NULL);
+    expect(kvc_rans_tables(ctx, NULL), KVC_ERR_INVALID_ARG, "NULL", NULL);
+    t2 = tp, t2.tokens = 0;
+    expect(kvc_rans_tables(ctx, &t2), KVC_ERR_INVALID_ARG, "tokens must be at least 1", NULL);
+    t2 = tp, t2.num_bins = 65;
+    expect(kvc_rans_tables(ctx, &t2), KVC_ERR_INVALID_ARG, "num_bins 65", NULL);
+    t2 = tp, t2.num_bins = 0;
+    expect(kvc_rans_tables(ctx, &t2), KVC_ERR_INVALID_ARG, "num_bins 0", NULL);
+    t2 = tp, t2.layers = 0;
+    expect(kvc_rans_tables(ctx, &t2), KVC_ERR_INVALID_ARG, "layers (0)", NULL);
+    t2 = tp, t2.tokens = KVC_RANS_MAX_TOKENS + 1u;
+    expect(kvc_rans_tables(ctx, &t2), KVC_ERR_INVALID_ARG, "KVC_RANS_MAX_TOKENS", NULL);
+    t2 = tp, t2.cum = NULL;
+    expect(kvc_rans_tables(ctx, &t2), KVC_ERR_INVALID_ARG, "must not be NULL", NULL);
+    cr_assert_eq(kvc_rans_encode_bound(KVC_RANS_MAX_TOKENS + 1u), 0);
+    cr_assert_eq(kvc_rans_encode_bound(10), 32 + 160);
+
+    kvc_rans_encode_params_t ep = { .cum = f.cum, .symbols = f.sym, .streams = f.streams, .lengths = f.len, .layers = f.L,
+                                    .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B };
+    kvc_rans_encode_params_t e2 = ep;
+    e2.capacity = f.cap - 1;
+    expect(kvc_rans_encode(ctx, &e2), KVC_ERR_INVALID_ARG, "capacity 831", "kvc_rans_encode_bound(50 tokens) = 832", NULL);
+    e2 = ep, e2.capacity = (size_t)INT32_MAX + 1;
+    expect(kvc_rans_encode(ctx, &e2), KVC_ERR_INVALID_ARG, "INT32_MAX", NULL);
+    e2 = ep, e2.lengths = NULL;
+    expect(kvc_rans_encode(ctx, &e2), KVC_ERR_INVALID_ARG, "must not be NULL", NULL);
+    e2 = ep, e2.field_mask = 1;
+    expect(kvc_rans_encode(ctx, &e2), KVC_ERR_INVALID_ARG, "field_mask", NULL);
+    kvc_rans_decode_params_t dp = { .cum = f.cum, .bytes = f.packed, .nbytes = f.nbytes, .ends = f.ends, .symbols = f.out,
+                                    .layers = f.L, .tokens = f.T, .channels = f.C, .num_bins = f.B };
+    kvc_rans_decode_params_t d2 = dp;
+    d2.bytes = NULL;
+    expect(kvc_rans_decode(ctx, &d2), KVC_ERR_INVALID_ARG, "must not be NULL", NULL);
+    d2 = dp, d2.nbytes = (size_t)INT64_MAX + 1;
+    expect(kvc_rans_decode(ctx, &d2), KVC_ERR_INVALID_ARG, "INT64_MAX", NULL);
+    d2 = dp, d2.tokens = KVC_RANS_MAX_TOKENS + 1u;
+    expect(kvc_rans_decode(ctx, &d2), KVC_ERR_INVALID_ARG, "KVC_RANS_MAX_TOKENS", NULL);
+    api_fixture_free(&f);
+    kvc_context_destroy(ctx);
+}
+
+/* The data checks, on every tier: exact statuses, the first bad index named, nothing written. */
+Test(rans_api, bad_data_gets_exact_statuses_on_every_tier)
+{
+    const char *tiers[] = { "scalar", "avx2", "avx512" };
+    for (size_t ti = 0; ti < 3; ti++) {
+        kvc_context_t *ctx = tier_context(tiers[ti], 2);
+        if (!ctx) continue;
+        api_fix_t f = api_fixture(ctx);
+        const size_t nt = f.L * f.C * (f.B + 1);
+        uint16_t *cum2 = malloc(nt * 2);
+        /* tables: a symbol >= num_bins, the first one named, cum untouched */
+        const uint8_t keep1234 = f.sym[1234], keep2000 = f.sym[2000];
+        f.sym[1234] = 16;
+        f.sym[2000] = 200;
+        memset(cum2, 0x5A, nt * 2);
+        kvc_rans_tables_params_t tp = { .symbols = f.sym, .cum = cum2, .layers = f.L, .tokens = f.T, .channels = f.C, .num_bins = f.B };
+        expect(kvc_rans_tables(ctx, &tp), KVC_ERR_OUT_OF_RANGE, "symbols[1234] (layer 0, token 38, channel 18) = 16 is not below num_bins 16",
+               NULL);
+        for (size_t i = 0; i < nt; i++) cr_assert_eq(cum2[i], 0x5A5A, "cum untouched");
+        /* encode: the same symbol, nothing written */
+        memset(f.len, 0x77, f.L * f.G * 4);
+        kvc_rans_encode_params_t ep = { .cum = f.cum, .symbols = f.sym, .streams = f.streams, .lengths = f.len, .layers = f.L,
+                                        .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B };
+        expect(kvc_rans_encode(ctx, &ep), KVC_ERR_OUT_OF_RANGE, "rans_encode: symbols[1234]", "not below num_bins 16", NULL);
+        /* a symbol in range without frequency in its channel's table */
+        f.sym[2000] = 0;
+        unsigned zero = 0;
+        const uint16_t *c18 = f.cum + 18 * (f.B + 1);
+        while (c18[zero + 1] > c18[zero]) zero++;
+        cr_assert_lt(zero, f.B, "channel 18 of layer 0 has a symbol without frequency");
+        f.sym[1234] = (uint8_t)zero;
+        char want[128];
+        snprintf(want, sizeof want, "symbols[1234] (layer 0, token 38, channel 18) = %u has frequency 0", zero);
+        expect(kvc_rans_encode(ctx, &ep), KVC_ERR_OUT_OF_RANGE, want, NULL);
+        for (size_t k = 0; k < f.L * f.G; k++) cr_assert_eq((uint32_t)f.len[k], 0x77777777u, "lengths untouched");
+        f.sym[1234] = keep1234;
+        f.sym[2000] = keep2000;
+        /* tables that are not: INVALID_ARG to the encoder, CORRUPT to the decoder, naming the first */
+        const struct {
+            size_t at;
+            uint16_t v;
+            const char *why;
+        } bad[] = { { 40 * 17 + 0, 1, "layer 1, channel 8 is not a frequency table: cum[0] = 1, not 0" },
+                    { 33 * 17 + 16, 4095, "layer 1, channel 1 is not a frequency table: cum[16] = 4095, not 4096" },
+                    { 5 * 17 + 16, 4097, "layer 0, channel 5 is not a frequency table: cum[16] = 4097, not 4096" } };
+        for (size_t i = 0; i < 3; i++) {
+            memcpy(cum2, f.cum, nt * 2);
+            cum2[bad[i].at] = bad[i].v;
+            ep.cum = cum2;
+            expect(kvc_rans_encode(ctx, &ep), KVC_ERR_INVALID_ARG, bad[i].why, NULL);
+            kvc_rans_decode_params_t dp = { .cum = cum2, .bytes = f.packed, .nbytes = f.nbytes, .ends = f.ends, .symbols = f.out,
+                                            .layers = f.L, .tokens = f.T, .channels = f.C, .num_bins = f.B };
+            memset(f.out, 0x33, f.L * f.T * f.C);
+            expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, bad[i].why, NULL);
+            for (size_t j = 0; j < f.L * f.T * f.C; j++) cr_assert_eq(f.out[j], 0x33, "symbols untouched");
+        }
+        memcpy(cum2, f.cum, nt * 2); /* a decrease inside: cum[5] > cum[6] */
+        cum2[7 * 17 + 5] = (uint16_t)(cum2[7 * 17 + 6] + 1);
+        ep.cum = cum2;
+        snprintf(want, sizeof want, "layer 0, channel 7 is not a frequency table: cum[5] = %u above cum[6] = %u", cum2[7 * 17 + 5],
+                 cum2[7 * 17 + 6]);
+        expect(kvc_rans_encode(ctx, &ep), KVC_ERR_INVALID_ARG, want, NULL);
+        /* end offsets */
+        kvc_rans_decode_params_t dp = { .cum = f.cum, .bytes = f.packed, .nbytes = f.nbytes, .ends = f.ends, .symbols = f.out,
+                                        .layers = f.L, .tokens = f.T, .channels = f.C, .num_bins = f.B };
+        int64_t *e2 = malloc(f.L * f.G * 8);
+        memcpy(e2, f.ends, f.L * f.G * 8);
+        dp.ends = e2;
+        e2[3] = e2[2] - 1;
+        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[3] (layer 0, group 3)", "decreases", NULL);
+        memcpy(e2, f.ends, f.L * f.G * 8);
+        e2[0] = -2;
+        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[0] (layer 0, group 0) = -2 decreases", NULL);
+        memcpy(e2, f.ends, f.L * f.G * 8);
+        dp.nbytes = f.nbytes - 1;
+        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[7] (layer 1, group 3)", "past the end", NULL);
+        dp.nbytes = f.nbytes;
+        /* damaged streams: the first one named, wherever the tier's kernel decodes it */
+        const size_t victims[] = { 6, 1, 7, 4 };
+        for (size_t v = 0; v < 4; v++) {
+            const size_t k = victims[v], start = k ? (size_t)f.ends[k - 1] : 0;
+            uint8_t *p2 = malloc(f.nbytes);
+            memcpy(p2, f.packed, f.nbytes);
+            p2[start + 3] ^= 0x80; /* state 0's top bit */
+            dp.bytes = p2;
+            snprintf(want, sizeof want, "rANS stream %zu (layer %zu, channels %zu-%zu) is corrupt", k, k / 4, k % 4 * 8, k % 4 * 8 + 7);
+            expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, want, NULL);
+            memcpy(e2, f.ends, f.L * f.G * 8); /* truncated by 2 bytes: its words run out */
+            for (size_t j = k; j < f.L * f.G; j++) e2[j] -= j == k ? 2 : 0;
+            dp.bytes = f.packed;
+            if (k + 1 < f.L * f.G) {
+                /* the next stream starts 2 bytes early: it has 2 bytes too many (overlong) */
+                expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, want, NULL);
+            }
+            memcpy(e2, f.ends, f.L * f.G * 8);
+            free(p2);
+        }
+        dp.bytes = f.packed;
+        cr_assert_eq(kvc_rans_decode(ctx, &dp), KVC_OK, "%s", kvc_last_error());
+        cr_assert(memcmp(f.out, f.sym, f.L * f.T * f.C) == 0);
+        free(e2);
+        free(cum2);
+        api_fixture_free(&f);
+        kvc_context_destroy(ctx);
+    }
+}
+
+/* Random bytes, end offsets and tables (valid or not) into kvc_rans_decode, in exact-size buffers
+ * (the ASan build sees any access outside them): only KVC_OK or KVC_ERR_CORRUPT, and after OK the
+ * symbols are below num_bins. */
+Test(rans_api, random_input_stays_inside_its_buffers)
+{
+    kvc_context_t *ctx = one_thread_context();
+    rng_state = 99;
+    int ok = 0, corrupt = 0;
+    for (int it = 0; it < 3000; it++) {
+        const size_t L = 1 + rnd() % 2, C = 1 + rnd() % 40, T = rnd() % 24, G = (C + 7) / 8;
+        const unsigned B = 1 + rnd() % 64;
+        const size_t nbytes = rnd() % (it % 3 ? 200 : 4000);
+        uint8_t *bytes = malloc(nbytes + !nbytes), *out = malloc(L * T * C + (L * T * C == 0));
+        int64_t *ends = malloc(L * G * 8);
+        uint16_t *cum = malloc(L * C * (B + 1) * 2);
+        for (size_t i = 0; i < nbytes; i++) bytes[i] = (uint8_t)rnd();
+        for (size_t k = 0; k < L * C; k++) { /* a random table: valid 7 times in 8 */
+            uint16_t *c = cum + k * (B + 1);
+            c[0] = 0;
+            for (unsigned s = 1; s < B; s++) c[s] = (uint16_t)(c[s - 1] + rnd() % (2 * 4096 / B + 1));
+            for (unsigned s = 1; s < B; s++) c[s] = c[s] > 4096 ? 4096 : c[s];
+            c[B] = 4096;
+            if (rnd() % 8 == 0) c[rnd() % (B + 1)] = (uint16_t)rnd();
+        }
+        int64_t e = 0;
+        for (size_t k = 0; k < L * G; k++) {
+            e += rnd() % 3 ? (int64_t)(32 + 2 * (rnd() % 30)) : (int64_t)(rnd() % 64) - 8;
+            ends[k] = e;
+        }
+        if (rnd() % 2) ends[L * G - 1] = (int64_t)nbytes;
+        kvc_rans_decode_params_t dp = { .cum = cum, .bytes = nbytes ? bytes : NULL, .nbytes = nbytes, .ends = ends, .symbols = out,
+                                        .layers = L, .tokens = T, .channels = C, .num_bins = B };
+        const kvc_status_t st = kvc_rans_decode(ctx, &dp);
+        cr_assert(st == KVC_OK || st == KVC_ERR_CORRUPT, "status %s: %s", kvc_status_name(st), kvc_last_error());
+        if (st == KVC_OK) {
+            ok++;
+            for (size_t i = 0; i < L * T * C; i++) cr_assert_lt(out[i], B);
+        } else corrupt++;
+        free(bytes);
+        free(out);
+        free(ends);
+        free(cum);
+    }
+    cr_assert_gt(corrupt, 1000, "mostly damaged input");
+    kvc_context_destroy(ctx);
+    (void)ok;
 }

@@ -234,12 +234,23 @@ struct kvc_quant_args {
     size_t layers, tokens, channels;
 };
 
-/* Arguments of the rans_encode / rans_decode slots: one window of the codec's rANS streams
- * (format 1.2, docs/FORMAT.md "rANS streams"), filled by the core, host memory. Stream k of the
- * window is (layer k / G, channels [8 (k mod G), +8)), G = ceil(channels / 8); cum holds each
- * channel's frequency table ([layers, channels, num_bins + 1], kvc_rans_cum_from_counts). The core
- * calls these two slots of the CPU backend's table only (a GPU context keeps it too), never a
- * module's: layer_stride, added after them, changed no module's contract. */
+/* Arguments of the rans_tables / rans_encode / rans_decode slots: interleaved rANS streams
+ * (docs/FORMAT.md "rANS streams"), for the public calls of cachegen.h (kvc_rans_*) and one window
+ * of the codec's coder=rans containers. Stream k is (layer k / G, channels [8 (k mod G), +8)),
+ * G = ceil(channels / 8); cum holds each channel's frequency table ([layers, channels,
+ * num_bins + 1], kvc_rans_cum_from_counts). The core validates shapes and sizes and routes a
+ * public call by where its pointers live (the codec calls the CPU backend's table); the checks
+ * that read the data are the slots': a symbol >= num_bins (tables) or without frequency
+ * (encode) KVC_ERR_OUT_OF_RANGE, a table that is not one (cum[0] = 0, non-decreasing,
+ * cum[num_bins] = 4096) KVC_ERR_INVALID_ARG to the encoder and KVC_ERR_CORRUPT to the decoder,
+ * bad end offsets and damaged streams KVC_ERR_CORRUPT. */
+struct kvc_rans_tables_args {
+    const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins */
+    uint16_t *cum;          /* out: [layers, channels, num_bins + 1] */
+    size_t layers, tokens, channels; /* tokens >= 1 */
+    unsigned num_bins;
+};
+
 struct kvc_rans_encode_args {
     const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins; layer l at symbols + l * layer_stride */
     const uint16_t *cum;
@@ -249,16 +260,19 @@ struct kvc_rans_encode_args {
     size_t capacity;        /* >= 32 + 16 * tokens (a full group's bound) */
     unsigned num_bins;
     size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is coded in place */
+    int trusted;            /* nonzero: the core counted cum from these very symbols (the codec): no data checks */
 };
 
 struct kvc_rans_decode_args {
-    const uint8_t *bytes;   /* the window's streams, back to back */
-    const int64_t *ends;    /* [layers * G]: end offset of each stream in bytes (non-decreasing) */
+    const uint8_t *bytes;   /* the streams, back to back */
+    const int64_t *ends;    /* [layers * G]: end offset of each stream in bytes (non-decreasing, <= nbytes) */
     const uint16_t *cum;
     uint8_t *symbols;       /* out: [layers, tokens, channels]; layer l at symbols + l * layer_stride */
     size_t layers, tokens, channels;
     unsigned num_bins;
     size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is decoded in place */
+    size_t nbytes;          /* bytes given */
+    int trusted;            /* nonzero: the core made cum and ends itself (the codec): no table or end checks */
 };
 
 /* ---------------------------------------------------------------- RoPE (rope.h) */
@@ -408,10 +422,10 @@ typedef struct kvc_backend_ops {
                                           const struct kvc_row_parts *parts);
     kvc_status_t (*transfer_blocks_parts)(kvc_backend_ctx_t *b, const struct kvc_block_plan *p,
                                           const struct kvc_row_parts *parts);
-    /* --- the codec's rANS streams, one window (the core runs them on the CPU backend; a symbol
-     * without frequency is KVC_ERR_BACKEND, a damaged stream KVC_ERR_CORRUPT) --- */
+    /* --- interleaved rANS (cachegen.h kvc_rans_*; the codec's coder=rans windows) --- */
     kvc_status_t (*rans_encode)(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a);
     kvc_status_t (*rans_decode)(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a);
+    kvc_status_t (*rans_tables)(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a);
 } kvc_backend_ops_t;
 
 typedef struct kvc_backend {

@@ -130,6 +130,58 @@ typedef struct kvc_quant_params {
     size_t layers, tokens, channels;
 } kvc_quant_params_t;
 
+/* ------------------------------------------------------------------ interleaved rANS
+ * The container's second coder (`kvcore encode --coder rans`; docs/FORMAT.md "rANS streams") on
+ * tensors, for callers that keep their symbols on a GPU or store streams themselves. The streams
+ * are kvcore's, not LMCache's. The same symbols, with per-(layer, channel) frequencies of 12 bits:
+ *   cum      uint16 [layers, channels, num_bins + 1]  each channel's cumulative frequencies:
+ *            cum[0] = 0, non-decreasing, cum[num_bins] = 4096 (kvc_rans_tables makes them from
+ *            the symbols; a symbol to encode must have a frequency, cum[s + 1] > cum[s])
+ *   streams  uint8  [layers, G, capacity]  G = ceil(channels / 8): stream (l, g) codes the
+ *            channels [8g, min(8g + 8, channels)) of layer l
+ *   lengths  int32  [layers, G]
+ *   ends     int64  [layers, G]  the streams packed back to back: stream k ends at ends[k]
+ *            (inclusive prefix sums of lengths)
+ * Limits: 1 <= num_bins <= 64, tokens <= KVC_RANS_MAX_TOKENS. Errors as the arithmetic coder's
+ * calls (above), and: KVC_ERR_OUT_OF_RANGE for a symbol to encode without a frequency in its
+ * table; KVC_ERR_INVALID_ARG for a table that is not one (above) given to the encoder, and
+ * KVC_ERR_CORRUPT given to the decoder; KVC_ERR_CORRUPT for end offsets that decrease or pass
+ * nbytes, and for a stream that is truncated, overlong or does not end in the encoder's initial
+ * states (the symbols are then unspecified; every other failure writes nothing). Each call runs
+ * where its tensors live (host memory: the CPU backend's SIMD coder; device memory: the GPU
+ * module's kernels, one thread per stream), with the same bytes and statuses. */
+#define KVC_RANS_MAX_TOKENS (1u << 26)
+
+typedef struct kvc_rans_tables_params {
+    uint64_t field_mask;     /* see above: 0 */
+    const uint8_t *symbols;  /* [layers, tokens, channels], each < num_bins */
+    uint16_t *cum;           /* out: [layers, channels, num_bins + 1] */
+    size_t layers, tokens, channels; /* tokens >= 1 */
+    unsigned num_bins;
+} kvc_rans_tables_params_t;
+
+typedef struct kvc_rans_encode_params {
+    uint64_t field_mask;     /* see above: 0 */
+    const uint16_t *cum;     /* [layers, channels, num_bins + 1] */
+    const uint8_t *symbols;  /* [layers, tokens, channels] */
+    uint8_t *streams;        /* out: [layers, G, capacity]; a stream's bytes past its length are scratch */
+    int32_t *lengths;        /* out: [layers, G] */
+    size_t layers, tokens, channels;
+    size_t capacity;         /* bytes per stream, >= kvc_rans_encode_bound(tokens) */
+    unsigned num_bins;
+} kvc_rans_encode_params_t;
+
+typedef struct kvc_rans_decode_params {
+    uint64_t field_mask;     /* see above: 0 */
+    const uint16_t *cum;     /* [layers, channels, num_bins + 1] */
+    const uint8_t *bytes;    /* [nbytes]; may be NULL when nbytes is 0 */
+    size_t nbytes;
+    const int64_t *ends;     /* [layers, G] */
+    uint8_t *symbols;        /* out: [layers, tokens, channels] */
+    size_t layers, tokens, channels;
+    unsigned num_bins;
+} kvc_rans_decode_params_t;
+
 /* ------------------------------------------------------------------ public calls */
 
 /* Per-(layer, channel) histogram and CDF (kvc_cg_cdf_params_t). Symbols >= num_bins: KVC_ERR_OUT_OF_RANGE. */
@@ -150,6 +202,14 @@ KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_cg_decod
 /* Quantise values into symbols + per-(layer, token) scales, and back (kvc_quant_params_t). */
 KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *a);
 KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a);
+
+/* Interleaved rANS (kvc_rans_*_params_t above): the frequency tables of the symbols, the streams,
+ * and the symbols back. kvc_rans_encode_bound(tokens) = 32 + 16 * tokens, a capacity that always
+ * suffices (0 above KVC_RANS_MAX_TOKENS). */
+KVC_API kvc_status_t kvc_rans_tables(kvc_context_t *ctx, const kvc_rans_tables_params_t *a);
+KVC_API kvc_status_t kvc_rans_encode(kvc_context_t *ctx, const kvc_rans_encode_params_t *a);
+KVC_API kvc_status_t kvc_rans_decode(kvc_context_t *ctx, const kvc_rans_decode_params_t *a);
+KVC_API size_t kvc_rans_encode_bound(size_t tokens);
 
 /* LMCache's default bins for a model with num_layers layers, in the order of a KV_2LTD chunk seen
  * as [2*num_layers, T, C]: bins[0..NL) for keys (32 for layers 0..9, then 16), bins[NL..2NL) for

@@ -7,8 +7,9 @@
 #ifndef KVC_COMMON_RANS_H
 #define KVC_COMMON_RANS_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include <stdio.h>
+
+#include "hd.h"
 
 #define KVC_RANS_PROB_BITS 12u                    /* frequencies add up to 2^12 */
 #define KVC_RANS_PROB_SCALE (1u << KVC_RANS_PROB_BITS)
@@ -17,17 +18,17 @@
 #define KVC_RANS_MAX_WINDOW (1u << 26)           /* tokens per window: a stream stays below 2^31 bytes */
 
 /* Coded streams per (plane, layer): ceil(C / 8). */
-static inline uint64_t kvc_rans_groups(uint64_t channels) { return (channels + KVC_RANS_GROUP - 1) / KVC_RANS_GROUP; }
+KVC_HD uint64_t kvc_rans_groups(uint64_t channels) { return (channels + KVC_RANS_GROUP - 1) / KVC_RANS_GROUP; }
 
 /* Bytes a stream of g channels and `tokens` symbols each may take (4 bytes of state per channel
  * plus at most one 16-bit word per symbol). */
-static inline size_t kvc_rans_bound(size_t g, size_t tokens) { return 4 * g + 2 * g * tokens; }
+KVC_HD size_t kvc_rans_bound(size_t g, size_t tokens) { return 4 * g + 2 * g * tokens; }
 
 /* The frequency of a count n of total > 0 before the most frequent symbol takes the difference:
  * round(n * 4096 / total), at least 1 for n > 0. inv = 1.0 / total. n / total without a 64-bit
  * divide (a chunk has 64 K tables): n * 4096 < 2^45 is exact in a double, so the estimate is off
  * by at most one either way, and one step corrects it. */
-static inline uint32_t kvc_rans_freq_of(uint64_t count, uint64_t total, double inv)
+KVC_HD uint32_t kvc_rans_freq_of(uint64_t count, uint64_t total, double inv)
 {
     if (!count) return 0;
     const uint64_t n = count * KVC_RANS_PROB_SCALE + total / 2;
@@ -42,7 +43,7 @@ static inline uint32_t kvc_rans_freq_of(uint64_t count, uint64_t total, double i
  * symbols each frequency exceeds its exact share by less than 1, so the excess e < k and the
  * largest frequency is >= (4096 + e) / k > e when 4096 > (k - 1)^2 (docs/CACHEGEN.md). cum[s + 1]
  * holds the frequency of s on entry. */
-static inline void kvc_rans_cum_finish(unsigned bins, uint32_t sum, unsigned top, uint16_t *cum)
+KVC_HD void kvc_rans_cum_finish(unsigned bins, uint32_t sum, unsigned top, uint16_t *cum)
 {
     cum[top + 1] = (uint16_t)(cum[top + 1] + KVC_RANS_PROB_SCALE - sum); /* in [1, 4096] (above) */
     cum[0] = 0;
@@ -50,22 +51,76 @@ static inline void kvc_rans_cum_finish(unsigned bins, uint32_t sum, unsigned top
     for (unsigned s = 0; s < bins; s++) cum[s + 1] = (uint16_t)(run += cum[s + 1]);
 }
 
-/* Normalise the counts of one stream (bins symbols adding up to total > 0) to frequencies adding up
- * to 2^12, stored as the cumulative table cum[0..bins] (cum[0] = 0, cum[bins] = 4096): every symbol
- * with a non-zero count keeps a frequency >= 1, a zero count gets 0. Exact integer results. */
-static inline void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t total, uint16_t *cum)
+/* Normalise the counts of one stream (bins symbols adding up to total > 0; count s at
+ * counts[s * stride]: the GPU kernel keeps its threads' histograms interleaved) to frequencies
+ * adding up to 2^12, stored as the cumulative table cum[0..bins] (cum[0] = 0, cum[bins] = 4096):
+ * every symbol with a non-zero count keeps a frequency >= 1, a zero count gets 0. Exact integer
+ * results. */
+KVC_HD void kvc_rans_cum_from_counts_strided(const uint32_t *counts, unsigned stride, unsigned bins, uint64_t total,
+                                             uint16_t *cum)
 {
     uint32_t sum = 0, best = 0;
     unsigned top = 0;
     const double inv = 1.0 / (double)total;
     for (unsigned s = 0; s < bins; s++) {
-        const uint32_t f = kvc_rans_freq_of(counts[s], total, inv);
+        const uint32_t n = counts[(size_t)s * stride];
+        const uint32_t f = kvc_rans_freq_of(n, total, inv);
         cum[s + 1] = (uint16_t)f; /* the frequencies first (f <= 4096), summed in place below */
         sum += f;
-        top = counts[s] > best ? s : top; /* the largest count in a register: counts[top] would chain a load a bin */
-        best = counts[s] > best ? counts[s] : best;
+        top = n > best ? s : top; /* the largest count in a register: counts[top] would chain a load a bin */
+        best = n > best ? n : best;
     }
     kvc_rans_cum_finish(bins, sum, top, cum);
+}
+
+KVC_HD void kvc_rans_cum_from_counts(const uint32_t *counts, unsigned bins, uint64_t total, uint16_t *cum)
+{
+    kvc_rans_cum_from_counts_strided(counts, 1, bins, total, cum);
+}
+
+/* A table the coders can use (what every decoder and encoder assumes of cum): cum[0] = 0,
+ * non-decreasing, cum[bins] = 4096. Tables from kvc_rans_cum_from_counts always are; a caller's
+ * own (kvc_rans_encode / kvc_rans_decode in cachegen.h) are checked with this first. */
+KVC_HD int kvc_rans_table_ok(const uint16_t *cum, unsigned bins)
+{
+    unsigned ok = cum[0] == 0 && cum[bins] == KVC_RANS_PROB_SCALE;
+    for (unsigned s = 0; s < bins; s++) ok &= cum[s] <= cum[s + 1];
+    return (int)ok;
+}
+
+/* The words of the data checks' errors, host code shared by the CPU backend and the GPU module so
+ * that both say the same (docs/ERRORS.md). Why cum[0..bins] fails kvc_rans_table_ok. */
+static inline void kvc_rans_table_why(const uint16_t *c, unsigned bins, char *buf, size_t n)
+{
+    if (c[0]) {
+        snprintf(buf, n, "cum[0] = %u, not 0", c[0]);
+    } else if (c[bins] != KVC_RANS_PROB_SCALE) {
+        snprintf(buf, n, "cum[%u] = %u, not 4096", bins, c[bins]);
+    } else {
+        unsigned s = 0;
+        while (s + 1 < bins && c[s] <= c[s + 1]) s++;
+        snprintf(buf, n, "cum[%u] = %u above cum[%u] = %u (it must not decrease)", s, c[s], s + 1, c[s + 1]);
+    }
+}
+
+/* Why symbol v at flat index i (layer l, token t, channel c) cannot be encoded with its table. */
+static inline void kvc_rans_symbol_why(size_t i, size_t l, size_t t, size_t c, unsigned v, unsigned bins, char *buf, size_t n)
+{
+    if (v >= bins)
+        snprintf(buf, n, "symbols[%zu] (layer %zu, token %zu, channel %zu) = %u is not below num_bins %u", i, l, t, c, v, bins);
+    else
+        snprintf(buf, n,
+                 "symbols[%zu] (layer %zu, token %zu, channel %zu) = %u has frequency 0 in its channel's table "
+                 "(cum[%u] = cum[%u]): the tables were not made from these symbols",
+                 i, l, t, c, v, v, v + 1);
+}
+
+/* The first damaged stream k of G a layer, of `channels`. */
+static inline void kvc_rans_corrupt_why(size_t k, size_t G, size_t channels, char *buf, size_t n)
+{
+    const size_t c = k % G * KVC_RANS_GROUP, ce = c + KVC_RANS_GROUP < channels ? c + KVC_RANS_GROUP : channels;
+    snprintf(buf, n, "rANS stream %zu (layer %zu, channels %zu-%zu) is corrupt: truncated, overlong or not ending in the "
+             "encoder's initial states", k, k / G, c, ce - 1);
 }
 
 /* Many streams of one total (a window's channels all count its tokens): freq[n] =

@@ -51,6 +51,9 @@ static kvc_status_t st_kind(kvc_backend_ctx_t *b, const void *p, int *k) { (void
 static kvc_status_t st_plan(kvc_backend_ctx_t *b, const struct kvc_plan_args *a) { (void)b; (void)a; UNSUP("run_plan"); }
 static kvc_status_t st_tokp(kvc_backend_ctx_t *b, const struct kvc_token_plan *p, const struct kvc_row_parts *r) { (void)b; (void)p; (void)r; UNSUP("transfer_tokens_parts"); }
 static kvc_status_t st_blkp(kvc_backend_ctx_t *b, const struct kvc_block_plan *p, const struct kvc_row_parts *r) { (void)b; (void)p; (void)r; UNSUP("transfer_blocks_parts"); }
+static kvc_status_t st_renc(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a) { (void)b; (void)a; UNSUP("rans_encode"); }
+static kvc_status_t st_rdec(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a) { (void)b; (void)a; UNSUP("rans_decode"); }
+static kvc_status_t st_rtab(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a) { (void)b; (void)a; UNSUP("rans_tables"); }
 #undef UNSUP
 
 static const kvc_backend_ops_t stub_ops = {
@@ -60,6 +63,7 @@ static const kvc_backend_ops_t stub_ops = {
     .cg_encode = st_enc, .cg_decode = st_dec, .cg_decode_packed = st_decp, .quantise = st_q, .dequantise = st_q,
     .rope_k_fused = st_rope, .rope_cache_build = st_ropec, .rope_k_delta = st_roped, .launch_host_callback = st_cb,
     .pointer_kind = st_kind, .run_plan = st_plan, .transfer_tokens_parts = st_tokp, .transfer_blocks_parts = st_blkp,
+    .rans_encode = st_renc, .rans_decode = st_rdec, .rans_tables = st_rtab,
 };
 
 void kvc_ops_resolve(kvc_backend_ops_t *out, const kvc_backend_t *desc)

@@ -9,6 +9,7 @@
 #include <kvcore/backend.h>
 
 #include "common/checked.h"
+#include "common/rans.h"
 #include "internal.h"
 
 /* No field-mask bit is defined yet (cachegen.h). */
@@ -148,6 +149,99 @@ KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_cg_decod
     kvc_route_t to;
     if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
     return to.ops->cg_decode_packed(to.b, &op);
+}
+
+/* ------------------------------------------------------------------ interleaved rANS */
+
+static kvc_status_t check_rans_shape(const char *op, size_t layers, size_t tokens, size_t channels, unsigned num_bins)
+{
+    if (tokens > KVC_RANS_MAX_TOKENS)
+        return kvc_error(KVC_ERR_INVALID_ARG, "%s: tokens %zu above the limit %u (KVC_RANS_MAX_TOKENS)", op, tokens,
+                         KVC_RANS_MAX_TOKENS);
+    return check_shape(op, layers, tokens, channels, num_bins);
+}
+
+KVC_API size_t kvc_rans_encode_bound(size_t tokens)
+{
+    if (tokens > KVC_RANS_MAX_TOKENS) return 0;
+    return kvc_rans_bound(KVC_RANS_GROUP, tokens);
+}
+
+KVC_API kvc_status_t kvc_rans_tables(kvc_context_t *ctx, const kvc_rans_tables_params_t *a)
+{
+    if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "rans_tables: ctx and args must not be NULL");
+    kvc_status_t st = check_mask("rans_tables", a->field_mask);
+    if (st == KVC_OK) st = check_rans_shape("rans_tables", a->layers, a->tokens, a->channels, a->num_bins);
+    if (st != KVC_OK) return st;
+    if (a->tokens == 0)
+        return kvc_error(KVC_ERR_INVALID_ARG, "rans_tables: tokens must be at least 1 (no symbols have no frequencies)");
+    if (!a->symbols || !a->cum) return kvc_error(KVC_ERR_INVALID_ARG, "rans_tables: symbols and cum must not be NULL");
+    const struct kvc_rans_tables_args op = { .symbols = a->symbols, .cum = a->cum, .layers = a->layers,
+                                             .tokens = a->tokens, .channels = a->channels, .num_bins = a->num_bins };
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "rans_tables");
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_res_add(&r, "cum", -1, a->cum);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->rans_tables(to.b, &op);
+}
+
+KVC_API kvc_status_t kvc_rans_encode(kvc_context_t *ctx, const kvc_rans_encode_params_t *a)
+{
+    if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "rans_encode: ctx and args must not be NULL");
+    kvc_status_t st = check_mask("rans_encode", a->field_mask);
+    if (st == KVC_OK) st = check_rans_shape("rans_encode", a->layers, a->tokens, a->channels, a->num_bins);
+    if (st != KVC_OK) return st;
+    if (!a->cum || !a->streams || !a->lengths || (!a->symbols && a->tokens))
+        return kvc_error(KVC_ERR_INVALID_ARG, "rans_encode: cum, symbols, streams and lengths must not be NULL");
+    const size_t need = kvc_rans_encode_bound(a->tokens), G = kvc_rans_groups(a->channels);
+    if (a->capacity < need || a->capacity > INT32_MAX)
+        return kvc_error(KVC_ERR_INVALID_ARG,
+                         "rans_encode: capacity %zu outside [kvc_rans_encode_bound(%zu tokens) = %zu, INT32_MAX]",
+                         a->capacity, a->tokens, need);
+    size_t n;
+    if (!kvc_mul3_ok(a->layers, G, a->capacity, &n))
+        return kvc_error(KVC_ERR_INVALID_ARG, "rans_encode: stream buffer of %zu x %zu x %zu bytes overflows size_t",
+                         a->layers, G, a->capacity);
+    const struct kvc_rans_encode_args op = { .symbols = a->symbols, .cum = a->cum, .streams = a->streams,
+                                             .lengths = a->lengths, .layers = a->layers, .tokens = a->tokens,
+                                             .channels = a->channels, .capacity = a->capacity,
+                                             .num_bins = a->num_bins, .layer_stride = a->tokens * a->channels };
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "rans_encode");
+    kvc_res_add(&r, "cum", -1, a->cum);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_res_add(&r, "streams", -1, a->streams);
+    kvc_res_add(&r, "lengths", -1, a->lengths);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->rans_encode(to.b, &op);
+}
+
+KVC_API kvc_status_t kvc_rans_decode(kvc_context_t *ctx, const kvc_rans_decode_params_t *a)
+{
+    if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "rans_decode: ctx and args must not be NULL");
+    kvc_status_t st = check_mask("rans_decode", a->field_mask);
+    if (st == KVC_OK) st = check_rans_shape("rans_decode", a->layers, a->tokens, a->channels, a->num_bins);
+    if (st != KVC_OK) return st;
+    if (!a->cum || !a->ends || (!a->symbols && a->tokens) || (!a->bytes && a->nbytes))
+        return kvc_error(KVC_ERR_INVALID_ARG, "rans_decode: cum, bytes, ends and symbols must not be NULL");
+    if (a->nbytes > INT64_MAX)
+        return kvc_error(KVC_ERR_INVALID_ARG, "rans_decode: nbytes %zu above INT64_MAX", a->nbytes);
+    const struct kvc_rans_decode_args op = { .bytes = a->bytes, .ends = a->ends, .cum = a->cum, .symbols = a->symbols,
+                                             .layers = a->layers, .tokens = a->tokens, .channels = a->channels,
+                                             .num_bins = a->num_bins, .layer_stride = a->tokens * a->channels,
+                                             .nbytes = a->nbytes };
+    kvc_residence_t r;
+    kvc_res_init(&r, ctx, "rans_decode");
+    kvc_res_add(&r, "cum", -1, a->cum);
+    kvc_res_add(&r, "bytes", -1, a->bytes);
+    kvc_res_add(&r, "ends", -1, a->ends);
+    kvc_res_add(&r, "symbols", -1, a->symbols);
+    kvc_route_t to;
+    if ((st = kvc_res_route(&r, &to)) != KVC_OK) return st;
+    return to.ops->rans_decode(to.b, &op);
 }
 
 static kvc_status_t check_quant(const char *op, const kvc_quant_params_t *a)

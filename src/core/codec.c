@@ -305,7 +305,8 @@ static kvc_status_t rans_encode_window(kvc_context_t *ctx, const uint8_t *sym, s
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_encode_args a = { .symbols = sym, .cum = cum, .streams = streams, .lengths = lens, .layers = L,
-                                            .tokens = tw, .channels = C, .capacity = cap, .num_bins = B, .layer_stride = stride };
+                                            .tokens = tw, .channels = C, .capacity = cap, .num_bins = B, .layer_stride = stride,
+                                            .trusted = 1 /* cum counted from these symbols */ };
     return ops->rans_encode(b, &a);
 }
 
@@ -320,7 +321,8 @@ static kvc_status_t rans_decode_window(kvc_context_t *ctx, const uint8_t *bytes,
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .cum = cum, .symbols = sym, .layers = L, .tokens = tw,
-                                            .channels = C, .num_bins = B, .layer_stride = stride };
+                                            .channels = C, .num_bins = B, .layer_stride = stride, .nbytes = (size_t)sum,
+                                            .trusted = 1 /* cum from the counts, ends from the checked lengths */ };
     return ops->rans_decode(b, &a);
 }
 

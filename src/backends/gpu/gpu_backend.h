@@ -145,6 +145,10 @@ kvc_status_t kvc_gpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a);
 kvc_status_t kvc_gpu_cg_encode(kvc_backend_ctx_t *b, const struct kvc_encode_args *a);
 kvc_status_t kvc_gpu_cg_decode(kvc_backend_ctx_t *b, const struct kvc_decode_args *a);
 kvc_status_t kvc_gpu_cg_decode_packed(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a);
+/* rans.cu */
+kvc_status_t kvc_gpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a);
+kvc_status_t kvc_gpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a);
+kvc_status_t kvc_gpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a);
 /* quant.cu */
 kvc_status_t kvc_gpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
 kvc_status_t kvc_gpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);

@@ -313,6 +313,9 @@ static kvc_backend_t make_descriptor(void)
     d.ops.rope_k_delta = kvc_gpu_rope_k_delta;
     d.ops.pointer_kind = gpu_pointer_kind_op;
     d.ops.run_plan = kvc_gpu_run_plan;
+    d.ops.rans_encode = kvc_gpu_rans_encode;
+    d.ops.rans_decode = kvc_gpu_rans_decode;
+    d.ops.rans_tables = kvc_gpu_rans_tables;
     return d;
 }
 

@@ -119,5 +119,6 @@ const kvc_backend_t kvc_cpu_backend = {
         .transfer_blocks_parts = kvc_cpu_transfer_blocks_parts,
         .rans_encode = kvc_cpu_rans_encode,
         .rans_decode = kvc_cpu_rans_decode,
+        .rans_tables = kvc_cpu_rans_tables,
     },
 };

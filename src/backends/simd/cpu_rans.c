@@ -7,6 +7,8 @@
  * backwards and writes the words from the end of its buffer. */
 #include "config.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <kvcore/backend.h> /* kvc_isa_t */
@@ -86,7 +88,7 @@ static size_t rans_encode_fast8(const uint8_t *sym, size_t stride, size_t tokens
     return kvc_rans_enc_finish(out, cap, w, x, seen >= 64 || (flags & RANS_ENC_BAD));
 }
 
-size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
+size_t kvc_rans_encode_group(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                        uint8_t *out, size_t cap)
 {
     if (g == KVC_RANS_GROUP && bins <= 64 && tokens >= RANS_ENC_FAST_MIN_TOKENS && cap >= kvc_rans_bound(g, tokens))
@@ -133,15 +135,15 @@ void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t
         else /* a lone full group, or the AVX2 tier */
             kvc_rans_encode8x2_avx2(sym, full_b ? sym_b : NULL, stride, tokens, cum, cum_b, bins, out, full_b ? out + cap : NULL, cap,
                                     &len[0], &len[1]);
-        if (gb && !full_b) len[1] = kvc_rans_encode(sym_b, stride, tokens, gb, cum_b, bins, out + cap, cap);
+        if (gb && !full_b) len[1] = kvc_rans_encode_group(sym_b, stride, tokens, gb, cum_b, bins, out + cap, cap);
         return;
     }
 #else
     (void)isa;
     (void)full_b;
 #endif
-    len[0] = kvc_rans_encode(sym, stride, tokens, ga, cum, bins, out, cap);
-    if (gb) len[1] = kvc_rans_encode(sym + KVC_RANS_GROUP, stride, tokens, gb, cum_b, bins, out + cap, cap);
+    len[0] = kvc_rans_encode_group(sym, stride, tokens, ga, cum, bins, out, cap);
+    if (gb) len[1] = kvc_rans_encode_group(sym + KVC_RANS_GROUP, stride, tokens, gb, cum_b, bins, out + cap, cap);
 }
 
 /* The symbol whose interval [cum[s], cum[s+1]) holds slot: the last s < bins with cum[s] <= slot
@@ -217,7 +219,7 @@ static size_t rans_decode_fast8(const uint8_t *in, size_t len, size_t *pos, size
     return t;
 }
 
-kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
+kvc_status_t kvc_rans_decode_group(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                              uint8_t *sym, size_t stride)
 {
     return kvc_rans_decode_isa(KVC_ISA_SCALAR, in, len, tokens, g, cum, bins, sym, stride);
@@ -281,14 +283,132 @@ kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t 
     return KVC_OK;
 }
 
-/* ---- the backend's window ops: streams over (layer, channel group), the arithmetic coder's
- * split over (layer, channel); neighbouring groups go in pairs, which the SIMD tiers code together. */
+/* ---- data checks of the public calls (kvc_rans_*: docs/ERRORS.md). The codec skips them (it
+ * counted the tables from the symbols it encodes, and made the tables and end offsets it decodes
+ * with from a container it checked): on the real K/V's 256-token windows they cost 6 % of a
+ * decode. */
+
+/* Every table a rANS table (kvc_rans_table_ok), else `status` naming the first bad one and why. */
+static kvc_status_t check_tables(kvc_backend_ctx_t *b, const char *op, kvc_status_t status, const uint16_t *cum, size_t L,
+                                 size_t C, unsigned B)
+{
+    const size_t n = L * C;
+    size_t first = n;
+#pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first) if (n * B >= (1u << 15))
+    for (size_t k = 0; k < n; k++)
+        if (!kvc_rans_table_ok(cum + k * (B + 1), B) && k < first) first = k;
+    if (first == n) return KVC_OK;
+    char why[96];
+    kvc_rans_table_why(cum + first * (B + 1), B, why, sizeof why);
+    return b->svc->set_error(status, "%s: cum of layer %zu, channel %zu is not a frequency table: %s", op, first / C,
+                             first % C, why);
+}
+
+/* Every symbol of [L, T, C] below B, else KVC_ERR_OUT_OF_RANGE naming the first (in the arithmetic
+ * coder's words): a vectorised maximum per chunk, the index only in a chunk that has one. */
+static kvc_status_t check_below(kvc_backend_ctx_t *b, const char *op, const uint8_t *sym, size_t T, size_t C, size_t n, unsigned B)
+{
+    const size_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
+    size_t first = n;
+#pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first) if (n >= (1u << 16))
+    for (size_t ci = 0; ci < nchunks; ci++) {
+        const uint8_t *p = sym + ci * chunk;
+        const size_t m = ci + 1 < nchunks ? chunk : n - ci * chunk;
+        uint8_t mx = 0;
+        for (size_t i = 0; i < m; i++) mx = p[i] > mx ? p[i] : mx;
+        if (mx < B) continue;
+        size_t i = 0;
+        while (p[i] < B) i++;
+        if (ci * chunk + i < first) first = ci * chunk + i;
+    }
+    if (first == n) return KVC_OK;
+    return b->svc->set_error(KVC_ERR_OUT_OF_RANGE,
+                             "%s: symbols[%zu] (layer %zu, token %zu, channel %zu) = %u is not below num_bins %u", op, first,
+                             first / C / T, first / C % T, first % C, sym[first], B);
+}
+
+/* Every symbol to encode has a frequency in its channel's table, else KVC_ERR_OUT_OF_RANGE naming
+ * the first: one bit per symbol with a frequency, per channel. */
+static kvc_status_t check_encode_symbols(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
+{
+    const size_t L = a->layers, T = a->tokens, C = a->channels, n = L * T * C;
+    const unsigned B = a->num_bins;
+    uint64_t *has = malloc(L * C * sizeof *has);
+    if (!has) return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_encode: no memory for %zu x %zu tables' checks", L, C);
+    for (size_t k = 0; k < L * C; k++) {
+        uint64_t m = 0;
+        for (unsigned s = 0; s < B; s++) m |= (uint64_t)(a->cum[k * (B + 1) + s + 1] > a->cum[k * (B + 1) + s]) << s;
+        has[k] = m;
+    }
+    size_t first = n;
+#pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first) if (n >= (1u << 15))
+    for (size_t lt = 0; lt < L * T; lt++) {
+        const uint8_t *row = a->symbols + lt / T * a->layer_stride + lt % T * C;
+        const uint64_t *h = has + lt / T * C;
+        for (size_t c = 0; c < C; c++)
+            if (row[c] >= 64 || !(h[c] >> row[c] & 1)) {
+                if (lt * C + c < first) first = lt * C + c;
+                break;
+            }
+    }
+    free(has);
+    if (first == n) return KVC_OK;
+    const size_t l = first / C / T, t = first / C % T, c = first % C;
+    char why[256];
+    kvc_rans_symbol_why(first, l, t, c, a->symbols[l * a->layer_stride + t * C + c], B, why, sizeof why);
+    return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "rans_encode: %s", why);
+}
+
+/* End offsets from 0 that never decrease and stay within nbytes, else KVC_ERR_CORRUPT naming the
+ * first bad one. */
+static kvc_status_t check_ends(kvc_backend_ctx_t *b, const int64_t *ends, size_t n, size_t nbytes, size_t G)
+{
+    int64_t prev = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (ends[k] < prev || (uint64_t)ends[k] > nbytes)
+            return b->svc->set_error(KVC_ERR_CORRUPT,
+                                     "rans_decode: ends[%zu] (layer %zu, group %zu) = %lld %s (previous %lld, %zu bytes given)", k,
+                                     k / G, k % G, (long long)ends[k], ends[k] < prev ? "decreases" : "is past the end",
+                                     (long long)prev, nbytes);
+        prev = ends[k];
+    }
+    return KVC_OK;
+}
+
+/* ---- the backend's slots: streams over (layer, channel group), the arithmetic coder's split over
+ * (layer, channel); neighbouring groups go in pairs, which the SIMD tiers code together. */
+
+kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a)
+{
+    const size_t L = a->layers, T = a->tokens, C = a->channels, NB = (C + 63) / 64;
+    const unsigned B = a->num_bins;
+    kvc_status_t st = check_below(b, "rans_tables", a->symbols, T, C, L * T * C, B);
+    if (st != KVC_OK) return st;
+    /* Tasks of 64 neighbouring channels of a layer: they share each 64-byte line of a token row. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads)
+    for (size_t j = 0; j < L * NB; j++) {
+        const size_t l = j / NB, c0 = j % NB * 64, n = C - c0 < 64 ? C - c0 : 64;
+        uint32_t cnt[64][KVC_CG_MAX_BINS];
+        memset(cnt, 0, sizeof cnt);
+        for (size_t t = 0; t < T; t++) {
+            const uint8_t *row = a->symbols + (l * T + t) * C + c0;
+            for (size_t i = 0; i < n; i++) cnt[i][row[i]]++;
+        }
+        for (size_t i = 0; i < n; i++) kvc_rans_cum_from_counts(cnt[i], B, T, a->cum + (l * C + c0 + i) * (B + 1));
+    }
+    return KVC_OK;
+}
 
 kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
 {
     const size_t L = a->layers, tw = a->tokens, C = a->channels, cap = a->capacity, G = kvc_rans_groups(C), P = (G + 1) / 2;
     const unsigned B = a->num_bins;
     const int isa = b->isa;
+    if (!a->trusted) {
+        kvc_status_t st = check_tables(b, "rans_encode", KVC_ERR_INVALID_ARG, a->cum, L, C, B);
+        if (st == KVC_OK) st = check_encode_symbols(b, a);
+        if (st != KVC_OK) return st;
+    }
     int bad = 0;
 #pragma omp parallel for schedule(dynamic, 2) num_threads(b->num_threads) reduction(| : bad)
     for (size_t j = 0; j < L * P; j++) {
@@ -305,19 +425,25 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
             bad |= !n[1];
         }
     }
-    /* The core takes the counts from these very symbols, so every symbol has a frequency. */
-    return bad ? b->svc->set_error(KVC_ERR_BACKEND, "codec encode: a symbol without a rANS frequency (internal error)") : KVC_OK;
+    /* Every symbol has a frequency (checked above, or the core took the counts from them). */
+    return bad ? b->svc->set_error(KVC_ERR_BACKEND, "rans_encode: a symbol without a rANS frequency (internal error)") : KVC_OK;
 }
 
 kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
 {
-    const size_t L = a->layers, tw = a->tokens, C = a->channels, G = kvc_rans_groups(C), Q = (G + 3) / 4;
+    const size_t L = a->layers, tw = a->tokens, C = a->channels, G = kvc_rans_groups(C), Q = (G + 3) / 4, none = L * G;
     const unsigned B = a->num_bins;
     const int isa = b->isa;
-    int bad = 0;
+    if (!a->trusted) {
+        kvc_status_t st = check_tables(b, "rans_decode", KVC_ERR_CORRUPT, a->cum, L, C, B);
+        if (st == KVC_OK) st = check_ends(b, a->ends, L * G, a->nbytes, G);
+        if (st != KVC_OK) return st;
+    }
+    size_t first = none; /* the first damaged stream */
     /* Tasks of four neighbouring groups: the AVX-512 tier decodes four full ones at once, the AVX2
-     * kernel pairs of full ones (both tiers), the portable decoder the rest. */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads) reduction(| : bad)
+     * kernel pairs of full ones (both tiers), the portable decoder the rest; a failing kernel's
+     * groups are decoded again one by one to name the stream. */
+#pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads) reduction(min : first)
     for (size_t j = 0; j < L * Q; j++) {
         const size_t l = j / Q, k0 = l * G + j % Q * 4, c0 = (k0 - l * G) * KVC_RANS_GROUP;
         const size_t n = G - (k0 - l * G) < 4 ? G - (k0 - l * G) : 4;
@@ -332,21 +458,28 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
             len[g] = (size_t)a->ends[k0 + g] - start;
         }
         size_t g = 0;
+        int bad = 0;
 #ifdef KVC_HAVE_X86_SIMD
         if (isa >= KVC_ISA_AVX512 && full == 4 && B <= 64) {
-            bad |= kvc_rans_decode8x4_avx512(in, len, tw, cum, B, sym, C) != KVC_OK;
-            continue;
+            bad = kvc_rans_decode8x4_avx512(in, len, tw, cum, B, sym, C) != KVC_OK;
+            g = 4;
         }
-        for (; isa >= KVC_ISA_AVX2 && B <= 64 && g + 2 <= full; g += 2)
-            bad |= kvc_rans_decode8x2_avx2(in + g, len + g, tw, cum + g * KVC_RANS_GROUP * (B + 1), B, sym + g * KVC_RANS_GROUP, C) != KVC_OK;
+        for (; !bad && isa >= KVC_ISA_AVX2 && B <= 64 && g + 2 <= full; g += 2)
+            bad = kvc_rans_decode8x2_avx2(in + g, len + g, tw, cum + g * KVC_RANS_GROUP * (B + 1), B, sym + g * KVC_RANS_GROUP, C) != KVC_OK;
+        if (bad) g = 0;
 #endif
         for (; g < n; g++) {
             const size_t cg = c0 + g * KVC_RANS_GROUP;
             const unsigned gc = C - cg < KVC_RANS_GROUP ? (unsigned)(C - cg) : KVC_RANS_GROUP;
-            bad |= kvc_rans_decode_isa(isa, in[g], len[g], tw, gc, cum + g * KVC_RANS_GROUP * (B + 1), B, sym + g * KVC_RANS_GROUP, C) !=
-                   KVC_OK;
+            if (kvc_rans_decode_isa(bad ? KVC_ISA_SCALAR : isa, in[g], len[g], tw, gc, cum + g * KVC_RANS_GROUP * (B + 1), B,
+                                    sym + g * KVC_RANS_GROUP, C) != KVC_OK) {
+                if (k0 + g < first) first = k0 + g;
+                break;
+            }
         }
     }
-    return bad ? b->svc->set_error(KVC_ERR_CORRUPT, "container rANS streams are corrupt (truncated, overlong or a wrong final state)")
-               : KVC_OK;
+    if (first == none) return KVC_OK;
+    char why[192];
+    kvc_rans_corrupt_why(first, G, C, why, sizeof why);
+    return b->svc->set_error(KVC_ERR_CORRUPT, "%s", why);
 }

@@ -14,32 +14,33 @@
 
 #include "common/rans.h"
 
-/* The backend's rans_encode / rans_decode slots (backend.h). */
+/* The backend's rans_tables / rans_encode / rans_decode slots (backend.h). */
+kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a);
 kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a);
 kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a);
 
 /* Encode g (1..8) channels: symbol t of channel i is sym[t * stride + i], coded with the table
  * cum + i * (bins + 1). out has cap >= kvc_rans_bound(g, tokens) bytes. Returns the stream length,
  * or 0 when a symbol has frequency 0 in its table (the counts do not describe the symbols). */
-size_t kvc_rans_encode(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
+size_t kvc_rans_encode_group(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                        uint8_t *out, size_t cap);
 
 /* Two neighbouring groups of a window, on the CPU tier isa (a kvc_isa_t): group A is channels
  * [0, ga) of sym and cum, coded into out; group B channels [8, 8 + gb) (gb = 0: none), into
- * out + cap. len[0], len[1]: kvc_rans_encode's results. Full groups take the tier's kernel
- * (below) where it has one; the bytes are those of kvc_rans_encode. */
+ * out + cap. len[0], len[1]: kvc_rans_encode_group's results. Full groups take the tier's kernel
+ * (below) where it has one; the bytes are those of kvc_rans_encode_group. */
 void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned ga, unsigned gb,
                               const uint16_t *cum, unsigned bins, uint8_t *out, size_t cap, size_t len[2]);
 
-/* Decode a stream of len bytes written by kvc_rans_encode with the same tables (as made by
+/* Decode a stream of len bytes written by kvc_rans_encode_group with the same tables (as made by
  * kvc_rans_cum_from_counts: non-decreasing, cum[bins] = 4096) into sym (same
  * indexing). Reads only in[0, len); KVC_ERR_CORRUPT when the stream is truncated, too long, starts
  * from an impossible state or does not end in the encoder's initial states. The status is returned,
  * not logged (the caller reports it once per chunk). */
-kvc_status_t kvc_rans_decode(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
+kvc_status_t kvc_rans_decode_group(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
                              uint8_t *sym, size_t stride);
 
-/* kvc_rans_decode on the CPU tier isa (a kvc_isa_t): the same symbols and statuses; the tier's
+/* kvc_rans_decode_group on the CPU tier isa (a kvc_isa_t): the same symbols and statuses; the tier's
  * kernels where it has them (below). */
 kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum,
                                  unsigned bins, uint8_t *sym, size_t stride);
@@ -74,8 +75,8 @@ static inline size_t kvc_rans_enc_finish(uint8_t *out, size_t cap, const uint8_t
 }
 
 /* AVX-512 (F/BW/DQ/VL): two full groups of the same window at once (the codec's neighbouring
- * streams; kvc_rans_encode's arguments with g = 8, bins <= 64, cap >= kvc_rans_bound(8, tokens)):
- * the same bytes as two kvc_rans_encode calls; *len_a / *len_b as its return value. */
+ * streams; kvc_rans_encode_group's arguments with g = 8, bins <= 64, cap >= kvc_rans_bound(8, tokens)):
+ * the same bytes as two kvc_rans_encode_group calls; *len_a / *len_b as its return value. */
 void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
                                const uint16_t *cum_a, const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b,
                                size_t cap, size_t *len_a, size_t *len_b);
@@ -104,7 +105,7 @@ static inline kvc_status_t kvc_rans_dec_range(uint64_t used, unsigned *lo, unsig
 }
 
 /* The start of n full-group streams for the SIMD decoders: group g's 8 states (u32 LE) into
- * x[8g ..], its words from p[g] to end[g]. KVC_ERR_CORRUPT as kvc_rans_decode: a stream shorter
+ * x[8g ..], its words from p[g] to end[g]. KVC_ERR_CORRUPT as kvc_rans_decode_group: a stream shorter
  * than its states or with an odd payload, a state below 2^16. */
 static inline kvc_status_t kvc_rans_dec_start(const uint8_t *const in[], const size_t len[], unsigned n, uint32_t *x,
                                               const uint8_t **p, const uint8_t **end)
@@ -135,13 +136,13 @@ static inline size_t kvc_rans_dec_run(const uint8_t *const *p, const uint8_t *co
 
 /* AVX2: two neighbouring full groups of a window decoded together (in[g], len[g]; channels
  * [8g, 8g + 8) of cum and sym; bins <= 64), one register of 8 states each, the same lookup: the
- * symbols and statuses of two kvc_rans_decode calls. */
+ * symbols and statuses of two kvc_rans_decode_group calls. */
 kvc_status_t kvc_rans_decode8x2_avx2(const uint8_t *const in[2], const size_t len[2], size_t tokens, const uint16_t *cum,
                                      unsigned bins, uint8_t *sym, size_t stride);
 
 /* AVX-512: four neighbouring full groups of a window decoded together (in[g], len[g]: group g's
  * stream; channels [8g, 8g + 8) of cum and sym; bins <= 64), without slot tables: the symbols and
- * statuses of four kvc_rans_decode calls (KVC_ERR_CORRUPT when any stream is corrupt). */
+ * statuses of four kvc_rans_decode_group calls (KVC_ERR_CORRUPT when any stream is corrupt). */
 kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t len[4], size_t tokens, const uint16_t *cum,
                                        unsigned bins, uint8_t *sym, size_t stride);
 
