@@ -9,6 +9,7 @@ call releases the GIL. See docs/PYTHON.md."""
 from . import _abi, errors
 from ._lib import KvcoreError, UnsupportedError, path as library_path
 from .codec import StreamReader, StreamWriter, compress, decompress, default_bins, default_context, encode_bound, \
+    rans_encode_bound, \
     inspect, load_kvcache, open, save_kvcache
 from .context import Context, recorder_now, status_name
 from .enums import ChunkLayout, DType, Direction, Format, KeyScaling, RopeStyle
@@ -20,7 +21,8 @@ from .transfer import format_name, format_ptr_count, shape_ptr_count
 from ._lib import lib as _lib  # kvcore._lib is the loaded library (lmcache_ops imports it so)
 
 __all__ = ["Context", "Engine", "HostBuffer", "DeviceBuffer", "DeviceArray", "KvcoreError", "UnsupportedError",
-           "PageShape", "library_path", "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "default_bins", "inspect",
+           "PageShape", "library_path", "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "rans_encode_bound", "default_bins",
+           "inspect",
            "recorder_now", "format_name", "format_ptr_count", "shape_ptr_count", "status_name", "load_kvcache",
            "save_kvcache", "__version__", "compress", "decompress", "open", "default_context", "StreamReader",
            "StreamWriter", "ChunkLayout", "DType", "Direction", "Format", "KeyScaling", "RopeStyle", "errors",

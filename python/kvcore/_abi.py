@@ -177,6 +177,23 @@ class CgDecodePackedParams(C.Structure):
                 ("channels", C.c_size_t), ("num_bins", C.c_uint)]
 
 
+class RansTablesParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("symbols", C.c_void_p), ("cum", C.c_void_p), ("layers", C.c_size_t),
+                ("tokens", C.c_size_t), ("channels", C.c_size_t), ("num_bins", C.c_uint)]
+
+
+class RansEncodeParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("cum", C.c_void_p), ("symbols", C.c_void_p), ("streams", C.c_void_p),
+                ("lengths", C.c_void_p), ("layers", C.c_size_t), ("tokens", C.c_size_t), ("channels", C.c_size_t),
+                ("capacity", C.c_size_t), ("num_bins", C.c_uint)]
+
+
+class RansDecodeParams(C.Structure):
+    _fields_ = [("field_mask", C.c_uint64), ("cum", C.c_void_p), ("bytes", C.c_void_p), ("nbytes", C.c_size_t),
+                ("ends", C.c_void_p), ("symbols", C.c_void_p), ("layers", C.c_size_t), ("tokens", C.c_size_t),
+                ("channels", C.c_size_t), ("num_bins", C.c_uint)]
+
+
 class QuantParams(C.Structure):
     _fields_ = [("field_mask", C.c_uint64), ("dtype", C.c_int), ("values", C.c_void_p), ("symbols", C.c_void_p), ("scales", C.c_void_p),
                 ("bins", C.c_void_p), ("layers", C.c_size_t), ("tokens", C.c_size_t), ("channels", C.c_size_t)]
@@ -334,6 +351,8 @@ STRUCTS = {
     "kvc_cg_cdf_params_t": CgCdfParams, "kvc_cg_encode_params_t": CgEncodeParams,
     "kvc_cg_decode_params_t": CgDecodeParams, "kvc_cg_decode_packed_params_t": CgDecodePackedParams,
     "kvc_quant_params_t": QuantParams, "kvc_rope_params_t": RopeParams,
+    "kvc_rans_tables_params_t": RansTablesParams, "kvc_rans_encode_params_t": RansEncodeParams,
+    "kvc_rans_decode_params_t": RansDecodeParams,
     "kvc_codec_params_t": CodecParams, "kvc_codec_info_t": CodecInfo, "kvc_rope_keys_t": RopeKeys,
     "kvc_rope_table_t": RopeTable, "kvc_completion_record_t": CompletionRecord, "kvc_str_meta_t": StrMeta,
     "kvc_int_meta_t": IntMeta, "kvc_event_record_t": EventRecord, "kvc_mem_params_t": MemParams,
@@ -423,6 +442,10 @@ PROTOTYPES = {
     "kvc_cg_encode_bound": (_Z, [_Z]),
     "kvc_cg_decode": (_S, [_P, C.POINTER(CgDecodeParams)]),
     "kvc_cg_decode_packed": (_S, [_P, C.POINTER(CgDecodePackedParams)]),
+    "kvc_rans_tables": (_S, [_P, C.POINTER(RansTablesParams)]),
+    "kvc_rans_encode": (_S, [_P, C.POINTER(RansEncodeParams)]),
+    "kvc_rans_decode": (_S, [_P, C.POINTER(RansDecodeParams)]),
+    "kvc_rans_encode_bound": (_Z, [_Z]),
     "kvc_quantise": (_S, [_P, C.POINTER(QuantParams)]),
     "kvc_dequantise": (_S, [_P, C.POINTER(QuantParams)]),
     "kvc_cg_default_bins": (_S, [_Z, _P]),

@@ -472,6 +472,11 @@ def encode_bound(tokens: int) -> int:
     return int(_lib.kvc_cg_encode_bound(tokens))
 
 
+def rans_encode_bound(tokens: int) -> int:
+    """A per-stream capacity that always suffices for the rANS coder: 32 + 16 * tokens (0 above the limit)."""
+    return int(_lib.kvc_rans_encode_bound(tokens))
+
+
 def default_bins(num_layers: int) -> Any:
     """LMCache's quantiser bins for a model of num_layers layers: uint32 [2 * num_layers]."""
     out = _np.empty(2 * num_layers, _np.uint32)
@@ -639,6 +644,61 @@ class CodecOps(ContextBase):
         a = _abi.CgDecodePackedParams(cdf=cb.ptr, bytes=d.ptr, nbytes=d.shape[0], prefsum=p.ptr, symbols=ob.ptr,
                                   layers=l, tokens=tokens, channels=c, num_bins=lp - 1)
         _check(_lib.kvc_cg_decode_packed(self._handle(), _C.byref(a)))
+        return o
+
+    def rans_tables(self, symbols: Array, num_bins: int, out: Optional[Array] = None) -> Any:
+        """The rANS frequency tables of uint8/int8 symbols [L, T, C] (T >= 1): uint16 [L, C, num_bins + 1],
+        cumulative frequencies adding up to 4096 (docs/FORMAT.md "rANS streams")."""
+        s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, t, c = s.shape
+        o = _np.empty((l, c, num_bins + 1), _np.uint16) if out is None else out
+        ob = self._arr(o, "out", True, dtypes=(_U16, _abi.DTYPE_I16), shape=(l, c, num_bins + 1))
+        a = _abi.RansTablesParams(symbols=s.ptr, cum=ob.ptr, layers=l, tokens=t, channels=c, num_bins=num_bins)
+        _check(_lib.kvc_rans_tables(self._handle(), _C.byref(a)))
+        return o
+
+    def rans_encode_streams(self, cum: Array, symbols: Array, streams: Array, lengths: Array) -> None:
+        """rANS-code symbols [L, T, C] into streams uint8 [L, G, capacity] and lengths int32 [L, G],
+        G = ceil(C / 8) (stream (l, g): channels 8g .. 8g + 7); capacity >= rans_encode_bound(T)."""
+        s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
+        l, t, c = s.shape
+        g = (c + 7) // 8
+        cb = self._arr(cum, "cum", dtypes=(_U16, _abi.DTYPE_I16), ndim=3, shape=(l, c, None))
+        st = self._arr(streams, "streams", True, dtypes=(_U8, _abi.DTYPE_I8), ndim=3, shape=(l, g, None))
+        ln = self._arr(lengths, "lengths", True, dtypes=_I32, shape=(l, g))
+        a = _abi.RansEncodeParams(cum=cb.ptr, symbols=s.ptr, streams=st.ptr, lengths=ln.ptr, layers=l, tokens=t,
+                                  channels=c, capacity=st.shape[2], num_bins=cb.shape[2] - 1)
+        _check(_lib.kvc_rans_encode(self._handle(), _C.byref(a)))
+
+    def rans_encode(self, cum: Array, symbols: Array) -> Tuple[Any, Any]:
+        """rANS-code symbols [L, T, C] with the tables cum [L, C, B + 1]: returns (data uint8, the streams
+        back to back, ends int64 [L, ceil(C / 8)], each stream's end offset): what rans_decode takes."""
+        s = _buf(symbols, "symbols")
+        if len(s.shape) != 3:
+            _require(s, ndim=3)
+        l, t, c = s.shape
+        g, cap = (c + 7) // 8, rans_encode_bound(t)
+        streams, lengths = _np.empty((l, g, cap), _np.uint8), _np.zeros((l, g), _np.int32)
+        self.rans_encode_streams(cum, symbols, streams, lengths)
+        ends = _np.cumsum(lengths.reshape(-1), dtype=_np.int64)
+        data = _np.empty(int(ends[-1]) if ends.size else 0, _np.uint8)
+        start = 0
+        for k, e in enumerate(ends.tolist()):
+            data[start:e] = streams.reshape(l * g, cap)[k, :e - start]
+            start = e
+        return data, ends.reshape(l, g)
+
+    def rans_decode(self, cum: Array, data: Array, ends: Array, tokens: int, out: Optional[Array] = None) -> Any:
+        """Decode rANS streams (data uint8, stream k at [ends[k-1], ends[k])) into uint8 [L, tokens, C]."""
+        cb = self._arr(cum, "cum", dtypes=(_U16, _abi.DTYPE_I16), ndim=3)
+        l, c, lp = cb.shape
+        d = self._arr(data, "data", dtypes=(_U8, _abi.DTYPE_I8), ndim=1)
+        e = self._arr(ends, "ends", dtypes=_I64, shape=(l, (c + 7) // 8))
+        o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
+        ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
+        a = _abi.RansDecodeParams(cum=cb.ptr, bytes=d.ptr, nbytes=d.shape[0], ends=e.ptr, symbols=ob.ptr, layers=l,
+                                  tokens=tokens, channels=c, num_bins=lp - 1)
+        _check(_lib.kvc_rans_decode(self._handle(), _C.byref(a)))
         return o
 
     def _bins(self, bins: Any, layers: int) -> Any:

@@ -387,6 +387,14 @@ def _cases(ctx):
         return {"cdf": cdf, "sym": sym, "streams": streams, "lengths": lengths, "out": np.zeros((2, 20, 3), np.uint8),
                 "enc_streams": np.zeros_like(streams), "enc_lengths": np.zeros_like(lengths)}
 
+    def rans(rng):
+        sym = rng.integers(0, 8, (2, 20, 11)).astype(np.uint8)
+        cum = ctx.rans_tables(sym, 8)
+        data, ends = ctx.rans_encode(cum, sym)
+        return {"cum": cum, "sym": sym, "data": data, "ends": ends, "out": np.zeros((2, 20, 11), np.uint8),
+                "enc_streams": np.zeros((2, 2, kvcore.rans_encode_bound(20)), np.uint8),
+                "enc_lengths": np.zeros((2, 2), np.int32)}
+
     def quant(rng):
         v = rng.standard_normal((2, 5, 8)).astype(np.float32)
         sym, sc = ctx.quantise(v, [16, 16])
@@ -433,6 +441,9 @@ def _cases(ctx):
         "decode": (coder, lambda c, a: c.decode(a["cdf"], a["streams"], a["lengths"], 20, out=a["out"]), ["out"]),
         "encode_streams": (coder, lambda c, a: c.encode_streams(a["cdf"], a["sym"], a["enc_streams"],
                                                                 a["enc_lengths"]), ["enc_streams", "enc_lengths"]),
+        "rans_encode_streams": (rans, lambda c, a: c.rans_encode_streams(a["cum"], a["sym"], a["enc_streams"],
+                                                                          a["enc_lengths"]), ["enc_streams", "enc_lengths"]),
+        "rans_decode": (rans, lambda c, a: c.rans_decode(a["cum"], a["data"], a["ends"], 20, out=a["out"]), ["out"]),
         "dequantise": (quant, lambda c, a: c.dequantise(a["sym"], a["scales"], [16, 16], a["out"]), ["out"]),
         "rope_cache_build": (lambda rng: {"out": np.zeros((16, 8), np.float32)},
                              lambda c, a: c.rope_cache_build(16, 8, 10000.0, out=a["out"]), ["out"]),

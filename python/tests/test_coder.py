@@ -185,3 +185,81 @@ def test_default_bins():
     assert list(b[:10]) == [32] * 10 and list(b[10:32]) == [16] * 22
     assert list(b[32:34]) == [32, 32] and list(b[34:]) == [16] * 30
     assert kvcore.encode_bound(256) >= 512
+
+
+# ---- interleaved rANS (docs/FORMAT.md "rANS streams"), against a pure-Python oracle of the format
+
+def rans_cum_oracle(counts, total):
+    f = [0 if n == 0 else max(1, (n * 4096 + total // 2) // total) for n in counts]
+    top = max(range(len(counts)), key=lambda s: (counts[s], -s))  # the first most frequent
+    f[top] += 4096 - sum(f)
+    return np.concatenate([[0], np.cumsum(f)]).astype(np.uint16)
+
+
+def rans_encode_oracle(cum_rows, syms):
+    """One stream: cum_rows [n, B + 1], syms [T, n] -> bytes."""
+    T, n = syms.shape
+    x, words = [1 << 16] * n, []
+    for t in reversed(range(T)):
+        for i in reversed(range(n)):
+            s = int(syms[t, i])
+            lo, f = int(cum_rows[i][s]), int(cum_rows[i][s + 1]) - int(cum_rows[i][s])
+            if x[i] >= f << 20:
+                words.append(x[i] & 0xFFFF)
+                x[i] >>= 16
+            x[i] = (x[i] // f) * 4096 + x[i] % f + lo
+    return b"".join(v.to_bytes(4, "little") for v in x) + b"".join(w.to_bytes(2, "little") for w in reversed(words))
+
+
+def test_rans_tables_streams_and_round_trip(ctx, xp):
+    L, T, C, B = 2, 150, 19, 24  # three groups a layer, the last of 3 channels
+    sym = np.minimum(rng.geometric(0.3, (L, T, C)) - 1, B - 1).astype(np.uint8)
+    cum = ctx.rans_tables(xp.asarray(sym), B)
+    for l in range(L):
+        for c in range(C):
+            np.testing.assert_array_equal(cum[l, c], rans_cum_oracle(np.bincount(sym[l, :, c], minlength=B).tolist(), T))
+    data, ends = ctx.rans_encode(cum, sym)
+    assert ends.shape == (L, 3) and ends.dtype == np.int64 and ends[-1, -1] == len(data)
+    start = 0
+    for k, e in enumerate(ends.reshape(-1).tolist()):
+        l, g = divmod(k, 3)
+        cs = slice(8 * g, min(8 * g + 8, C))
+        assert bytes(data[start:e]) == rans_encode_oracle(cum[l, cs], sym[l, :, cs]), f"stream {k}"
+        start = e
+    out = xp.asarray(np.zeros((L, T, C), np.uint8))
+    ctx.rans_decode(cum, xp.asarray(data), ends, T, out=out)
+    np.testing.assert_array_equal(xp.tonumpy(out), sym)
+    assert kvcore.rans_encode_bound(T) == 32 + 16 * T
+
+
+def test_rans_bad_input_statuses(ctx):
+    L, T, C, B = 1, 40, 8, 8
+    sym = (np.arange(L * T * C) % 5).astype(np.uint8).reshape(L, T, C)
+    cum = ctx.rans_tables(sym, B)
+    bad = sym.copy()
+    bad[0, 3, 2] = 6  # in range, never counted: frequency 0
+    with raises_status("KVC_ERR_OUT_OF_RANGE") as e:
+        ctx.rans_encode(cum, bad)
+    assert "frequency 0" in str(e.value)
+    bad[0, 3, 2] = 9
+    with raises_status("KVC_ERR_OUT_OF_RANGE"):
+        ctx.rans_tables(bad, B)
+    broken = cum.copy()
+    broken[0, 4, B] = 4095
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        ctx.rans_encode(broken, sym)
+    data, ends = ctx.rans_encode(cum, sym)
+    out = np.full((L, T, C), 77, np.uint8)
+    with raises_status("KVC_ERR_CORRUPT"):
+        ctx.rans_decode(broken, data, ends, T, out=out)
+    assert (out == 77).all()
+    with raises_status("KVC_ERR_CORRUPT"):
+        ctx.rans_decode(cum, data[:-2], ends, T, out=out)  # the end is past the data
+    assert (out == 77).all()
+    flipped = data.copy()
+    flipped[3] ^= 0x80
+    with raises_status("KVC_ERR_CORRUPT") as e:
+        ctx.rans_decode(cum, flipped, ends, T, out=out)
+    assert "rANS stream 0 (layer 0, channels 0-7)" in str(e.value)
+    with raises_status("KVC_ERR_INVALID_ARG"):
+        ctx.rans_tables(sym[:, :0], B)  # no tokens: no frequencies
