@@ -882,6 +882,35 @@ static void rans_suite(target_t t)
         free(ends);
         free(packed);
     }
+    { /* no tokens, symbols NULL: streams of states alone, decoded without a symbol */
+        const size_t L = 2, C = 11, G = 2, B = 4;
+        uint16_t cum[2 * 11 * 5];
+        for (size_t k = 0; k < L * C; k++) {
+            const uint16_t row[5] = { 0, 1000, 1000, 3000, 4096 };
+            memcpy(cum + k * 5, row, sizeof row);
+        }
+        uint16_t *cum_d = dev_copy_of(dev, cum, sizeof cum);
+        const size_t cap = kvc_rans_encode_bound(0);
+        uint8_t *streams_d = dev_alloc(dev, L * G * cap), streams[4 * 32];
+        int32_t *len_d = dev_alloc(dev, 4 * L * G), len[4];
+        kvc_rans_encode_params_t ep = { .cum = cum, .streams = streams, .lengths = len, .layers = L, .channels = C,
+                                        .capacity = cap, .num_bins = B };
+        cr_assert_eq(kvc_rans_encode(cpu, &ep), KVC_OK, "%s", kvc_last_error());
+        ep.cum = cum_d, ep.streams = streams_d, ep.lengths = len_d;
+        cr_assert_eq(kvc_rans_encode(dev, &ep), KVC_OK, "%s", kvc_last_error());
+        assert_same(dev, len_d, len, sizeof len, "lengths of no tokens");
+        int64_t ends[4] = { len[0], len[0] + len[1], len[0] + len[1] + len[2], len[0] + len[1] + len[2] + len[3] };
+        cr_assert_eq(ends[3], 32 + 12 + 32 + 12);
+        uint8_t packed[88];
+        for (size_t k = 0, at = 0; k < 4; at += (size_t)len[k], k++) memcpy(packed + at, streams + k * cap, (size_t)len[k]);
+        uint8_t *packed_d = dev_copy_of(dev, packed, sizeof packed);
+        int64_t *ends_d = dev_copy_of(dev, ends, sizeof ends);
+        kvc_rans_decode_params_t dp = { .cum = cum_d, .bytes = packed_d, .nbytes = sizeof packed, .ends = ends_d,
+                                        .layers = L, .channels = C, .num_bins = B };
+        cr_assert_eq(kvc_rans_decode(dev, &dp), KVC_OK, "%s", kvc_last_error());
+        void *all[] = { cum_d, streams_d, len_d, packed_d, ends_d };
+        for (size_t j = 0; j < sizeof(all) / sizeof(all[0]); j++) cr_assert_eq(kvc_device_free(dev, all[j]), KVC_OK);
+    }
     kvc_context_destroy(cpu);
     kvc_context_destroy(dev);
 }

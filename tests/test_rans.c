@@ -1093,6 +1093,20 @@ Test(rans_api, arguments_are_checked_before_anything_runs)
     expect(kvc_rans_decode(ctx, &d2), KVC_ERR_INVALID_ARG, "INT64_MAX", NULL);
     d2 = dp, d2.tokens = KVC_RANS_MAX_TOKENS + 1u;
     expect(kvc_rans_decode(ctx, &d2), KVC_ERR_INVALID_ARG, "KVC_RANS_MAX_TOKENS", NULL);
+    /* no tokens: symbols may be NULL; every stream is its states (2^16 each) */
+    e2 = ep, e2.tokens = 0, e2.symbols = NULL, e2.capacity = kvc_rans_encode_bound(0);
+    cr_assert_eq(kvc_rans_encode(ctx, &e2), KVC_OK, "%s", kvc_last_error());
+    int64_t ends0[8];
+    for (size_t k = 0; k < 8; k++) {
+        cr_assert_eq(f.len[k], 32);
+        cr_assert(memcmp(f.streams + k * 32, "\0\0\1\0\0\0\1\0", 8) == 0, "states of 2^16");
+        memmove(f.packed + 32 * k, f.streams + k * 32, 32);
+        ends0[k] = 32 * (int64_t)(k + 1);
+    }
+    d2 = dp, d2.tokens = 0, d2.symbols = NULL, d2.ends = ends0, d2.nbytes = 256;
+    cr_assert_eq(kvc_rans_decode(ctx, &d2), KVC_OK, "%s", kvc_last_error());
+    ends0[3] += 2, ends0[4] += 2; /* stream 3 has a word, stream 4 starts 2 bytes late */
+    expect(kvc_rans_decode(ctx, &d2), KVC_ERR_CORRUPT, "rANS stream 3 ", NULL);
     api_fixture_free(&f);
     kvc_context_destroy(ctx);
 }

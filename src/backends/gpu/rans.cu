@@ -90,7 +90,7 @@ static __global__ void __launch_bounds__(RANS_THREADS)
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t l = k / G, c0 = k % G * KVC_RANS_GROUP;
         const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        lengths[k] = (int32_t)kvc_gpu_rans_encode_group(sym + l * T * C + c0, C, T, g, cum + (l * C + c0) * (bins + 1), bins,
+        lengths[k] = (int32_t)kvc_gpu_rans_encode_group(T ? sym + l * T * C + c0 : sym, C, T, g, cum + (l * C + c0) * (bins + 1), bins,
                                                         streams + k * cap, cap);
     }
 }
@@ -104,7 +104,7 @@ static __global__ void __launch_bounds__(RANS_THREADS)
         const uint64_t l = k / G, c0 = k % G * KVC_RANS_GROUP, start = k ? (uint64_t)ends[k - 1] : 0;
         const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
         if (kvc_gpu_rans_decode_group(bytes + start, (uint64_t)ends[k] - start, T, g, cum + (l * C + c0) * (bins + 1), bins,
-                                      sym + l * T * C + c0, C))
+                                      T ? sym + l * T * C + c0 : sym, C))
             atomicMin(bad, (unsigned long long)k);
     }
 }

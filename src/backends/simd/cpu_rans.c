@@ -409,6 +409,14 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
         if (st == KVC_OK) st = check_encode_symbols(b, a);
         if (st != KVC_OK) return st;
     }
+    if (tw == 0) { /* streams of states alone; symbols may be NULL (no pointer arithmetic on it) */
+        for (size_t k = 0; k < L * G; k++) {
+            const unsigned g = C - k % G * KVC_RANS_GROUP < KVC_RANS_GROUP ? (unsigned)(C - k % G * KVC_RANS_GROUP) : KVC_RANS_GROUP;
+            a->lengths[k] = (int32_t)kvc_rans_encode_group(NULL, C, 0, g, a->cum + (k / G * C + k % G * KVC_RANS_GROUP) * (B + 1), B,
+                                                           a->streams + k * cap, cap);
+        }
+        return KVC_OK;
+    }
     int bad = 0;
 #pragma omp parallel for schedule(dynamic, 2) num_threads(b->num_threads) reduction(| : bad)
     for (size_t j = 0; j < L * P; j++) {
@@ -440,11 +448,21 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
         if (st != KVC_OK) return st;
     }
     size_t first = none; /* the first damaged stream */
+    if (tw == 0) { /* every stream must be its states alone; symbols may be NULL */
+        for (size_t k = 0; k < L * G && first == none; k++) {
+            const size_t start = k ? (size_t)a->ends[k - 1] : 0;
+            const unsigned g = C - k % G * KVC_RANS_GROUP < KVC_RANS_GROUP ? (unsigned)(C - k % G * KVC_RANS_GROUP) : KVC_RANS_GROUP;
+            if (kvc_rans_decode_group(a->bytes + start, (size_t)a->ends[k] - start, 0, g,
+                                      a->cum + (k / G * C + k % G * KVC_RANS_GROUP) * (B + 1), B, NULL, C) != KVC_OK)
+                first = k;
+        }
+    }
+    const size_t tasks = tw ? L * Q : 0;
     /* Tasks of four neighbouring groups: the AVX-512 tier decodes four full ones at once, the AVX2
      * kernel pairs of full ones (both tiers), the portable decoder the rest; a failing kernel's
      * groups are decoded again one by one to name the stream. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads) reduction(min : first)
-    for (size_t j = 0; j < L * Q; j++) {
+    for (size_t j = 0; j < tasks; j++) {
         const size_t l = j / Q, k0 = l * G + j % Q * 4, c0 = (k0 - l * G) * KVC_RANS_GROUP;
         const size_t n = G - (k0 - l * G) < 4 ? G - (k0 - l * G) : 4;
         const size_t full = (C - c0) / KVC_RANS_GROUP < n ? (C - c0) / KVC_RANS_GROUP : n; /* full groups of the task */
