@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* `kvcore bench coder_dev`: the CacheGen ops (quantise, cdf, encode, decode, decode_packed) on the
- * active backend with its own memory (kvc_device_alloc: device memory on a GPU backend), in Msym/s
+/* `kvcore bench coder_dev`: the CacheGen ops (quantise, cdf, encode, decode, decode_packed) and the
+ * rANS coder's (rans_tables, rans_encode, rans_decode: kvc_rans_*) on the active backend with its own memory (kvc_device_alloc: device memory on a GPU backend), in Msym/s
  * on a [32 layers, 256 tokens, 1024 channels] chunk with 32 bins, next to the CPU backend running
  * the same op on the same data, timed alternately with it. Values are synthetic KV-like rows (log-normal
  * per-channel scales), quantised by the backend itself; the suite checks that decoding gives the
@@ -22,18 +22,23 @@ typedef struct side {
     uint16_t *cdf;
     int32_t *len;
     int64_t *prefsum;
+    uint8_t *rstreams, *rpacked; /* rANS: [L, G, rcap] and packed */
+    uint16_t *cum;
+    int32_t *rlen;
+    int64_t *rends;
 } side_t;
 
 typedef struct coder_dev {
-    size_t L, T, C, cap, nbytes;
+    size_t L, T, C, cap, nbytes, G, rcap, rbytes;
     unsigned B;
     uint32_t *bins;
     side_t *s;
     int op, failed;
 } coder_dev_t;
 
-enum { OP_QUANT, OP_CDF, OP_ENCODE, OP_DECODE, OP_PACKED, OP_COUNT };
-static const char *const op_names[OP_COUNT] = { "quantise", "cdf", "encode", "decode", "decode_packed" };
+enum { OP_QUANT, OP_CDF, OP_ENCODE, OP_DECODE, OP_PACKED, OP_RTABLES, OP_RENCODE, OP_RDECODE, OP_COUNT };
+static const char *const op_names[OP_COUNT] = { "quantise", "cdf", "encode", "decode", "decode_packed",
+                                                "rans_tables", "rans_encode", "rans_decode" };
 
 typedef struct d2d {
     kvc_context_t *ctx;
@@ -80,7 +85,27 @@ static void run_op(void *arg)
         st = kvc_cg_decode(s->ctx, &a);
         break;
     }
-    default: {
+    case OP_RTABLES: {
+        kvc_rans_tables_params_t a = { .symbols = s->sym, .cum = s->cum, .layers = b->L, .tokens = b->T, .channels = b->C,
+                                       .num_bins = b->B };
+        st = kvc_rans_tables(s->ctx, &a);
+        break;
+    }
+    case OP_RENCODE: {
+        kvc_rans_encode_params_t a = { .cum = s->cum, .symbols = s->sym, .streams = s->rstreams, .lengths = s->rlen,
+                                       .layers = b->L, .tokens = b->T, .channels = b->C, .capacity = b->rcap,
+                                       .num_bins = b->B };
+        st = kvc_rans_encode(s->ctx, &a);
+        break;
+    }
+    case OP_RDECODE: {
+        kvc_rans_decode_params_t a = { .cum = s->cum, .bytes = s->rpacked, .nbytes = b->rbytes, .ends = s->rends,
+                                       .symbols = s->out, .layers = b->L, .tokens = b->T, .channels = b->C,
+                                       .num_bins = b->B };
+        st = kvc_rans_decode(s->ctx, &a);
+        break;
+    }
+    case OP_PACKED: {
         kvc_cg_decode_packed_params_t a = { .cdf = s->cdf, .bytes = s->packed, .nbytes = b->nbytes, .prefsum = s->prefsum,
                                        .symbols = s->out, .layers = b->L, .tokens = b->T, .channels = b->C,
                                        .num_bins = b->B };
@@ -115,6 +140,11 @@ static void side_init(side_t *s, kvc_context_t *ctx, const coder_dev_t *b, const
     s->cdf = dalloc(ctx, 2 * ns * (b->B + 1));
     s->len = dalloc(ctx, 4 * ns);
     s->prefsum = dalloc(ctx, 8 * ns);
+    s->rstreams = dalloc(ctx, b->L * b->G * b->rcap);
+    s->rpacked = dalloc(ctx, b->L * b->G * b->rcap);
+    s->cum = dalloc(ctx, 2 * ns * (b->B + 1));
+    s->rlen = dalloc(ctx, 4 * b->L * b->G);
+    s->rends = dalloc(ctx, 8 * b->L * b->G);
     kvc_memcpy(ctx, s->x, x, 4 * n);
 }
 
@@ -143,6 +173,29 @@ static int pack(coder_dev_t *b, side_t *s)
     return 0;
 }
 
+/* The same for the rANS streams: packed back to back, with their end offsets. */
+static void pack_rans(coder_dev_t *b, side_t *s)
+{
+    const size_t ns = b->L * b->G;
+    uint8_t *streams = malloc(ns * b->rcap), *packed = malloc(ns * b->rcap);
+    int32_t *len = malloc(4 * ns);
+    int64_t *ends = malloc(8 * ns);
+    kvc_memcpy(s->ctx, streams, s->rstreams, ns * b->rcap);
+    kvc_memcpy(s->ctx, len, s->rlen, 4 * ns);
+    size_t nb = 0;
+    for (size_t k = 0; k < ns; k++) {
+        memcpy(packed + nb, streams + k * b->rcap, (size_t)len[k]);
+        ends[k] = (int64_t)(nb += (size_t)len[k]);
+    }
+    b->rbytes = nb;
+    kvc_memcpy(s->ctx, s->rpacked, packed, nb);
+    kvc_memcpy(s->ctx, s->rends, ends, 8 * ns);
+    free(streams);
+    free(packed);
+    free(len);
+    free(ends);
+}
+
 static int same_symbols(const coder_dev_t *b, const side_t *s)
 {
     const size_t n = b->L * b->T * b->C;
@@ -159,6 +212,8 @@ int bench_coder_dev_run(const bench_opts_t *o)
 {
     coder_dev_t b = { .L = o->quick ? 4 : 32, .T = 256, .C = 1024, .B = 32 };
     b.cap = kvc_cg_encode_bound(b.T);
+    b.G = (b.C + 7) / 8;
+    b.rcap = kvc_rans_encode_bound(b.T);
     const size_t n = b.L * b.T * b.C;
     const int reps = o->quick ? 2 : 5;
     float *x = malloc(4 * n);
@@ -195,6 +250,7 @@ int bench_coder_dev_run(const bench_opts_t *o)
         coder_dev_t side_job[2];
         for (int si = 0; si < 2; si++) {
             if (op == OP_DECODE) pack(&b, &sides[si]);
+            if (op == OP_RDECODE) pack_rans(&b, &sides[si]);
             side_job[si] = b;
             side_job[si].s = &sides[si];
             side_job[si].op = op;
@@ -205,7 +261,7 @@ int bench_coder_dev_run(const bench_opts_t *o)
             if (side_job[si].failed) {
                 fprintf(stderr, "bench coder_dev: %s failed: %s\n", op_names[op], kvc_last_error());
                 rc = 1;
-            } else if (op >= OP_DECODE && !same_symbols(&side_job[si], side_job[si].s)) {
+            } else if ((op == OP_DECODE || op == OP_PACKED || op == OP_RDECODE) && !same_symbols(&side_job[si], side_job[si].s)) {
                 fprintf(stderr, "bench coder_dev: %s did not give the symbols back\n", op_names[op]);
                 rc = 1;
             }
@@ -225,12 +281,16 @@ int bench_coder_dev_run(const bench_opts_t *o)
                                      [OP_CDF] = n + 2.0 * ns * (b.B + 1),
                                      [OP_ENCODE] = n + 2.0 * ns * (b.B + 1) + b.nbytes + 4.0 * ns,
                                      [OP_DECODE] = b.nbytes + 2.0 * ns * (b.B + 1) + 4.0 * ns + n,
-                                     [OP_PACKED] = b.nbytes + 2.0 * ns * (b.B + 1) + 8.0 * ns + n };
+                                     [OP_PACKED] = b.nbytes + 2.0 * ns * (b.B + 1) + 8.0 * ns + n,
+                                     [OP_RTABLES] = n + 2.0 * ns * (b.B + 1),
+                                     [OP_RENCODE] = n + 2.0 * ns * (b.B + 1) + b.rbytes + 4.0 * b.L * b.G,
+                                     [OP_RDECODE] = b.rbytes + 2.0 * ns * (b.B + 1) + 8.0 * b.L * b.G + n };
     for (int op = 0; op < OP_COUNT && !rc; op++) {
         char params[256];
         snprintf(params, sizeof(params),
-                 "\"backend\":\"%s\",\"layers\":%zu,\"tokens\":%zu,\"channels\":%zu,\"bins\":%u,\"coded_bytes\":%zu",
-                 kvc_context_backend_name(o->ctx), b.L, b.T, b.C, b.B, b.nbytes);
+                 "\"backend\":\"%s\",\"layers\":%zu,\"tokens\":%zu,\"channels\":%zu,\"bins\":%u,\"coded_bytes\":%zu,"
+                 "\"rans_bytes\":%zu",
+                 kvc_context_backend_name(o->ctx), b.L, b.T, b.C, b.B, b.nbytes, b.rbytes);
         bench_result_t r = { .suite = "coder_dev", .name = op_names[op], .unit = "Msym/s", .baseline_name = "cpu_backend",
                              .threads = kvc_context_num_threads(cpu), .params = params };
         bench_set_rates(&r, (double)n / 1e6, &t[0][op], &t[1][op]);
@@ -247,7 +307,8 @@ int bench_coder_dev_run(const bench_opts_t *o)
     }
     for (int si = 0; si < 2; si++) {
         side_t *s = &sides[si];
-        void *all[] = { s->x, s->scales, s->sym, s->out, s->streams, s->packed, s->cdf, s->len, s->prefsum };
+        void *all[] = { s->x, s->scales, s->sym, s->out, s->streams, s->packed, s->cdf, s->len, s->prefsum,
+                        s->rstreams, s->rpacked, s->cum, s->rlen, s->rends };
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) kvc_device_free(s->ctx, all[i]);
     }
     kvc_context_destroy(cpu);

@@ -1135,6 +1135,8 @@ Test(rans_api, bad_data_gets_exact_statuses_on_every_tier)
         kvc_rans_encode_params_t ep = { .cum = f.cum, .symbols = f.sym, .streams = f.streams, .lengths = f.len, .layers = f.L,
                                         .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B };
         expect(kvc_rans_encode(ctx, &ep), KVC_ERR_OUT_OF_RANGE, "rans_encode: symbols[1234]", "not below num_bins 16", NULL);
+        f.sym[1234] = keep1234; /* a symbol >= 64 alone: each tier's kernel flags it (its tables have 64 entries) */
+        expect(kvc_rans_encode(ctx, &ep), KVC_ERR_OUT_OF_RANGE, "symbols[2000] (layer 1, token 12, channel 16) = 200 is not below", NULL);
         /* a symbol in range without frequency in its channel's table */
         f.sym[2000] = 0;
         unsigned zero = 0;

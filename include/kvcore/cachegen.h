@@ -147,7 +147,8 @@ typedef struct kvc_quant_params {
  * table; KVC_ERR_INVALID_ARG for a table that is not one (above) given to the encoder, and
  * KVC_ERR_CORRUPT given to the decoder; KVC_ERR_CORRUPT for end offsets that decrease or pass
  * nbytes, and for a stream that is truncated, overlong or does not end in the encoder's initial
- * states (the symbols are then unspecified; every other failure writes nothing). Each call runs
+ * states (the symbols are then unspecified). Other failures leave the outputs as they were, but
+ * for the streams of an encode that meets a symbol without frequency (scratch: docs/ERRORS.md). Each call runs
  * where its tensors live (host memory: the CPU backend's SIMD coder; device memory: the GPU
  * module's kernels, one thread per stream), with the same bytes and statuses. */
 #define KVC_RANS_MAX_TOKENS (1u << 26)

@@ -14,6 +14,7 @@
 #include <kvcore/backend.h> /* kvc_isa_t */
 
 #include "cpu_backend.h"
+#include "cpu_cachegen.h" /* cg_any_at_least */
 #include "cpu_rans.h"
 
 
@@ -285,8 +286,7 @@ kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t 
 
 /* ---- data checks of the public calls (kvc_rans_*: docs/ERRORS.md). The codec skips them (it
  * counted the tables from the symbols it encodes, and made the tables and end offsets it decodes
- * with from a container it checked): on the real K/V's 256-token windows they cost 6 % of a
- * decode. */
+ * with from a container it checked): on the real K/V's 256-token windows the decode's cost 6 %. */
 
 /* Every table a rANS table (kvc_rans_table_ok), else `status` naming the first bad one and why. */
 static kvc_status_t check_tables(kvc_backend_ctx_t *b, const char *op, kvc_status_t status, const uint16_t *cum, size_t L,
@@ -305,7 +305,8 @@ static kvc_status_t check_tables(kvc_backend_ctx_t *b, const char *op, kvc_statu
 }
 
 /* Every symbol of [L, T, C] below B, else KVC_ERR_OUT_OF_RANGE naming the first (in the arithmetic
- * coder's words): a vectorised maximum per chunk, the index only in a chunk that has one. */
+ * coder's words): running byte maxima per chunk (cg_any_at_least), the index only in a chunk that
+ * has one. */
 static kvc_status_t check_below(kvc_backend_ctx_t *b, const char *op, const uint8_t *sym, size_t T, size_t C, size_t n, unsigned B)
 {
     const size_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
@@ -314,9 +315,7 @@ static kvc_status_t check_below(kvc_backend_ctx_t *b, const char *op, const uint
     for (size_t ci = 0; ci < nchunks; ci++) {
         const uint8_t *p = sym + ci * chunk;
         const size_t m = ci + 1 < nchunks ? chunk : n - ci * chunk;
-        uint8_t mx = 0;
-        for (size_t i = 0; i < m; i++) mx = p[i] > mx ? p[i] : mx;
-        if (mx < B) continue;
+        if (!cg_any_at_least(p, m, (uint8_t)B)) continue;
         size_t i = 0;
         while (p[i] < B) i++;
         if (ci * chunk + i < first) first = ci * chunk + i;
@@ -328,7 +327,7 @@ static kvc_status_t check_below(kvc_backend_ctx_t *b, const char *op, const uint
 }
 
 /* Every symbol to encode has a frequency in its channel's table, else KVC_ERR_OUT_OF_RANGE naming
- * the first: one bit per symbol with a frequency, per channel. */
+ * the first: one bit per symbol with a frequency, per channel. Run once a kernel has flagged one. */
 static kvc_status_t check_encode_symbols(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
 {
     const size_t L = a->layers, T = a->tokens, C = a->channels, n = L * T * C;
@@ -384,6 +383,10 @@ kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tab
     const unsigned B = a->num_bins;
     kvc_status_t st = check_below(b, "rans_tables", a->symbols, T, C, L * T * C, B);
     if (st != KVC_OK) return st;
+    /* Every table divides by the same T: its frequency of each count once (a division per bin was
+     * as costly as counting a 256-token channel's symbols). */
+    uint16_t *freq = T <= KVC_RANS_FREQ_TABLE_MAX ? malloc((T + 1) * sizeof *freq) : NULL;
+    if (freq) kvc_rans_freq_table(T, freq);
     /* Tasks of 64 neighbouring channels of a layer: they share each 64-byte line of a token row. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads)
     for (size_t j = 0; j < L * NB; j++) {
@@ -394,8 +397,13 @@ kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tab
             const uint8_t *row = a->symbols + (l * T + t) * C + c0;
             for (size_t i = 0; i < n; i++) cnt[i][row[i]]++;
         }
-        for (size_t i = 0; i < n; i++) kvc_rans_cum_from_counts(cnt[i], B, T, a->cum + (l * C + c0 + i) * (B + 1));
+        for (size_t i = 0; i < n; i++) {
+            uint16_t *cum = a->cum + (l * C + c0 + i) * (B + 1);
+            if (freq) kvc_rans_cum_from_freq_table(cnt[i], B, freq, cum);
+            else kvc_rans_cum_from_counts(cnt[i], B, T, cum);
+        }
     }
+    free(freq);
     return KVC_OK;
 }
 
@@ -404,16 +412,21 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
     const size_t L = a->layers, tw = a->tokens, C = a->channels, cap = a->capacity, G = kvc_rans_groups(C), P = (G + 1) / 2;
     const unsigned B = a->num_bins;
     const int isa = b->isa;
+    /* A caller's tables are checked first; its symbols by the kernels, which flag one without a
+     * frequency as they go (a check before them cost a quarter of an encode): the lengths wait in
+     * scratch until every stream is good, and a failure is then located and named by a scan. */
+    int32_t *lens = a->lengths, *scratch = NULL;
     if (!a->trusted) {
         kvc_status_t st = check_tables(b, "rans_encode", KVC_ERR_INVALID_ARG, a->cum, L, C, B);
-        if (st == KVC_OK) st = check_encode_symbols(b, a);
         if (st != KVC_OK) return st;
+        if (tw && !(lens = scratch = malloc(L * G * sizeof *lens)))
+            return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_encode: no memory for %zu lengths", L * G);
     }
     if (tw == 0) { /* streams of states alone; symbols may be NULL (no pointer arithmetic on it) */
         for (size_t k = 0; k < L * G; k++) {
             const unsigned g = C - k % G * KVC_RANS_GROUP < KVC_RANS_GROUP ? (unsigned)(C - k % G * KVC_RANS_GROUP) : KVC_RANS_GROUP;
-            a->lengths[k] = (int32_t)kvc_rans_encode_group(NULL, C, 0, g, a->cum + (k / G * C + k % G * KVC_RANS_GROUP) * (B + 1), B,
-                                                           a->streams + k * cap, cap);
+            lens[k] = (int32_t)kvc_rans_encode_group(NULL, C, 0, g, a->cum + (k / G * C + k % G * KVC_RANS_GROUP) * (B + 1), B,
+                                                     a->streams + k * cap, cap);
         }
         return KVC_OK;
     }
@@ -426,15 +439,21 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
         size_t n[2];
         kvc_rans_encode_pair_isa(isa, a->symbols + l * a->layer_stride + c0, C, tw, ga, gb, a->cum + (l * C + c0) * (B + 1), B,
                                  a->streams + k * cap, cap, n);
-        a->lengths[k] = (int32_t)n[0];
+        lens[k] = (int32_t)n[0];
         bad |= !n[0];
         if (gb) {
-            a->lengths[k + 1] = (int32_t)n[1];
+            lens[k + 1] = (int32_t)n[1];
             bad |= !n[1];
         }
     }
-    /* Every symbol has a frequency (checked above, or the core took the counts from them). */
-    return bad ? b->svc->set_error(KVC_ERR_BACKEND, "rans_encode: a symbol without a rANS frequency (internal error)") : KVC_OK;
+    kvc_status_t st = KVC_OK;
+    if (bad) /* the codec's symbols always have a frequency (it counted them) */
+        st = scratch ? check_encode_symbols(b, a)
+                     : b->svc->set_error(KVC_ERR_BACKEND, "rans_encode: a symbol without a rANS frequency (internal error)");
+    if (st == KVC_OK && bad) st = b->svc->set_error(KVC_ERR_BACKEND, "rans_encode: a stream failed with every symbol in its table");
+    if (st == KVC_OK && scratch) memcpy(a->lengths, scratch, L * G * sizeof *lens);
+    free(scratch);
+    return st;
 }
 
 kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
