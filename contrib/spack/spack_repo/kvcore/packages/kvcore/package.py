@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="577db368262d75236e22e04719d2415cfceb125d15444fb6f0d0fb7670d2baf2")
+    version("0.1.0", sha256="be88cd0fd73940bef23f255fe196654ee1121a49494ddd08fb39703998f9133c")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
