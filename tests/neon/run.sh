@@ -1,7 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# NEON RoPE tier vs scalar, bit for bit, on an x86 machine: cross-compile cpu_rope.c (scalar tier
-# and slots) + cpu_rope_neon.c + the harness for AArch64 and run it under qemu-aarch64.
+# The NEON tier against the scalar one on an x86 machine, cross-compiled for AArch64 and run under
+# qemu-aarch64: RoPE bit for bit (cpu_rope.c, its tier slots, cpu_rope_neon.c and
+# neon_rope_check.c), and the rANS coder byte for byte (cpu_rans.c, cpu_rans_neon.c and
+# neon_rans_check.c: encoder bytes, decoder symbols and statuses on intact and damaged streams).
 # Needs: gcc-aarch64-linux-gnu qemu-user (Debian/Ubuntu packages). Not part of `make check` or CI.
 # Usage: sh tests/neon/run.sh   (from any directory; CC, QEMU and OPT (default -O2) may be overridden)
 set -eu
@@ -11,7 +13,8 @@ CC=${CC:-aarch64-linux-gnu-gcc}
 OPT=${OPT:--O2}
 QEMU=${QEMU:-qemu-aarch64}
 out=${TMPDIR:-/tmp}/kvc_neon_rope_check.$$
-trap 'rm -f "$out"' EXIT INT TERM
+rans=${TMPDIR:-/tmp}/kvc_neon_rans_check.$$
+trap 'rm -f "$out" "$rans"' EXIT INT TERM
 # -ffp-contract=off as in Makefile.am (the kernels write their FMAs explicitly); no OpenMP, so its
 # pragmas are ignored (-Wno-unknown-pragmas). The shim dir stands in for config.h and sleef.h only.
 "$CC" -std=gnu11 $OPT -static -ffp-contract=off -Wall -Wextra -Werror -Wno-unknown-pragmas \
@@ -19,3 +22,8 @@ trap 'rm -f "$out"' EXIT INT TERM
     "$here/neon_rope_check.c" "$top/src/backends/simd/cpu_rope.c" "$top/src/backends/simd/cpu_rope_neon.c" \
     -lm -o "$out"
 "$QEMU" "$out"
+"$CC" -std=gnu11 $OPT -static -ffp-contract=off -Wall -Wextra -Werror -Wno-unknown-pragmas \
+    -I"$here/shim" -I"$top/src/backends/simd" -I"$top/src" -I"$top/src/core" -I"$top/include" \
+    "$here/neon_rans_check.c" "$top/src/backends/simd/cpu_rans.c" "$top/src/backends/simd/cpu_rans_neon.c" \
+    -lpthread -o "$rans"
+"$QEMU" "$rans"

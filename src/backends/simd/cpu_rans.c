@@ -139,6 +139,15 @@ void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t
         if (gb && !full_b) len[1] = kvc_rans_encode_group(sym_b, stride, tokens, gb, cum_b, bins, out + cap, cap);
         return;
     }
+#elif defined(KVC_RANS_HAVE_NEON)
+    if (isa == KVC_ISA_NEON && bins <= 64 && cap >= kvc_rans_bound(KVC_RANS_GROUP, tokens)) {
+        len[0] = ga == KVC_RANS_GROUP ? kvc_rans_encode8_neon(sym, stride, tokens, cum, bins, out, cap)
+                                      : kvc_rans_encode_group(sym, stride, tokens, ga, cum, bins, out, cap);
+        if (gb)
+            len[1] = full_b ? kvc_rans_encode8_neon(sym + KVC_RANS_GROUP, stride, tokens, cum_b, bins, out + cap, cap)
+                            : kvc_rans_encode_group(sym + KVC_RANS_GROUP, stride, tokens, gb, cum_b, bins, out + cap, cap);
+        return;
+    }
 #else
     (void)isa;
     (void)full_b;
@@ -258,9 +267,15 @@ kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t 
             for (unsigned s = 0; s < bins; s++) cf[i][s] = c[s] | (uint32_t)(c[s + 1] - c[s]) << 16;
         }
     }
-    if (fast)
-        t = rans_decode_fast8(in, len, &pos, tokens, (const uint8_t (*)[KVC_RANS_PROB_SCALE])(void *)tab, (const uint32_t (*)[64])cf, x,
-                              sym, stride);
+    if (fast) {
+#ifdef KVC_RANS_HAVE_NEON
+        if (isa == KVC_ISA_NEON)
+            t = kvc_rans_decode_fast8_neon(in, len, &pos, tokens, tab, &cf[0][0], x, sym, stride);
+        else
+#endif
+            t = rans_decode_fast8(in, len, &pos, tokens, (const uint8_t (*)[KVC_RANS_PROB_SCALE])(void *)tab,
+                                  (const uint32_t (*)[64])cf, x, sym, stride);
+    }
     /* The checked loop: short streams, partial groups and the last tokens of every stream. */
     for (; t < tokens; t++) {
         uint8_t *row = sym + t * stride;
@@ -484,7 +499,6 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
     for (size_t j = 0; j < tasks; j++) {
         const size_t l = j / Q, k0 = l * G + j % Q * 4, c0 = (k0 - l * G) * KVC_RANS_GROUP;
         const size_t n = G - (k0 - l * G) < 4 ? G - (k0 - l * G) : 4;
-        const size_t full = (C - c0) / KVC_RANS_GROUP < n ? (C - c0) / KVC_RANS_GROUP : n; /* full groups of the task */
         const uint16_t *cum = a->cum + (l * C + c0) * (B + 1);
         uint8_t *sym = a->symbols + l * a->layer_stride + c0;
         const uint8_t *in[4];
@@ -497,6 +511,7 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
         size_t g = 0;
         int bad = 0;
 #ifdef KVC_HAVE_X86_SIMD
+        const size_t full = (C - c0) / KVC_RANS_GROUP < n ? (C - c0) / KVC_RANS_GROUP : n; /* full groups of the task */
         if (isa >= KVC_ISA_AVX512 && full == 4 && B <= 64) {
             bad = kvc_rans_decode8x4_avx512(in, len, tw, cum, B, sym, C) != KVC_OK;
             g = 4;

@@ -146,6 +146,21 @@ kvc_status_t kvc_rans_decode8x2_avx2(const uint8_t *const in[2], const size_t le
 kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t len[4], size_t tokens, const uint16_t *cum,
                                        unsigned bins, uint8_t *sym, size_t stride);
 
+/* NEON (AArch64, cpu_rans_neon.c): the portable decoder's fast path for a full group (rans_decode_fast8 in
+ * cpu_rans.c, whose arguments it takes: the slot tables tab, 8 rows of 4096, and the entries cf,
+ * 8 rows of 64 `cum | freq << 16`), with the state update and renormalisation on vectors
+ * (cpu_rans_neon.c). Decodes the tokens of [0, tokens) that cannot read past the stream, advancing
+ * x and *pos; returns how many. */
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define KVC_RANS_HAVE_NEON 1
+size_t kvc_rans_decode_fast8_neon(const uint8_t *in, size_t len, size_t *pos, size_t tokens, const uint8_t *tab,
+                                  const uint32_t *cf, uint32_t *x, uint8_t *sym, size_t stride);
+/* NEON: a full group's encode (kvc_rans_encode_group's arguments with g = 8, bins <= 64,
+ * cap >= kvc_rans_bound(8, tokens)): the same bytes and return value. */
+size_t kvc_rans_encode8_neon(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins, uint8_t *out,
+                             size_t cap);
+#endif
+
 /* The decoder's slot tables of g channels (row i at tab + i * 4096: run s of symbol s is cum[s] ..
  * cum[s + 1]) with 64-byte stores; a run's last store may reach 63 bytes past its end, which the
  * next run (or the next row, or the 64 bytes of padding the caller leaves after the last row)
