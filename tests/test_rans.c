@@ -349,7 +349,8 @@ static int tier_available(const char *name)
 
 Test(rans, every_tier_codes_the_same_bytes)
 {
-    static const struct { const char *name; int isa; } tiers[] = { { "avx2", KVC_ISA_AVX2 }, { "avx512", KVC_ISA_AVX512 } };
+    static const struct { const char *name; int isa; } tiers[] = { { "avx2", KVC_ISA_AVX2 }, { "avx512", KVC_ISA_AVX512 },
+                                                                   { "neon", KVC_ISA_NEON } };
     int ran = 0;
     for (size_t ti = 0; ti < sizeof(tiers) / sizeof(tiers[0]); ti++) {
         if (!tier_available(tiers[ti].name)) continue;
@@ -399,7 +400,7 @@ Test(rans, every_tier_codes_the_same_bytes)
                         free(ref);
                     }
     }
-    if (!ran) cr_skip_test("this CPU has no SIMD tier above scalar (AVX2, AVX-512): nothing to compare");
+    if (!ran) cr_skip_test("this CPU has no SIMD tier above scalar (AVX2, AVX-512, NEON): nothing to compare");
 }
 
 /* Every damage is KVC_ERR_CORRUPT, read from an exact-size copy (ASan: no read past it). */
@@ -850,8 +851,8 @@ Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
                              .num_heads = 4, .head_size = 15 };
     uint8_t *first = NULL;
     size_t first_len = 0;
-    static const char *tiers[] = { "scalar", "avx2", "avx512" };
-    for (int ti = 0; ti < 3; ti++)
+    static const char *tiers[] = { "scalar", "avx2", "avx512", "neon" };
+    for (int ti = 0; ti < 4; ti++)
         for (int threads = 1; threads <= 3; threads++) {
             kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
                                         .num_threads = threads };
@@ -980,8 +981,8 @@ static const struct {
 
 Test(rans_api, every_tier_matches_the_oracle)
 {
-    const char *tiers[] = { "scalar", "avx2", "avx512" };
-    for (size_t ti = 0; ti < 3; ti++)
+    const char *tiers[] = { "scalar", "avx2", "avx512", "neon" };
+    for (size_t ti = 0; ti < 4; ti++)
         for (int threads = 1; threads <= 3; threads += 2) {
             kvc_context_t *ctx = tier_context(tiers[ti], threads);
             if (!ctx) continue; /* checked on the tiers this machine has; the codec tests name the skips */
@@ -1114,8 +1115,8 @@ Test(rans_api, arguments_are_checked_before_anything_runs)
 /* The data checks, on every tier: exact statuses, the first bad index named, nothing written. */
 Test(rans_api, bad_data_gets_exact_statuses_on_every_tier)
 {
-    const char *tiers[] = { "scalar", "avx2", "avx512" };
-    for (size_t ti = 0; ti < 3; ti++) {
+    const char *tiers[] = { "scalar", "avx2", "avx512", "neon" };
+    for (size_t ti = 0; ti < 4; ti++) {
         kvc_context_t *ctx = tier_context(tiers[ti], 2);
         if (!ctx) continue;
         api_fix_t f = api_fixture(ctx);
