@@ -10,7 +10,8 @@
  *   tier's four-group decoder)   4: window 1-64   5: bins 4-64 (even)
  * Invariants: no access outside the container or the exact-size output; rANS and ac containers of
  * the same chunk decode to the same bytes; a damaged container is KVC_OK or KVC_ERR_CORRUPT for both
- * inspect and decode, decode never accepting what inspect refused. */
+ * inspect and decode, decode never accepting what inspect refused; the public kvc_rans_decode on the
+ * (damaged) STREAMS bytes is KVC_OK or KVC_ERR_CORRUPT too. */
 #include <zlib.h>
 
 #include "fuzz.h"
@@ -108,6 +109,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(si == KVC_OK || si == KVC_ERR_CORRUPT, "inspect status %d", si);
         FUZZ_CHECK(sd == KVC_OK || sd == KVC_ERR_CORRUPT, "decode status %d", sd);
         FUZZ_CHECK(si == KVC_OK || sd != KVC_OK, "decode accepted what inspect refused");
+    }
+    /* The public decoder (kvc_rans_decode) on the damaged STREAMS section, its own end offsets split
+     * evenly, with tables made by kvc_rans_tables from symbols of the value bytes: only OK or
+     * CORRUPT, symbols below the bins after OK, nothing read outside the exact-size copy. */
+    {
+        const size_t L = planes * NL, G = (C + 7) / 8, nb = lr - off[4] - 16;
+        uint8_t *sy = malloc(L * T * C), *out = malloc(L * T * C), *bytes = malloc(nb ? nb : 1);
+        uint16_t *cum = malloc(L * C * (b + 1) * sizeof(uint16_t));
+        int64_t *ends = malloc(L * G * sizeof(int64_t));
+        for (size_t i = 0; i < L * T * C; i++) sy[i] = (uint8_t)(nv ? vals[i % nv] % b : 0);
+        memcpy(bytes, r + off[4] + 16, nb);
+        for (size_t k = 0; k < L * G; k++) ends[k] = (int64_t)(nb * (k + 1) / (L * G));
+        kvc_rans_tables_params_t tp = { .symbols = sy, .cum = cum, .layers = L, .tokens = T, .channels = C, .num_bins = b };
+        FUZZ_CHECK(kvc_rans_tables(ctx, &tp) == KVC_OK, "rans_tables");
+        kvc_rans_decode_params_t dp = { .cum = cum, .bytes = nb ? bytes : NULL, .nbytes = nb, .ends = ends, .symbols = out,
+                                        .layers = L, .tokens = T, .channels = C, .num_bins = b };
+        const kvc_status_t st = kvc_rans_decode(ctx, &dp);
+        FUZZ_CHECK(st == KVC_OK || st == KVC_ERR_CORRUPT, "rans_decode status %d", st);
+        for (size_t i = 0; st == KVC_OK && i < L * T * C; i++) FUZZ_CHECK(out[i] < b, "rans_decode symbol %u >= %u", out[i], b);
+        free(sy);
+        free(out);
+        free(bytes);
+        free(cum);
+        free(ends);
     }
     kvc_codec_free(a);
     kvc_codec_free(r);
