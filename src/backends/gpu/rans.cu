@@ -2,13 +2,13 @@
 /* Interleaved rANS tables / encode / decode on the GPU (cachegen.h kvc_rans_*, docs/GPU.md).
  *
  * One thread per stream (a group of up to 8 channels of a layer: the format's unit; the states
- * never leave the thread), 128-thread blocks over consecutive streams, grid-stride; the
- * per-stream code is gpu_rans.h, which the CPU-side emulator runs too. The tables kernel is one
- * thread per (layer, channel) with its histogram a column of shared memory ([bin][thread]), as the
- * arithmetic coder's cdf kernel. What this layout leaves on the table (measured nowhere yet: no
- * GPU was lent while it was written): a thread walks its channels' rows with 8-byte strides of C
- * bytes, so a warp's loads of one token cover 256 channels' bytes, coalesced; the states are
- * kept in a local array, which the compiler may place in local memory.
+ * never leave the thread), 128-thread blocks over consecutive streams, grid-stride; the per-stream
+ * code is gpu_rans.h. A warp's 32 threads read and write 32 x 8 neighbouring channels of a token
+ * row, and a full group's code is called with a constant 8 lanes, so its states can live in
+ * registers. The tables kernel is one thread per (layer, channel) with its histogram a column of
+ * shared memory ([bin][thread]), as the arithmetic coder's cdf kernel. Not measured on a GPU yet
+ * (none was lent while this was written); tests run this file on the CPU through
+ * tests/modules/gpu_host.so.
  *
  * The data checks the core leaves to backends (symbols against the tables, the tables, the end
  * offsets) run first as kernels that record the first offending index (atomicMin) in a staging
@@ -90,8 +90,12 @@ static __global__ void __launch_bounds__(RANS_THREADS)
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t l = k / G, c0 = k % G * KVC_RANS_GROUP;
         const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        lengths[k] = (int32_t)kvc_gpu_rans_encode_group(T ? sym + l * T * C + c0 : sym, C, T, g, cum + (l * C + c0) * (bins + 1), bins,
-                                                        streams + k * cap, cap);
+        const uint8_t *s = T ? sym + l * T * C + c0 : sym;
+        const uint16_t *c = cum + (l * C + c0) * (bins + 1);
+        /* a constant 8 lets the compiler unroll the lanes and keep the states in registers */
+        lengths[k] = (int32_t)(g == KVC_RANS_GROUP
+                                   ? kvc_gpu_rans_encode_group(s, C, T, KVC_RANS_GROUP, c, bins, streams + k * cap, cap)
+                                   : kvc_gpu_rans_encode_group(s, C, T, g, c, bins, streams + k * cap, cap));
     }
 }
 
@@ -103,9 +107,13 @@ static __global__ void __launch_bounds__(RANS_THREADS)
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (uint64_t)gridDim.x * blockDim.x) {
         const uint64_t l = k / G, c0 = k % G * KVC_RANS_GROUP, start = k ? (uint64_t)ends[k - 1] : 0;
         const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        if (kvc_gpu_rans_decode_group(bytes + start, (uint64_t)ends[k] - start, T, g, cum + (l * C + c0) * (bins + 1), bins,
-                                      T ? sym + l * T * C + c0 : sym, C))
-            atomicMin(bad, (unsigned long long)k);
+        const uint8_t *in = bytes + start;
+        const uint64_t len = (uint64_t)ends[k] - start;
+        const uint16_t *c = cum + (l * C + c0) * (bins + 1);
+        uint8_t *out = T ? sym + l * T * C + c0 : sym;
+        const int corrupt = g == KVC_RANS_GROUP ? kvc_gpu_rans_decode_group(in, len, T, KVC_RANS_GROUP, c, bins, out, C)
+                                                : kvc_gpu_rans_decode_group(in, len, T, g, c, bins, out, C);
+        if (corrupt) atomicMin(bad, (unsigned long long)k);
     }
 }
 
