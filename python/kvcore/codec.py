@@ -681,11 +681,7 @@ class CodecOps(ContextBase):
         streams, lengths = _np.empty((l, g, cap), _np.uint8), _np.zeros((l, g), _np.int32)
         self.rans_encode_streams(cum, symbols, streams, lengths)
         ends = _np.cumsum(lengths.reshape(-1), dtype=_np.int64)
-        data = _np.empty(int(ends[-1]) if ends.size else 0, _np.uint8)
-        start = 0
-        for k, e in enumerate(ends.tolist()):
-            data[start:e] = streams.reshape(l * g, cap)[k, :e - start]
-            start = e
+        data = streams.reshape(l * g, cap)[_np.arange(cap)[None, :] < lengths.reshape(-1, 1)]  # each stream's bytes, in order
         return data, ends.reshape(l, g)
 
     def rans_decode(self, cum: Array, data: Array, ends: Array, tokens: int, out: Optional[Array] = None) -> Any:
