@@ -148,9 +148,9 @@ typedef struct kvc_quant_params {
  * KVC_ERR_CORRUPT given to the decoder; KVC_ERR_CORRUPT for end offsets that decrease or pass
  * nbytes, and for a stream that is truncated, overlong or does not end in the encoder's initial
  * states (the symbols are then unspecified). Other failures leave the outputs as they were, but
- * for the streams of an encode that meets a symbol without frequency (scratch: docs/ERRORS.md). Each call runs
- * where its tensors live (host memory: the CPU backend's SIMD coder; device memory: the GPU
- * module's kernels, one thread per stream), with the same bytes and statuses. */
+ * for the streams of an encode that meets a symbol without frequency (scratch: docs/ERRORS.md).
+ * Each call runs where its tensors live (host memory: the CPU backend's SIMD coder; device memory:
+ * the GPU module's kernels, one thread per stream), with the same bytes and statuses. */
 #define KVC_RANS_MAX_TOKENS (1u << 26)
 
 typedef struct kvc_rans_tables_params {
@@ -164,7 +164,7 @@ typedef struct kvc_rans_tables_params {
 typedef struct kvc_rans_encode_params {
     uint64_t field_mask;     /* see above: 0 */
     const uint16_t *cum;     /* [layers, channels, num_bins + 1] */
-    const uint8_t *symbols;  /* [layers, tokens, channels] */
+    const uint8_t *symbols;  /* [layers, tokens, channels]; may be NULL when tokens is 0 */
     uint8_t *streams;        /* out: [layers, G, capacity]; a stream's bytes past its length are scratch */
     int32_t *lengths;        /* out: [layers, G] */
     size_t layers, tokens, channels;
@@ -178,7 +178,7 @@ typedef struct kvc_rans_decode_params {
     const uint8_t *bytes;    /* [nbytes]; may be NULL when nbytes is 0 */
     size_t nbytes;
     const int64_t *ends;     /* [layers, G] */
-    uint8_t *symbols;        /* out: [layers, tokens, channels] */
+    uint8_t *symbols;        /* out: [layers, tokens, channels]; may be NULL when tokens is 0 */
     size_t layers, tokens, channels;
     unsigned num_bins;
 } kvc_rans_decode_params_t;
