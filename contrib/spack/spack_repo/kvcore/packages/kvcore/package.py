@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="be88cd0fd73940bef23f255fe196654ee1121a49494ddd08fb39703998f9133c")
+    version("0.1.0", sha256="f40d29b49b7064107e479993969626d3066085db3357649f1fa34fd138ebc693")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
