@@ -13,8 +13,9 @@ run() {
     if "$@" >"$tmp/out" 2>&1; then echo "ok $n - $desc"; else echo "not ok $n - $desc"; fail=1; fi
     sed 's/^/# /' "$tmp/out"
 }
-echo "1..3"
+echo "1..4"
 run "examples/transfer: pool -> pinned NUMA chunk -> pool" "$b/transfer"
 run "examples/codec_file: .kvc file round trip within the error bound" "$b/codec_file" "$tmp/example.kvc"
 run "examples/rope: re-rotation matches the direct rotation" "$b/rope"
+run "examples/rans: rANS streams decode to their symbols; sizes next to the arithmetic coder's" "$b/rans"
 exit $fail
