@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="f40d29b49b7064107e479993969626d3066085db3357649f1fa34fd138ebc693")
+    version("0.1.0", sha256="8c057f68a8f810dbf352cc20cb94a37fab12c81286adeb9542cc20a6b8c503eb")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
