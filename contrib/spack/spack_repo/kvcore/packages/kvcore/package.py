@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="8c057f68a8f810dbf352cc20cb94a37fab12c81286adeb9542cc20a6b8c503eb")
+    version("0.1.0", sha256="798725287c9513a66ab68460b4e73f9e0568ed86cbc7baa74ba9a0e6b1240cb0")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
