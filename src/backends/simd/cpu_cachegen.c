@@ -48,33 +48,6 @@ const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b)
 
 /* ------------------------------------------------------------------ data validation */
 
-/* Every symbol below num_bins; else the first offending index. */
-static kvc_status_t check_symbols(kvc_backend_ctx_t *b, const char *op, const uint8_t *sym, size_t layers,
-                                  size_t tokens, size_t channels, unsigned num_bins)
-{
-    const size_t n = layers * tokens * channels;
-    if (n == 0) return KVC_OK;
-    /* One vectorised pass over chunks; the exact index only when a chunk has a bad symbol. */
-    const size_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
-    size_t first_bad = n;
-#pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first_bad) if (n >= CG_PARALLEL_MIN)
-    for (size_t ci = 0; ci < nchunks; ci++) {
-        const uint8_t *p = sym + ci * chunk;
-        const size_t m = ci + 1 < nchunks ? chunk : n - ci * chunk;
-        if (cg_any_at_least(p, m, (uint8_t)num_bins))
-            for (size_t i = 0; i < m; i++)
-                if (p[i] >= num_bins) {
-                    first_bad = ci * chunk + i < first_bad ? ci * chunk + i : first_bad;
-                    break;
-                }
-    }
-    if (first_bad == n) return KVC_OK;
-    const size_t c = first_bad % channels, t = first_bad / channels % tokens, l = first_bad / channels / tokens;
-    return b->svc->set_error(KVC_ERR_OUT_OF_RANGE,
-                             "%s: symbols[%zu] (layer %zu, token %zu, channel %zu) = %u is not below num_bins %u", op,
-                             first_bad, l, t, c, sym[first_bad], num_bins);
-}
-
 /* cdf[0..num_bins-1] strictly increasing in every row; else the first offending row. */
 static kvc_status_t check_cdf(kvc_backend_ctx_t *b, const char *op, kvc_status_t status, const uint16_t *cdf,
                               size_t nstreams, size_t channels, unsigned num_bins)
@@ -104,7 +77,7 @@ kvc_status_t cpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
 {
     const size_t L = a->layers, T = a->tokens, C = a->channels;
     const unsigned B = a->num_bins;
-    kvc_status_t st = check_symbols(b, "cg_cdf", a->symbols, L, T, C, B);
+    kvc_status_t st = cg_check_symbols(b, "cg_cdf", a->symbols, L, T, C, B);
     if (st != KVC_OK) return st;
     /* The divisor is the same for every stream, so tabulate kvc_cdf_scaled once for usual token
      * counts; beyond that divide per entry (still cheap next to T symbols). */
@@ -135,7 +108,7 @@ kvc_status_t cpu_cg_cdf(kvc_backend_ctx_t *b, const struct kvc_cdf_args *a)
 kvc_status_t cpu_cg_encode(kvc_backend_ctx_t *b, const struct kvc_encode_args *a)
 {
     const size_t L = a->layers, T = a->tokens, C = a->channels;
-    kvc_status_t st = check_symbols(b, "cg_encode", a->symbols, L, T, C, a->num_bins);
+    kvc_status_t st = cg_check_symbols(b, "cg_encode", a->symbols, L, T, C, a->num_bins);
     if (st == KVC_OK) st = check_cdf(b, "cg_encode", KVC_ERR_INVALID_ARG, a->cdf, L * C, C, a->num_bins);
     if (st != KVC_OK) return st;
     const cg_kernels_t *k = cg_kernels_for(b);

@@ -126,6 +126,34 @@ static inline int cg_any_at_least(const uint8_t *p, size_t n, uint8_t bound)
     return any;
 }
 
+/* Every symbol of [layers, tokens, channels] below num_bins, else KVC_ERR_OUT_OF_RANGE naming the
+ * first: one pass of running byte maxima over chunks, the exact index only in a chunk that has a
+ * bad symbol. The arithmetic coder's check, and the rANS tables' (cpu_rans.c). */
+static inline kvc_status_t cg_check_symbols(kvc_backend_ctx_t *b, const char *op, const uint8_t *sym, size_t layers,
+                                            size_t tokens, size_t channels, unsigned num_bins)
+{
+    const size_t n = layers * tokens * channels;
+    if (n == 0) return KVC_OK;
+    const size_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
+    size_t first_bad = n;
+#pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first_bad) if (n >= CG_PARALLEL_MIN)
+    for (size_t ci = 0; ci < nchunks; ci++) {
+        const uint8_t *p = sym + ci * chunk;
+        const size_t m = ci + 1 < nchunks ? chunk : n - ci * chunk;
+        if (cg_any_at_least(p, m, (uint8_t)num_bins))
+            for (size_t i = 0; i < m; i++)
+                if (p[i] >= num_bins) {
+                    first_bad = ci * chunk + i < first_bad ? ci * chunk + i : first_bad;
+                    break;
+                }
+    }
+    if (first_bad == n) return KVC_OK;
+    const size_t c = first_bad % channels, t = first_bad / channels % tokens, l = first_bad / channels / tokens;
+    return b->svc->set_error(KVC_ERR_OUT_OF_RANGE,
+                             "%s: symbols[%zu] (layer %zu, token %zu, channel %zu) = %u is not below num_bins %u", op,
+                             first_bad, l, t, c, sym[first_bad], num_bins);
+}
+
 /* Power-of-two factor f applied to both x and scale before M / scale (see cachegen.h). */
 static inline float cg_prescale(float scale)
 {

@@ -14,7 +14,7 @@
 #include <kvcore/backend.h> /* kvc_isa_t */
 
 #include "cpu_backend.h"
-#include "cpu_cachegen.h" /* cg_any_at_least */
+#include "cpu_cachegen.h" /* cg_check_symbols */
 #include "cpu_rans.h"
 
 
@@ -319,28 +319,6 @@ static kvc_status_t check_tables(kvc_backend_ctx_t *b, const char *op, kvc_statu
                              first % C, why);
 }
 
-/* Every symbol of [L, T, C] below B, else KVC_ERR_OUT_OF_RANGE naming the first (in the arithmetic
- * coder's words): running byte maxima per chunk (cg_any_at_least), the index only in a chunk that
- * has one. */
-static kvc_status_t check_below(kvc_backend_ctx_t *b, const char *op, const uint8_t *sym, size_t T, size_t C, size_t n, unsigned B)
-{
-    const size_t chunk = 1 << 16, nchunks = (n + chunk - 1) / chunk;
-    size_t first = n;
-#pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first) if (n >= (1u << 16))
-    for (size_t ci = 0; ci < nchunks; ci++) {
-        const uint8_t *p = sym + ci * chunk;
-        const size_t m = ci + 1 < nchunks ? chunk : n - ci * chunk;
-        if (!cg_any_at_least(p, m, (uint8_t)B)) continue;
-        size_t i = 0;
-        while (p[i] < B) i++;
-        if (ci * chunk + i < first) first = ci * chunk + i;
-    }
-    if (first == n) return KVC_OK;
-    return b->svc->set_error(KVC_ERR_OUT_OF_RANGE,
-                             "%s: symbols[%zu] (layer %zu, token %zu, channel %zu) = %u is not below num_bins %u", op, first,
-                             first / C / T, first / C % T, first % C, sym[first], B);
-}
-
 /* Every symbol to encode has a frequency in its channel's table, else KVC_ERR_OUT_OF_RANGE naming
  * the first: one bit per symbol with a frequency, per channel. Run once a kernel has flagged one. */
 static kvc_status_t check_encode_symbols(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
@@ -396,7 +374,7 @@ kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tab
 {
     const size_t L = a->layers, T = a->tokens, C = a->channels, NB = (C + 63) / 64;
     const unsigned B = a->num_bins;
-    kvc_status_t st = check_below(b, "rans_tables", a->symbols, T, C, L * T * C, B);
+    kvc_status_t st = cg_check_symbols(b, "rans_tables", a->symbols, L, T, C, B);
     if (st != KVC_OK) return st;
     /* Every table divides by the same T: its frequency of each count once (a division per bin was
      * as costly as counting a 256-token channel's symbols). */
