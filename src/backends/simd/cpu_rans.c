@@ -196,11 +196,10 @@ static size_t rans_decode_fast8(const uint8_t *in, size_t len, size_t *pos, size
                                 const uint32_t (*cf)[64], uint32_t *x, uint8_t *sym, size_t stride)
 {
     uint32_t x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3], x4 = x[4], x5 = x[5], x6 = x[6], x7 = x[7];
-    const uint8_t *ip = in + *pos;
+    const uint8_t *ip = in + *pos, *const end = in + len;
     size_t t = 0;
     for (;;) {
-        size_t run = (size_t)(in + len - ip) / (2 * KVC_RANS_GROUP);
-        if (run > tokens - t) run = tokens - t;
+        size_t run = kvc_rans_dec_run(&ip, &end, 1, tokens - t);
         if (!run) break;
         uint8_t *row = sym + t * stride;
         t += run;

@@ -53,13 +53,12 @@ size_t kvc_rans_decode_fast8_neon(const uint8_t *in, size_t len, size_t *pos, si
     static const uint16_t bit_of_lane[8] = { 1, 2, 4, 8, 16, 32, 64, 128 };
     const uint16x8_t bits = vld1q_u16(bit_of_lane);
     uint32x4_t xa = vld1q_u32(x), xb = vld1q_u32(x + 4);
-    const uint8_t *ip = in + *pos;
+    const uint8_t *ip = in + *pos, *const end = in + len;
     size_t t = 0;
     for (;;) {
         /* A token reads at most 8 words (16 bytes): runs that cannot reach the end need no check,
          * and the 16-byte load stays inside the stream. */
-        size_t run = (size_t)(in + len - ip) / (2 * KVC_RANS_GROUP);
-        if (run > tokens - t) run = tokens - t;
+        size_t run = kvc_rans_dec_run(&ip, &end, 1, tokens - t);
         if (!run) break;
         uint8_t *row = sym + t * stride;
         t += run;
