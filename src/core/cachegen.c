@@ -153,6 +153,9 @@ KVC_API kvc_status_t kvc_cg_decode_packed(kvc_context_t *ctx, const kvc_cg_decod
 
 /* ------------------------------------------------------------------ interleaved rANS */
 
+/* The public limit is the codec's window limit (src/common/rans.h cannot include kvcore's headers). */
+_Static_assert(KVC_RANS_MAX_TOKENS == KVC_RANS_MAX_WINDOW, "one token limit for rANS streams");
+
 static kvc_status_t check_rans_shape(const char *op, size_t layers, size_t tokens, size_t channels, unsigned num_bins)
 {
     if (tokens > KVC_RANS_MAX_TOKENS)
