@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="798725287c9513a66ab68460b4e73f9e0568ed86cbc7baa74ba9a0e6b1240cb0")
+    version("0.1.0", sha256="7cf2e3124d539e49fa77acc4ae0c524b9a6bae03d3e37a26d69907014466b00e")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
