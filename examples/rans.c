@@ -5,7 +5,7 @@
  * kvc_quantise turns a [layers, tokens, channels] chunk into 5-bit symbols (32 bins) and a scale
  * per (layer, token). The arithmetic coder (kvc_cg_*) writes the streams LMCache reads; the rANS
  * coder (kvc_rans_*) codes the same symbols with the same per-(layer, channel) statistics several
- * times faster, one stream per (layer, group of 8 channels). This program makes the rANS tables,
+ * times faster, one stream per (layer, 32 channels). This program makes the rANS tables,
  * encodes, packs the streams back to back with their end offsets, decodes, checks that the symbols
  * come back, and prints both coders' sizes. With device pointers (kvc_device_alloc on a CUDA or
  * HIP context) the same calls run the GPU module's kernels.
@@ -20,7 +20,7 @@
 #include <string.h>
 
 enum { L = 4, T = 256, C = 256, B = 32 };
-#define G ((C + 7) / 8) /* rANS streams per layer */
+#define G ((C + 31) / 32) /* rANS streams per layer */
 
 static int fail(const char *what, kvc_status_t st)
 {

@@ -1074,11 +1074,14 @@ Test(codec, format_minor_versions)
     buf[10] = 0; /* per-channel keys in a 1.0 container */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
-    buf[10] = 2;
-    wr32(buf + 12, 4u | 16u); /* a flag no 1.2 container can have */
+    buf[10] = 3;
+    wr32(buf + 12, 4u | 16u); /* the rANS stream span flag without rANS streams */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
-    buf[10] = 3; /* ... the same flag from a newer minor: this reader is too old */
+    wr32(buf + 12, 4u | 32u); /* a flag no 1.3 container can have */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    buf[10] = 4; /* ... the same flag from a newer minor: this reader is too old */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_VERSION);
     kvc_codec_info_t info;
@@ -1909,4 +1912,57 @@ Test(container, rice_runs_read_like_single_codes)
     }
     free(buf);
 #undef NEXT
+}
+
+/* The inputs of tests/data/rans_v12 (README.md there): real K/V and a synthetic chunk of 20 channels. */
+static uint16_t *v12_input(int cs, kvc_codec_params_t *p, size_t *n)
+{
+    if (cs == 0) {
+        size_t nl, t, nh, hs;
+        uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+        const size_t T = 100, C = nh * hs;
+        uint16_t *x = malloc(2 * nl * T * C * 2);
+        for (size_t pl = 0; pl < 2; pl++)
+            for (size_t l = 0; l < nl; l++) memcpy(x + (pl * nl + l) * T * C, kv + ((pl * nl + l) * t) * C, T * C * 2);
+        free(kv);
+        *p = params_for(KVC_DTYPE_F16, nl, T, nh, hs);
+        *n = 2 * nl * T * C;
+        return x;
+    }
+    const size_t nl = 3, T = 70, nh = 5, hs = 4; /* 20 channels: a partial group */
+    *n = 2 * nl * T * nh * hs;
+    uint16_t *x = malloc(*n * 2);
+    synth(x, KVC_DTYPE_F16, *n, 12);
+    *p = params_for(KVC_DTYPE_F16, nl, T, nh, hs);
+    return x;
+}
+
+/* Format 1.2 containers (streams of 8 channels) still decode after format 1.3 chained 4 groups
+ * into a stream: to the values of the arithmetic coder's container of the same input. */
+Test(codec, rans_v12_containers_still_decode)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    for (int cs = 0; cs < 2; cs++) {
+        kvc_codec_params_t p;
+        size_t n, len, alen;
+        uint16_t *x = v12_input(cs, &p, &n), *got = malloc(n * 2), *want = malloc(n * 2);
+        char name[64];
+        snprintf(name, sizeof name, "rans_v12/rans_v12_case%d.kvc", cs);
+        uint8_t *old = read_all(kvc_test_data(name), &len);
+        kvc_codec_info_t info;
+        cr_assert_eq(kvc_codec_inspect(old, len, &info), KVC_OK, "%s", kvc_last_error());
+        cr_assert_eq(info.coder, KVC_CODER_RANS);
+        cr_assert_eq(kvc_codec_decode(ctx, old, len, got, n * 2, NULL), KVC_OK, "case %d: %s", cs, kvc_last_error());
+        p.field_mask |= KVC_CODEC_PARAM_WINDOW;
+        p.window_tokens = 32;
+        uint8_t *ac = encode_ok(ctx, &p, x, &alen);
+        cr_assert_eq(kvc_codec_decode(ctx, ac, alen, want, n * 2, NULL), KVC_OK);
+        cr_assert(memcmp(got, want, n * 2) == 0, "case %d: the format 1.2 container decodes to other values", cs);
+        kvc_codec_free(ac);
+        free(old);
+        free(x);
+        free(got);
+        free(want);
+    }
+    kvc_context_destroy(ctx);
 }

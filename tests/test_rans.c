@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The rANS coder (src/backends/simd/cpu_rans.c, docs/CACHEGEN.md "rANS coder"): the frequency normalisation,
  * the stream format against an independent oracle written from docs/FORMAT.md, the decoder's
- * corruption statuses, and the codec's --coder rans containers (format 1.2). */
+ * corruption statuses, and the codec's --coder rans containers (format 1.3). */
 #include "config.h"
 
 #include <math.h>
@@ -112,18 +112,30 @@ Test(rans, frequencies_add_up_and_keep_every_symbol)
 
 /* ---- the oracle: the stream format written out plainly (docs/FORMAT.md "rANS streams") ---- */
 
+/* The symbols of a stream of g channels (1..32) in decode order: its groups of 8 channels one
+ * after another; in a group, token by token, lane by lane; lane i is state i. */
+static size_t oracle_order(size_t T, unsigned g, unsigned *ch, size_t *tok)
+{
+    size_t n = 0;
+    for (unsigned k = 0; 8 * k < g; k++)
+        for (size_t t = 0; t < T; t++)
+            for (unsigned i = 0; i < 8 && 8 * k + i < g; i++) ch[n] = 8 * k + i, tok[n++] = t;
+    return n;
+}
+
 /* Encoder: symbols in reverse decode order, Giesen's RansWordEncPut per state, words collected in
  * emission order and then reversed. */
 static size_t oracle_encode(const uint8_t *sym, size_t stride, size_t T, unsigned g, const uint16_t *cum, unsigned B, uint8_t *out)
 {
     uint64_t x[8];
+    const unsigned ns = g < 8 ? g : 8;
     uint16_t *words = malloc((T * g + 1) * 2);
-    size_t nw = 0;
-    for (unsigned i = 0; i < g; i++) x[i] = 1u << 16;
-    for (size_t k = T * g; k-- > 0;) {
-        const size_t t = k / g;
-        const unsigned i = (unsigned)(k % g), s = sym[t * stride + i];
-        const uint64_t start = cum[i * (B + 1) + s], freq = cum[i * (B + 1) + s + 1] - start;
+    unsigned *ch = malloc((T * g + 1) * sizeof *ch);
+    size_t *tok = malloc((T * g + 1) * sizeof *tok), nw = 0;
+    for (unsigned i = 0; i < ns; i++) x[i] = 1u << 16;
+    for (size_t k = oracle_order(T, g, ch, tok); k-- > 0;) {
+        const unsigned c = ch[k], i = c % 8, s = sym[tok[k] * stride + c];
+        const uint64_t start = cum[c * (B + 1) + s], freq = cum[c * (B + 1) + s + 1] - start;
         const uint64_t x_max = ((uint64_t)(1u << 16) >> 12 << 16) * freq;
         if (x[i] >= x_max) {
             words[nw++] = (uint16_t)(x[i] & 0xFFFF);
@@ -132,42 +144,50 @@ static size_t oracle_encode(const uint8_t *sym, size_t stride, size_t T, unsigne
         x[i] = (x[i] / freq << 12) + x[i] % freq + start;
         cr_assert_lt(x[i], 1ull << 32);
     }
-    for (unsigned i = 0; i < g; i++)
+    for (unsigned i = 0; i < ns; i++)
         for (int b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(x[i] >> (8 * b));
     for (size_t w = 0; w < nw; w++) {
-        out[4 * g + 2 * w] = (uint8_t)words[nw - 1 - w];
-        out[4 * g + 2 * w + 1] = (uint8_t)(words[nw - 1 - w] >> 8);
+        out[4 * ns + 2 * w] = (uint8_t)words[nw - 1 - w];
+        out[4 * ns + 2 * w + 1] = (uint8_t)(words[nw - 1 - w] >> 8);
     }
     free(words);
-    return 4 * g + 2 * nw;
+    free(ch);
+    free(tok);
+    return 4 * ns + 2 * nw;
 }
 
-/* Decoder: linear search of the slot, one state per channel. */
+/* Decoder: linear search of the slot, the same order. */
 static int oracle_decode(const uint8_t *in, size_t len, size_t T, unsigned g, const uint16_t *cum, unsigned B, uint8_t *sym, size_t stride)
 {
     uint64_t x[8];
-    size_t pos = 4 * g;
-    for (unsigned i = 0; i < g; i++) x[i] = (uint64_t)in[4 * i] | (uint64_t)in[4 * i + 1] << 8 | (uint64_t)in[4 * i + 2] << 16 | (uint64_t)in[4 * i + 3] << 24;
-    for (size_t t = 0; t < T; t++)
-        for (unsigned i = 0; i < g; i++) {
-            const uint16_t *c = cum + i * (B + 1);
-            const uint64_t slot = x[i] % 4096;
-            unsigned s = 0;
-            while (!(c[s] <= slot && slot < c[s + 1])) s++;
-            sym[t * stride + i] = (uint8_t)s;
-            x[i] = (c[s + 1] - c[s]) * (x[i] / 4096) + slot - c[s];
-            if (x[i] < (1u << 16)) {
-                x[i] = x[i] << 16 | in[pos] | (uint64_t)in[pos + 1] << 8;
-                pos += 2;
-            }
+    const unsigned ns = g < 8 ? g : 8;
+    unsigned *ch = malloc((T * g + 1) * sizeof *ch);
+    size_t *tok = malloc((T * g + 1) * sizeof *tok), pos = 4 * ns;
+    for (unsigned i = 0; i < ns; i++) x[i] = (uint64_t)in[4 * i] | (uint64_t)in[4 * i + 1] << 8 | (uint64_t)in[4 * i + 2] << 16 | (uint64_t)in[4 * i + 3] << 24;
+    const size_t n = oracle_order(T, g, ch, tok);
+    for (size_t k = 0; k < n; k++) {
+        const unsigned c = ch[k], i = c % 8;
+        const uint16_t *cc = cum + c * (B + 1);
+        const uint64_t slot = x[i] % 4096;
+        unsigned s = 0;
+        while (!(cc[s] <= slot && slot < cc[s + 1])) s++;
+        sym[tok[k] * stride + c] = (uint8_t)s;
+        x[i] = (cc[s + 1] - cc[s]) * (x[i] / 4096) + slot - cc[s];
+        if (x[i] < (1u << 16)) {
+            x[i] = x[i] << 16 | in[pos] | (uint64_t)in[pos + 1] << 8;
+            pos += 2;
         }
-    for (unsigned i = 0; i < g; i++)
+    }
+    free(ch);
+    free(tok);
+    for (unsigned i = 0; i < ns; i++)
         if (x[i] != 1u << 16) return 0;
     return pos == len;
 }
 
-/* g channels of T symbols drawn from skewed per-channel distributions over B bins (channel 0 may
- * be constant), their tables from the counts, coded by kvc_rans_encode_group and by the oracle. */
+/* A stream of g channels (1..32) of T symbols drawn from skewed per-channel distributions over B
+ * bins (channel 0 may be constant), their tables from the counts, coded by kvc_rans_encode_stream
+ * and by the oracle. */
 typedef struct {
     size_t T, stride, len;
     unsigned g, B;
@@ -195,7 +215,7 @@ static case_t make_case(size_t T, unsigned g, unsigned B, int constant0)
     }
     const size_t cap = kvc_rans_bound(g, T);
     uint8_t *buf = malloc(cap), *ref = malloc(cap);
-    k.len = kvc_rans_encode_group(k.sym, k.stride, T, g, k.cum, B, buf, cap);
+    k.len = kvc_rans_encode_stream(KVC_ISA_SCALAR, k.sym, k.stride, T, g, k.cum, B, buf, cap);
     cr_assert_gt(k.len, 0);
     const size_t rlen = oracle_encode(k.sym, k.stride, T, g, k.cum, B, ref);
     cr_assert_eq(k.len, rlen, "T %zu g %u B %u: %zu bytes, the oracle %zu", T, g, B, k.len, rlen);
@@ -216,17 +236,18 @@ static void free_case(case_t *k)
 
 static kvc_status_t decode_case(const case_t *k, const uint8_t *in, size_t len, uint8_t *out)
 {
-    return kvc_rans_decode_group(in, len, k->T, k->g, k->cum, k->B, out, k->stride);
+    return kvc_rans_decode_stream(KVC_ISA_SCALAR, in, len, k->T, k->g, k->cum, k->B, out, k->stride);
 }
 
 Test(rans, streams_match_the_oracle_and_round_trip)
 {
     const size_t Ts[] = { 1, 2, 7, 256, 1000 };
-    const unsigned Bs[] = { 2, 4, 32, 64 };
+    const unsigned Bs[] = { 2, 4, 32, 64 }, gs[] = { 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 24, 29, 32 };
     for (size_t ti = 0; ti < 5; ti++)
-        for (unsigned g = 1; g <= 8; g++)
+        for (size_t gi = 0; gi < sizeof gs / sizeof gs[0]; gi++)
             for (size_t bi = 0; bi < 4; bi++)
                 for (int constant0 = 0; constant0 < 2; constant0++) {
+                    const unsigned g = gs[gi];
                     case_t k = make_case(Ts[ti], g, Bs[bi], constant0);
                     uint8_t *out = calloc(k.T * k.stride, 1), *ref = calloc(k.T * k.stride, 1);
                     cr_assert_eq(decode_case(&k, k.stream, k.len, out), KVC_OK, "T %zu g %u B %u", k.T, g, k.B);
@@ -252,24 +273,27 @@ Test(rans, a_constant_channel_costs_only_its_state)
     uint16_t cum[9];
     kvc_rans_cum_from_counts(counts, 8, 100, cum);
     uint8_t out[kvc_rans_bound(1, 100)];
-    cr_assert_eq(kvc_rans_encode_group(sym, 1, 100, 1, cum, 8, out, sizeof(out)), 4u);
+    cr_assert_eq(kvc_rans_encode_stream(KVC_ISA_SCALAR, sym, 1, 100, 1, cum, 8, out, sizeof(out)), 4u);
     cr_assert_eq(out[0] | out[1] << 8 | out[2] << 16 | (uint32_t)out[3] << 24, 1u << 16);
 }
 
 Test(rans, size_is_near_the_entropy)
 {
-    /* Within the table's cross-entropy plus 4 bytes of state per channel. */
-    case_t k = make_case(4096, 8, 32, 0);
-    double bits = 0;
-    for (size_t t = 0; t < k.T; t++)
-        for (unsigned i = 0; i < k.g; i++) {
-            const uint16_t *c = k.cum + i * (k.B + 1);
-            const unsigned s = k.sym[t * k.stride + i];
-            bits -= log2(((double)c[s + 1] - c[s]) / 4096.0);
-        }
-    cr_assert_leq((double)k.len, bits / 8 * 1.002 + 4 * k.g + 2, "%zu bytes for %.0f bits of information", k.len, bits);
-    cr_assert_geq((double)k.len, bits / 8);
-    free_case(&k);
+    /* Within the table's cross-entropy plus 4 bytes a state: 8 states for 8 channels, and for 32
+     * (a stream's 4 groups share them: format 1.3). */
+    for (unsigned g = 8; g <= 32; g += 24) {
+        case_t k = make_case(4096, g, 32, 0);
+        double bits = 0;
+        for (size_t t = 0; t < k.T; t++)
+            for (unsigned i = 0; i < k.g; i++) {
+                const uint16_t *c = k.cum + i * (k.B + 1);
+                const unsigned s = k.sym[t * k.stride + i];
+                bits -= log2(((double)c[s + 1] - c[s]) / 4096.0);
+            }
+        cr_assert_leq((double)k.len, bits / 8 * 1.002 + 4 * 8 + 2, "%u channels: %zu bytes for %.0f bits of information", g, k.len, bits);
+        cr_assert_geq((double)k.len, bits / 8);
+        free_case(&k);
+    }
 }
 
 Test(rans, encoder_refuses_a_symbol_without_frequency)
@@ -279,9 +303,9 @@ Test(rans, encoder_refuses_a_symbol_without_frequency)
     uint16_t cum[5];
     kvc_rans_cum_from_counts(counts, 4, 4, cum);
     uint8_t out[kvc_rans_bound(1, 4)];
-    cr_assert_eq(kvc_rans_encode_group(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
+    cr_assert_eq(kvc_rans_encode_stream(KVC_ISA_SCALAR, sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
     sym[3] = 9; /* outside the table */
-    cr_assert_eq(kvc_rans_encode_group(sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
+    cr_assert_eq(kvc_rans_encode_stream(KVC_ISA_SCALAR, sym, 1, 4, 1, cum, 4, out, sizeof(out)), 0u);
 }
 
 /* The same refusals on a full 8-channel group long enough for the encoder's table-driven path:
@@ -297,12 +321,12 @@ Test(rans, full_group_encoder_refuses_a_symbol_without_frequency)
     }
     for (size_t k = 0; k < T * G; k++) sym[k] = (uint8_t)(rnd() % 3);
     uint8_t out[kvc_rans_bound(G, T)];
-    cr_assert_gt(kvc_rans_encode_group(sym, G, T, G, cum, 4, out, sizeof(out)), 0u);
+    cr_assert_gt(kvc_rans_encode_stream(KVC_ISA_SCALAR, sym, G, T, G, cum, 4, out, sizeof(out)), 0u);
     const uint8_t bad[] = { 3, 4, 63, 64, 200 };
     for (size_t b = 0; b < sizeof(bad); b++) {
         const uint8_t keep = sym[30 * G + 5];
         sym[30 * G + 5] = bad[b];
-        cr_assert_eq(kvc_rans_encode_group(sym, G, T, G, cum, 4, out, sizeof(out)), 0u, "symbol %u", bad[b]);
+        cr_assert_eq(kvc_rans_encode_stream(KVC_ISA_SCALAR, sym, G, T, G, cum, 4, out, sizeof(out)), 0u, "symbol %u", bad[b]);
         sym[30 * G + 5] = keep;
     }
 }
@@ -324,18 +348,18 @@ Test(rans, every_frequency_matches_the_oracle)
             for (size_t t = 0; t < T; t++) sym[t * G + i] = f == 4096 ? 0 : (uint8_t)(rnd() % 4096 >= f || t == 0);
             if (f < 4096) sym[T / 2 * G + i] = 0; /* both symbols occur */
         }
-        const size_t n = kvc_rans_encode_group(sym, G, T, G, cum, 2, out, sizeof(out));
+        const size_t n = kvc_rans_encode_stream(KVC_ISA_SCALAR, sym, G, T, G, cum, 2, out, sizeof(out));
         const size_t rn = oracle_encode(sym, G, T, G, cum, 2, ref);
         cr_assert(n == rn && memcmp(out, ref, n) == 0, "frequencies %u..%u: %zu bytes, the oracle %zu", f0, f0 + G - 1, n, rn);
-        cr_assert_eq(kvc_rans_decode_group(out, n, T, G, cum, 2, got, G), KVC_OK);
+        cr_assert_eq(kvc_rans_decode_stream(KVC_ISA_SCALAR, out, n, T, G, cum, 2, got, G), KVC_OK);
         cr_assert(memcmp(got, sym, sizeof(sym)) == 0, "frequencies %u..%u", f0, f0 + G - 1);
     }
 }
 
 /* The tier kernels (src/backends/simd/cpu_rans.h) against the portable coder, byte for byte:
- * pairs of groups (A full, B full, partial or absent) over 1-1000 tokens, 2-64 bins, a constant
- * channel, and a symbol without frequency in either group; the tier's decoder on A's stream.
- * Run on every tier the CPU has. */
+ * pairs of streams (A of 8, 20 or 32 channels; B absent, partial, one group or four) over 1-1000
+ * tokens, 2-64 bins, a constant channel, and a symbol without frequency in either stream; the
+ * tier's decoder on A's stream. Run on every tier the CPU has. */
 static int tier_available(const char *name)
 {
     setenv("KVCORE_ISA", name, 1);
@@ -356,16 +380,16 @@ Test(rans, every_tier_codes_the_same_bytes)
         if (!tier_available(tiers[ti].name)) continue;
         ran++;
         const size_t Ts[] = { 1, 2, 7, 16, 256, 1000 };
-        const unsigned Bs[] = { 2, 4, 32, 64 }, gbs[] = { 0, 3, 8 };
+        const unsigned Bs[] = { 2, 4, 32, 64 }, nas[] = { 8, 20, 32 }, nbs[] = { 0, 3, 8, 32 };
         for (size_t a = 0; a < 6; a++)
             for (size_t b = 0; b < 4; b++)
-                for (size_t c = 0; c < 3; c++)
+                for (size_t c = 0; c < 12; c++)
                     for (int bad = 0; bad < 3; bad++) {
-                        const size_t T = Ts[a], stride = 19;
-                        const unsigned B = Bs[b], gb = gbs[c];
+                        const size_t T = Ts[a], stride = 70;
+                        const unsigned B = Bs[b], na = nas[c / 4], nb = nbs[c % 4];
                         uint8_t *sym = calloc(T * stride, 1);
-                        uint16_t *cum = malloc(16 * (B + 1) * sizeof(uint16_t));
-                        for (unsigned i = 0; i < 8 + gb; i++) {
+                        uint16_t *cum = malloc(64 * (B + 1) * sizeof(uint16_t));
+                        for (unsigned i = 0; i < na + nb; i++) {
                             uint32_t counts[64] = { 0 };
                             for (size_t t = 0; t < T; t++) {
                                 const uint8_t s = i == 2 ? (uint8_t)(B / 2) : (uint8_t)(rnd() % (rnd() % B + 1));
@@ -374,24 +398,30 @@ Test(rans, every_tier_codes_the_same_bytes)
                             }
                             kvc_rans_cum_from_counts(counts, B, T, cum + i * (B + 1));
                         }
-                        if (bad == 1) sym[(T / 2) * stride + 5] = (uint8_t)(B + 7);      /* A: outside the table */
-                        if (bad == 2 && gb) sym[(T - 1) * stride + 8 + gb - 1] = 200; /* B */
-                        const size_t cap = kvc_rans_bound(8, T);
+                        if (bad == 1) sym[(T / 2) * stride + na - 3] = (uint8_t)(B + 7); /* A: outside the table */
+                        if (bad == 2 && nb) sym[(T - 1) * stride + na + nb - 1] = 200;  /* B */
+                        const size_t cap = kvc_rans_bound(32, T);
                         uint8_t *out = malloc(2 * cap), *ref = malloc(2 * cap);
                         size_t len[2];
-                        kvc_rans_encode_pair_isa(tiers[ti].isa, sym, stride, T, 8, gb, cum, B, out, cap, len);
-                        const size_t ra = kvc_rans_encode_group(sym, stride, T, 8, cum, B, ref, cap);
-                        const size_t rb = gb ? kvc_rans_encode_group(sym + 8, stride, T, gb, cum + 8 * (B + 1), B, ref + cap, cap) : 0;
-                        cr_assert_eq(len[0], ra, "%s T %zu B %u gb %u bad %d: A %zu bytes, portable %zu", tiers[ti].name, T, B, gb, bad, len[0], ra);
-                        cr_assert_eq(len[1], rb, "%s T %zu B %u gb %u bad %d: B %zu bytes, portable %zu", tiers[ti].name, T, B, gb, bad, len[1], rb);
+                        const uint8_t *const ys[2] = { sym, sym + na };
+                        const uint16_t *const cs[2] = { cum, cum + na * (B + 1) };
+                        const unsigned nch[2] = { na, nb };
+                        uint8_t *const outs[2] = { out, out + cap };
+                        kvc_rans_encode_pair(tiers[ti].isa, ys, cs, nch, stride, T, B, outs, cap, len);
+                        const size_t ra = kvc_rans_encode_stream(KVC_ISA_SCALAR, sym, stride, T, na, cum, B, ref, cap);
+                        const size_t rb = nb ? kvc_rans_encode_stream(KVC_ISA_SCALAR, sym + na, stride, T, nb, cs[1], B, ref + cap, cap) : 0;
+                        cr_assert_eq(len[0], ra, "%s T %zu B %u na %u nb %u bad %d: A %zu bytes, portable %zu", tiers[ti].name, T, B, na, nb, bad,
+                                     len[0], ra);
+                        cr_assert_eq(len[1], rb, "%s T %zu B %u na %u nb %u bad %d: B %zu bytes, portable %zu", tiers[ti].name, T, B, na, nb, bad,
+                                     len[1], rb);
                         cr_assert_eq(ra == 0, bad == 1);
-                        cr_assert(memcmp(out, ref, ra) == 0 && memcmp(out + cap, ref + cap, rb) == 0, "%s T %zu B %u gb %u: bytes differ",
-                                  tiers[ti].name, T, B, gb);
+                        cr_assert(memcmp(out, ref, ra) == 0 && memcmp(out + cap, ref + cap, rb) == 0, "%s T %zu B %u na %u nb %u: bytes differ",
+                                  tiers[ti].name, T, B, na, nb);
                         if (ra) { /* and the tier's decoder (its slot tables) gives the symbols back */
                             uint8_t *got = calloc(T * stride, 1);
-                            cr_assert_eq(kvc_rans_decode_isa(tiers[ti].isa, out, ra, T, 8, cum, B, got, stride), KVC_OK);
+                            cr_assert_eq(kvc_rans_decode_stream(tiers[ti].isa, out, ra, T, na, cum, B, got, stride), KVC_OK);
                             for (size_t t = 0; t < T; t++)
-                                cr_assert(memcmp(got + t * stride, sym + t * stride, 8) == 0, "%s T %zu B %u: token %zu", tiers[ti].name, T, B, t);
+                                cr_assert(memcmp(got + t * stride, sym + t * stride, na) == 0, "%s T %zu B %u: token %zu", tiers[ti].name, T, B, t);
                             free(got);
                         }
                         free(sym);
@@ -466,27 +496,29 @@ Test(rans, damaged_streams_are_corrupt)
 }
 
 /* The SIMD decoders (no slot tables: AVX-512's four groups, AVX2's two) against the portable
- * decoder, stream by stream: the same symbols, and the same status for every damage (any corrupt group makes the
- * four corrupt). Channels: skewed, constant (frequency 4096), with empty bins inside and at both
- * ends, and one group of constant channels whose stream is its states alone (the checked end loop
- * with masked loads does all its tokens). Streams in exact-size buffers (ASan). */
+ * decoder, stream by stream: the same symbols, and the same status for every damage (any corrupt
+ * stream makes the four corrupt). Four streams of nch channels each (8: one group; 32: four
+ * groups, which the kernels take a step at a time; 20: a partial last group, which the portable
+ * decoder does). Channels: skewed, constant (frequency 4096), with empty bins inside and at both
+ * ends, and one stream of constant channels that is its states alone (the checked end loop with
+ * masked loads does all its tokens). Streams in exact-size buffers (ASan). */
 typedef struct {
     size_t T, stride;
-    unsigned B;
+    unsigned B, nch;
     uint8_t *sym;
     uint16_t *cum;
     uint8_t *st[4];
     size_t len[4];
 } four_t;
 
-static four_t make_quad(size_t T, unsigned B)
+static four_t make_quad(size_t T, unsigned B, unsigned nch)
 {
-    four_t q = { .T = T, .stride = 37, .B = B };
+    four_t q = { .T = T, .stride = 4 * nch + 5, .B = B, .nch = nch };
     q.sym = calloc(T ? T * q.stride : 1, 1);
-    q.cum = malloc(32 * (B + 1) * sizeof(uint16_t));
-    for (unsigned i = 0; i < 32; i++) {
+    q.cum = malloc(4 * nch * (B + 1) * sizeof(uint16_t));
+    for (unsigned i = 0; i < 4 * nch; i++) {
         uint32_t counts[64] = { 0 };
-        const unsigned kind = i >= 16 && i < 24 ? 0 : i % 4, centre = rnd() % B;
+        const unsigned kind = i / nch == 2 ? 0 : i % 4, centre = rnd() % B;
         for (size_t t = 0; t < T; t++) {
             unsigned s;
             if (kind == 0) s = centre;                                /* constant */
@@ -499,10 +531,10 @@ static four_t make_quad(size_t T, unsigned B)
         if (!T) counts[centre] = 1;
         kvc_rans_cum_from_counts(counts, B, T ? T : 1, q.cum + i * (B + 1));
     }
-    const size_t cap = kvc_rans_bound(8, T);
+    const size_t cap = kvc_rans_bound(nch, T);
     uint8_t *buf = malloc(cap);
     for (unsigned g = 0; g < 4; g++) {
-        q.len[g] = kvc_rans_encode_group(q.sym + 8 * g, q.stride, T, 8, q.cum + 8 * g * (B + 1), B, buf, cap);
+        q.len[g] = kvc_rans_encode_stream(KVC_ISA_SCALAR, q.sym + nch * g, q.stride, T, nch, q.cum + nch * g * (B + 1), B, buf, cap);
         cr_assert_gt(q.len[g], 0);
         q.st[g] = malloc(q.len[g]);
         memcpy(q.st[g], buf, q.len[g]);
@@ -518,8 +550,9 @@ static void free_quad(four_t *q)
     free(q->cum);
 }
 
-/* The SIMD decoders under test: the AVX-512 tier's four groups, or the AVX2 kernel's pair of
- * groups g0, g0 + 1 (also used by the AVX-512 tier for pairs that are not part of a full four). */
+/* The SIMD decoders under test, through kvc_rans_decode_four on their tier: the AVX-512 tier's
+ * four streams, or the AVX2 kernel's pair of streams g0, g0 + 1 (also used by the AVX-512 tier
+ * for pairs that are not part of a full four). */
 typedef struct {
     const char *tier;
     unsigned g0, ng;
@@ -527,52 +560,59 @@ typedef struct {
 
 static kvc_status_t run_kernel(const kernel_t *kn, const four_t *q, uint8_t *const in[4], const size_t len[4], uint8_t *out)
 {
-    const size_t off = 8 * (size_t)kn->g0;
-    if (kn->ng == 4) return kvc_rans_decode8x4_avx512((const uint8_t *const *)in, len, q->T, q->cum, q->B, out, q->stride);
-    return kvc_rans_decode8x2_avx2((const uint8_t *const *)in + kn->g0, len + kn->g0, q->T, q->cum + off * (q->B + 1), q->B, out + off,
-                                   q->stride);
+    const uint16_t *cum[4];
+    uint8_t *sym[4];
+    const unsigned nch[4] = { q->nch, q->nch, q->nch, q->nch };
+    for (unsigned g = 0; g < kn->ng; g++) {
+        cum[g] = q->cum + (size_t)q->nch * (kn->g0 + g) * (q->B + 1);
+        sym[g] = out + (size_t)q->nch * (kn->g0 + g);
+    }
+    const int isa = strcmp(kn->tier, "avx512") == 0 ? KVC_ISA_AVX512 : KVC_ISA_AVX2;
+    return kvc_rans_decode_four(isa, kn->ng, (const uint8_t *const *)in + kn->g0, len + kn->g0, cum, sym, nch, q->stride, q->T, q->B);
 }
 
-/* Decode q's streams as given by in / len with the kernel and with the portable decoder group by
- * group; the statuses and (when OK) the symbols of the kernel's groups must agree. Returns the
+/* Decode q's streams as given by in / len with the kernel and with the portable decoder stream by
+ * stream; the statuses and (when OK) the symbols of the kernel's streams must agree. Returns the
  * status. */
 static kvc_status_t kernel_agrees(const kernel_t *kn, const four_t *q, uint8_t *const in[4], const size_t len[4], const char *what)
 {
-    const size_t n = q->T ? q->T * q->stride : 1, off = 8 * (size_t)kn->g0;
+    const size_t n = q->T ? q->T * q->stride : 1, off = (size_t)q->nch * kn->g0;
     uint8_t *got = calloc(n, 1), *ref = calloc(n, 1);
     const kvc_status_t st = run_kernel(kn, q, in, len, got);
     kvc_status_t want = KVC_OK;
     for (unsigned g = kn->g0; g < kn->g0 + kn->ng; g++)
-        if (kvc_rans_decode_group(in[g], len[g], q->T, 8, q->cum + 8 * g * (q->B + 1), q->B, ref + 8 * g, q->stride) != KVC_OK) want = KVC_ERR_CORRUPT;
-    cr_assert_eq(st, want, "%s %s (T %zu B %u): status %d, the portable decoder's %d", kn->tier, what, q->T, q->B, st, want);
+        if (kvc_rans_decode_stream(KVC_ISA_SCALAR, in[g], len[g], q->T, q->nch, q->cum + q->nch * g * (q->B + 1), q->B, ref + q->nch * g,
+                                   q->stride) != KVC_OK)
+            want = KVC_ERR_CORRUPT;
+    cr_assert_eq(st, want, "%s %s (T %zu B %u nch %u): status %d, the portable decoder's %d", kn->tier, what, q->T, q->B, q->nch, st, want);
     if (st == KVC_OK)
         for (size_t t = 0; t < q->T; t++)
-            cr_assert(memcmp(got + t * q->stride + off, ref + t * q->stride + off, 8 * kn->ng) == 0, "%s %s (T %zu B %u): token %zu differs",
-                      kn->tier, what, q->T, q->B, t);
+            cr_assert(memcmp(got + t * q->stride + off, ref + t * q->stride + off, q->nch * kn->ng) == 0,
+                      "%s %s (T %zu B %u nch %u): token %zu differs", kn->tier, what, q->T, q->B, q->nch, t);
     free(got);
     free(ref);
     return st;
 }
 
-static void kernel_suite(const kernel_t *kn)
+static void kernel_suite(const kernel_t *kn, unsigned nch)
 {
     const size_t Ts[] = { 0, 1, 2, 7, 16, 64, 256, 1000 };
     const unsigned Bs[] = { 2, 4, 32, 64 };
     for (size_t a = 0; a < 8; a++)
         for (size_t b = 0; b < 4; b++) {
-            four_t q = make_quad(Ts[a], Bs[b]);
+            four_t q = make_quad(Ts[a], Bs[b], nch);
             cr_assert_eq(kernel_agrees(kn, &q, q.st, q.len, "as encoded"), KVC_OK);
             uint8_t *got = calloc(q.T ? q.T * q.stride : 1, 1); /* and they are the encoded symbols */
             cr_assert_eq(run_kernel(kn, &q, q.st, q.len, got), KVC_OK);
-            const size_t off = 8 * (size_t)kn->g0;
+            const size_t off = (size_t)nch * kn->g0;
             for (size_t t = 0; t < q.T; t++)
-                cr_assert(memcmp(got + t * q.stride + off, q.sym + t * q.stride + off, 8 * kn->ng) == 0, "%s T %zu B %u: token %zu",
-                          kn->tier, q.T, q.B, t);
+                cr_assert(memcmp(got + t * q.stride + off, q.sym + t * q.stride + off, nch * kn->ng) == 0, "%s T %zu B %u nch %u: token %zu",
+                          kn->tier, q.T, q.B, nch, t);
             free(got);
             free_quad(&q);
         }
-    /* Damage to one group at a time: every cut, bytes appended, a state below 2^16, bit flips. */
-    four_t q = make_quad(256, 32);
+    /* Damage to one stream at a time: every cut, bytes appended, a state below 2^16, bit flips. */
+    four_t q = make_quad(nch > 8 ? 96 : 256, 32, nch);
     for (unsigned g = kn->g0; g < kn->g0 + kn->ng; g++) {
         uint8_t *keep = q.st[g];
         const unsigned klen = (unsigned)q.len[g]; /* unsigned: a size_t klen + 3 that may wrap made GCC's -O2 + ASan build see
@@ -602,8 +642,8 @@ static void kernel_suite(const kernel_t *kn)
         free(copy);
     }
     free_quad(&q);
-    /* Random bytes in every group: statuses agree, symbols agree when OK. */
-    q = make_quad(96, 16);
+    /* Random bytes in every stream: statuses agree, symbols agree when OK. */
+    q = make_quad(96, 16, nch);
     for (int it = 0; it < 500; it++) {
         uint8_t *in[4];
         size_t len[4];
@@ -622,15 +662,17 @@ Test(rans, four_group_decoder_matches_the_portable_one)
 {
     if (!tier_available("avx512")) cr_skip_test("this CPU has no AVX-512 tier: the four-group decoder cannot run here");
     const kernel_t kn = { "avx512", 0, 4 };
-    kernel_suite(&kn);
+    for (unsigned nch = 8; nch <= 32; nch += 12) kernel_suite(&kn, nch);
 }
 
 Test(rans, two_group_decoder_matches_the_portable_one)
 {
     if (!tier_available("avx2")) cr_skip_test("this CPU has no AVX2 tier: the two-group decoder cannot run here");
-    const kernel_t a = { "avx2", 0, 2 }, b = { "avx2", 2, 2 }; /* groups 0-1; 2-3 (group 2: constant channels) */
-    kernel_suite(&a);
-    kernel_suite(&b);
+    const kernel_t a = { "avx2", 0, 2 }, b = { "avx2", 2, 2 }; /* streams 0-1; 2-3 (stream 2: constant channels) */
+    for (unsigned nch = 8; nch <= 32; nch += 12) {
+        kernel_suite(&a, nch);
+        kernel_suite(&b, nch);
+    }
 }
 
 /* ---- containers ---- */
@@ -680,10 +722,10 @@ static void same_as_ac(kvc_context_t *ctx, kvc_codec_params_t p, const void *kv,
     cr_assert(memcmp(da, dr, bytes) == 0, "rANS and ac decode differently (T %zu, C %zu)", p.num_tokens, p.num_heads * p.head_size);
     cr_assert_eq(ia.coder, KVC_CODER_AC);
     cr_assert_eq(ir.coder, KVC_CODER_RANS);
-    cr_assert_eq(ir.version_minor, 2u);
+    cr_assert_eq(ir.version_minor, 3u);
     cr_assert_eq(ir.lmcache_readable, 0);
     cr_assert_eq(ir.cdf_bytes, ia.cdf_bytes, "the same counts");
-    cr_assert_eq(r[12] & 8, 8);
+    cr_assert_eq(r[12] & 24, 24); /* rANS streams of 32 channels */
     kvc_lmcache_chunk_t o;
     void *storage = NULL;
     cr_assert_eq(kvc_codec_export_lmcache(r, lr, &o, &storage), KVC_ERR_UNSUPPORTED);
@@ -775,19 +817,20 @@ static kvc_status_t try_decode(kvc_context_t *ctx, const uint8_t *buf, size_t le
 Test(rans_codec, damaged_containers_have_exact_statuses)
 {
     kvc_context_t *ctx = one_thread_context();
-    const size_t nl = 2, T = 40, C = 12, n = 2 * nl * T * C;
+    const size_t nl = 2, T = 40, C = 40, n = 2 * nl * T * C;
     uint16_t *kv = malloc(n * 2);
     synth(kv, KVC_DTYPE_F16, n, 9);
     kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_WINDOW, .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD,
-                             .num_layers = nl, .num_tokens = T, .num_heads = 3, .head_size = 4, .window_tokens = 16 };
+                             .num_layers = nl, .num_tokens = T, .num_heads = 5, .head_size = 8, .window_tokens = 3 };
     size_t len;
     uint8_t *good = encode_with(ctx, p, KVC_CODER_RANS, kv, &len), *buf = malloc(len);
     size_t off[5];
     sections(good, off);
-    /* LENGTHS: one varint per (window, plane and layer, group of 8 channels) = 3 * 4 * 2. */
+    /* LENGTHS: one varint (of one byte here: streams under 128 bytes) per (window, plane and
+     * layer, 32 channels) = 14 * 4 * 2. */
     kvc_codec_info_t info;
     cr_assert_eq(kvc_codec_inspect(good, len, &info), KVC_OK);
-    cr_assert_eq(info.lengths_bytes, 3u * 4u * 2u);
+    cr_assert_eq(info.lengths_bytes, 14u * 4u * 2u);
     const size_t s0 = off[4] + 16, ns = rd32(good + off[4] + 8);
     /* Bytes of STREAMS flipped (checksum resealed): the rANS decoder's checks catch nearly
      * all (see damaged_streams_are_corrupt); nothing else comes back. */
@@ -835,13 +878,11 @@ Test(rans_codec, damaged_containers_have_exact_statuses)
     kvc_context_destroy(ctx);
 }
 
-/* Same bytes whatever the thread count (the split over (layer, channel group)). */
-/* Every tier the CPU has, at 1-3 threads: the same container. 44 channels make groups 8, 8, 8, 8,
- * 8, 4: full pairs, and a full group next to a partial one. */
-/* 60 channels: 8 groups, the last partial, so a layer is a task of four full groups (AVX-512's
- * kernel) and one of three full ones and a partial one (a pair for the AVX2 kernel, then the
- * portable decoder); every tier and thread count encodes the same bytes and decodes them to the
- * same values. */
+/* 60 channels: two streams a layer, of 32 channels (four full groups) and 28 (three full groups
+ * and a partial one), so the decoder's tasks of four streams span two or three (plane, layer)s
+ * and its steps take four full groups (AVX-512's kernel), or three (a pair for the AVX2 kernel,
+ * one for the portable decoder) beside a partial one; every tier and thread count encodes the
+ * same bytes and decodes them to the same values. */
 Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
 {
     const size_t nl = 3, T = 100, C = 60, n = 2 * nl * T * C;
@@ -922,7 +963,7 @@ static kvc_context_t *tier_context(const char *isa, int threads)
  * oracle_encode, the packed streams decoded back. */
 static void api_case(kvc_context_t *ctx, size_t L, size_t T, size_t C, unsigned B, uint32_t seed)
 {
-    const size_t G = (C + 7) / 8, nt = L * C * (B + 1), cap = kvc_rans_encode_bound(T);
+    const size_t G = (C + 31) / 32, nt = L * C * (B + 1), cap = kvc_rans_encode_bound(T);
     uint8_t *sym = api_symbols(L, T ? T : 1, C, B, seed);
     uint16_t *cum = malloc(nt * 2), *ref = malloc(nt * 2);
     kvc_rans_tables_params_t tp = { .symbols = sym, .cum = cum, .layers = L, .tokens = T ? T : 1, .channels = C, .num_bins = B };
@@ -943,8 +984,8 @@ static void api_case(kvc_context_t *ctx, size_t L, size_t T, size_t C, unsigned 
     int64_t *ends = malloc(L * G * 8);
     size_t nbytes = 0;
     for (size_t k = 0; k < L * G; k++) {
-        const size_t l = k / G, c0 = k % G * 8;
-        const unsigned g = C - c0 < 8 ? (unsigned)(C - c0) : 8;
+        const size_t l = k / G, c0 = k % G * 32;
+        const unsigned g = C - c0 < 32 ? (unsigned)(C - c0) : 32;
         const size_t rlen = oracle_encode(sym + l * T * C + c0, C, T, g, cum + (l * C + c0) * (B + 1), B, one);
         cr_assert_eq((size_t)len[k], rlen, "L %zu T %zu C %zu B %u stream %zu: %d bytes, the oracle %zu", L, T, C, B, k, len[k],
                      rlen);
@@ -992,8 +1033,9 @@ Test(rans_api, every_tier_matches_the_oracle)
         }
 }
 
-/* One shape's good tensors for the error tests: L 2, T 50, C 32 (four full groups a layer, the
- * AVX-512 decoder's task), 16 bins. */
+/* One shape's good tensors for the error tests: L 8, T 50, C 32 (a stream of four full groups a
+ * layer; the decoder's tasks take four layers' streams, a full group of each at a time through
+ * the AVX-512 kernel), 16 bins. */
 typedef struct {
     size_t L, T, C, G, cap, nbytes;
     unsigned B;
@@ -1005,7 +1047,7 @@ typedef struct {
 
 static api_fix_t api_fixture(kvc_context_t *ctx)
 {
-    api_fix_t f = { .L = 2, .T = 50, .C = 32, .G = 4, .B = 16 };
+    api_fix_t f = { .L = 8, .T = 50, .C = 32, .G = 1, .B = 16 };
     f.cap = kvc_rans_encode_bound(f.T);
     f.sym = api_symbols(f.L, f.T, f.C, f.B, 5);
     f.cum = malloc(f.L * f.C * (f.B + 1) * 2);
@@ -1072,13 +1114,13 @@ Test(rans_api, arguments_are_checked_before_anything_runs)
     t2 = tp, t2.cum = NULL;
     expect(kvc_rans_tables(ctx, &t2), KVC_ERR_INVALID_ARG, "must not be NULL", NULL);
     cr_assert_eq(kvc_rans_encode_bound(KVC_RANS_MAX_TOKENS + 1u), 0);
-    cr_assert_eq(kvc_rans_encode_bound(10), 32 + 160);
+    cr_assert_eq(kvc_rans_encode_bound(10), 32 + 640);
 
     kvc_rans_encode_params_t ep = { .cum = f.cum, .symbols = f.sym, .streams = f.streams, .lengths = f.len, .layers = f.L,
                                     .tokens = f.T, .channels = f.C, .capacity = f.cap, .num_bins = f.B };
     kvc_rans_encode_params_t e2 = ep;
     e2.capacity = f.cap - 1;
-    expect(kvc_rans_encode(ctx, &e2), KVC_ERR_INVALID_ARG, "capacity 831", "kvc_rans_encode_bound(50 tokens) = 832", NULL);
+    expect(kvc_rans_encode(ctx, &e2), KVC_ERR_INVALID_ARG, "capacity 3231", "kvc_rans_encode_bound(50 tokens) = 3232", NULL);
     e2 = ep, e2.capacity = (size_t)INT32_MAX + 1;
     expect(kvc_rans_encode(ctx, &e2), KVC_ERR_INVALID_ARG, "INT32_MAX", NULL);
     e2 = ep, e2.lengths = NULL;
@@ -1183,13 +1225,13 @@ Test(rans_api, bad_data_gets_exact_statuses_on_every_tier)
         memcpy(e2, f.ends, f.L * f.G * 8);
         dp.ends = e2;
         e2[3] = e2[2] - 1;
-        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[3] (layer 0, group 3)", "decreases", NULL);
+        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[3] (layer 3, stream 0)", "decreases", NULL);
         memcpy(e2, f.ends, f.L * f.G * 8);
         e2[0] = -2;
-        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[0] (layer 0, group 0) = -2 decreases", NULL);
+        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[0] (layer 0, stream 0) = -2 decreases", NULL);
         memcpy(e2, f.ends, f.L * f.G * 8);
         dp.nbytes = f.nbytes - 1;
-        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[7] (layer 1, group 3)", "past the end", NULL);
+        expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, "ends[7] (layer 7, stream 0)", "past the end", NULL);
         dp.nbytes = f.nbytes;
         /* damaged streams: the first one named, wherever the tier's kernel decodes it */
         const size_t victims[] = { 6, 1, 7, 4 };
@@ -1199,7 +1241,7 @@ Test(rans_api, bad_data_gets_exact_statuses_on_every_tier)
             memcpy(p2, f.packed, f.nbytes);
             p2[start + 3] ^= 0x80; /* state 0's top bit */
             dp.bytes = p2;
-            snprintf(want, sizeof want, "rANS stream %zu (layer %zu, channels %zu-%zu) is corrupt", k, k / 4, k % 4 * 8, k % 4 * 8 + 7);
+            snprintf(want, sizeof want, "rANS stream %zu (layer %zu, channels 0-31) is corrupt", k, k);
             expect(kvc_rans_decode(ctx, &dp), KVC_ERR_CORRUPT, want, NULL);
             memcpy(e2, f.ends, f.L * f.G * 8); /* truncated by 2 bytes: its words run out */
             for (size_t j = k; j < f.L * f.G; j++) e2[j] -= j == k ? 2 : 0;
@@ -1230,7 +1272,7 @@ Test(rans_api, random_input_stays_inside_its_buffers)
     rng_state = 99;
     int ok = 0, corrupt = 0;
     for (int it = 0; it < 3000; it++) {
-        const size_t L = 1 + rnd() % 2, C = 1 + rnd() % 40, T = rnd() % 24, G = (C + 7) / 8;
+        const size_t L = 1 + rnd() % 2, C = 1 + rnd() % 70, T = rnd() % 24, G = (C + 31) / 32;
         const unsigned B = 1 + rnd() % 64;
         const size_t nbytes = rnd() % (it % 3 ? 200 : 4000);
         uint8_t *bytes = malloc(nbytes + !nbytes), *out = malloc(L * T * C + (L * T * C == 0));

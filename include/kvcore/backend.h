@@ -34,7 +34,7 @@
 extern "C" {
 #endif
 
-#define KVC_BACKEND_ABI_VERSION 1u
+#define KVC_BACKEND_ABI_VERSION 2u /* 2: the rANS slots' streams of several groups (groups_per_stream) */
 
 /* Priorities (higher wins among usable backends): GPU backends above the CPU fallback. */
 #define KVC_BACKEND_PRIORITY_CUDA 50
@@ -236,8 +236,10 @@ struct kvc_quant_args {
 
 /* Arguments of the rans_tables / rans_encode / rans_decode slots: interleaved rANS streams
  * (docs/FORMAT.md "rANS streams"), for the public calls of cachegen.h (kvc_rans_*) and one window
- * of the codec's coder=rans containers. Stream k is (layer k / G, channels [8 (k mod G), +8)),
- * G = ceil(channels / 8); cum holds each channel's frequency table ([layers, channels,
+ * of the codec's coder=rans containers. A stream codes `groups_per_stream` groups of 8 channels
+ * (4 for the public calls and format 1.3 containers, 1 for format 1.2 ones): stream k is
+ * (layer k / Q, channels [S (k mod Q), +S)), S = 8 * groups_per_stream, Q = ceil(channels / S),
+ * with 8 states, state i coding channel 8g + i of each group g of the stream; cum holds each channel's frequency table ([layers, channels,
  * num_bins + 1], kvc_rans_cum_from_counts). The core validates shapes and sizes and routes a
  * public call by where its pointers live (the codec calls the CPU backend's table); the checks
  * that read the data are the slots': a symbol >= num_bins (tables) or without frequency
@@ -255,9 +257,10 @@ struct kvc_rans_encode_args {
     const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins; layer l at symbols + l * layer_stride */
     const uint16_t *cum;
     uint8_t *streams;       /* out: stream k at streams + k * capacity */
-    int32_t *lengths;       /* out: [layers * G] */
+    int32_t *lengths;       /* out: [layers * Q] */
     size_t layers, tokens, channels;
-    size_t capacity;        /* >= 32 + 16 * tokens (a full group's bound) */
+    size_t capacity;        /* >= 32 + 16 * S * tokens (a full stream's bound) */
+    unsigned groups_per_stream; /* 1 .. 4 */
     unsigned num_bins;
     size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is coded in place */
     int trusted;            /* nonzero: the core counted cum from these very symbols (the codec): no data checks */
@@ -265,10 +268,11 @@ struct kvc_rans_encode_args {
 
 struct kvc_rans_decode_args {
     const uint8_t *bytes;   /* the streams, back to back */
-    const int64_t *ends;    /* [layers * G]: end offset of each stream in bytes (non-decreasing, <= nbytes) */
+    const int64_t *ends;    /* [layers * Q]: end offset of each stream in bytes (non-decreasing, <= nbytes) */
     const uint16_t *cum;
     uint8_t *symbols;       /* out: [layers, tokens, channels]; layer l at symbols + l * layer_stride */
     size_t layers, tokens, channels;
+    unsigned groups_per_stream; /* 1 .. 4 */
     unsigned num_bins;
     size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is decoded in place */
     size_t nbytes;          /* bytes given */

@@ -137,10 +137,11 @@ typedef struct kvc_quant_params {
  *   cum      uint16 [layers, channels, num_bins + 1]  each channel's cumulative frequencies:
  *            cum[0] = 0, non-decreasing, cum[num_bins] = 4096 (kvc_rans_tables makes them from
  *            the symbols; a symbol to encode must have a frequency, cum[s + 1] > cum[s])
- *   streams  uint8  [layers, G, capacity]  G = ceil(channels / 8): stream (l, g) codes the
- *            channels [8g, min(8g + 8, channels)) of layer l
- *   lengths  int32  [layers, G]
- *   ends     int64  [layers, G]  the streams packed back to back: stream k ends at ends[k]
+ *   streams  uint8  [layers, Q, capacity]  Q = ceil(channels / 32): stream (l, q) codes the
+ *            channels [32q, min(32q + 32, channels)) of layer l with 8 states, state i coding
+ *            channels 32q + i, 32q + 8 + i, 32q + 16 + i, 32q + 24 + i one after another
+ *   lengths  int32  [layers, Q]
+ *   ends     int64  [layers, Q]  the streams packed back to back: stream k ends at ends[k]
  *            (inclusive prefix sums of lengths)
  * Limits: 1 <= num_bins <= 64, tokens <= KVC_RANS_MAX_TOKENS. Errors as the arithmetic coder's
  * calls (above), and: KVC_ERR_OUT_OF_RANGE for a symbol to encode without a frequency in its
@@ -151,7 +152,7 @@ typedef struct kvc_quant_params {
  * for the streams of an encode that meets a symbol without frequency (scratch: docs/ERRORS.md).
  * Each call runs where its tensors live (host memory: the CPU backend's SIMD coder; device memory:
  * the GPU module's kernels, one thread per stream), with the same bytes and statuses. */
-#define KVC_RANS_MAX_TOKENS (1u << 26)
+#define KVC_RANS_MAX_TOKENS (1u << 24)
 
 typedef struct kvc_rans_tables_params {
     uint64_t field_mask;     /* see above: 0 */
@@ -165,8 +166,8 @@ typedef struct kvc_rans_encode_params {
     uint64_t field_mask;     /* see above: 0 */
     const uint16_t *cum;     /* [layers, channels, num_bins + 1] */
     const uint8_t *symbols;  /* [layers, tokens, channels]; may be NULL when tokens is 0 */
-    uint8_t *streams;        /* out: [layers, G, capacity]; a stream's bytes past its length are scratch */
-    int32_t *lengths;        /* out: [layers, G] */
+    uint8_t *streams;        /* out: [layers, Q, capacity]; a stream's bytes past its length are scratch */
+    int32_t *lengths;        /* out: [layers, Q] */
     size_t layers, tokens, channels;
     size_t capacity;         /* bytes per stream, >= kvc_rans_encode_bound(tokens) */
     unsigned num_bins;
@@ -177,7 +178,7 @@ typedef struct kvc_rans_decode_params {
     const uint16_t *cum;     /* [layers, channels, num_bins + 1] */
     const uint8_t *bytes;    /* [nbytes]; may be NULL when nbytes is 0 */
     size_t nbytes;
-    const int64_t *ends;     /* [layers, G] */
+    const int64_t *ends;     /* [layers, Q] */
     uint8_t *symbols;        /* out: [layers, tokens, channels]; may be NULL when tokens is 0 */
     size_t layers, tokens, channels;
     unsigned num_bins;
@@ -205,7 +206,7 @@ KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *
 KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a);
 
 /* Interleaved rANS (kvc_rans_*_params_t above): the frequency tables of the symbols, the streams,
- * and the symbols back. kvc_rans_encode_bound(tokens) = 32 + 16 * tokens, a capacity that always
+ * and the symbols back. kvc_rans_encode_bound(tokens) = 32 + 64 * tokens, a capacity that always
  * suffices (0 above KVC_RANS_MAX_TOKENS). */
 KVC_API kvc_status_t kvc_rans_tables(kvc_context_t *ctx, const kvc_rans_tables_params_t *a);
 KVC_API kvc_status_t kvc_rans_encode(kvc_context_t *ctx, const kvc_rans_encode_params_t *a);

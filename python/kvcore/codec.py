@@ -658,11 +658,12 @@ class CodecOps(ContextBase):
         return o
 
     def rans_encode_streams(self, cum: Array, symbols: Array, streams: Array, lengths: Array) -> None:
-        """rANS-code symbols [L, T, C] into streams uint8 [L, G, capacity] and lengths int32 [L, G],
-        G = ceil(C / 8) (stream (l, g): channels 8g .. 8g + 7); capacity >= rans_encode_bound(T)."""
+        """rANS-code symbols [L, T, C] into streams uint8 [L, Q, capacity] and lengths int32 [L, Q],
+        Q = ceil(C / 32) (stream (l, q): channels 32q .. 32q + 31, 8 states each coding 4 of them one
+        after another); capacity >= rans_encode_bound(T)."""
         s = self._arr(symbols, "symbols", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
         l, t, c = s.shape
-        g = (c + 7) // 8
+        g = (c + 31) // 32
         cb = self._arr(cum, "cum", dtypes=(_U16, _abi.DTYPE_I16), ndim=3, shape=(l, c, None))
         st = self._arr(streams, "streams", True, dtypes=(_U8, _abi.DTYPE_I8), ndim=3, shape=(l, g, None))
         ln = self._arr(lengths, "lengths", True, dtypes=_I32, shape=(l, g))
@@ -672,12 +673,12 @@ class CodecOps(ContextBase):
 
     def rans_encode(self, cum: Array, symbols: Array) -> Tuple[Any, Any]:
         """rANS-code symbols [L, T, C] with the tables cum [L, C, B + 1]: returns (data uint8, the streams
-        back to back, ends int64 [L, ceil(C / 8)], each stream's end offset): what rans_decode takes."""
+        back to back, ends int64 [L, ceil(C / 32)], each stream's end offset): what rans_decode takes."""
         s = _buf(symbols, "symbols")
         if len(s.shape) != 3:
             _require(s, ndim=3)
         l, t, c = s.shape
-        g, cap = (c + 7) // 8, rans_encode_bound(t)
+        g, cap = (c + 31) // 32, rans_encode_bound(t)
         streams, lengths = _np.empty((l, g, cap), _np.uint8), _np.zeros((l, g), _np.int32)
         self.rans_encode_streams(cum, symbols, streams, lengths)
         ends = _np.cumsum(lengths.reshape(-1), dtype=_np.int64)
@@ -689,7 +690,7 @@ class CodecOps(ContextBase):
         cb = self._arr(cum, "cum", dtypes=(_U16, _abi.DTYPE_I16), ndim=3)
         l, c, lp = cb.shape
         d = self._arr(data, "data", dtypes=(_U8, _abi.DTYPE_I8), ndim=1)
-        e = self._arr(ends, "ends", dtypes=_I64, shape=(l, (c + 7) // 8))
+        e = self._arr(ends, "ends", dtypes=_I64, shape=(l, (c + 31) // 32))
         o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
         ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
         a = _abi.RansDecodeParams(cum=cb.ptr, bytes=d.ptr, nbytes=d.shape[0], ends=e.ptr, symbols=ob.ptr, layers=l,

@@ -392,8 +392,8 @@ def _cases(ctx):
         cum = ctx.rans_tables(sym, 8)
         data, ends = ctx.rans_encode(cum, sym)
         return {"cum": cum, "sym": sym, "data": data, "ends": ends, "out": np.zeros((2, 20, 11), np.uint8),
-                "enc_streams": np.zeros((2, 2, kvcore.rans_encode_bound(20)), np.uint8),
-                "enc_lengths": np.zeros((2, 2), np.int32)}
+                "enc_streams": np.zeros((2, 1, kvcore.rans_encode_bound(20)), np.uint8),
+                "enc_lengths": np.zeros((2, 1), np.int32)}
 
     def quant(rng):
         v = rng.standard_normal((2, 5, 8)).astype(np.float32)

@@ -3,7 +3,8 @@
  * docs/CACHEGEN.md "rANS coder"): the constants and the frequency tables, shared by the codec in
  * the core and the coder in the CPU backend (src/backends/simd/cpu_rans.c). The same quantised
  * symbols and per-(plane, layer, channel) counts as the arithmetic coder; one coded stream per
- * (window, plane and layer, group of up to 8 consecutive channels), one 32-bit state a channel. */
+ * (window, plane and layer, 32 consecutive channels), 8 states of 32 bits each coding 4 channels
+ * one after another (format 1.3; 8 channels, a state each, in format 1.2). */
 #ifndef KVC_COMMON_RANS_H
 #define KVC_COMMON_RANS_H
 
@@ -14,15 +15,22 @@
 #define KVC_RANS_PROB_BITS 12u                    /* frequencies add up to 2^12 */
 #define KVC_RANS_PROB_SCALE (1u << KVC_RANS_PROB_BITS)
 #define KVC_RANS_L (1u << 16)                    /* states live in [2^16, 2^32); 16-bit renormalisation */
-#define KVC_RANS_GROUP 8u                        /* channels (states) per coded stream */
-#define KVC_RANS_MAX_WINDOW (1u << 26)           /* tokens per window: a stream stays below 2^31 bytes */
+#define KVC_RANS_GROUP 8u                        /* states per coded stream: channels per group */
+#define KVC_RANS_STREAM_GROUPS 4u                /* groups per stream (format 1.3, the tensor calls); 1 in format 1.2 */
+#define KVC_RANS_MAX_WINDOW (1u << 24)           /* tokens per window: a stream of 32 channels stays below 2^31 bytes */
 
-/* Coded streams per (plane, layer): ceil(C / 8). */
-KVC_HD uint64_t kvc_rans_groups(uint64_t channels) { return (channels + KVC_RANS_GROUP - 1) / KVC_RANS_GROUP; }
+/* Coded streams per (plane, layer) of `channels` with `groups` groups of 8 channels a stream. */
+KVC_HD uint64_t kvc_rans_streams(uint64_t channels, unsigned groups)
+{
+    return (channels + (uint64_t)KVC_RANS_GROUP * groups - 1) / ((uint64_t)KVC_RANS_GROUP * groups);
+}
 
-/* Bytes a stream of g channels and `tokens` symbols each may take (4 bytes of state per channel
- * plus at most one 16-bit word per symbol). */
-KVC_HD size_t kvc_rans_bound(size_t g, size_t tokens) { return 4 * g + 2 * g * tokens; }
+/* Bytes a stream of nch channels and `tokens` symbols each may take (4 bytes of state per state,
+ * min(8, nch) of them, plus at most one 16-bit word per symbol). */
+KVC_HD size_t kvc_rans_bound(size_t nch, size_t tokens)
+{
+    return 4 * (nch < KVC_RANS_GROUP ? nch : KVC_RANS_GROUP) + 2 * nch * tokens;
+}
 
 /* The frequency of a count n of total > 0 before the most frequent symbol takes the difference:
  * round(n * 4096 / total), at least 1 for n > 0. inv = 1.0 / total. n / total without a 64-bit
@@ -115,12 +123,12 @@ static inline void kvc_rans_symbol_why(size_t i, size_t l, size_t t, size_t c, u
                  i, l, t, c, v, v, v + 1);
 }
 
-/* The first damaged stream k of G a layer, of `channels`. */
-static inline void kvc_rans_corrupt_why(size_t k, size_t G, size_t channels, char *buf, size_t n)
+/* The first damaged stream k of Q a layer, each of `span` channels, of `channels`. */
+static inline void kvc_rans_corrupt_why(size_t k, size_t Q, size_t span, size_t channels, char *buf, size_t n)
 {
-    const size_t c = k % G * KVC_RANS_GROUP, ce = c + KVC_RANS_GROUP < channels ? c + KVC_RANS_GROUP : channels;
+    const size_t c = k % Q * span, ce = c + span < channels ? c + span : channels;
     snprintf(buf, n, "rANS stream %zu (layer %zu, channels %zu-%zu) is corrupt: truncated, overlong or not ending in the "
-             "encoder's initial states", k, k / G, c, ce - 1);
+             "encoder's initial states", k, k / Q, c, ce - 1);
 }
 
 /* Many streams of one total (a window's channels all count its tokens): freq[n] =

@@ -167,7 +167,7 @@ static kvc_status_t check_rans_shape(const char *op, size_t layers, size_t token
 KVC_API size_t kvc_rans_encode_bound(size_t tokens)
 {
     if (tokens > KVC_RANS_MAX_TOKENS) return 0;
-    return kvc_rans_bound(KVC_RANS_GROUP, tokens);
+    return kvc_rans_bound((size_t)KVC_RANS_GROUP * KVC_RANS_STREAM_GROUPS, tokens);
 }
 
 KVC_API kvc_status_t kvc_rans_tables(kvc_context_t *ctx, const kvc_rans_tables_params_t *a)
@@ -198,19 +198,20 @@ KVC_API kvc_status_t kvc_rans_encode(kvc_context_t *ctx, const kvc_rans_encode_p
     if (st != KVC_OK) return st;
     if (!a->cum || !a->streams || !a->lengths || (!a->symbols && a->tokens))
         return kvc_error(KVC_ERR_INVALID_ARG, "rans_encode: cum, symbols, streams and lengths must not be NULL");
-    const size_t need = kvc_rans_encode_bound(a->tokens), G = kvc_rans_groups(a->channels);
+    const size_t need = kvc_rans_encode_bound(a->tokens), Q = kvc_rans_streams(a->channels, KVC_RANS_STREAM_GROUPS);
     if (a->capacity < need || a->capacity > INT32_MAX)
         return kvc_error(KVC_ERR_INVALID_ARG,
                          "rans_encode: capacity %zu outside [kvc_rans_encode_bound(%zu tokens) = %zu, INT32_MAX]",
                          a->capacity, a->tokens, need);
     size_t n;
-    if (!kvc_mul3_ok(a->layers, G, a->capacity, &n))
+    if (!kvc_mul3_ok(a->layers, Q, a->capacity, &n))
         return kvc_error(KVC_ERR_INVALID_ARG, "rans_encode: stream buffer of %zu x %zu x %zu bytes overflows size_t",
-                         a->layers, G, a->capacity);
+                         a->layers, Q, a->capacity);
     const struct kvc_rans_encode_args op = { .symbols = a->symbols, .cum = a->cum, .streams = a->streams,
                                              .lengths = a->lengths, .layers = a->layers, .tokens = a->tokens,
                                              .channels = a->channels, .capacity = a->capacity,
-                                             .num_bins = a->num_bins, .layer_stride = a->tokens * a->channels };
+                                             .groups_per_stream = KVC_RANS_STREAM_GROUPS, .num_bins = a->num_bins,
+                                             .layer_stride = a->tokens * a->channels };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "rans_encode");
     kvc_res_add(&r, "cum", -1, a->cum);
@@ -234,8 +235,8 @@ KVC_API kvc_status_t kvc_rans_decode(kvc_context_t *ctx, const kvc_rans_decode_p
         return kvc_error(KVC_ERR_INVALID_ARG, "rans_decode: nbytes %zu above INT64_MAX", a->nbytes);
     const struct kvc_rans_decode_args op = { .bytes = a->bytes, .ends = a->ends, .cum = a->cum, .symbols = a->symbols,
                                              .layers = a->layers, .tokens = a->tokens, .channels = a->channels,
-                                             .num_bins = a->num_bins, .layer_stride = a->tokens * a->channels,
-                                             .nbytes = a->nbytes };
+                                             .groups_per_stream = KVC_RANS_STREAM_GROUPS, .num_bins = a->num_bins,
+                                             .layer_stride = a->tokens * a->channels, .nbytes = a->nbytes };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "rans_decode");
     kvc_res_add(&r, "cum", -1, a->cum);

@@ -297,7 +297,7 @@ static void rans_ops(kvc_context_t *ctx, const kvc_backend_ops_t **ops, kvc_back
 }
 
 /* One window [L, tw, C] of symbols (layer l at sym + l * stride: the chunk's own symbols, no window
- * copy) to L * ceil(C / 8) rANS streams, stream k at streams + k * cap. */
+ * copy) to L * ceil(C / 32) rANS streams, stream k at streams + k * cap. */
 static kvc_status_t rans_encode_window(kvc_context_t *ctx, const uint8_t *sym, size_t stride, size_t L, size_t tw, size_t C,
                                        const uint16_t *cum, unsigned B, uint8_t *streams, size_t cap, int32_t *lens)
 {
@@ -305,23 +305,25 @@ static kvc_status_t rans_encode_window(kvc_context_t *ctx, const uint8_t *sym, s
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_encode_args a = { .symbols = sym, .cum = cum, .streams = streams, .lengths = lens, .layers = L,
-                                            .tokens = tw, .channels = C, .capacity = cap, .num_bins = B, .layer_stride = stride,
-                                            .trusted = 1 /* cum counted from these symbols */ };
+                                            .tokens = tw, .channels = C, .capacity = cap, .groups_per_stream = KVC_RANS_STREAM_GROUPS,
+                                            .num_bins = B, .layer_stride = stride, .trusted = 1 /* cum counted from these symbols */ };
     return ops->rans_encode(b, &a);
 }
 
-/* The inverse: the window's streams (lengths wl[L * G], packed from bytes) into sym [L, tw, C]
- * (layer l at sym + l * stride). */
+/* The inverse: the window's streams (lengths wl[L * Q], packed from bytes; `groups` groups of 8
+ * channels a stream, by the container's format) into sym [L, tw, C] (layer l at sym + l * stride). */
 static kvc_status_t rans_decode_window(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t L,
-                                       size_t tw, size_t C, const uint16_t *cum, unsigned B, uint8_t *sym, size_t stride)
+                                       size_t tw, size_t C, unsigned groups, const uint16_t *cum, unsigned B, uint8_t *sym,
+                                       size_t stride)
 {
     int64_t sum = 0;
-    for (size_t k = 0; k < L * kvc_rans_groups(C); k++) ends[k] = sum += wl[k];
+    for (size_t k = 0; k < L * kvc_rans_streams(C, groups); k++) ends[k] = sum += wl[k];
     const kvc_backend_ops_t *ops;
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .cum = cum, .symbols = sym, .layers = L, .tokens = tw,
-                                            .channels = C, .num_bins = B, .layer_stride = stride, .nbytes = (size_t)sum,
+                                            .channels = C, .groups_per_stream = groups, .num_bins = B, .layer_stride = stride,
+                                            .nbytes = (size_t)sum,
                                             .trusted = 1 /* cum from the counts, ends from the checked lengths */ };
     return ops->rans_decode(b, &a);
 }
@@ -369,11 +371,11 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     if (st != KVC_OK) return st;
     const int rans = (p->field_mask & KVC_CODEC_PARAM_CODER) && p->coder == KVC_CODER_RANS;
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C;
-    const size_t G = rans ? kvc_rans_groups(C) : C, NS = L * G; /* coded streams per layer, per window */
+    const size_t G = rans ? kvc_rans_streams(C, KVC_RANS_STREAM_GROUPS) : C, NS = L * G; /* coded streams per layer, per window */
     const size_t nscales = chan ? d.layers / d.planes * (C + (d.planes - 1) * T) : L * T;
     const uint32_t nwin = (uint32_t)((T + W - 1) / W);
-    const size_t tw_max = T < W ? T : W, cap = rans ? kvc_rans_bound(KVC_RANS_GROUP, tw_max) : kvc_cg_encode_bound(tw_max);
-    /* A group's stream length must fit the coder's int32 lengths (16 bytes a token at most). */
+    const size_t tw_max = T < W ? T : W, cap = rans ? kvc_rans_bound(C < 8 * KVC_RANS_STREAM_GROUPS ? C : 8 * KVC_RANS_STREAM_GROUPS, tw_max) : kvc_cg_encode_bound(tw_max);
+    /* A stream's length must fit the coder's int32 lengths (64 bytes a token at most). */
     if (rans && tw_max > KVC_RANS_MAX_WINDOW)
         return kvc_error(KVC_ERR_INVALID_ARG, "codec encode: rANS windows of %zu tokens; at most %u (window_tokens)", tw_max,
                          KVC_RANS_MAX_WINDOW);
@@ -454,7 +456,7 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
 
     const uint8_t dt = (uint8_t)p->dtype;
     for (size_t i = 0; i < nscales; i++) scale_store(scales_dt, i, dt, scales[i]);
-    c->flags = (chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0) | (rans ? KVC_CONTAINER_FLAG_RANS : 0);
+    c->flags = (chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0) | (rans ? KVC_CONTAINER_FLAG_RANS | KVC_CONTAINER_FLAG_RANS_SPAN4 : 0);
     c->threads = ctx->num_threads;
     c->dtype = dt;
     c->layout = p->layout == KVC_CODEC_MLA ? KVC_CT_LAYOUT_MLA : KVC_CT_LAYOUT_KV_2LTD;
@@ -647,8 +649,8 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     for (uint32_t w = 0; w < c->num_windows; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (rans) {
-            if ((st = rans_decode_window(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, L, tw, C, cdf, c->cdf_bins,
-                                         symbols + t0 * C, T * C)) != KVC_OK)
+            if ((st = rans_decode_window(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, L, tw, C,
+                                         kvc_container_rans_groups(c), cdf, c->cdf_bins, symbols + t0 * C, T * C)) != KVC_OK)
                 goto done;
             off += (size_t)prefsum[NS - 1];
             continue;

@@ -254,7 +254,10 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
     memcpy(out, KVC_CONTAINER_MAGIC, 8);
     put_u16(out + 8, KVC_CONTAINER_VERSION_MAJOR);
     /* The oldest minor that has every feature used: format 1.0 containers stay byte-identical. */
-    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_MINOR2 ? 2 : c->flags & KVC_CONTAINER_FLAGS_MINOR1 ? 1 : 0);
+    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_MINOR3   ? 3
+                      : c->flags & KVC_CONTAINER_FLAGS_MINOR2 ? 2
+                      : c->flags & KVC_CONTAINER_FLAGS_MINOR1 ? 1
+                                                              : 0);
     put_u32(out + 12, c->flags);
     put_u32(out + 16, KVC_CONTAINER_HEADER_BYTES);
     put_u32(out + 20, 5);
@@ -331,6 +334,11 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
     if ((c->flags & KVC_CONTAINER_FLAGS_MINOR2) && c->version_minor < 2)
         return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.2 features)", c->version_minor,
                          c->flags);
+    if ((c->flags & KVC_CONTAINER_FLAGS_MINOR3) && c->version_minor < 3)
+        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.3 features)", c->version_minor,
+                         c->flags);
+    if ((c->flags & KVC_CONTAINER_FLAG_RANS_SPAN4) && !(c->flags & KVC_CONTAINER_FLAG_RANS))
+        return kvc_error(KVC_ERR_CORRUPT, "container has the rANS stream span flag without rANS streams (flags 0x%x)", c->flags);
     /* rANS frequencies come from the counts: a raw LMCache table has none. */
     if ((c->flags & KVC_CONTAINER_FLAG_RANS) && (c->flags & KVC_CONTAINER_FLAG_RAW_CDF))
         return kvc_error(KVC_ERR_CORRUPT, "container has rANS streams with a raw CDF table (flags 0x%x)", c->flags);

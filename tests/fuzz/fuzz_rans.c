@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The rANS coder (--coder rans, container format 1.2) through the codec: a chunk built from the
+/* The rANS coder (--coder rans, container format 1.3) through the codec: a chunk built from the
  * input is coded with both coders, then the rANS container's LENGTHS and STREAMS are damaged as the
  * input says, checksums repaired, and decoded (docs/FORMAT.md "rANS streams").
  *
@@ -114,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * evenly, with tables made by kvc_rans_tables from symbols of the value bytes: only OK or
      * CORRUPT, symbols below the bins after OK, nothing read outside the exact-size copy. */
     {
-        const size_t L = planes * NL, G = (C + 7) / 8, nb = lr - off[4] - 16;
+        const size_t L = planes * NL, G = (C + 31) / 32, nb = lr - off[4] - 16;
         uint8_t *sy = malloc(L * T * C), *out = malloc(L * T * C), *bytes = malloc(nb ? nb : 1);
         uint16_t *cum = malloc(L * C * (b + 1) * sizeof(uint16_t));
         int64_t *ends = malloc(L * G * sizeof(int64_t));

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Interleaved rANS for one GPU thread (docs/FORMAT.md "rANS streams", docs/GPU.md), written as
  * KVC_HD functions so the same code runs in the kernels (rans.cu) and, on the CPU, in the gpu_host
- * emulator the tests load (tests/modules/gpu_emu.c). One thread codes one stream: a group of up
- * to 8 channels, their states in an array, in the format's order. Written from the format, not
+ * emulator the tests load (tests/modules/gpu_emu.c). One thread codes one stream: up to 32
+ * channels, 4 groups of 8 one after another through 8 states in an array, in the format's order. Written from the format, not
  * from the CPU backend's coder (src/backends/simd/cpu_rans.c), whose bytes and statuses tests
  * compare it with. The data checks the core leaves to backends are here too, one stream or one
  * symbol per call, so kernels and emulator judge alike. */
@@ -27,16 +27,13 @@ KVC_HD int kvc_gpu_rans_has_freq(const uint16_t *cum, unsigned bins, unsigned s)
     return s < bins && cum[s + 1] > cum[s];
 }
 
-/* Encode g (1..8) channels: symbol t of channel i is sym[t * sym_stride + i], coded with the table
- * cum + i * (bins + 1); every symbol has a frequency (checked before). out holds
- * cap >= kvc_rans_bound(g, tokens) bytes: the words are written backwards from its end, then moved
- * behind the states. Returns the stream's length. */
-KVC_HD uint64_t kvc_gpu_rans_encode_group(const uint8_t *sym, uint64_t sym_stride, uint64_t tokens, unsigned g,
-                                          const uint16_t *cum, unsigned bins, uint8_t *out, uint64_t cap)
+/* One group of g (1..8) lanes of a stream, states x, words written backwards from out[*w]:
+ * symbol t of lane i is sym[t * sym_stride + i], coded with the table cum + i * (bins + 1); every
+ * symbol has a frequency (checked before). */
+KVC_HD void kvc_gpu_rans_enc_group(uint32_t *x, unsigned g, const uint8_t *sym, uint64_t sym_stride, uint64_t tokens,
+                                   const uint16_t *cum, unsigned bins, uint8_t *out, uint64_t *wp)
 {
-    uint32_t x[KVC_RANS_GROUP];
-    for (unsigned i = 0; i < g; i++) x[i] = KVC_RANS_L;
-    uint64_t w = cap;
+    uint64_t w = *wp;
     for (uint64_t t = tokens; t-- > 0;) {
         const uint8_t *row = sym + t * sym_stride;
         for (unsigned i = g; i-- > 0;) {
@@ -52,10 +49,32 @@ KVC_HD uint64_t kvc_gpu_rans_encode_group(const uint8_t *sym, uint64_t sym_strid
             x[i] = (x[i] / f << KVC_RANS_PROB_BITS) + x[i] % f + lo;
         }
     }
-    const uint64_t words = cap - w, head = 4 * (uint64_t)g; /* w >= head: at most 2 g tokens bytes of words */
+    *wp = w;
+}
+
+/* Encode a stream of nch channels (1 .. 32): its groups of 8 channels, last to first, into 8
+ * states (state i codes channel 8k + i of group k). out holds cap >= kvc_rans_bound(nch, tokens)
+ * bytes: the words are written backwards from its end, then moved behind the min(8, nch) states.
+ * Returns the stream's length. */
+KVC_HD uint64_t kvc_gpu_rans_encode_stream(const uint8_t *sym, uint64_t sym_stride, uint64_t tokens, unsigned nch,
+                                           const uint16_t *cum, unsigned bins, uint8_t *out, uint64_t cap)
+{
+    uint32_t x[KVC_RANS_GROUP];
+    for (unsigned i = 0; i < KVC_RANS_GROUP; i++) x[i] = KVC_RANS_L;
+    uint64_t w = cap;
+    for (unsigned k = tokens ? (nch + KVC_RANS_GROUP - 1) / KVC_RANS_GROUP : 0; k-- > 0;) {
+        const unsigned g = nch - KVC_RANS_GROUP * k < KVC_RANS_GROUP ? nch - KVC_RANS_GROUP * k : KVC_RANS_GROUP;
+        const uint8_t *s = sym + KVC_RANS_GROUP * k;
+        const uint16_t *c = cum + (uint64_t)KVC_RANS_GROUP * k * (bins + 1);
+        /* a constant 8 lets the compiler unroll the lanes and keep the states in registers */
+        if (g == KVC_RANS_GROUP) kvc_gpu_rans_enc_group(x, KVC_RANS_GROUP, s, sym_stride, tokens, c, bins, out, &w);
+        else kvc_gpu_rans_enc_group(x, g, s, sym_stride, tokens, c, bins, out, &w);
+    }
+    const unsigned n = nch < KVC_RANS_GROUP ? nch : KVC_RANS_GROUP;
+    const uint64_t words = cap - w, head = 4 * (uint64_t)n; /* w >= head: at most 2 nch tokens bytes of words */
     for (uint64_t j = 0; j < words; j++) out[head + j] = out[w + j]; /* forwards: the target is below the source */
-    for (unsigned i = 0; i < g; i++)
-        for (unsigned k = 0; k < 4; k++) out[4 * i + k] = (uint8_t)(x[i] >> (8 * k));
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(x[i] >> (8 * b));
     return head + words;
 }
 
@@ -72,21 +91,12 @@ KVC_HD unsigned kvc_gpu_rans_find(const uint16_t *c, unsigned bins, uint32_t slo
     return lo;
 }
 
-/* Decode a stream of len bytes (in) of g channels into sym (same indexing as the encoder), reading
- * only in[0, len). Returns 0, or 1 for a stream that is too short for its states or has an odd
- * payload, a state below 2^16, runs out of words, has words left, or does not end in the
- * encoder's initial states (KVC_ERR_CORRUPT). The tables are valid (kvc_rans_table_ok). */
-KVC_HD int kvc_gpu_rans_decode_group(const uint8_t *in, uint64_t len, uint64_t tokens, unsigned g, const uint16_t *cum,
-                                     unsigned bins, uint8_t *sym, uint64_t sym_stride)
+/* One group of g lanes of a stream (states x, words from in[*pos] up to len) into sym (the
+ * encoder's indexing). Returns 1 when the stream runs out of words. */
+KVC_HD int kvc_gpu_rans_dec_group(uint32_t *x, unsigned g, const uint8_t *in, uint64_t len, uint64_t *posp, uint64_t tokens,
+                                  const uint16_t *cum, unsigned bins, uint8_t *sym, uint64_t sym_stride)
 {
-    const uint64_t head = 4 * (uint64_t)g;
-    if (len < head || (len - head) % 2) return 1;
-    uint32_t x[KVC_RANS_GROUP];
-    for (unsigned i = 0; i < g; i++) {
-        x[i] = (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 | (uint32_t)in[4 * i + 2] << 16 | (uint32_t)in[4 * i + 3] << 24;
-        if (x[i] < KVC_RANS_L) return 1;
-    }
-    uint64_t pos = head;
+    uint64_t pos = *posp;
     for (uint64_t t = 0; t < tokens; t++) {
         uint8_t *row = sym + t * sym_stride;
         for (unsigned i = 0; i < g; i++) {
@@ -102,8 +112,37 @@ KVC_HD int kvc_gpu_rans_decode_group(const uint8_t *in, uint64_t len, uint64_t t
             }
         }
     }
+    *posp = pos;
+    return 0;
+}
+
+/* Decode a stream of len bytes (in) of nch channels into sym (same indexing as the encoder),
+ * reading only in[0, len). Returns 0, or 1 for a stream that is too short for its states or has
+ * an odd payload, a state below 2^16, runs out of words, has words left, or does not end in the
+ * encoder's initial states (KVC_ERR_CORRUPT). The tables are valid (kvc_rans_table_ok). */
+KVC_HD int kvc_gpu_rans_decode_stream(const uint8_t *in, uint64_t len, uint64_t tokens, unsigned nch, const uint16_t *cum,
+                                      unsigned bins, uint8_t *sym, uint64_t sym_stride)
+{
+    const unsigned n = nch < KVC_RANS_GROUP ? nch : KVC_RANS_GROUP;
+    const uint64_t head = 4 * (uint64_t)n;
+    if (len < head || (len - head) % 2) return 1;
+    uint32_t x[KVC_RANS_GROUP];
+    for (unsigned i = 0; i < KVC_RANS_GROUP; i++) {
+        x[i] = i < n ? (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 | (uint32_t)in[4 * i + 2] << 16 | (uint32_t)in[4 * i + 3] << 24
+                     : KVC_RANS_L;
+        if (x[i] < KVC_RANS_L) return 1;
+    }
+    uint64_t pos = head;
+    for (unsigned k = 0, groups = tokens ? (nch + KVC_RANS_GROUP - 1) / KVC_RANS_GROUP : 0; k < groups; k++) {
+        const unsigned g = nch - KVC_RANS_GROUP * k < KVC_RANS_GROUP ? nch - KVC_RANS_GROUP * k : KVC_RANS_GROUP;
+        const uint16_t *c = cum + (uint64_t)KVC_RANS_GROUP * k * (bins + 1);
+        uint8_t *y = sym + KVC_RANS_GROUP * k;
+        const int bad = g == KVC_RANS_GROUP ? kvc_gpu_rans_dec_group(x, KVC_RANS_GROUP, in, len, &pos, tokens, c, bins, y, sym_stride)
+                                            : kvc_gpu_rans_dec_group(x, g, in, len, &pos, tokens, c, bins, y, sym_stride);
+        if (bad) return 1;
+    }
     if (pos != len) return 1;
-    for (unsigned i = 0; i < g; i++)
+    for (unsigned i = 0; i < KVC_RANS_GROUP; i++)
         if (x[i] != KVC_RANS_L) return 1;
     return 0;
 }

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Interleaved rANS tables / encode / decode on the GPU (cachegen.h kvc_rans_*, docs/GPU.md).
  *
- * One thread per stream (a group of up to 8 channels of a layer: the format's unit; the states
- * never leave the thread), 128-thread blocks over consecutive streams, grid-stride; the per-stream
- * code is gpu_rans.h. A warp's 32 threads read and write 32 x 8 neighbouring channels of a token
- * row, and a full group's code is called with a constant 8 lanes, so its states can live in
- * registers. The tables kernel is one thread per (layer, channel) with its histogram a column of
+ * One thread per stream (up to 32 channels of a layer, 4 groups of 8 coded one after another by
+ * 8 states: the format's unit; the states never leave the thread), 128-thread blocks over
+ * consecutive streams, grid-stride; the per-stream code is gpu_rans.h. A full group's code is
+ * called with a constant 8 lanes, so its states can live in registers. The tables kernel is one thread per (layer, channel) with its histogram a column of
  * shared memory ([bin][thread]), as the arithmetic coder's cdf kernel. Not measured on a GPU yet
  * (none was lent while this was written); tests run this file on the CPU through
  * tests/modules/gpu_host.so.
@@ -84,36 +83,28 @@ static __global__ void __launch_bounds__(RANS_THREADS)
 
 static __global__ void __launch_bounds__(RANS_THREADS)
     encode_kernel(const uint16_t *cum, const uint8_t *sym, uint8_t *streams, int32_t *lengths, uint64_t L, uint64_t T,
-                  uint64_t C, uint64_t cap, unsigned bins)
+                  uint64_t C, uint64_t cap, unsigned groups, unsigned bins)
 {
-    const uint64_t G = kvc_rans_groups(C), n = L * G;
+    const uint64_t span = (uint64_t)KVC_RANS_GROUP * groups, Q = kvc_rans_streams(C, groups), n = L * Q;
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t l = k / G, c0 = k % G * KVC_RANS_GROUP;
-        const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
+        const uint64_t l = k / Q, c0 = k % Q * span;
+        const unsigned nch = (unsigned)(C - c0 < span ? C - c0 : span);
         const uint8_t *s = T ? sym + l * T * C + c0 : sym;
-        const uint16_t *c = cum + (l * C + c0) * (bins + 1);
-        /* a constant 8 lets the compiler unroll the lanes and keep the states in registers */
-        lengths[k] = (int32_t)(g == KVC_RANS_GROUP
-                                   ? kvc_gpu_rans_encode_group(s, C, T, KVC_RANS_GROUP, c, bins, streams + k * cap, cap)
-                                   : kvc_gpu_rans_encode_group(s, C, T, g, c, bins, streams + k * cap, cap));
+        lengths[k] = (int32_t)kvc_gpu_rans_encode_stream(s, C, T, nch, cum + (l * C + c0) * (bins + 1), bins, streams + k * cap, cap);
     }
 }
 
 static __global__ void __launch_bounds__(RANS_THREADS)
     decode_kernel(const uint16_t *cum, const uint8_t *bytes, const int64_t *ends, uint8_t *sym, uint64_t L, uint64_t T,
-                  uint64_t C, unsigned bins, unsigned long long *bad)
+                  uint64_t C, unsigned groups, unsigned bins, unsigned long long *bad)
 {
-    const uint64_t G = kvc_rans_groups(C), n = L * G;
+    const uint64_t span = (uint64_t)KVC_RANS_GROUP * groups, Q = kvc_rans_streams(C, groups), n = L * Q;
     for (uint64_t k = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (uint64_t)gridDim.x * blockDim.x) {
-        const uint64_t l = k / G, c0 = k % G * KVC_RANS_GROUP, start = k ? (uint64_t)ends[k - 1] : 0;
-        const unsigned g = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        const uint8_t *in = bytes + start;
-        const uint64_t len = (uint64_t)ends[k] - start;
-        const uint16_t *c = cum + (l * C + c0) * (bins + 1);
+        const uint64_t l = k / Q, c0 = k % Q * span, start = k ? (uint64_t)ends[k - 1] : 0;
+        const unsigned nch = (unsigned)(C - c0 < span ? C - c0 : span);
         uint8_t *out = T ? sym + l * T * C + c0 : sym;
-        const int corrupt = g == KVC_RANS_GROUP ? kvc_gpu_rans_decode_group(in, len, T, KVC_RANS_GROUP, c, bins, out, C)
-                                                : kvc_gpu_rans_decode_group(in, len, T, g, c, bins, out, C);
-        if (corrupt) atomicMin(bad, (unsigned long long)k);
+        if (kvc_gpu_rans_decode_stream(bytes + start, (uint64_t)ends[k] - start, T, nch, cum + (l * C + c0) * (bins + 1), bins, out, C))
+            atomicMin(bad, (unsigned long long)k);
     }
 }
 
@@ -194,7 +185,7 @@ static kvc_status_t rans_tables_on_device(kvc_backend_ctx_t *b, const struct kvc
 
 static kvc_status_t rans_encode_on_device(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
 {
-    const uint64_t L = a->layers, T = a->tokens, C = a->channels, nsym = L * T * C, G = kvc_rans_groups(C);
+    const uint64_t L = a->layers, T = a->tokens, C = a->channels, nsym = L * T * C, G = kvc_rans_streams(C, a->groups_per_stream);
     gpu_stage_t s;
     rans_result_t *dres = NULL;
     kvc_status_t st = result_begin(b, &s, &dres);
@@ -212,7 +203,7 @@ static kvc_status_t rans_encode_on_device(kvc_backend_ctx_t *b, const struct kvc
         st = symbol_error(b, "rans_encode", a->symbols, a->cum, h->bad_sym, a->tokens, a->channels, a->num_bins);
     if (st == KVC_OK) {
         gpuLaunch(encode_kernel, kvc_gpu_grid(b, L * G, RANS_THREADS), RANS_THREADS, 0)(
-            a->cum, a->symbols, a->streams, a->lengths, L, T, C, a->capacity, a->num_bins);
+            a->cum, a->symbols, a->streams, a->lengths, L, T, C, a->capacity, a->groups_per_stream, a->num_bins);
         st = kvc_gpu_launch_status(b, "rans_encode");
         if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuStreamSynchronize(0), 1);
     }
@@ -221,7 +212,7 @@ static kvc_status_t rans_encode_on_device(kvc_backend_ctx_t *b, const struct kvc
 
 static kvc_status_t rans_decode_on_device(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
 {
-    const uint64_t L = a->layers, T = a->tokens, C = a->channels, G = kvc_rans_groups(C);
+    const uint64_t L = a->layers, T = a->tokens, C = a->channels, G = kvc_rans_streams(C, a->groups_per_stream);
     gpu_stage_t s;
     rans_result_t *dres = NULL;
     kvc_status_t st = result_begin(b, &s, &dres);
@@ -240,18 +231,18 @@ static kvc_status_t rans_decode_on_device(kvc_backend_ctx_t *b, const struct kvc
         st = k ? read_back(b, v, a->ends + k - 1, 16) : read_back(b, v + 1, a->ends, 8);
         if (st == KVC_OK)
             st = b->svc->set_error(KVC_ERR_CORRUPT,
-                                   "rans_decode: ends[%zu] (layer %zu, group %zu) = %lld %s (previous %lld, %zu bytes given)",
+                                   "rans_decode: ends[%zu] (layer %zu, stream %zu) = %lld %s (previous %lld, %zu bytes given)",
                                    k, k / (size_t)G, k % (size_t)G, (long long)v[1],
                                    v[1] < v[0] ? "decreases" : "is past the end", (long long)v[0], a->nbytes);
     }
     if (st == KVC_OK) {
         gpuLaunch(decode_kernel, kvc_gpu_grid(b, L * G, RANS_THREADS), RANS_THREADS, 0)(
-            a->cum, a->bytes, a->ends, a->symbols, L, T, C, a->num_bins, &dres->bad_stream);
+            a->cum, a->bytes, a->ends, a->symbols, L, T, C, a->groups_per_stream, a->num_bins, &dres->bad_stream);
         st = checks_done(b, &s, "rans_decode");
     }
     if (st == KVC_OK && h->bad_stream != RANS_NONE) {
         char why[192];
-        kvc_rans_corrupt_why((size_t)h->bad_stream, (size_t)G, (size_t)C, why, sizeof why);
+        kvc_rans_corrupt_why((size_t)h->bad_stream, (size_t)G, (size_t)KVC_RANS_GROUP * a->groups_per_stream, (size_t)C, why, sizeof why);
         st = b->svc->set_error(KVC_ERR_CORRUPT, "%s", why);
     }
     return kvc_gpu_stage_end(b, &s, 0, st);

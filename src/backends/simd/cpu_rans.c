@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Interleaved rANS: the portable scalar reference (rans.h). Giesen's rans_word (32-bit states,
- * 16-bit words), one state per channel of a group. Stream layout (docs/FORMAT.md): the g final
- * encoder states as u32 LE, state of channel 0 first, then the 16-bit words (LE) in the order the
- * decoder reads them. The decoder visits token 0 channel 0, token 0 channel 1, ..., token 1 channel 0
- * ...; after each symbol a state below 2^16 takes the next word. The encoder runs the same order
- * backwards and writes the words from the end of its buffer. */
+ * 16-bit words), 8 states a stream. Stream layout (docs/FORMAT.md): the min(8, nch) final encoder
+ * states as u32 LE, state 0 first, then the 16-bit words (LE) in the order the decoder reads them.
+ * The decoder visits the stream's groups of 8 channels in order, and in each token 0 lane 0,
+ * token 0 lane 1, ..., token 1 lane 0 ... (lane i: channel 8k + i of group k, coded by state i);
+ * after each symbol a state below 2^16 takes the next word. The encoder runs the same order
+ * backwards and writes the words from the end of its buffer. Streams are coded a group at a time
+ * so that the SIMD kernels take groups of several streams together. */
 #include "config.h"
 
 #include <stdio.h>
@@ -20,14 +22,6 @@
 
 /* The fast path's 8 x 64-entry table costs about what 16 tokens of 8 divides do. */
 #define RANS_ENC_FAST_MIN_TOKENS 16
-
-static void put_u32le(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
 
 /* What the encoder's fast path needs of one symbol of one lane: 1/f for the division, the state
  * above which coding would leave [2^16, 2^32), and cum | (4096 - f) << 16. A symbol outside the
@@ -45,11 +39,8 @@ typedef struct {
  * error is below 2^-20 while x / f + 0.5 / f stays at least 2^-13 from the next integer:
  * docs/CACHEGEN.md), and x / f * 4096 + x % f + cum = x + cum + q * (4096 - f). A 32-bit divide
  * per symbol is the scalar encoder's bound; the multiply pipelines across the 8 lanes. Words are
- * stored unconditionally and kept by moving w, so no branch depends on the data. Needs cap >=
- * kvc_rans_bound(8, tokens) (no room check). Returns the stream length, 0 for a symbol without a
- * frequency. */
-static size_t rans_encode_fast8(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins,
-                                uint8_t *out, size_t cap)
+ * stored unconditionally and kept by moving w, so no branch depends on the data. */
+static void rans_enc_fast8(kvc_rans_enc_t *st, const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins)
 {
     rans_enc_sym_t e[KVC_RANS_GROUP][64];
     for (unsigned i = 0; i < KVC_RANS_GROUP; i++) {
@@ -62,10 +53,9 @@ static size_t rans_encode_fast8(const uint8_t *sym, size_t stride, size_t tokens
         }
         for (unsigned s = bins; s < 64; s++) e[i][s] = (rans_enc_sym_t){ .cf = RANS_ENC_BAD };
     }
-    uint32_t x0 = KVC_RANS_L, x1 = KVC_RANS_L, x2 = KVC_RANS_L, x3 = KVC_RANS_L, x4 = KVC_RANS_L, x5 = KVC_RANS_L,
-             x6 = KVC_RANS_L, x7 = KVC_RANS_L;
+    uint32_t x0 = st->x[0], x1 = st->x[1], x2 = st->x[2], x3 = st->x[3], x4 = st->x[4], x5 = st->x[5], x6 = st->x[6], x7 = st->x[7];
     uint32_t seen = 0, flags = 0; /* every symbol or'ed (>= 64: outside the table), every cf or'ed */
-    uint8_t *w = out + cap;         /* words go backwards from the end */
+    uint8_t *w = st->w;
     for (size_t t = tokens; t-- > 0;) {
         const uint8_t *row = sym + t * stride;
 #define RANS_ENC(i)                                                                                                    \
@@ -85,75 +75,111 @@ static size_t rans_encode_fast8(const uint8_t *sym, size_t stride, size_t tokens
         RANS_ENC(7); RANS_ENC(6); RANS_ENC(5); RANS_ENC(4); RANS_ENC(3); RANS_ENC(2); RANS_ENC(1); RANS_ENC(0);
 #undef RANS_ENC
     }
-    const uint32_t x[KVC_RANS_GROUP] = { x0, x1, x2, x3, x4, x5, x6, x7 };
-    return kvc_rans_enc_finish(out, cap, w, x, seen >= 64 || (flags & RANS_ENC_BAD));
+    st->x[0] = x0, st->x[1] = x1, st->x[2] = x2, st->x[3] = x3, st->x[4] = x4, st->x[5] = x5, st->x[6] = x6, st->x[7] = x7;
+    st->w = w;
+    st->bad |= seen >= 64 || (flags & RANS_ENC_BAD);
 }
 
-size_t kvc_rans_encode_group(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
-                       uint8_t *out, size_t cap)
+void kvc_rans_enc_group(kvc_rans_enc_t *st, unsigned g, const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum,
+                        unsigned bins)
 {
-    if (g == KVC_RANS_GROUP && bins <= 64 && tokens >= RANS_ENC_FAST_MIN_TOKENS && cap >= kvc_rans_bound(g, tokens))
-        return rans_encode_fast8(sym, stride, tokens, cum, bins, out, cap);
-    uint32_t x[KVC_RANS_GROUP];
-    for (unsigned i = 0; i < g; i++) x[i] = KVC_RANS_L;
-    size_t w = cap; /* words go backwards from the end */
+    if (g == KVC_RANS_GROUP && bins <= 64 && tokens >= RANS_ENC_FAST_MIN_TOKENS) {
+        rans_enc_fast8(st, sym, stride, tokens, cum, bins);
+        return;
+    }
+    uint32_t *x = st->x;
+    uint8_t *w = st->w;
     for (size_t t = tokens; t-- > 0;) {
         const uint8_t *row = sym + t * stride;
         for (unsigned i = g; i-- > 0;) {
             const unsigned s = row[i];
             const uint16_t *c = cum + (size_t)i * (bins + 1);
-            if (s >= bins) return 0;
-            const uint32_t f = (uint32_t)c[s + 1] - c[s];
-            if (!f) return 0;
+            const uint32_t f = s < bins ? (uint32_t)c[s + 1] - c[s] : 0;
+            if (!f) {
+                st->bad = 1;
+                return;
+            }
             /* Emit a word when coding would leave [2^16, 2^32): x_max = (2^16 >> 12 << 16) * f. */
             if ((uint64_t)x[i] >= ((uint64_t)f << (32 - KVC_RANS_PROB_BITS))) {
-                if (w < 4 * (size_t)g + 2) return 0;
                 w -= 2;
-                out[w] = (uint8_t)x[i];
-                out[w + 1] = (uint8_t)(x[i] >> 8);
+                w[0] = (uint8_t)x[i];
+                w[1] = (uint8_t)(x[i] >> 8);
                 x[i] >>= 16;
             }
             x[i] = ((x[i] / f) << KVC_RANS_PROB_BITS) + x[i] % f + c[s];
         }
     }
-    const size_t words = cap - w, n = 4 * (size_t)g + words;
-    memmove(out + 4 * (size_t)g, out + w, words);
-    for (unsigned i = 0; i < g; i++) put_u32le(out + 4 * i, x[i]);
-    return n;
+    st->w = w;
 }
 
-void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned ga, unsigned gb,
-                              const uint16_t *cum, unsigned bins, uint8_t *out, size_t cap, size_t len[2])
+/* One group of one stream on the tier isa: its kernel for full groups where it has one. */
+static void enc_group_isa(int isa, kvc_rans_enc_t *st, unsigned g, const uint8_t *sym, size_t stride, size_t tokens,
+                          const uint16_t *cum, unsigned bins)
 {
-    const uint16_t *cum_b = gb ? cum + (size_t)KVC_RANS_GROUP * (bins + 1) : NULL; /* formed only when B exists */
-    const int full_b = gb == KVC_RANS_GROUP;
-    len[1] = 0;
 #ifdef KVC_HAVE_X86_SIMD
-    if (isa >= KVC_ISA_AVX2 && ga == KVC_RANS_GROUP && bins <= 64 && cap >= kvc_rans_bound(KVC_RANS_GROUP, tokens)) {
-        const uint8_t *sym_b = gb ? sym + KVC_RANS_GROUP : NULL;
-        if (isa >= KVC_ISA_AVX512 && full_b)
-            kvc_rans_encode8x2_avx512(sym, sym_b, stride, tokens, cum, cum_b, bins, out, out + cap, cap, &len[0], &len[1]);
-        else /* a lone full group, or the AVX2 tier */
-            kvc_rans_encode8x2_avx2(sym, full_b ? sym_b : NULL, stride, tokens, cum, cum_b, bins, out, full_b ? out + cap : NULL, cap,
-                                    &len[0], &len[1]);
-        if (gb && !full_b) len[1] = kvc_rans_encode_group(sym_b, stride, tokens, gb, cum_b, bins, out + cap, cap);
+    if (isa >= KVC_ISA_AVX2 && g == KVC_RANS_GROUP && bins <= 64) {
+        kvc_rans_enc_t *const s2[2] = { st, NULL };
+        const uint8_t *const y2[2] = { sym, NULL };
+        const uint16_t *const c2[2] = { cum, NULL };
+        kvc_rans_enc8x2_avx2(s2, y2, c2, stride, tokens, bins);
         return;
     }
 #elif defined(KVC_RANS_HAVE_NEON)
-    if (isa == KVC_ISA_NEON && bins <= 64 && cap >= kvc_rans_bound(KVC_RANS_GROUP, tokens)) {
-        len[0] = ga == KVC_RANS_GROUP ? kvc_rans_encode8_neon(sym, stride, tokens, cum, bins, out, cap)
-                                      : kvc_rans_encode_group(sym, stride, tokens, ga, cum, bins, out, cap);
-        if (gb)
-            len[1] = full_b ? kvc_rans_encode8_neon(sym + KVC_RANS_GROUP, stride, tokens, cum_b, bins, out + cap, cap)
-                            : kvc_rans_encode_group(sym + KVC_RANS_GROUP, stride, tokens, gb, cum_b, bins, out + cap, cap);
+    if (isa == KVC_ISA_NEON && g == KVC_RANS_GROUP && bins <= 64) {
+        kvc_rans_enc8_neon(st, sym, stride, tokens, cum, bins);
         return;
     }
 #else
     (void)isa;
-    (void)full_b;
 #endif
-    len[0] = kvc_rans_encode_group(sym, stride, tokens, ga, cum, bins, out, cap);
-    if (gb) len[1] = kvc_rans_encode_group(sym + KVC_RANS_GROUP, stride, tokens, gb, cum_b, bins, out + cap, cap);
+    kvc_rans_enc_group(st, g, sym, stride, tokens, cum, bins);
+}
+
+size_t kvc_rans_encode_stream(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned nch, const uint16_t *cum,
+                              unsigned bins, uint8_t *out, size_t cap)
+{
+    kvc_rans_enc_t st;
+    kvc_rans_enc_begin(&st, out, cap);
+    for (unsigned k = tokens ? kvc_rans_stream_groups(nch) : 0; k-- > 0 && !st.bad;)
+        enc_group_isa(isa, &st, kvc_rans_group_lanes(nch, k), sym + KVC_RANS_GROUP * k, stride, tokens,
+                      cum + (size_t)KVC_RANS_GROUP * k * (bins + 1), bins);
+    return kvc_rans_enc_end(&st, nch < KVC_RANS_GROUP ? nch : KVC_RANS_GROUP, out, cap);
+}
+
+/* Two streams' groups, last to first, the full groups both have at once through the tier's
+ * pair kernel (one register chain serves 16 lanes). nch[1] = 0: one stream. */
+static void enc_streams2(int isa, kvc_rans_enc_t st[2], const uint8_t *const sym[2], const uint16_t *const cum[2], const unsigned nch[2],
+                         size_t stride, size_t tokens, unsigned bins)
+{
+    if (!tokens) return; /* the states alone; sym may be NULL */
+    const unsigned ga = kvc_rans_stream_groups(nch[0]), gb = kvc_rans_stream_groups(nch[1]);
+    for (unsigned k = ga > gb ? ga : gb; k-- > 0;) {
+        const unsigned la = k < ga ? kvc_rans_group_lanes(nch[0], k) : 0, lb = k < gb ? kvc_rans_group_lanes(nch[1], k) : 0;
+        const uint8_t *const y[2] = { sym[0] + KVC_RANS_GROUP * k, lb ? sym[1] + KVC_RANS_GROUP * k : NULL };
+        const uint16_t *const c[2] = { cum[0] + (size_t)KVC_RANS_GROUP * k * (bins + 1),
+                                       lb ? cum[1] + (size_t)KVC_RANS_GROUP * k * (bins + 1) : NULL };
+#ifdef KVC_HAVE_X86_SIMD
+        if (isa >= KVC_ISA_AVX2 && bins <= 64 && la == KVC_RANS_GROUP && lb == KVC_RANS_GROUP) {
+            kvc_rans_enc_t *const s2[2] = { &st[0], &st[1] };
+            if (isa >= KVC_ISA_AVX512) kvc_rans_enc8x2_avx512(s2, y, c, stride, tokens, bins);
+            else kvc_rans_enc8x2_avx2(s2, y, c, stride, tokens, bins);
+            continue;
+        }
+#endif
+        if (la) enc_group_isa(isa, &st[0], la, y[0], stride, tokens, c[0], bins);
+        if (lb) enc_group_isa(isa, &st[1], lb, y[1], stride, tokens, c[1], bins);
+    }
+}
+
+void kvc_rans_encode_pair(int isa, const uint8_t *const sym[2], const uint16_t *const cum[2], const unsigned nch[2], size_t stride,
+                          size_t tokens, unsigned bins, uint8_t *const out[2], size_t cap, size_t len[2])
+{
+    kvc_rans_enc_t st[2];
+    const unsigned n = nch[1] ? 2 : 1;
+    for (unsigned i = 0; i < n; i++) kvc_rans_enc_begin(&st[i], out[i], cap);
+    enc_streams2(isa, st, sym, cum, nch, stride, tokens, bins);
+    len[1] = 0;
+    for (unsigned i = 0; i < n; i++) len[i] = kvc_rans_enc_end(&st[i], nch[i] < KVC_RANS_GROUP ? nch[i] : KVC_RANS_GROUP, out[i], cap);
 }
 
 /* The symbol whose interval [cum[s], cum[s+1]) holds slot: the last s < bins with cum[s] <= slot
@@ -228,27 +254,18 @@ static size_t rans_decode_fast8(const uint8_t *in, size_t len, size_t *pos, size
     return t;
 }
 
-kvc_status_t kvc_rans_decode_group(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
-                             uint8_t *sym, size_t stride)
-{
-    return kvc_rans_decode_isa(KVC_ISA_SCALAR, in, len, tokens, g, cum, bins, sym, stride);
-}
-
-kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum,
-                                 unsigned bins, uint8_t *sym, size_t stride)
+kvc_status_t kvc_rans_dec_group(int isa, kvc_rans_dec_t *st, unsigned g, const uint16_t *cum, uint8_t *sym, size_t stride,
+                                size_t tokens, unsigned bins)
 {
     /* + 64 bytes: the AVX-512 table fill's last store may reach that far past the last row */
     uint8_t tab[KVC_RANS_GROUP * KVC_RANS_PROB_SCALE + 64];
     uint32_t cf[KVC_RANS_GROUP][64];
     const int use_tab = tokens >= RANS_TABLE_MIN_TOKENS;
-    uint32_t x[KVC_RANS_GROUP];
-    if (len < 4 * (size_t)g || (len - 4 * (size_t)g) % 2) return KVC_ERR_CORRUPT;
-    for (unsigned i = 0; i < g; i++) {
-        x[i] = (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 | (uint32_t)in[4 * i + 2] << 16 | (uint32_t)in[4 * i + 3] << 24;
-        if (x[i] < KVC_RANS_L) return KVC_ERR_CORRUPT;
-    }
-    size_t pos = 4 * (size_t)g, t = 0;
-    /* the fast path's packed entries (cf) only for the streams that take it */
+    uint32_t *x = st->x;
+    const uint8_t *in = st->p;
+    const size_t len = (size_t)(st->end - st->p);
+    size_t pos = 0, t = 0;
+    /* the fast path's packed entries (cf) only for the groups that take it */
     const int fast = use_tab && g == KVC_RANS_GROUP && bins <= 64;
     if (use_tab) {
 #ifdef KVC_HAVE_X86_SIMD
@@ -275,7 +292,7 @@ kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t 
             t = rans_decode_fast8(in, len, &pos, tokens, (const uint8_t (*)[KVC_RANS_PROB_SCALE])(void *)tab,
                                   (const uint32_t (*)[64])cf, x, sym, stride);
     }
-    /* The checked loop: short streams, partial groups and the last tokens of every stream. */
+    /* The checked loop: short groups, partial groups and the last tokens of every group. */
     for (; t < tokens; t++) {
         uint8_t *row = sym + t * stride;
         for (unsigned i = 0; i < g; i++) {
@@ -292,9 +309,75 @@ kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t 
             }
         }
     }
-    if (pos != len) return KVC_ERR_CORRUPT;
-    for (unsigned i = 0; i < g; i++)
-        if (x[i] != KVC_RANS_L) return KVC_ERR_CORRUPT;
+    st->p = in + pos;
+    return KVC_OK;
+}
+
+kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned nch, const uint16_t *cum,
+                                    unsigned bins, uint8_t *sym, size_t stride)
+{
+    kvc_rans_dec_t st;
+    if (kvc_rans_dec_begin(&st, nch < KVC_RANS_GROUP ? nch : KVC_RANS_GROUP, in, len) != KVC_OK) return KVC_ERR_CORRUPT;
+    for (unsigned k = 0, n = tokens ? kvc_rans_stream_groups(nch) : 0; k < n; k++)
+        if (kvc_rans_dec_group(isa, &st, kvc_rans_group_lanes(nch, k), cum + (size_t)KVC_RANS_GROUP * k * (bins + 1),
+                               sym + KVC_RANS_GROUP * k, stride, tokens, bins) != KVC_OK)
+            return KVC_ERR_CORRUPT;
+    return kvc_rans_dec_end(&st);
+}
+
+/* Up to four streams (n) whose starts are parsed, group by group: the full groups of four at once
+ * through the AVX-512 kernel, pairs of full ones through the AVX2 kernel (both tiers), the rest
+ * one by one; then every end checked. KVC_ERR_CORRUPT when any stream is. */
+static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t st[4], const uint16_t *const cum[4], uint8_t *const sym[4],
+                                 const unsigned nch[4], size_t stride, size_t tokens, unsigned bins)
+{
+    unsigned groups = 0;
+    for (unsigned j = 0; j < n; j++) groups = kvc_rans_stream_groups(nch[j]) > groups ? kvc_rans_stream_groups(nch[j]) : groups;
+    for (unsigned k = 0; k < groups; k++) {
+        unsigned full[4], nf = 0;
+        const uint16_t *c[4];
+        uint8_t *y[4];
+        for (unsigned j = 0; j < n; j++) {
+            c[j] = cum[j] + (size_t)KVC_RANS_GROUP * k * (bins + 1);
+            y[j] = sym[j] + KVC_RANS_GROUP * k;
+            const unsigned g = k < kvc_rans_stream_groups(nch[j]) ? kvc_rans_group_lanes(nch[j], k) : 0;
+            if (g == KVC_RANS_GROUP && bins <= 64) full[nf++] = j;
+            else if (g && kvc_rans_dec_group(isa, &st[j], g, c[j], y[j], stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
+        }
+        unsigned f = 0;
+#ifdef KVC_HAVE_X86_SIMD
+        if (isa >= KVC_ISA_AVX512 && nf == 4) {
+            kvc_rans_dec_t *const s4[4] = { &st[0], &st[1], &st[2], &st[3] };
+            if (kvc_rans_dec8x4_avx512(s4, c, y, stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
+            f = 4;
+        }
+        for (; isa >= KVC_ISA_AVX2 && f + 2 <= nf; f += 2) {
+            const unsigned a = full[f], b = full[f + 1];
+            kvc_rans_dec_t *const s2[2] = { &st[a], &st[b] };
+            const uint16_t *const c2[2] = { c[a], c[b] };
+            uint8_t *const y2[2] = { y[a], y[b] };
+            if (kvc_rans_dec8x2_avx2(s2, c2, y2, stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
+        }
+#endif
+        for (; f < nf; f++) {
+            const unsigned j = full[f];
+            if (kvc_rans_dec_group(isa, &st[j], KVC_RANS_GROUP, c[j], y[j], stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
+        }
+    }
+    for (unsigned j = 0; j < n; j++)
+        if (kvc_rans_dec_end(&st[j]) != KVC_OK) return KVC_ERR_CORRUPT;
+    return KVC_OK;
+}
+
+kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const in[4], const size_t len[4], const uint16_t *const cum[4],
+                                  uint8_t *const sym[4], const unsigned nch[4], size_t stride, size_t tokens, unsigned bins)
+{
+    kvc_rans_dec_t st[4];
+    for (unsigned i = 0; i < n; i++)
+        if (kvc_rans_dec_begin(&st[i], nch[i] < KVC_RANS_GROUP ? nch[i] : KVC_RANS_GROUP, in[i], len[i]) != KVC_OK) return KVC_ERR_CORRUPT;
+    if (tokens) return dec_streams4(isa, n, st, cum, sym, nch, stride, tokens, bins);
+    for (unsigned i = 0; i < n; i++)
+        if (kvc_rans_dec_end(&st[i]) != KVC_OK) return KVC_ERR_CORRUPT;
     return KVC_OK;
 }
 
@@ -352,22 +435,23 @@ static kvc_status_t check_encode_symbols(kvc_backend_ctx_t *b, const struct kvc_
 
 /* End offsets from 0 that never decrease and stay within nbytes, else KVC_ERR_CORRUPT naming the
  * first bad one. */
-static kvc_status_t check_ends(kvc_backend_ctx_t *b, const int64_t *ends, size_t n, size_t nbytes, size_t G)
+static kvc_status_t check_ends(kvc_backend_ctx_t *b, const int64_t *ends, size_t n, size_t nbytes, size_t Q)
 {
     int64_t prev = 0;
     for (size_t k = 0; k < n; k++) {
         if (ends[k] < prev || (uint64_t)ends[k] > nbytes)
             return b->svc->set_error(KVC_ERR_CORRUPT,
-                                     "rans_decode: ends[%zu] (layer %zu, group %zu) = %lld %s (previous %lld, %zu bytes given)", k,
-                                     k / G, k % G, (long long)ends[k], ends[k] < prev ? "decreases" : "is past the end",
+                                     "rans_decode: ends[%zu] (layer %zu, stream %zu) = %lld %s (previous %lld, %zu bytes given)", k,
+                                     k / Q, k % Q, (long long)ends[k], ends[k] < prev ? "decreases" : "is past the end",
                                      (long long)prev, nbytes);
         prev = ends[k];
     }
     return KVC_OK;
 }
 
-/* ---- the backend's slots: streams over (layer, channel group), the arithmetic coder's split over
- * (layer, channel); neighbouring groups go in pairs, which the SIMD tiers code together. */
+/* ---- the backend's slots: streams over (layer, channels of a stream), the arithmetic coder's
+ * split over (layer, channel); neighbouring streams go in pairs (encode) or fours (decode), whose
+ * groups the SIMD tiers code together. */
 
 kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a)
 {
@@ -399,9 +483,28 @@ kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tab
     return KVC_OK;
 }
 
+/* Stream k of a slot call: layer k / Q, channels [c0, c0 + nch) of `span` from k mod Q. */
+typedef struct {
+    size_t Q, span; /* streams a layer, channels a stream */
+} stream_split_t;
+
+static stream_split_t stream_split(size_t C, unsigned groups)
+{
+    return (stream_split_t){ kvc_rans_streams(C, groups), (size_t)KVC_RANS_GROUP * groups };
+}
+
+static void stream_at(const stream_split_t *sp, size_t C, size_t k, size_t *l, size_t *c0, unsigned *nch)
+{
+    *l = k / sp->Q;
+    *c0 = k % sp->Q * sp->span;
+    *nch = (unsigned)(C - *c0 < sp->span ? C - *c0 : sp->span);
+}
+
 kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
 {
-    const size_t L = a->layers, tw = a->tokens, C = a->channels, cap = a->capacity, G = kvc_rans_groups(C), P = (G + 1) / 2;
+    const size_t L = a->layers, tw = a->tokens, C = a->channels, cap = a->capacity;
+    const stream_split_t sp = stream_split(C, a->groups_per_stream);
+    const size_t NS = L * sp.Q, P = (NS + 1) / 2;
     const unsigned B = a->num_bins;
     const int isa = b->isa;
     /* A caller's tables are checked first; its symbols by the kernels, which flag one without a
@@ -411,31 +514,41 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
     if (!a->trusted) {
         kvc_status_t st = check_tables(b, "rans_encode", KVC_ERR_INVALID_ARG, a->cum, L, C, B);
         if (st != KVC_OK) return st;
-        if (tw && !(lens = scratch = malloc(L * G * sizeof *lens)))
-            return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_encode: no memory for %zu lengths", L * G);
+        if (tw && !(lens = scratch = malloc(NS * sizeof *lens)))
+            return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_encode: no memory for %zu lengths", NS);
     }
     if (tw == 0) { /* streams of states alone; symbols may be NULL (no pointer arithmetic on it) */
-        for (size_t k = 0; k < L * G; k++) {
-            const unsigned g = C - k % G * KVC_RANS_GROUP < KVC_RANS_GROUP ? (unsigned)(C - k % G * KVC_RANS_GROUP) : KVC_RANS_GROUP;
-            lens[k] = (int32_t)kvc_rans_encode_group(NULL, C, 0, g, a->cum + (k / G * C + k % G * KVC_RANS_GROUP) * (B + 1), B,
-                                                     a->streams + k * cap, cap);
+        for (size_t k = 0; k < NS; k++) {
+            size_t l, c0;
+            unsigned nch;
+            stream_at(&sp, C, k, &l, &c0, &nch);
+            lens[k] = (int32_t)kvc_rans_encode_stream(KVC_ISA_SCALAR, NULL, C, 0, nch, a->cum + (l * C + c0) * (B + 1), B,
+                                                      a->streams + k * cap, cap);
         }
         return KVC_OK;
     }
     int bad = 0;
+    /* Tasks of two neighbouring streams (of a layer, or the last of one and the first of the next),
+     * which the SIMD tiers code a group of each at a time. */
 #pragma omp parallel for schedule(dynamic, 2) num_threads(b->num_threads) reduction(| : bad)
-    for (size_t j = 0; j < L * P; j++) {
-        const size_t l = j / P, k = l * G + j % P * 2, c0 = (k - l * G) * KVC_RANS_GROUP, cb = c0 + KVC_RANS_GROUP;
-        const unsigned ga = C - c0 < KVC_RANS_GROUP ? (unsigned)(C - c0) : KVC_RANS_GROUP;
-        const unsigned gb = cb >= C ? 0 : C - cb < KVC_RANS_GROUP ? (unsigned)(C - cb) : KVC_RANS_GROUP;
-        size_t n[2];
-        kvc_rans_encode_pair_isa(isa, a->symbols + l * a->layer_stride + c0, C, tw, ga, gb, a->cum + (l * C + c0) * (B + 1), B,
-                                 a->streams + k * cap, cap, n);
-        lens[k] = (int32_t)n[0];
-        bad |= !n[0];
-        if (gb) {
-            lens[k + 1] = (int32_t)n[1];
-            bad |= !n[1];
+    for (size_t j = 0; j < P; j++) {
+        const unsigned n = NS - 2 * j < 2 ? 1 : 2;
+        const uint8_t *sym[2] = { NULL, NULL };
+        const uint16_t *cum[2] = { NULL, NULL };
+        uint8_t *out[2] = { NULL, NULL };
+        unsigned nch[2] = { 0, 0 };
+        size_t len[2];
+        for (unsigned i = 0; i < n; i++) {
+            size_t l, c0;
+            stream_at(&sp, C, 2 * j + i, &l, &c0, &nch[i]);
+            sym[i] = a->symbols + l * a->layer_stride + c0;
+            cum[i] = a->cum + (l * C + c0) * (B + 1);
+            out[i] = a->streams + (2 * j + i) * cap;
+        }
+        kvc_rans_encode_pair(isa, sym, cum, nch, C, tw, B, out, cap, len);
+        for (unsigned i = 0; i < n; i++) {
+            lens[2 * j + i] = (int32_t)len[i];
+            bad |= !len[i];
         }
     }
     kvc_status_t st = KVC_OK;
@@ -443,72 +556,54 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
         st = scratch ? check_encode_symbols(b, a)
                      : b->svc->set_error(KVC_ERR_BACKEND, "rans_encode: a symbol without a rANS frequency (internal error)");
     if (st == KVC_OK && bad) st = b->svc->set_error(KVC_ERR_BACKEND, "rans_encode: a stream failed with every symbol in its table");
-    if (st == KVC_OK && scratch) memcpy(a->lengths, scratch, L * G * sizeof *lens);
+    if (st == KVC_OK && scratch) memcpy(a->lengths, scratch, NS * sizeof *lens);
     free(scratch);
     return st;
 }
 
 kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
 {
-    const size_t L = a->layers, tw = a->tokens, C = a->channels, G = kvc_rans_groups(C), Q = (G + 3) / 4, none = L * G;
+    const size_t L = a->layers, tw = a->tokens, C = a->channels;
+    const stream_split_t sp = stream_split(C, a->groups_per_stream);
+    const size_t NS = L * sp.Q, none = NS;
     const unsigned B = a->num_bins;
     const int isa = b->isa;
     if (!a->trusted) {
         kvc_status_t st = check_tables(b, "rans_decode", KVC_ERR_CORRUPT, a->cum, L, C, B);
-        if (st == KVC_OK) st = check_ends(b, a->ends, L * G, a->nbytes, G);
+        if (st == KVC_OK) st = check_ends(b, a->ends, NS, a->nbytes, sp.Q);
         if (st != KVC_OK) return st;
     }
     size_t first = none; /* the first damaged stream */
-    if (tw == 0) { /* every stream must be its states alone; symbols may be NULL */
-        for (size_t k = 0; k < L * G && first == none; k++) {
-            const size_t start = k ? (size_t)a->ends[k - 1] : 0;
-            const unsigned g = C - k % G * KVC_RANS_GROUP < KVC_RANS_GROUP ? (unsigned)(C - k % G * KVC_RANS_GROUP) : KVC_RANS_GROUP;
-            if (kvc_rans_decode_group(a->bytes + start, (size_t)a->ends[k] - start, 0, g,
-                                      a->cum + (k / G * C + k % G * KVC_RANS_GROUP) * (B + 1), B, NULL, C) != KVC_OK)
-                first = k;
-        }
-    }
-    const size_t tasks = tw ? L * Q : 0;
-    /* Tasks of four neighbouring groups: the AVX-512 tier decodes four full ones at once, the AVX2
-     * kernel pairs of full ones (both tiers), the portable decoder the rest; a failing kernel's
-     * groups are decoded again one by one to name the stream. */
+    /* Tasks of four neighbouring streams (across layers when a layer has fewer): the AVX-512 tier
+     * decodes a full group of each at once, the AVX2 kernel pairs; a failing task's streams are
+     * decoded again one by one to name the stream. Without tokens every stream must be its states
+     * alone, and symbols may be NULL (no pointer arithmetic on it). */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads) reduction(min : first)
-    for (size_t j = 0; j < tasks; j++) {
-        const size_t l = j / Q, k0 = l * G + j % Q * 4, c0 = (k0 - l * G) * KVC_RANS_GROUP;
-        const size_t n = G - (k0 - l * G) < 4 ? G - (k0 - l * G) : 4;
-        const uint16_t *cum = a->cum + (l * C + c0) * (B + 1);
-        uint8_t *sym = a->symbols + l * a->layer_stride + c0;
+    for (size_t j = 0; j < (NS + 3) / 4; j++) {
+        const unsigned n = NS - 4 * j < 4 ? (unsigned)(NS - 4 * j) : 4;
+        const uint16_t *cum[4];
+        uint8_t *sym[4];
         const uint8_t *in[4];
         size_t len[4];
-        for (size_t g = 0; g < n; g++) {
-            const size_t start = k0 + g ? (size_t)a->ends[k0 + g - 1] : 0;
-            in[g] = a->bytes + start;
-            len[g] = (size_t)a->ends[k0 + g] - start;
+        unsigned nch[4];
+        for (unsigned i = 0; i < n; i++) {
+            const size_t k = 4 * j + i, start = k ? (size_t)a->ends[k - 1] : 0;
+            size_t l, c0;
+            stream_at(&sp, C, k, &l, &c0, &nch[i]);
+            cum[i] = a->cum + (l * C + c0) * (B + 1);
+            sym[i] = tw ? a->symbols + l * a->layer_stride + c0 : NULL;
+            in[i] = a->bytes + start;
+            len[i] = (size_t)a->ends[k] - start;
         }
-        size_t g = 0;
-        int bad = 0;
-#ifdef KVC_HAVE_X86_SIMD
-        const size_t full = (C - c0) / KVC_RANS_GROUP < n ? (C - c0) / KVC_RANS_GROUP : n; /* full groups of the task */
-        if (isa >= KVC_ISA_AVX512 && full == 4 && B <= 64) {
-            bad = kvc_rans_decode8x4_avx512(in, len, tw, cum, B, sym, C) != KVC_OK;
-            g = 4;
-        }
-        for (; !bad && isa >= KVC_ISA_AVX2 && B <= 64 && g + 2 <= full; g += 2)
-            bad = kvc_rans_decode8x2_avx2(in + g, len + g, tw, cum + g * KVC_RANS_GROUP * (B + 1), B, sym + g * KVC_RANS_GROUP, C) != KVC_OK;
-        if (bad) g = 0;
-#endif
-        for (; g < n; g++) {
-            const size_t cg = c0 + g * KVC_RANS_GROUP;
-            const unsigned gc = C - cg < KVC_RANS_GROUP ? (unsigned)(C - cg) : KVC_RANS_GROUP;
-            if (kvc_rans_decode_isa(bad ? KVC_ISA_SCALAR : isa, in[g], len[g], tw, gc, cum + g * KVC_RANS_GROUP * (B + 1), B,
-                                    sym + g * KVC_RANS_GROUP, C) != KVC_OK) {
-                if (k0 + g < first) first = k0 + g;
-                break;
-            }
-        }
+        if (kvc_rans_decode_four(isa, n, in, len, cum, sym, nch, C, tw, B) != KVC_OK)
+            for (unsigned i = 0; i < n; i++)
+                if (kvc_rans_decode_stream(KVC_ISA_SCALAR, in[i], len[i], tw, nch[i], cum[i], B, sym[i], C) != KVC_OK) {
+                    if (4 * j + i < first) first = 4 * j + i;
+                    break;
+                }
     }
     if (first == none) return KVC_OK;
     char why[192];
-    kvc_rans_corrupt_why(first, G, C, why, sizeof why);
+    kvc_rans_corrupt_why(first, sp.Q, sp.span, C, why, sizeof why);
     return b->svc->set_error(KVC_ERR_CORRUPT, "%s", why);
 }

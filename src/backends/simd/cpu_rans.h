@@ -19,31 +19,105 @@ kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tab
 kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a);
 kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a);
 
-/* Encode g (1..8) channels: symbol t of channel i is sym[t * stride + i], coded with the table
- * cum + i * (bins + 1). out has cap >= kvc_rans_bound(g, tokens) bytes. Returns the stream length,
- * or 0 when a symbol has frequency 0 in its table (the counts do not describe the symbols). */
-size_t kvc_rans_encode_group(const uint8_t *sym, size_t stride, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
-                       uint8_t *out, size_t cap);
+/* A stream codes nch channels (1 .. 8 * KVC_RANS_STREAM_GROUPS; 1 .. 8 in format 1.2 containers)
+ * with min(8, nch) states: its groups of 8 channels one after another, state i coding channel
+ * 8k + i of group k (docs/FORMAT.md "rANS streams"). A stream is coded a group at a time by the
+ * kernels below, which take and leave the states in these cursors, so groups of different streams
+ * (neighbouring channels, or other layers) go through one SIMD kernel together. */
+typedef struct {
+    uint32_t x[KVC_RANS_GROUP]; /* the states */
+    uint8_t *w;                 /* the words are written backwards, below w */
+    uint32_t bad;               /* nonzero: a symbol without frequency was met */
+} kvc_rans_enc_t;
 
-/* Two neighbouring groups of a window, on the CPU tier isa (a kvc_isa_t): group A is channels
- * [0, ga) of sym and cum, coded into out; group B channels [8, 8 + gb) (gb = 0: none), into
- * out + cap. len[0], len[1]: kvc_rans_encode_group's results. Full groups take the tier's kernel
- * (below) where it has one; the bytes are those of kvc_rans_encode_group. */
-void kvc_rans_encode_pair_isa(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned ga, unsigned gb,
-                              const uint16_t *cum, unsigned bins, uint8_t *out, size_t cap, size_t len[2]);
+typedef struct {
+    uint32_t x[KVC_RANS_GROUP];
+    const uint8_t *p, *end; /* the words still to read */
+} kvc_rans_dec_t;
 
-/* Decode a stream of len bytes written by kvc_rans_encode_group with the same tables (as made by
- * kvc_rans_cum_from_counts: non-decreasing, cum[bins] = 4096) into sym (same
- * indexing). Reads only in[0, len); KVC_ERR_CORRUPT when the stream is truncated, too long, starts
- * from an impossible state or does not end in the encoder's initial states. The status is returned,
- * not logged (the caller reports it once per chunk). */
-kvc_status_t kvc_rans_decode_group(const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum, unsigned bins,
-                             uint8_t *sym, size_t stride);
+/* The groups of a stream of nch channels, and the lanes of group k. */
+static inline unsigned kvc_rans_stream_groups(unsigned nch) { return (nch + KVC_RANS_GROUP - 1) / KVC_RANS_GROUP; }
+static inline unsigned kvc_rans_group_lanes(unsigned nch, unsigned k)
+{
+    return nch - KVC_RANS_GROUP * k < KVC_RANS_GROUP ? nch - KVC_RANS_GROUP * k : KVC_RANS_GROUP;
+}
 
-/* kvc_rans_decode_group on the CPU tier isa (a kvc_isa_t): the same symbols and statuses; the tier's
- * kernels where it has them (below). */
-kvc_status_t kvc_rans_decode_isa(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned g, const uint16_t *cum,
-                                 unsigned bins, uint8_t *sym, size_t stride);
+/* An encode into out[0, cap) (cap >= kvc_rans_bound(nch, tokens)): states 2^16, words from the end. */
+static inline void kvc_rans_enc_begin(kvc_rans_enc_t *s, uint8_t *out, size_t cap)
+{
+    for (unsigned i = 0; i < KVC_RANS_GROUP; i++) s->x[i] = KVC_RANS_L;
+    s->w = out + cap;
+    s->bad = 0;
+}
+
+/* The end of an encode whose groups are all coded (last to first): 0 when a symbol had no
+ * frequency; else the n = min(8, nch) final states (u32 LE) at out, the words moved right
+ * behind them, and the stream length returned. */
+static inline size_t kvc_rans_enc_end(const kvc_rans_enc_t *s, unsigned n, uint8_t *out, size_t cap)
+{
+    if (s->bad) return 0;
+    const size_t words = (size_t)(out + cap - s->w);
+    memmove(out + 4 * n, s->w, words);
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(s->x[i] >> (8 * b));
+    return 4 * n + words;
+}
+
+/* The start of a decode of in[0, len) with n states: KVC_ERR_CORRUPT for a stream shorter than
+ * its states or with an odd payload, or a state below 2^16. */
+static inline kvc_status_t kvc_rans_dec_begin(kvc_rans_dec_t *s, unsigned n, const uint8_t *in, size_t len)
+{
+    if (len < 4 * (size_t)n || (len - 4 * (size_t)n) % 2) return KVC_ERR_CORRUPT;
+    for (unsigned i = 0; i < n; i++) {
+        const uint8_t *q = in + 4 * i;
+        s->x[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+        if (s->x[i] < KVC_RANS_L) return KVC_ERR_CORRUPT;
+    }
+    for (unsigned i = n; i < KVC_RANS_GROUP; i++) s->x[i] = KVC_RANS_L;
+    s->p = in + 4 * (size_t)n;
+    s->end = in + len;
+    return KVC_OK;
+}
+
+/* The end of a decode whose groups are all decoded: every word read and every state back at the
+ * encoder's 2^16, else KVC_ERR_CORRUPT. */
+static inline kvc_status_t kvc_rans_dec_end(const kvc_rans_dec_t *s)
+{
+    unsigned ok = s->p == s->end;
+    for (unsigned i = 0; i < KVC_RANS_GROUP; i++) ok &= s->x[i] == KVC_RANS_L;
+    return ok ? KVC_OK : KVC_ERR_CORRUPT;
+}
+
+/* One group of g lanes (1..8) of a stream, portable: symbol t of lane i is sym[t * stride + i],
+ * coded with the table cum + i * (bins + 1). The encoder visits the tokens backwards and sets
+ * s->bad for a symbol without frequency; full groups of 16 tokens or more take the fast path. The
+ * decoder returns KVC_ERR_CORRUPT when the stream runs out of words; isa (a kvc_isa_t) picks the
+ * tier's slot-table fill and NEON fast path. */
+void kvc_rans_enc_group(kvc_rans_enc_t *s, unsigned g, const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum,
+                        unsigned bins);
+kvc_status_t kvc_rans_dec_group(int isa, kvc_rans_dec_t *s, unsigned g, const uint16_t *cum, uint8_t *sym, size_t stride,
+                                size_t tokens, unsigned bins);
+
+/* A whole stream of nch channels at sym / cum (channel c at sym[c], table cum + c * (bins + 1)):
+ * the scalar reference and what tests compare the tiers with. The encoder needs
+ * cap >= kvc_rans_bound(nch, tokens) and returns the length, 0 when a symbol has no frequency
+ * (the counts do not describe the symbols). The decoder reads only in[0, len) and returns
+ * KVC_ERR_CORRUPT when the stream is truncated, too long, starts from an impossible state or
+ * does not end in the encoder's initial states (returned, not logged). isa: the tier's kernels
+ * for the stream's full groups, the same bytes and symbols. */
+size_t kvc_rans_encode_stream(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned nch, const uint16_t *cum,
+                              unsigned bins, uint8_t *out, size_t cap);
+kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned nch, const uint16_t *cum,
+                                    unsigned bins, uint8_t *sym, size_t stride);
+
+/* The backend slots' tasks, on the tier isa: two streams encoded together (nch[1] = 0: one;
+ * len[j] as kvc_rans_encode_stream's), and n <= 4 streams decoded together (KVC_ERR_CORRUPT when
+ * any is; the slot then decodes them one by one to name it). The streams may be any: neighbours
+ * in a layer, or of different layers; their full groups go through the tier's kernels together. */
+void kvc_rans_encode_pair(int isa, const uint8_t *const sym[2], const uint16_t *const cum[2], const unsigned nch[2], size_t stride,
+                          size_t tokens, unsigned bins, uint8_t *const out[2], size_t cap, size_t len[2]);
+kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const in[4], const size_t len[4], const uint16_t *const cum[4],
+                                  uint8_t *const sym[4], const unsigned nch[4], size_t stride, size_t tokens, unsigned bins);
 
 /* The encoders' table of one full group: entry (lane i, symbol s) at i * 64 + s is cum | f << 16,
  * or KVC_RANS_ENC_BAD for a symbol without frequency (count 0, or s >= bins), which the kernels
@@ -61,31 +135,15 @@ static inline void kvc_rans_enc_table(uint32_t *tab, const uint16_t *cum, unsign
     }
 }
 
-/* The end of a full group's encode, every path's: 0 when bad (a symbol without frequency); else
- * the 8 final states (u32 LE) at out, the words (written backwards from out + cap down to w)
- * moved right behind them, and the stream length returned. */
-static inline size_t kvc_rans_enc_finish(uint8_t *out, size_t cap, const uint8_t *w, const uint32_t *x, int bad)
-{
-    if (bad) return 0;
-    const size_t words = (size_t)(out + cap - w);
-    memmove(out + 4 * 8, w, words);
-    for (unsigned i = 0; i < 8; i++)
-        for (unsigned b = 0; b < 4; b++) out[4 * i + b] = (uint8_t)(x[i] >> (8 * b));
-    return 4 * 8 + words;
-}
+/* AVX-512 (F/BW/DQ/VL): a full group of two streams at once (s[j]: group sym[j], tables cum[j];
+ * bins <= 64): what two kvc_rans_enc_group calls with g = 8 do to the cursors. */
+void kvc_rans_enc8x2_avx512(kvc_rans_enc_t *const s[2], const uint8_t *const sym[2], const uint16_t *const cum[2], size_t stride,
+                            size_t tokens, unsigned bins);
 
-/* AVX-512 (F/BW/DQ/VL): two full groups of the same window at once (the codec's neighbouring
- * streams; kvc_rans_encode_group's arguments with g = 8, bins <= 64, cap >= kvc_rans_bound(8, tokens)):
- * the same bytes as two kvc_rans_encode_group calls; *len_a / *len_b as its return value. */
-void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
-                               const uint16_t *cum_a, const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b,
-                               size_t cap, size_t *len_a, size_t *len_b);
-
-/* AVX2: like kvc_rans_encode8x2_avx512; sym_b = NULL (out_b, len_b unused) codes group A alone
- * (the AVX-512 tier's lone full groups too). */
-void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens, const uint16_t *cum_a,
-                             const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b, size_t cap, size_t *len_a,
-                             size_t *len_b);
+/* AVX2: like kvc_rans_enc8x2_avx512; s[1] = NULL codes one group (the AVX-512 tier's lone full
+ * groups too). */
+void kvc_rans_enc8x2_avx2(kvc_rans_enc_t *const s[2], const uint8_t *const sym[2], const uint16_t *const cum[2], size_t stride,
+                          size_t tokens, unsigned bins);
 
 /* The SIMD decoders' lookup (docs/CACHEGEN.md "AVX-512 decoder"): the entries of a register's
  * channels (cum rows of bins + 1) transposed, e[s * lanes + lane] = cum << 20 | freq << 7 | s, so
@@ -104,25 +162,6 @@ static inline kvc_status_t kvc_rans_dec_range(uint64_t used, unsigned *lo, unsig
     return KVC_OK;
 }
 
-/* The start of n full-group streams for the SIMD decoders: group g's 8 states (u32 LE) into
- * x[8g ..], its words from p[g] to end[g]. KVC_ERR_CORRUPT as kvc_rans_decode_group: a stream shorter
- * than its states or with an odd payload, a state below 2^16. */
-static inline kvc_status_t kvc_rans_dec_start(const uint8_t *const in[], const size_t len[], unsigned n, uint32_t *x,
-                                              const uint8_t **p, const uint8_t **end)
-{
-    for (unsigned g = 0; g < n; g++) {
-        if (len[g] < 4 * KVC_RANS_GROUP || (len[g] - 4 * KVC_RANS_GROUP) % 2) return KVC_ERR_CORRUPT;
-        for (unsigned i = 0; i < KVC_RANS_GROUP; i++) {
-            const uint8_t *q = in[g] + 4 * i;
-            x[g * KVC_RANS_GROUP + i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
-            if (x[g * KVC_RANS_GROUP + i] < KVC_RANS_L) return KVC_ERR_CORRUPT;
-        }
-        p[g] = in[g] + 4 * KVC_RANS_GROUP;
-        end[g] = in[g] + len[g];
-    }
-    return KVC_OK;
-}
-
 /* How many of the `left` tokens no one of n streams can read past its end in (a group reads 8
  * words a token at most): the SIMD decoders' unchecked runs. */
 static inline size_t kvc_rans_dec_run(const uint8_t *const *p, const uint8_t *const *end, unsigned n, size_t left)
@@ -134,17 +173,16 @@ static inline size_t kvc_rans_dec_run(const uint8_t *const *p, const uint8_t *co
     return left;
 }
 
-/* AVX2: two neighbouring full groups of a window decoded together (in[g], len[g]; channels
- * [8g, 8g + 8) of cum and sym; bins <= 64), one register of 8 states each, the same lookup: the
- * symbols and statuses of two kvc_rans_decode_group calls. */
-kvc_status_t kvc_rans_decode8x2_avx2(const uint8_t *const in[2], const size_t len[2], size_t tokens, const uint16_t *cum,
-                                     unsigned bins, uint8_t *sym, size_t stride);
+/* AVX2: a full group of two streams decoded together (s[j]: group tables cum[j], symbols to
+ * sym[j]; bins <= 64), one register of 8 states each, the same lookup: what two
+ * kvc_rans_dec_group calls with g = 8 do (KVC_ERR_CORRUPT when one runs out of words). */
+kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
+                                  size_t tokens, unsigned bins);
 
-/* AVX-512: four neighbouring full groups of a window decoded together (in[g], len[g]: group g's
- * stream; channels [8g, 8g + 8) of cum and sym; bins <= 64), without slot tables: the symbols and
- * statuses of four kvc_rans_decode_group calls (KVC_ERR_CORRUPT when any stream is corrupt). */
-kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t len[4], size_t tokens, const uint16_t *cum,
-                                       unsigned bins, uint8_t *sym, size_t stride);
+/* AVX-512: a full group of four streams decoded together, two registers of 16 lanes, without
+ * slot tables: what four kvc_rans_dec_group calls with g = 8 do. */
+kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
+                                    size_t tokens, unsigned bins);
 
 /* NEON (AArch64, cpu_rans_neon.c): the portable decoder's fast path for a full group (rans_decode_fast8 in
  * cpu_rans.c, whose arguments it takes: the slot tables tab, 8 rows of 4096, and the entries cf,
@@ -155,10 +193,8 @@ kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t 
 #define KVC_RANS_HAVE_NEON 1
 size_t kvc_rans_decode_fast8_neon(const uint8_t *in, size_t len, size_t *pos, size_t tokens, const uint8_t *tab,
                                   const uint32_t *cf, uint32_t *x, uint8_t *sym, size_t stride);
-/* NEON: a full group's encode (kvc_rans_encode_group's arguments with g = 8, bins <= 64,
- * cap >= kvc_rans_bound(8, tokens)): the same bytes and return value. */
-size_t kvc_rans_encode8_neon(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins, uint8_t *out,
-                             size_t cap);
+/* NEON: a full group's encode (kvc_rans_enc_group with g = 8, bins <= 64): the same cursor. */
+void kvc_rans_enc8_neon(kvc_rans_enc_t *s, const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins);
 #endif
 
 /* The decoder's slot tables of g channels (row i at tab + i * 4096: run s of symbol s is cum[s] ..

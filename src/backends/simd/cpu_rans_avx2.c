@@ -87,36 +87,34 @@ static inline __attribute__((always_inline)) void enc_token(lane8_t *g, const ui
     g->x = _mm256_add_epi32(_mm256_add_epi32(x, c), _mm256_mullo_epi32(q, _mm256_sub_epi32(_mm256_set1_epi32((int)SCALE), f)));
 }
 
-/* The group's stream: kvc_rans_enc_finish with the or'ed symbols and entries checked. */
-static size_t finish(uint8_t *out, size_t cap, const lane8_t *g)
-{
-    uint32_t sv[GROUP], fv[GROUP], xs[GROUP], any = 0;
-    _mm256_storeu_si256((__m256i *)(void *)sv, g->seen);
-    _mm256_storeu_si256((__m256i *)(void *)fv, g->flags);
-    _mm256_storeu_si256((__m256i *)(void *)xs, g->x);
-    for (unsigned i = 0; i < GROUP; i++) any |= (sv[i] & ~63u) | (fv[i] & BAD);
-    return kvc_rans_enc_finish(out, cap, g->w, xs, any != 0);
-}
-
-void kvc_rans_encode8x2_avx2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens, const uint16_t *cum_a,
-                             const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b, size_t cap, size_t *len_a,
-                             size_t *len_b)
+void kvc_rans_enc8x2_avx2(kvc_rans_enc_t *const s[2], const uint8_t *const sym[2], const uint16_t *const cum[2], size_t stride,
+                          size_t tokens, unsigned bins)
 {
     pthread_once(&to_top_once, to_top_init);
+    const unsigned n = s[1] ? 2 : 1;
     uint32_t tab[2][GROUP * 64];
-    kvc_rans_enc_table(tab[0], cum_a, bins);
-    if (sym_b) kvc_rans_enc_table(tab[1], cum_b, bins);
-    const __m256i l = _mm256_set1_epi32(1 << 16), z = _mm256_setzero_si256();
-    lane8_t a = { l, z, z, out_a + cap }, b = { l, z, z, out_b ? out_b + cap : NULL };
-    for (size_t t = tokens; t-- > 0;) {
-        enc_token(&a, sym_a + t * stride, tab[0]);
-        if (sym_b) enc_token(&b, sym_b + t * stride, tab[1]);
+    lane8_t g[2];
+    for (unsigned j = 0; j < n; j++) {
+        kvc_rans_enc_table(tab[j], cum[j], bins);
+        g[j] = (lane8_t){ _mm256_loadu_si256((const __m256i *)(const void *)s[j]->x), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                          s[j]->w };
     }
-    *len_a = finish(out_a, cap, &a);
-    if (sym_b) *len_b = finish(out_b, cap, &b);
+    for (size_t t = tokens; t-- > 0;) {
+        enc_token(&g[0], sym[0] + t * stride, tab[0]);
+        if (n == 2) enc_token(&g[1], sym[1] + t * stride, tab[1]);
+    }
+    for (unsigned j = 0; j < n; j++) { /* the or'ed symbols and entries checked once */
+        uint32_t sv[GROUP], fv[GROUP], any = 0;
+        _mm256_storeu_si256((__m256i *)(void *)sv, g[j].seen);
+        _mm256_storeu_si256((__m256i *)(void *)fv, g[j].flags);
+        _mm256_storeu_si256((__m256i *)(void *)s[j]->x, g[j].x);
+        for (unsigned i = 0; i < GROUP; i++) any |= (sv[i] & ~63u) | (fv[i] & BAD);
+        s[j]->w = g[j].w;
+        s[j]->bad |= any != 0;
+    }
 }
 
-/* ---- decoder: two neighbouring full groups, one register of 8 states each, the AVX-512 tier's
+/* ---- decoder: a full group of two streams, one register of 8 states each, the AVX-512 tier's
  * lookup (cpu_rans.h, kvc_rans_dec_range; docs/CACHEGEN.md "AVX-512 decoder"): the lane's symbol is
  * key - min(key - e) over the entries of its channel, 8 channels a register, and the words go
  * to the renormalising lanes by a vpermd row chosen by the lane mask (an 8 KiB table). */
@@ -242,48 +240,50 @@ static inline __attribute__((always_inline)) int dec_finish8(__m256i *xp, __m256
     return 1;
 }
 
-/* The two groups' symbols (entries ca, cb) to 16 bytes of the row. */
-static inline void dec_store16(uint8_t *row, __m256i ca, __m256i cb)
+/* The two groups' symbols (entries ca, cb) to 8 bytes of each group's row. */
+static inline void dec_store8x2(uint8_t *ra, uint8_t *rb, __m256i ca, __m256i cb)
 {
     const __m256i s7 = _mm256_set1_epi32(127);
     const __m256i w = _mm256_permute4x64_epi64(_mm256_packus_epi32(_mm256_and_si256(ca, s7), _mm256_and_si256(cb, s7)), 0xD8);
-    _mm_storeu_si128((__m128i *)(void *)row, _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+    const __m128i v = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    _mm_storel_epi64((__m128i *)(void *)ra, v);
+    _mm_storel_epi64((__m128i *)(void *)rb, _mm_unpackhi_epi64(v, v));
 }
 
-kvc_status_t kvc_rans_decode8x2_avx2(const uint8_t *const in[2], const size_t len[2], size_t tokens, const uint16_t *cum,
-                                     unsigned bins, uint8_t *sym, size_t stride)
+kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
+                                  size_t tokens, unsigned bins)
 {
     pthread_once(&expand_once, expand_init);
     _Alignas(32) uint32_t e[2][64 * GROUP];
-    uint32_t xs[2 * GROUP];
-    const uint8_t *p[2], *end[2];
+    const uint8_t *p[2] = { s[0]->p, s[1]->p }, *const end[2] = { s[0]->end, s[1]->end };
     unsigned lo, hi;
-    const uint64_t used = dec_entries8(cum, bins, e[0]) | dec_entries8(cum + (size_t)GROUP * (bins + 1), bins, e[1]);
-    if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK || kvc_rans_dec_start(in, len, 2, xs, p, end) != KVC_OK) return KVC_ERR_CORRUPT;
-    __m256i xa = _mm256_loadu_si256((const __m256i *)(const void *)xs), xb = _mm256_loadu_si256((const __m256i *)(const void *)(xs + GROUP));
+    const uint64_t used = dec_entries8(cum[0], bins, e[0]) | dec_entries8(cum[1], bins, e[1]);
+    if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK) return KVC_ERR_CORRUPT;
+    __m256i xa = _mm256_loadu_si256((const __m256i *)(const void *)s[0]->x), xb = _mm256_loadu_si256((const __m256i *)(const void *)s[1]->x);
     __m256i ca, cb;
     size_t t = 0;
+    kvc_status_t st = KVC_OK;
     /* Runs of tokens neither group can read past its end in (8 words a token at most), unchecked. */
     for (;;) {
         size_t run = kvc_rans_dec_run(p, end, 2, tokens - t);
         if (!run) break;
-        for (uint8_t *row = sym + t * stride; run; run--, t++, row += stride) {
+        for (; run; run--, t++) {
             dec_lookup8x2(e[0], e[1], lo, hi, xa, xb, &ca, &cb);
-            dec_store16(row, ca, cb);
+            dec_store8x2(sym[0] + t * stride, sym[1] + t * stride, ca, cb);
             dec_finish8(&xa, ca, &p[0], GROUP);
             dec_finish8(&xb, cb, &p[1], GROUP);
         }
     }
     /* The last tokens: only the words left are read, a group that needs more is corrupt. */
-    for (; t < tokens; t++) {
+    for (; t < tokens && st == KVC_OK; t++) {
         dec_lookup8x2(e[0], e[1], lo, hi, xa, xb, &ca, &cb);
-        dec_store16(sym + t * stride, ca, cb);
+        dec_store8x2(sym[0] + t * stride, sym[1] + t * stride, ca, cb);
         if (!dec_finish8(&xa, ca, &p[0], (size_t)(end[0] - p[0]) / 2) || !dec_finish8(&xb, cb, &p[1], (size_t)(end[1] - p[1]) / 2))
-            return KVC_ERR_CORRUPT;
+            st = KVC_ERR_CORRUPT;
     }
-    const __m256i L = _mm256_set1_epi32(1 << 16);
-    if (_mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpeq_epi32(xa, L), _mm256_cmpeq_epi32(xb, L))) != -1) return KVC_ERR_CORRUPT;
-    for (unsigned g = 0; g < 2; g++)
-        if (p[g] != end[g]) return KVC_ERR_CORRUPT;
-    return KVC_OK;
+    _mm256_storeu_si256((__m256i *)(void *)s[0]->x, xa);
+    _mm256_storeu_si256((__m256i *)(void *)s[1]->x, xb);
+    s[0]->p = p[0];
+    s[1]->p = p[1];
+    return st;
 }

@@ -41,19 +41,21 @@ static inline uint8_t *put_words(uint8_t *w, __m512i x, __mmask16 k)
 /* Two groups at once, 16 lanes (A in 0-7, B in 8-15): one register chain carries both, so every
  * step serves 16 symbols, and the latency of a token (compare, convert, multiply, convert,
  * multiply) is paid once per two groups. */
-void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
-                               const uint16_t *cum_a, const uint16_t *cum_b, unsigned bins, uint8_t *out_a, uint8_t *out_b,
-                               size_t cap, size_t *len_a, size_t *len_b)
+void kvc_rans_enc8x2_avx512(kvc_rans_enc_t *const st[2], const uint8_t *const sym[2], const uint16_t *const cum[2], size_t stride,
+                            size_t tokens, unsigned bins)
 {
     uint32_t tab[2 * GROUP * 64];
-    kvc_rans_enc_table(tab, cum_a, bins);
-    kvc_rans_enc_table(tab + GROUP * 64, cum_b, bins);
+    kvc_rans_enc_table(tab, cum[0], bins);
+    kvc_rans_enc_table(tab + GROUP * 64, cum[1], bins);
+    const uint8_t *const sym_a = sym[0], *const sym_b = sym[1];
     const __m512i base = _mm512_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960),
                   m63 = _mm512_set1_epi32(63), m16 = _mm512_set1_epi32(0xFFFF), scale = _mm512_set1_epi32((int)SCALE),
                   minus1 = _mm512_set1_epi32(-1);
     const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
-    __m512i x = _mm512_set1_epi32(1 << 16), seen = _mm512_setzero_si512(), flags = _mm512_setzero_si512();
-    uint8_t *wa = out_a + cap, *wb = out_b + cap;
+    __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)st[0]->x)),
+                                   _mm256_loadu_si256((const __m256i *)(const void *)st[1]->x), 1),
+            seen = _mm512_setzero_si512(), flags = _mm512_setzero_si512();
+    uint8_t *wa = st[0]->w, *wb = st[1]->w;
     for (size_t t = tokens; t-- > 0;) {
         uint64_t ra, rb;
         memcpy(&ra, sym_a + t * stride, 8);
@@ -82,8 +84,12 @@ void kvc_rans_encode8x2_avx512(const uint8_t *sym_a, const uint8_t *sym_b, size_
     _mm512_storeu_si512(xs, x);
     uint32_t sa = 0, sb = 0, fa = 0, fb = 0;
     for (unsigned i = 0; i < GROUP; i++) sa |= sv[i], sb |= sv[GROUP + i], fa |= fv[i], fb |= fv[GROUP + i];
-    *len_a = kvc_rans_enc_finish(out_a, cap, wa, xs, (sa & ~63u) || (fa & BAD));
-    *len_b = kvc_rans_enc_finish(out_b, cap, wb, xs + GROUP, (sb & ~63u) || (fb & BAD));
+    memcpy(st[0]->x, xs, sizeof st[0]->x);
+    memcpy(st[1]->x, xs + GROUP, sizeof st[1]->x);
+    st[0]->w = wa;
+    st[1]->w = wb;
+    st[0]->bad |= (sa & ~63u) || (fa & BAD);
+    st[1]->bad |= (sb & ~63u) || (fb & BAD);
 }
 
 void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, unsigned bins)
@@ -98,7 +104,7 @@ void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, 
     }
 }
 
-/* ---- decoder: four neighbouring full groups, two registers of 16 lanes (docs/CACHEGEN.md
+/* ---- decoder: a full group of four streams, two registers of 16 lanes (docs/CACHEGEN.md
  * "AVX-512 decoder"). No slot table: each lane's symbol is found among the cumulative
  * frequencies of its own channel, stored transposed (cpu_rans.h: entry s of the 16
  * lanes in one register), so one step serves 16 channels. Only the symbols some lane uses are
@@ -132,11 +138,11 @@ static inline void transpose16(__m512i r[16])
     }
 }
 
-/* The entries of 16 lanes (cpu_rans.h) and their `used` mask: each channel's entries of 16
+/* The entries of 16 lanes (cpu_rans.h; lanes 0-7: the rows at cum_lo, 8-15: at cum_hi) and their `used` mask: each channel's entries of 16
  * symbols computed in one register from its cum row, then 16 such registers transposed, so e[]
  * is written a register a symbol (the scalar loop, a store an entry with 64-byte strides, was 15 %
  * of the kernel's time on real K/V). Rows are read with masked loads: nothing past row bins + 1. */
-static uint64_t dec_entries16(const uint16_t *cum, unsigned bins, uint32_t *e)
+static uint64_t dec_entries16(const uint16_t *cum_lo, const uint16_t *cum_hi, unsigned bins, uint32_t *e)
 {
     uint64_t used = 0;
     const __m512i s_base = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -146,7 +152,7 @@ static uint64_t dec_entries16(const uint16_t *cum, unsigned bins, uint32_t *e)
         __m512i r[16];
         __mmask16 nz = 0;
         for (unsigned i = 0; i < 16; i++) {
-            const uint16_t *c = cum + (size_t)i * (bins + 1) + s0;
+            const uint16_t *c = (i < GROUP ? cum_lo + (size_t)i * (bins + 1) : cum_hi + (size_t)(i - GROUP) * (bins + 1)) + s0;
             const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(kc, c));
             const __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(kc, c + 1));
             const __m512i f = _mm512_sub_epi32(hi, lo);
@@ -197,13 +203,15 @@ static inline __m256i dec_words(const uint8_t *p, __mmask8 k, size_t n)
 }
 
 /* The rest of a token of a pair of groups (lanes 0-7: stream *a, 8-15: *b), its symbols' entries
- * cur found: the symbols to row, x advanced and renormalised. na / nb: words readable at *a / *b;
- * 0 is returned when a group needs more. */
-static inline __attribute__((always_inline)) int dec_finish(__m512i *xp, __m512i cur, uint8_t *row, const uint8_t **a,
+ * cur found: the symbols to the rows ra / rb, x advanced and renormalised. na / nb: words readable
+ * at *a / *b; 0 is returned when a group needs more. */
+static inline __attribute__((always_inline)) int dec_finish(__m512i *xp, __m512i cur, uint8_t *ra, uint8_t *rb, const uint8_t **a,
                                                              const uint8_t **b, size_t na, size_t nb)
 {
     const __m512i x = *xp;
-    _mm_storeu_si128((__m128i *)(void *)row, _mm512_cvtepi32_epi8(_mm512_and_si512(cur, _mm512_set1_epi32(127))));
+    const __m128i sy = _mm512_cvtepi32_epi8(_mm512_and_si512(cur, _mm512_set1_epi32(127)));
+    _mm_storel_epi64((__m128i *)(void *)ra, sy);
+    _mm_storel_epi64((__m128i *)(void *)rb, _mm_unpackhi_epi64(sy, sy));
     const __m512i f = _mm512_and_si512(_mm512_srli_epi32(cur, 7), _mm512_set1_epi32(0x1FFF));
     const __m512i y = _mm512_add_epi32(_mm512_mullo_epi32(f, _mm512_srli_epi32(x, PROB_BITS)),
                                        _mm512_sub_epi32(_mm512_and_si512(x, _mm512_set1_epi32((int)SCALE - 1)), _mm512_srli_epi32(cur, 20)));
@@ -218,41 +226,48 @@ static inline __attribute__((always_inline)) int dec_finish(__m512i *xp, __m512i
     return 1;
 }
 
-kvc_status_t kvc_rans_decode8x4_avx512(const uint8_t *const in[4], const size_t len[4], size_t tokens, const uint16_t *cum,
-                                       unsigned bins, uint8_t *sym, size_t stride)
+kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const st[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
+                                    size_t tokens, unsigned bins)
 {
     _Alignas(64) uint32_t e[2][64 * 2 * GROUP];
-    uint32_t xs[4 * GROUP];
     const uint8_t *p[4], *end[4];
     unsigned lo, hi;
-    const uint64_t used = dec_entries16(cum, bins, e[0]) | dec_entries16(cum + (size_t)2 * GROUP * (bins + 1), bins, e[1]);
-    if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK || kvc_rans_dec_start(in, len, 4, xs, p, end) != KVC_OK) return KVC_ERR_CORRUPT;
-    __m512i x0 = _mm512_loadu_si512(xs), x1 = _mm512_loadu_si512(xs + 2 * GROUP);
+    const uint64_t used = dec_entries16(cum[0], cum[1], bins, e[0]) | dec_entries16(cum[2], cum[3], bins, e[1]);
+    if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK) return KVC_ERR_CORRUPT;
+    for (unsigned g = 0; g < 4; g++) p[g] = st[g]->p, end[g] = st[g]->end;
+    __m512i x0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)st[0]->x)),
+                                    _mm256_loadu_si256((const __m256i *)(const void *)st[1]->x), 1);
+    __m512i x1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)st[2]->x)),
+                                    _mm256_loadu_si256((const __m256i *)(const void *)st[3]->x), 1);
     size_t t = 0;
+    kvc_status_t status = KVC_OK;
     /* Runs of tokens no group can read past its end in (8 words a token at most), unchecked. */
     for (;;) {
         size_t run = kvc_rans_dec_run(p, end, 4, tokens - t);
         if (!run) break;
-        for (uint8_t *row = sym + t * stride; run; run--, t++, row += stride) {
+        for (; run; run--, t++) {
+            const size_t o = t * stride;
             __m512i c0, c1;
             dec_lookup2(e[0], e[1], lo, hi, x0, x1, &c0, &c1);
-            dec_finish(&x0, c0, row, &p[0], &p[1], GROUP, GROUP);
-            dec_finish(&x1, c1, row + 2 * GROUP, &p[2], &p[3], GROUP, GROUP);
+            dec_finish(&x0, c0, sym[0] + o, sym[1] + o, &p[0], &p[1], GROUP, GROUP);
+            dec_finish(&x1, c1, sym[2] + o, sym[3] + o, &p[2], &p[3], GROUP, GROUP);
         }
     }
     /* The last tokens: loads masked to what is left, a group that needs more is corrupt. */
-    for (; t < tokens; t++) {
-        uint8_t *row = sym + t * stride;
+    for (; t < tokens && status == KVC_OK; t++) {
+        const size_t o = t * stride;
         size_t n[4];
         for (unsigned g = 0; g < 4; g++) n[g] = (size_t)(end[g] - p[g]) / 2;
         __m512i c0, c1;
         dec_lookup2(e[0], e[1], lo, hi, x0, x1, &c0, &c1);
-        if (!dec_finish(&x0, c0, row, &p[0], &p[1], n[0], n[1]) || !dec_finish(&x1, c1, row + 2 * GROUP, &p[2], &p[3], n[2], n[3]))
-            return KVC_ERR_CORRUPT;
+        if (!dec_finish(&x0, c0, sym[0] + o, sym[1] + o, &p[0], &p[1], n[0], n[1]) ||
+            !dec_finish(&x1, c1, sym[2] + o, sym[3] + o, &p[2], &p[3], n[2], n[3]))
+            status = KVC_ERR_CORRUPT;
     }
-    const __m512i L = _mm512_set1_epi32(1 << 16);
-    if (_mm512_cmpneq_epu32_mask(x0, L) || _mm512_cmpneq_epu32_mask(x1, L)) return KVC_ERR_CORRUPT;
-    for (unsigned g = 0; g < 4; g++)
-        if (p[g] != end[g]) return KVC_ERR_CORRUPT;
-    return KVC_OK;
+    _mm256_storeu_si256((__m256i *)(void *)st[0]->x, _mm512_castsi512_si256(x0));
+    _mm256_storeu_si256((__m256i *)(void *)st[1]->x, _mm512_extracti64x4_epi64(x0, 1));
+    _mm256_storeu_si256((__m256i *)(void *)st[2]->x, _mm512_castsi512_si256(x1));
+    _mm256_storeu_si256((__m256i *)(void *)st[3]->x, _mm512_extracti64x4_epi64(x1, 1));
+    for (unsigned g = 0; g < 4; g++) st[g]->p = p[g];
+    return status;
 }

@@ -102,7 +102,7 @@ size_t kvc_rans_decode_fast8_neon(const uint8_t *in, size_t len, size_t *pos, si
     return t;
 }
 
-/* ---- encoder: a full group, its 8 states in two 4-lane registers. Per token: each lane's table
+/* ---- encoder: a full group of a stream, its 8 states in two 4-lane registers. Per token: each lane's table
  * entry (`cum | freq << 16`, kvc_rans_enc_table) and 1 / freq loaded straight into vector lanes,
  * the emitting lanes by one unsigned compare, their words narrowed to 16 bits and moved to the top
  * of a 16-byte register in lane order by a `tbl` row chosen by the lane mask (4 KiB, built once),
@@ -134,8 +134,7 @@ static inline uint64x2_t quotient2(uint32x2_t x, float64x2_t inv)
     return vcvtq_u64_f64(vmulq_f64(vaddq_f64(vcvtq_f64_u64(vmovl_u32(x)), vdupq_n_f64(0.5)), inv));
 }
 
-size_t kvc_rans_encode8_neon(const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins,
-                             uint8_t *out, size_t cap)
+void kvc_rans_enc8_neon(kvc_rans_enc_t *st, const uint8_t *sym, size_t stride, size_t tokens, const uint16_t *cum, unsigned bins)
 {
     pthread_once(&to_top_once, to_top_init);
     uint32_t tab[KVC_RANS_GROUP * 64];
@@ -145,9 +144,9 @@ size_t kvc_rans_encode8_neon(const uint8_t *sym, size_t stride, size_t tokens, c
     static const uint16_t bit_of_lane[8] = { 1, 2, 4, 8, 16, 32, 64, 128 };
     const uint16x8_t bits = vld1q_u16(bit_of_lane);
     const uint32x4_t low16 = vdupq_n_u32(0xFFFF), scale = vdupq_n_u32(KVC_RANS_PROB_SCALE), one = vdupq_n_u32(1);
-    uint32x4_t xa = vdupq_n_u32(KVC_RANS_L), xb = xa, flags = vdupq_n_u32(0);
+    uint32x4_t xa = vld1q_u32(st->x), xb = vld1q_u32(st->x + 4), flags = vdupq_n_u32(0);
     uint8x8_t seen = vdup_n_u8(0);
-    uint8_t *w = out + cap; /* words go backwards from the end */
+    uint8_t *w = st->w; /* words go backwards */
     for (size_t t = tokens; t-- > 0;) {
         const uint8_t *row = sym + t * stride;
         seen = vorr_u8(seen, vld1_u8(row));
@@ -189,11 +188,10 @@ size_t kvc_rans_encode8_neon(const uint8_t *sym, size_t stride, size_t tokens, c
         xa = vmlaq_u32(vaddq_u32(xa, vandq_u32(ea, low16)), qa, vsubq_u32(scale, fa));
         xb = vmlaq_u32(vaddq_u32(xb, vandq_u32(eb, low16)), qb, vsubq_u32(scale, fb));
     }
-    uint32_t x[KVC_RANS_GROUP];
-    vst1q_u32(x, xa);
-    vst1q_u32(x + 4, xb);
-    const int bad = vmaxv_u8(seen) >= 64 || (vmaxvq_u32(vandq_u32(flags, vdupq_n_u32(KVC_RANS_ENC_BAD))) != 0);
-    return kvc_rans_enc_finish(out, cap, w, x, bad);
+    vst1q_u32(st->x, xa);
+    vst1q_u32(st->x + 4, xb);
+    st->w = w;
+    st->bad |= vmaxv_u8(seen) >= 64 || (vmaxvq_u32(vandq_u32(flags, vdupq_n_u32(KVC_RANS_ENC_BAD))) != 0);
 }
 
 #endif
