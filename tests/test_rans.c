@@ -844,6 +844,15 @@ Test(rans_codec, damaged_containers_have_exact_statuses)
         caught += st == KVC_ERR_CORRUPT;
     }
     cr_assert_geq(caught, tried * 98 / 100, "%zu of %zu flipped bytes caught", caught, tried);
+    /* A damaged stream of window 5 (the 13 full windows are decoded in one call) is named with its
+     * window: the top bit of its first state. */
+    memcpy(buf, good, len);
+    size_t w5 = 0;
+    for (size_t k = 0; k < 5 * 4 * 2; k++) w5 += good[off[3] + 16 + k]; /* one-byte varints (above) */
+    buf[s0 + w5 + 3] ^= 0x80;
+    reseal(buf, off[4]);
+    cr_assert_eq(try_decode(ctx, buf, len, n * 2), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "window 5: rANS stream 0 (layer 0, channels 0-31) is corrupt"), "%s", kvc_last_error());
     /* Two bytes moved from the first stream to the second (same total). */
     memcpy(buf, good, len);
     uint8_t *lp = buf + off[3] + 16;

@@ -276,6 +276,11 @@ struct kvc_rans_decode_args {
     unsigned num_bins;
     size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is decoded in place */
     size_t nbytes;          /* bytes given */
+    size_t windows;         /* >= 1: windows of `tokens` tokens each, window w's layer l at
+                               symbols + w * window_stride + l * layer_stride, its streams after
+                               window w - 1's (the codec's full windows in one call: more streams
+                               to share among threads and SIMD kernels); the public call: 1 */
+    size_t window_stride;
     int trusted;            /* nonzero: the core made cum and ends itself (the codec): no table or end checks */
 };
 

@@ -236,7 +236,7 @@ KVC_API kvc_status_t kvc_rans_decode(kvc_context_t *ctx, const kvc_rans_decode_p
     const struct kvc_rans_decode_args op = { .bytes = a->bytes, .ends = a->ends, .cum = a->cum, .symbols = a->symbols,
                                              .layers = a->layers, .tokens = a->tokens, .channels = a->channels,
                                              .groups_per_stream = KVC_RANS_STREAM_GROUPS, .num_bins = a->num_bins,
-                                             .layer_stride = a->tokens * a->channels, .nbytes = a->nbytes };
+                                             .layer_stride = a->tokens * a->channels, .nbytes = a->nbytes, .windows = 1 };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "rans_decode");
     kvc_res_add(&r, "cum", -1, a->cum);

@@ -310,20 +310,22 @@ static kvc_status_t rans_encode_window(kvc_context_t *ctx, const uint8_t *sym, s
     return ops->rans_encode(b, &a);
 }
 
-/* The inverse: the window's streams (lengths wl[L * Q], packed from bytes; `groups` groups of 8
- * channels a stream, by the container's format) into sym [L, tw, C] (layer l at sym + l * stride). */
-static kvc_status_t rans_decode_window(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t L,
-                                       size_t tw, size_t C, unsigned groups, const uint16_t *cum, unsigned B, uint8_t *sym,
-                                       size_t stride)
+/* The inverse, for nw consecutive windows of tw tokens each in one call (more streams for the
+ * threads and the SIMD kernels to share than a window has): their streams (lengths wl[nw * L * Q],
+ * packed from bytes; `groups` groups of 8 channels a stream, by the container's format) into sym
+ * [L, tw, C] per window (window w's layer l at sym + w * tw * C + l * stride). */
+static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t nw,
+                                        size_t L, size_t tw, size_t C, unsigned groups, const uint16_t *cum, unsigned B, uint8_t *sym,
+                                        size_t stride)
 {
     int64_t sum = 0;
-    for (size_t k = 0; k < L * kvc_rans_streams(C, groups); k++) ends[k] = sum += wl[k];
+    for (size_t k = 0; k < nw * L * kvc_rans_streams(C, groups); k++) ends[k] = sum += wl[k];
     const kvc_backend_ops_t *ops;
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .cum = cum, .symbols = sym, .layers = L, .tokens = tw,
                                             .channels = C, .groups_per_stream = groups, .num_bins = B, .layer_stride = stride,
-                                            .nbytes = (size_t)sum,
+                                            .nbytes = (size_t)sum, .windows = nw, .window_stride = tw * C,
                                             .trusted = 1 /* cum from the counts, ends from the checked lengths */ };
     return ops->rans_decode(b, &a);
 }
@@ -633,7 +635,9 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     if (sc) {
         symbols = scratch_get(sc, SC_SYMBOLS, L * T * C);
         win = windowed ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
-        prefsum = scratch_get(sc, SC_PREFSUM, S * sizeof(int64_t));
+        /* end offsets: a window's streams (ac), every window's (rANS decodes its full windows in one call) */
+        const size_t nends = rans ? (size_t)c->num_windows * kvc_container_coded_per_window(c) : S;
+        prefsum = scratch_get(sc, SC_PREFSUM, nends * sizeof(int64_t));
         scales = scratch_get(sc, SC_SCALES, nscales * sizeof(float));
         cdf = scratch_get(sc, SC_CDF, S * (c->cdf_bins + 1u) * sizeof(uint16_t));
     }
@@ -648,11 +652,14 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     size_t off = 0;
     for (uint32_t w = 0; w < c->num_windows; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
-        if (rans) {
-            if ((st = rans_decode_window(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, L, tw, C,
-                                         kvc_container_rans_groups(c), cdf, c->cdf_bins, symbols + t0 * C, T * C)) != KVC_OK)
+        if (rans) { /* the windows of W tokens in one call, then a shorter last one */
+            const size_t nw = tw == W ? (T - t0) / W : 1;
+            if ((st = rans_decode_windows(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, nw, L, tw, C,
+                                          kvc_container_rans_groups(c), cdf, c->cdf_bins, symbols + t0 * C, T * C)) != KVC_OK)
                 goto done;
-            off += (size_t)prefsum[NS - 1];
+            off += (size_t)prefsum[nw * NS - 1];
+            w += (uint32_t)nw - 1;
+            if (report) p->progress(p->progress_user, w + 1u, c->num_windows + 1u);
             continue;
         }
         int64_t sum = 0;

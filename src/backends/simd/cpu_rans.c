@@ -326,8 +326,9 @@ kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size
 }
 
 /* Up to four streams (n) whose starts are parsed, group by group: the full groups of four at once
- * through the AVX-512 kernel, pairs of full ones through the AVX2 kernel (both tiers), the rest
- * one by one; then every end checked. KVC_ERR_CORRUPT when any stream is. */
+ * through the AVX-512 kernel, pairs of full ones through the tier's pair kernel (AVX-512: one
+ * 16-lane register; AVX2: two 8-lane ones), the rest one by one; then every end checked.
+ * KVC_ERR_CORRUPT when any stream is. */
 static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t st[4], const uint16_t *const cum[4], uint8_t *const sym[4],
                                  const unsigned nch[4], size_t stride, size_t tokens, unsigned bins)
 {
@@ -356,7 +357,8 @@ static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t st[4], cons
             kvc_rans_dec_t *const s2[2] = { &st[a], &st[b] };
             const uint16_t *const c2[2] = { c[a], c[b] };
             uint8_t *const y2[2] = { y[a], y[b] };
-            if (kvc_rans_dec8x2_avx2(s2, c2, y2, stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
+            if ((isa >= KVC_ISA_AVX512 ? kvc_rans_dec8x2_avx512 : kvc_rans_dec8x2_avx2)(s2, c2, y2, stride, tokens, bins) != KVC_OK)
+                return KVC_ERR_CORRUPT;
         }
 #endif
         for (; f < nf; f++) {
@@ -563,9 +565,9 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
 
 kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
 {
-    const size_t L = a->layers, tw = a->tokens, C = a->channels;
+    const size_t L = a->layers, tw = a->tokens, C = a->channels, W = a->windows ? a->windows : 1;
     const stream_split_t sp = stream_split(C, a->groups_per_stream);
-    const size_t NS = L * sp.Q, none = NS;
+    const size_t NS = W * L * sp.Q, none = NS;
     const unsigned B = a->num_bins;
     const int isa = b->isa;
     if (!a->trusted) {
@@ -587,11 +589,11 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
         size_t len[4];
         unsigned nch[4];
         for (unsigned i = 0; i < n; i++) {
-            const size_t k = 4 * j + i, start = k ? (size_t)a->ends[k - 1] : 0;
+            const size_t k = 4 * j + i, start = k ? (size_t)a->ends[k - 1] : 0, w = k / (L * sp.Q);
             size_t l, c0;
-            stream_at(&sp, C, k, &l, &c0, &nch[i]);
+            stream_at(&sp, C, k % (L * sp.Q), &l, &c0, &nch[i]);
             cum[i] = a->cum + (l * C + c0) * (B + 1);
-            sym[i] = tw ? a->symbols + l * a->layer_stride + c0 : NULL;
+            sym[i] = tw ? a->symbols + w * a->window_stride + l * a->layer_stride + c0 : NULL;
             in[i] = a->bytes + start;
             len[i] = (size_t)a->ends[k] - start;
         }
@@ -604,6 +606,7 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
     }
     if (first == none) return KVC_OK;
     char why[192];
-    kvc_rans_corrupt_why(first, sp.Q, sp.span, C, why, sizeof why);
+    kvc_rans_corrupt_why(first % (L * sp.Q), sp.Q, sp.span, C, why, sizeof why);
+    if (W > 1) return b->svc->set_error(KVC_ERR_CORRUPT, "window %zu: %s", first / (L * sp.Q), why);
     return b->svc->set_error(KVC_ERR_CORRUPT, "%s", why);
 }

@@ -183,6 +183,10 @@ kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *co
  * slot tables: what four kvc_rans_dec_group calls with g = 8 do. */
 kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
                                     size_t tokens, unsigned bins);
+/* AVX-512: a full group of two streams, one register of 16 lanes (a task's pair beside no other:
+ * the last streams of a window whose stream count is not a multiple of 4). */
+kvc_status_t kvc_rans_dec8x2_avx512(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
+                                    size_t tokens, unsigned bins);
 
 /* NEON (AArch64, cpu_rans_neon.c): the portable decoder's fast path for a full group (rans_decode_fast8 in
  * cpu_rans.c, whose arguments it takes: the slot tables tab, 8 rows of 4096, and the entries cf,

@@ -40,22 +40,17 @@ static inline uint8_t *put_words(uint8_t *w, __m512i x, __mmask16 k)
 
 /* Two groups at once, 16 lanes (A in 0-7, B in 8-15): one register chain carries both, so every
  * step serves 16 symbols, and the latency of a token (compare, convert, multiply, convert,
- * multiply) is paid once per two groups. */
-void kvc_rans_enc8x2_avx512(kvc_rans_enc_t *const st[2], const uint8_t *const sym[2], const uint16_t *const cum[2], size_t stride,
-                            size_t tokens, unsigned bins)
+ * multiply) is paid once per two groups. The loop is a function of its own with plain arguments:
+ * inlined into the cursor-taking kernel, GCC 12 kept the states on the stack (a store and a load
+ * in the token's dependency chain). */
+static __attribute__((noinline)) void enc8x2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
+                                             const uint32_t *tab, uint32_t *xs, uint8_t **wap, uint8_t **wbp, uint32_t *sv, uint32_t *fv)
 {
-    uint32_t tab[2 * GROUP * 64];
-    kvc_rans_enc_table(tab, cum[0], bins);
-    kvc_rans_enc_table(tab + GROUP * 64, cum[1], bins);
-    const uint8_t *const sym_a = sym[0], *const sym_b = sym[1];
     const __m512i base = _mm512_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960),
-                  m63 = _mm512_set1_epi32(63), m16 = _mm512_set1_epi32(0xFFFF), scale = _mm512_set1_epi32((int)SCALE),
-                  minus1 = _mm512_set1_epi32(-1);
+                  m63 = _mm512_set1_epi32(63), m16 = _mm512_set1_epi32(0xFFFF), scale = _mm512_set1_epi32((int)SCALE);
     const __m512d half = _mm512_set1_pd(0.5), one = _mm512_set1_pd(1.0);
-    __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)st[0]->x)),
-                                   _mm256_loadu_si256((const __m256i *)(const void *)st[1]->x), 1),
-            seen = _mm512_setzero_si512(), flags = _mm512_setzero_si512();
-    uint8_t *wa = st[0]->w, *wb = st[1]->w;
+    __m512i x = _mm512_loadu_si512(xs), seen = _mm512_setzero_si512(), flags = _mm512_setzero_si512();
+    uint8_t *wa = *wap, *wb = *wbp;
     for (size_t t = tokens; t-- > 0;) {
         uint64_t ra, rb;
         memcpy(&ra, sym_a + t * stride, 8);
@@ -65,8 +60,8 @@ void kvc_rans_enc8x2_avx512(kvc_rans_enc_t *const st[2], const uint8_t *const sy
         const __m512i e = _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_and_si512(s, m63)), (const void *)tab, 4);
         flags = _mm512_or_si512(flags, e);
         const __m512i f = _mm512_and_si512(_mm512_srli_epi32(e, 16), m16), c = _mm512_and_si512(e, m16);
-        /* emit where x > (f << 20) - 1 (f = 4096 wraps to 2^32 - 1: never) */
-        const __mmask16 k = _mm512_cmpgt_epu32_mask(x, _mm512_add_epi32(_mm512_slli_epi32(f, 32 - PROB_BITS), minus1));
+        /* emit where x >= f << 20, that is x >> 20 >= f (f << 20 is a multiple of 2^20; f = 4096: never) */
+        const __mmask16 k = _mm512_cmpge_epu32_mask(_mm512_srli_epi32(x, 32 - PROB_BITS), f);
         wa = put_words(wa, x, (__mmask16)(k & 0xFF));
         wb = put_words(wb, x, (__mmask16)(k & 0xFF00));
         x = _mm512_mask_srli_epi32(x, k, x, 16);
@@ -78,16 +73,26 @@ void kvc_rans_enc8x2_avx512(kvc_rans_enc_t *const st[2], const uint8_t *const sy
         const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qlo), qhi, 1);
         x = _mm512_add_epi32(_mm512_add_epi32(x, c), _mm512_mullo_epi32(q, _mm512_sub_epi32(scale, f)));
     }
-    uint32_t sv[2 * GROUP], fv[2 * GROUP], xs[2 * GROUP];
     _mm512_storeu_si512(sv, seen);
     _mm512_storeu_si512(fv, flags);
     _mm512_storeu_si512(xs, x);
+    *wap = wa;
+    *wbp = wb;
+}
+
+void kvc_rans_enc8x2_avx512(kvc_rans_enc_t *const st[2], const uint8_t *const sym[2], const uint16_t *const cum[2], size_t stride,
+                            size_t tokens, unsigned bins)
+{
+    uint32_t tab[2 * GROUP * 64], sv[2 * GROUP], fv[2 * GROUP], xs[2 * GROUP];
+    kvc_rans_enc_table(tab, cum[0], bins);
+    kvc_rans_enc_table(tab + GROUP * 64, cum[1], bins);
+    memcpy(xs, st[0]->x, sizeof st[0]->x);
+    memcpy(xs + GROUP, st[1]->x, sizeof st[1]->x);
+    enc8x2(sym[0], sym[1], stride, tokens, tab, xs, &st[0]->w, &st[1]->w, sv, fv);
     uint32_t sa = 0, sb = 0, fa = 0, fb = 0;
     for (unsigned i = 0; i < GROUP; i++) sa |= sv[i], sb |= sv[GROUP + i], fa |= fv[i], fb |= fv[GROUP + i];
     memcpy(st[0]->x, xs, sizeof st[0]->x);
     memcpy(st[1]->x, xs + GROUP, sizeof st[1]->x);
-    st[0]->w = wa;
-    st[1]->w = wb;
     st[0]->bad |= (sa & ~63u) || (fa & BAD);
     st[1]->bad |= (sb & ~63u) || (fb & BAD);
 }
@@ -226,48 +231,88 @@ static inline __attribute__((always_inline)) int dec_finish(__m512i *xp, __m512i
     return 1;
 }
 
-kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const st[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
-                                    size_t tokens, unsigned bins)
+/* The largest entry <= key in each lane of one register (two streams): dec_lookup2 for one,
+ * with four accumulators so that the minima still overlap. */
+static inline __attribute__((always_inline)) __m512i dec_lookup1(const uint32_t *e0, unsigned lo, unsigned hi, __m512i x0)
+{
+    const __m512i k0 = _mm512_or_si512(_mm512_slli_epi32(x0, 32 - PROB_BITS), _mm512_set1_epi32(0xFFFFF));
+    __m512i a0 = _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * lo)), a1 = a0, a2 = a0, a3 = a0;
+    unsigned s = lo + 1;
+    for (; s + 3 <= hi; s += 4) {
+        a0 = _mm512_min_epu32(a0, _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * s)));
+        a1 = _mm512_min_epu32(a1, _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * s + 16)));
+        a2 = _mm512_min_epu32(a2, _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * s + 32)));
+        a3 = _mm512_min_epu32(a3, _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * s + 48)));
+    }
+    for (; s <= hi; s++) a0 = _mm512_min_epu32(a0, _mm512_sub_epi32(k0, _mm512_load_si512(e0 + 16 * s)));
+    return _mm512_sub_epi32(k0, _mm512_min_epu32(_mm512_min_epu32(a0, a1), _mm512_min_epu32(a2, a3)));
+}
+
+/* Two or four streams (n), a full group each: one register of 16 lanes per pair. */
+static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const st[4], const uint16_t *const cum[4],
+                                                                  uint8_t *const sym[4], size_t stride, size_t tokens, unsigned bins,
+                                                                  const unsigned n)
 {
     _Alignas(64) uint32_t e[2][64 * 2 * GROUP];
     const uint8_t *p[4], *end[4];
     unsigned lo, hi;
-    const uint64_t used = dec_entries16(cum[0], cum[1], bins, e[0]) | dec_entries16(cum[2], cum[3], bins, e[1]);
+    uint64_t used = dec_entries16(cum[0], cum[1], bins, e[0]);
+    if (n == 4) used |= dec_entries16(cum[2], cum[3], bins, e[1]);
     if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK) return KVC_ERR_CORRUPT;
-    for (unsigned g = 0; g < 4; g++) p[g] = st[g]->p, end[g] = st[g]->end;
+    for (unsigned g = 0; g < n; g++) p[g] = st[g]->p, end[g] = st[g]->end;
     __m512i x0 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)st[0]->x)),
                                     _mm256_loadu_si256((const __m256i *)(const void *)st[1]->x), 1);
-    __m512i x1 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)st[2]->x)),
-                                    _mm256_loadu_si256((const __m256i *)(const void *)st[3]->x), 1);
+    __m512i x1 = n == 4 ? _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)st[2]->x)),
+                                             _mm256_loadu_si256((const __m256i *)(const void *)st[3]->x), 1)
+                        : _mm512_setzero_si512();
     size_t t = 0;
     kvc_status_t status = KVC_OK;
     /* Runs of tokens no group can read past its end in (8 words a token at most), unchecked. */
     for (;;) {
-        size_t run = kvc_rans_dec_run(p, end, 4, tokens - t);
+        size_t run = kvc_rans_dec_run(p, end, n, tokens - t);
         if (!run) break;
         for (; run; run--, t++) {
             const size_t o = t * stride;
             __m512i c0, c1;
-            dec_lookup2(e[0], e[1], lo, hi, x0, x1, &c0, &c1);
+            if (n == 4) dec_lookup2(e[0], e[1], lo, hi, x0, x1, &c0, &c1);
+            else c0 = dec_lookup1(e[0], lo, hi, x0);
             dec_finish(&x0, c0, sym[0] + o, sym[1] + o, &p[0], &p[1], GROUP, GROUP);
-            dec_finish(&x1, c1, sym[2] + o, sym[3] + o, &p[2], &p[3], GROUP, GROUP);
+            if (n == 4) dec_finish(&x1, c1, sym[2] + o, sym[3] + o, &p[2], &p[3], GROUP, GROUP);
         }
     }
     /* The last tokens: loads masked to what is left, a group that needs more is corrupt. */
     for (; t < tokens && status == KVC_OK; t++) {
         const size_t o = t * stride;
-        size_t n[4];
-        for (unsigned g = 0; g < 4; g++) n[g] = (size_t)(end[g] - p[g]) / 2;
+        size_t left[4];
+        for (unsigned g = 0; g < n; g++) left[g] = (size_t)(end[g] - p[g]) / 2;
         __m512i c0, c1;
-        dec_lookup2(e[0], e[1], lo, hi, x0, x1, &c0, &c1);
-        if (!dec_finish(&x0, c0, sym[0] + o, sym[1] + o, &p[0], &p[1], n[0], n[1]) ||
-            !dec_finish(&x1, c1, sym[2] + o, sym[3] + o, &p[2], &p[3], n[2], n[3]))
+        if (n == 4) dec_lookup2(e[0], e[1], lo, hi, x0, x1, &c0, &c1);
+        else c0 = dec_lookup1(e[0], lo, hi, x0);
+        if (!dec_finish(&x0, c0, sym[0] + o, sym[1] + o, &p[0], &p[1], left[0], left[1]) ||
+            (n == 4 && !dec_finish(&x1, c1, sym[2] + o, sym[3] + o, &p[2], &p[3], left[2], left[3])))
             status = KVC_ERR_CORRUPT;
     }
     _mm256_storeu_si256((__m256i *)(void *)st[0]->x, _mm512_castsi512_si256(x0));
     _mm256_storeu_si256((__m256i *)(void *)st[1]->x, _mm512_extracti64x4_epi64(x0, 1));
-    _mm256_storeu_si256((__m256i *)(void *)st[2]->x, _mm512_castsi512_si256(x1));
-    _mm256_storeu_si256((__m256i *)(void *)st[3]->x, _mm512_extracti64x4_epi64(x1, 1));
-    for (unsigned g = 0; g < 4; g++) st[g]->p = p[g];
+    if (n == 4) {
+        _mm256_storeu_si256((__m256i *)(void *)st[2]->x, _mm512_castsi512_si256(x1));
+        _mm256_storeu_si256((__m256i *)(void *)st[3]->x, _mm512_extracti64x4_epi64(x1, 1));
+    }
+    for (unsigned g = 0; g < n; g++) st[g]->p = p[g];
     return status;
+}
+
+kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const st[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
+                                    size_t tokens, unsigned bins)
+{
+    return dec8xn(st, cum, sym, stride, tokens, bins, 4);
+}
+
+kvc_status_t kvc_rans_dec8x2_avx512(kvc_rans_dec_t *const st[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
+                                    size_t tokens, unsigned bins)
+{
+    kvc_rans_dec_t *const s4[4] = { st[0], st[1], NULL, NULL };
+    const uint16_t *const c4[4] = { cum[0], cum[1], NULL, NULL };
+    uint8_t *const y4[4] = { sym[0], sym[1], NULL, NULL };
+    return dec8xn(s4, c4, y4, stride, tokens, bins, 2);
 }
