@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Interleaved rANS, the container's second coder (format 1.2, docs/FORMAT.md "rANS streams",
+/* Interleaved rANS, the container's second coder (format 1.3, docs/FORMAT.md "rANS streams",
  * docs/CACHEGEN.md "rANS coder"): the constants and the frequency tables, shared by the codec in
  * the core and the coder in the CPU backend (src/backends/simd/cpu_rans.c). The same quantised
  * symbols and per-(plane, layer, channel) counts as the arithmetic coder; one coded stream per

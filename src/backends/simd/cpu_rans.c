@@ -155,8 +155,8 @@ static void enc_streams2(int isa, kvc_rans_enc_t st[2], const uint8_t *const sym
     const unsigned ga = kvc_rans_stream_groups(nch[0]), gb = kvc_rans_stream_groups(nch[1]);
     for (unsigned k = ga > gb ? ga : gb; k-- > 0;) {
         const unsigned la = k < ga ? kvc_rans_group_lanes(nch[0], k) : 0, lb = k < gb ? kvc_rans_group_lanes(nch[1], k) : 0;
-        const uint8_t *const y[2] = { sym[0] + KVC_RANS_GROUP * k, lb ? sym[1] + KVC_RANS_GROUP * k : NULL };
-        const uint16_t *const c[2] = { cum[0] + (size_t)KVC_RANS_GROUP * k * (bins + 1),
+        const uint8_t *const y[2] = { la ? sym[0] + KVC_RANS_GROUP * k : NULL, lb ? sym[1] + KVC_RANS_GROUP * k : NULL };
+        const uint16_t *const c[2] = { la ? cum[0] + (size_t)KVC_RANS_GROUP * k * (bins + 1) : NULL,
                                        lb ? cum[1] + (size_t)KVC_RANS_GROUP * k * (bins + 1) : NULL };
 #ifdef KVC_HAVE_X86_SIMD
         if (isa >= KVC_ISA_AVX2 && bins <= 64 && la == KVC_RANS_GROUP && lb == KVC_RANS_GROUP) {
@@ -336,14 +336,15 @@ static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t st[4], cons
     for (unsigned j = 0; j < n; j++) groups = kvc_rans_stream_groups(nch[j]) > groups ? kvc_rans_stream_groups(nch[j]) : groups;
     for (unsigned k = 0; k < groups; k++) {
         unsigned full[4], nf = 0;
-        const uint16_t *c[4];
-        uint8_t *y[4];
+        const uint16_t *c[4] = { NULL, NULL, NULL, NULL };
+        uint8_t *y[4] = { NULL, NULL, NULL, NULL };
         for (unsigned j = 0; j < n; j++) {
+            const unsigned g = k < kvc_rans_stream_groups(nch[j]) ? kvc_rans_group_lanes(nch[j], k) : 0;
+            if (!g) continue; /* this stream has fewer groups (no pointer past its channels is formed) */
             c[j] = cum[j] + (size_t)KVC_RANS_GROUP * k * (bins + 1);
             y[j] = sym[j] + KVC_RANS_GROUP * k;
-            const unsigned g = k < kvc_rans_stream_groups(nch[j]) ? kvc_rans_group_lanes(nch[j], k) : 0;
             if (g == KVC_RANS_GROUP && bins <= 64) full[nf++] = j;
-            else if (g && kvc_rans_dec_group(isa, &st[j], g, c[j], y[j], stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
+            else if (kvc_rans_dec_group(isa, &st[j], g, c[j], y[j], stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
         }
         unsigned f = 0;
 #ifdef KVC_HAVE_X86_SIMD
