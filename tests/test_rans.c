@@ -665,13 +665,15 @@ Test(rans, four_group_decoder_matches_the_portable_one)
     for (unsigned nch = 8; nch <= 32; nch += 12) kernel_suite(&kn, nch);
 }
 
-Test(rans, two_group_decoder_matches_the_portable_one)
+Test(rans, avx2_decoders_match_the_portable_one)
 {
-    if (!tier_available("avx2")) cr_skip_test("this CPU has no AVX2 tier: the two-group decoder cannot run here");
-    const kernel_t a = { "avx2", 0, 2 }, b = { "avx2", 2, 2 }; /* streams 0-1; 2-3 (stream 2: constant channels) */
+    if (!tier_available("avx2")) cr_skip_test("this CPU has no AVX2 tier: its decoders cannot run here");
+    /* streams 0-1; 2-3 (stream 2: constant channels); all four (the two pairs interleaved) */
+    const kernel_t a = { "avx2", 0, 2 }, b = { "avx2", 2, 2 }, c = { "avx2", 0, 4 };
     for (unsigned nch = 8; nch <= 32; nch += 12) {
         kernel_suite(&a, nch);
         kernel_suite(&b, nch);
+        kernel_suite(&c, nch);
     }
 }
 

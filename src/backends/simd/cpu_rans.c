@@ -348,9 +348,10 @@ static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t st[4], cons
         }
         unsigned f = 0;
 #ifdef KVC_HAVE_X86_SIMD
-        if (isa >= KVC_ISA_AVX512 && nf == 4) {
+        if (isa >= KVC_ISA_AVX2 && nf == 4) {
             kvc_rans_dec_t *const s4[4] = { &st[0], &st[1], &st[2], &st[3] };
-            if (kvc_rans_dec8x4_avx512(s4, c, y, stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
+            if ((isa >= KVC_ISA_AVX512 ? kvc_rans_dec8x4_avx512 : kvc_rans_dec8x4_avx2)(s4, c, y, stride, tokens, bins) != KVC_OK)
+                return KVC_ERR_CORRUPT;
             f = 4;
         }
         for (; isa >= KVC_ISA_AVX2 && f + 2 <= nf; f += 2) {

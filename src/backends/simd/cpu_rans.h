@@ -178,6 +178,10 @@ static inline size_t kvc_rans_dec_run(const uint8_t *const *p, const uint8_t *co
  * kvc_rans_dec_group calls with g = 8 do (KVC_ERR_CORRUPT when one runs out of words). */
 kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                   size_t tokens, unsigned bins);
+/* AVX2: a full group of four streams, the two pairs' chains interleaved (one pair's latency hides
+ * the other's): what two kvc_rans_dec8x2_avx2 calls do. */
+kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
+                                  size_t tokens, unsigned bins);
 
 /* AVX-512: a full group of four streams decoded together, two registers of 16 lanes, without
  * slot tables: what four kvc_rans_dec_group calls with g = 8 do. */

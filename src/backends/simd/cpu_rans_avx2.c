@@ -250,40 +250,82 @@ static inline void dec_store8x2(uint8_t *ra, uint8_t *rb, __m256i ca, __m256i cb
     _mm_storel_epi64((__m128i *)(void *)rb, _mm_unpackhi_epi64(v, v));
 }
 
-kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
-                                  size_t tokens, unsigned bins)
+/* Two or four streams (n), a full group each: pairs (0, 1) and (2, 3) through the same steps, so
+ * that with four the second pair's chain (lookup, multiply, renormalisation) overlaps the first's. */
+static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4],
+                                                                  uint8_t *const sym[4], size_t stride, size_t tokens, unsigned bins,
+                                                                  const unsigned n)
 {
     pthread_once(&expand_once, expand_init);
-    _Alignas(32) uint32_t e[2][64 * GROUP];
-    const uint8_t *p[2] = { s[0]->p, s[1]->p }, *const end[2] = { s[0]->end, s[1]->end };
+    _Alignas(32) uint32_t e[4][64 * GROUP];
+    const uint8_t *p[4], *end[4];
     unsigned lo, hi;
-    const uint64_t used = dec_entries8(cum[0], bins, e[0]) | dec_entries8(cum[1], bins, e[1]);
+    uint64_t used = 0;
+    for (unsigned g = 0; g < n; g++) {
+        used |= dec_entries8(cum[g], bins, e[g]);
+        p[g] = s[g]->p;
+        end[g] = s[g]->end;
+    }
     if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK) return KVC_ERR_CORRUPT;
     __m256i xa = _mm256_loadu_si256((const __m256i *)(const void *)s[0]->x), xb = _mm256_loadu_si256((const __m256i *)(const void *)s[1]->x);
-    __m256i ca, cb;
+    __m256i xc = n == 4 ? _mm256_loadu_si256((const __m256i *)(const void *)s[2]->x) : _mm256_setzero_si256();
+    __m256i xd = n == 4 ? _mm256_loadu_si256((const __m256i *)(const void *)s[3]->x) : _mm256_setzero_si256();
+    __m256i ca, cb, cc, cd;
     size_t t = 0;
     kvc_status_t st = KVC_OK;
-    /* Runs of tokens neither group can read past its end in (8 words a token at most), unchecked. */
+    /* Runs of tokens no group can read past its end in (8 words a token at most), unchecked. */
     for (;;) {
-        size_t run = kvc_rans_dec_run(p, end, 2, tokens - t);
+        size_t run = kvc_rans_dec_run(p, end, n, tokens - t);
         if (!run) break;
         for (; run; run--, t++) {
+            const size_t o = t * stride;
             dec_lookup8x2(e[0], e[1], lo, hi, xa, xb, &ca, &cb);
-            dec_store8x2(sym[0] + t * stride, sym[1] + t * stride, ca, cb);
+            if (n == 4) dec_lookup8x2(e[2], e[3], lo, hi, xc, xd, &cc, &cd);
+            dec_store8x2(sym[0] + o, sym[1] + o, ca, cb);
             dec_finish8(&xa, ca, &p[0], GROUP);
             dec_finish8(&xb, cb, &p[1], GROUP);
+            if (n == 4) {
+                dec_store8x2(sym[2] + o, sym[3] + o, cc, cd);
+                dec_finish8(&xc, cc, &p[2], GROUP);
+                dec_finish8(&xd, cd, &p[3], GROUP);
+            }
         }
     }
     /* The last tokens: only the words left are read, a group that needs more is corrupt. */
     for (; t < tokens && st == KVC_OK; t++) {
+        const size_t o = t * stride;
         dec_lookup8x2(e[0], e[1], lo, hi, xa, xb, &ca, &cb);
-        dec_store8x2(sym[0] + t * stride, sym[1] + t * stride, ca, cb);
+        dec_store8x2(sym[0] + o, sym[1] + o, ca, cb);
         if (!dec_finish8(&xa, ca, &p[0], (size_t)(end[0] - p[0]) / 2) || !dec_finish8(&xb, cb, &p[1], (size_t)(end[1] - p[1]) / 2))
             st = KVC_ERR_CORRUPT;
+        if (n == 4 && st == KVC_OK) {
+            dec_lookup8x2(e[2], e[3], lo, hi, xc, xd, &cc, &cd);
+            dec_store8x2(sym[2] + o, sym[3] + o, cc, cd);
+            if (!dec_finish8(&xc, cc, &p[2], (size_t)(end[2] - p[2]) / 2) || !dec_finish8(&xd, cd, &p[3], (size_t)(end[3] - p[3]) / 2))
+                st = KVC_ERR_CORRUPT;
+        }
     }
     _mm256_storeu_si256((__m256i *)(void *)s[0]->x, xa);
     _mm256_storeu_si256((__m256i *)(void *)s[1]->x, xb);
-    s[0]->p = p[0];
-    s[1]->p = p[1];
+    if (n == 4) {
+        _mm256_storeu_si256((__m256i *)(void *)s[2]->x, xc);
+        _mm256_storeu_si256((__m256i *)(void *)s[3]->x, xd);
+    }
+    for (unsigned g = 0; g < n; g++) s[g]->p = p[g];
     return st;
+}
+
+kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
+                                  size_t tokens, unsigned bins)
+{
+    kvc_rans_dec_t *const s4[4] = { s[0], s[1], NULL, NULL };
+    const uint16_t *const c4[4] = { cum[0], cum[1], NULL, NULL };
+    uint8_t *const y4[4] = { sym[0], sym[1], NULL, NULL };
+    return dec8xn(s4, c4, y4, stride, tokens, bins, 2);
+}
+
+kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
+                                  size_t tokens, unsigned bins)
+{
+    return dec8xn(s, cum, sym, stride, tokens, bins, 4);
 }
