@@ -2,7 +2,7 @@
 /* The rANS encoder of the AVX2 tier (also what an AVX2-only CPU gets): two groups per call, each
  * group's 8 states in one register, the two chains interleaved so one's latency hides the
  * other's. Per token and group: one 8-lane gather of the table entries, the emitting lanes by
- * a signed compare of biased values, their words packed to 16 bits and moved to the top of a
+ * one compare of x >> 20 with f - 1, their words packed to 16 bits and moved to the top of a
  * 16-byte register in lane order by a pshufb row chosen by the lane mask (a 4 KiB table), one
  * plain store below the previous words; the quotient as the portable fast path computes it
  * (cpu_rans.c), 4 doubles at a time, with the unsigned conversions AVX2 lacks done by a
@@ -53,24 +53,37 @@ static inline __m256d u32_to_pd(__m128i v)
 }
 
 typedef struct {
-    __m256i x, seen, flags;
+    __m256i x, flags;
     uint8_t *w;
 } lane8_t;
 
+/* The encoder's entries of a full group with a 65th entry a lane (KVC_RANS_ENC_BAD): a symbol's
+ * index is min(s, 64), so one or over the gathered entries finds symbols >= 64 too (no second
+ * accumulator, which this 16-register tier would spill). */
+#define ENC_ROW 65
+
+static void enc_table65(uint32_t *tab, const uint16_t *cum, unsigned bins)
+{
+    uint32_t t64[GROUP * 64];
+    kvc_rans_enc_table(t64, cum, bins);
+    for (unsigned i = 0; i < GROUP; i++) {
+        memcpy(tab + i * ENC_ROW, t64 + i * 64, 64 * sizeof(uint32_t));
+        tab[i * ENC_ROW + 64] = BAD;
+    }
+}
+
 static inline __attribute__((always_inline)) void enc_token(lane8_t *g, const uint8_t *row, const uint32_t *tab)
 {
-    const __m256i base = _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), sign = _mm256_set1_epi32((int)0x80000000u),
+    const __m256i base = _mm256_setr_epi32(0, ENC_ROW, 2 * ENC_ROW, 3 * ENC_ROW, 4 * ENC_ROW, 5 * ENC_ROW, 6 * ENC_ROW, 7 * ENC_ROW),
                   m16 = _mm256_set1_epi32(0xFFFF);
     uint64_t r8;
     memcpy(&r8, row, 8);
-    const __m256i s = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)r8));
-    g->seen = _mm256_or_si256(g->seen, s);
-    const __m256i e = _mm256_i32gather_epi32((const int *)tab, _mm256_add_epi32(base, _mm256_and_si256(s, _mm256_set1_epi32(63))), 4);
+    const __m256i s = _mm256_min_epu32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)r8)), _mm256_set1_epi32(64));
+    const __m256i e = _mm256_i32gather_epi32((const int *)tab, _mm256_add_epi32(base, s), 4);
     g->flags = _mm256_or_si256(g->flags, e);
     const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 16), m16), c = _mm256_and_si256(e, m16);
-    /* emit where x > (f << 20) - 1, unsigned (f = 4096 wraps to 2^32 - 1: never) */
-    const __m256i xmax = _mm256_sub_epi32(_mm256_slli_epi32(f, 32 - PROB_BITS), _mm256_set1_epi32(1));
-    const __m256i need = _mm256_cmpgt_epi32(_mm256_xor_si256(g->x, sign), _mm256_xor_si256(xmax, sign));
+    /* emit where x >= f << 20, that is x >> 20 > f - 1 (both below 2^12: a signed compare) */
+    const __m256i need = _mm256_cmpgt_epi32(_mm256_srli_epi32(g->x, 32 - PROB_BITS), _mm256_sub_epi32(f, _mm256_set1_epi32(1)));
     const unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need));
     const __m256i lo = _mm256_and_si256(g->x, m16);
     const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
@@ -92,23 +105,21 @@ void kvc_rans_enc8x2_avx2(kvc_rans_enc_t *const s[2], const uint8_t *const sym[2
 {
     pthread_once(&to_top_once, to_top_init);
     const unsigned n = s[1] ? 2 : 1;
-    uint32_t tab[2][GROUP * 64];
+    uint32_t tab[2][GROUP * ENC_ROW];
     lane8_t g[2];
     for (unsigned j = 0; j < n; j++) {
-        kvc_rans_enc_table(tab[j], cum[j], bins);
-        g[j] = (lane8_t){ _mm256_loadu_si256((const __m256i *)(const void *)s[j]->x), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                          s[j]->w };
+        enc_table65(tab[j], cum[j], bins);
+        g[j] = (lane8_t){ _mm256_loadu_si256((const __m256i *)(const void *)s[j]->x), _mm256_setzero_si256(), s[j]->w };
     }
     for (size_t t = tokens; t-- > 0;) {
         enc_token(&g[0], sym[0] + t * stride, tab[0]);
         if (n == 2) enc_token(&g[1], sym[1] + t * stride, tab[1]);
     }
-    for (unsigned j = 0; j < n; j++) { /* the or'ed symbols and entries checked once */
-        uint32_t sv[GROUP], fv[GROUP], any = 0;
-        _mm256_storeu_si256((__m256i *)(void *)sv, g[j].seen);
+    for (unsigned j = 0; j < n; j++) { /* the or'ed entries checked once */
+        uint32_t fv[GROUP], any = 0;
         _mm256_storeu_si256((__m256i *)(void *)fv, g[j].flags);
         _mm256_storeu_si256((__m256i *)(void *)s[j]->x, g[j].x);
-        for (unsigned i = 0; i < GROUP; i++) any |= (sv[i] & ~63u) | (fv[i] & BAD);
+        for (unsigned i = 0; i < GROUP; i++) any |= fv[i] & BAD;
         s[j]->w = g[j].w;
         s[j]->bad |= any != 0;
     }
