@@ -263,8 +263,8 @@ static inline void dec_store8x2(uint8_t *ra, uint8_t *rb, __m256i ca, __m256i cb
 
 /* Two or four streams (n), a full group each: pairs (0, 1) and (2, 3) through the same steps, so
  * that with four the second pair's chain (lookup, multiply, renormalisation) overlaps the first's. */
-static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4],
-                                                                  uint8_t *const sym[4], size_t stride, size_t tokens, unsigned bins,
+static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const *s, const uint16_t *const *cum,
+                                                                  uint8_t *const *sym, size_t stride, size_t tokens, unsigned bins,
                                                                   const unsigned n)
 {
     pthread_once(&expand_once, expand_init);
@@ -329,10 +329,7 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
 kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                   size_t tokens, unsigned bins)
 {
-    kvc_rans_dec_t *const s4[4] = { s[0], s[1], NULL, NULL };
-    const uint16_t *const c4[4] = { cum[0], cum[1], NULL, NULL };
-    uint8_t *const y4[4] = { sym[0], sym[1], NULL, NULL };
-    return dec8xn(s4, c4, y4, stride, tokens, bins, 2);
+    return dec8xn(s, cum, sym, stride, tokens, bins, 2); /* reads [0, 2) of each array */
 }
 
 kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,

@@ -249,8 +249,8 @@ static inline __attribute__((always_inline)) __m512i dec_lookup1(const uint32_t 
 }
 
 /* Two or four streams (n), a full group each: one register of 16 lanes per pair. */
-static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const st[4], const uint16_t *const cum[4],
-                                                                  uint8_t *const sym[4], size_t stride, size_t tokens, unsigned bins,
+static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const *st, const uint16_t *const *cum,
+                                                                  uint8_t *const *sym, size_t stride, size_t tokens, unsigned bins,
                                                                   const unsigned n)
 {
     _Alignas(64) uint32_t e[2][64 * 2 * GROUP];
@@ -311,8 +311,5 @@ kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const st[4], const uint16_t 
 kvc_status_t kvc_rans_dec8x2_avx512(kvc_rans_dec_t *const st[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                     size_t tokens, unsigned bins)
 {
-    kvc_rans_dec_t *const s4[4] = { st[0], st[1], NULL, NULL };
-    const uint16_t *const c4[4] = { cum[0], cum[1], NULL, NULL };
-    uint8_t *const y4[4] = { sym[0], sym[1], NULL, NULL };
-    return dec8xn(s4, c4, y4, stride, tokens, bins, 2);
+    return dec8xn(st, cum, sym, stride, tokens, bins, 2); /* reads [0, 2) of each array */
 }
