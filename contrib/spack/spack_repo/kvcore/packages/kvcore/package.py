@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="7cf2e3124d539e49fa77acc4ae0c524b9a6bae03d3e37a26d69907014466b00e")
+    version("0.1.0", sha256="19a8b741026c20887439dc0d42d31a26963df6dc69be8988173be030f5a551c6")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
