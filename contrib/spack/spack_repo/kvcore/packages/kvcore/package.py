@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="19a8b741026c20887439dc0d42d31a26963df6dc69be8988173be030f5a551c6")
+    version("0.1.0", sha256="834d1a6d426b345c91e8dc41162eada8f0d57ed6bb45f23c6b0597455512c0a3")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
