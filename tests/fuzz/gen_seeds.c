@@ -91,13 +91,14 @@ static void convert(const float *in, size_t n, kvc_dtype_t dt, void *out)
 static uint32_t crc(const uint8_t *p, size_t n) { return (uint32_t)crc32(crc32(0L, Z_NULL, 0), p, (uInt)n); }
 
 static void container_seed(const char *name, kvc_dtype_t dt, kvc_codec_layout_t layout, size_t nl, size_t t,
-                           size_t nh, size_t hs, uint32_t window, const float *chunk)
+                           size_t nh, size_t hs, uint32_t window, const float *chunk, kvc_codec_coder_t coder)
 {
     const size_t n = (layout == KVC_CODEC_MLA ? 1 : 2) * nl * t * nh * hs;
     uint8_t *kv = malloc(n * 4);
     convert(chunk, n, dt, kv);
-    kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_WINDOW, .dtype = dt, .layout = layout, .num_layers = nl,
-                             .num_tokens = t, .num_heads = nh, .head_size = hs, .window_tokens = window };
+    kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_WINDOW | KVC_CODEC_PARAM_CODER, .dtype = dt, .layout = layout,
+                             .num_layers = nl, .num_tokens = t, .num_heads = nh, .head_size = hs, .window_tokens = window,
+                             .coder = coder };
     uint8_t *buf;
     size_t len;
     const kvc_status_t st = kvc_codec_encode(ctx, &p, kv, &buf, &len);
@@ -109,6 +110,24 @@ static void container_seed(const char *name, kvc_dtype_t dt, kvc_codec_layout_t 
     }
     kvc_codec_free(buf);
     free(kv);
+}
+
+/* A format 1.2 rANS container (8-channel streams) written before format 1.3, from
+ * tests/data/rans_v12 (a partial group of 4 channels). */
+static void rans_v12_seed(void)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tests/data/rans_v12/rans_v12_case1.kvc", srcdir);
+    FILE *f = fopen(path, "rb");
+    uint8_t buf[16384];
+    const size_t len = f ? fread(buf, 1, sizeof(buf), f) : 0;
+    if (!f || len == 0 || len == sizeof(buf)) die(path, KVC_ERR_IO);
+    fclose(f);
+    for (uint8_t mode = 0; mode < 4; mode += 3) {
+        char name[64];
+        snprintf(name, sizeof(name), "rans-v12-mode%u", mode);
+        put("container", name, &mode, 1, buf, len);
+    }
 }
 
 /* An LMCache import: raw uint16 CDF table (flag bit 0), built by hand as docs/FORMAT.md describes:
@@ -419,9 +438,12 @@ int main(int argc, char **argv)
 
     float *chunk = kv_chunk(2, 40, 32);
     float *small = kv_chunk(1, 8, 8);
-    container_seed("f16-2ltd", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 2, 40, 4, 8, 16, chunk);
-    container_seed("bf16-2ltd", KVC_DTYPE_BF16, KVC_CODEC_KV_2LTD, 1, 8, 2, 4, 256, small);
-    container_seed("f32-mla", KVC_DTYPE_F32, KVC_CODEC_MLA, 1, 8, 1, 8, 3, small);
+    container_seed("f16-2ltd", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 2, 40, 4, 8, 16, chunk, KVC_CODER_AC);
+    container_seed("bf16-2ltd", KVC_DTYPE_BF16, KVC_CODEC_KV_2LTD, 1, 8, 2, 4, 256, small, KVC_CODER_AC);
+    container_seed("f32-mla", KVC_DTYPE_F32, KVC_CODEC_MLA, 1, 8, 1, 8, 3, small, KVC_CODER_AC);
+    /* rANS (format 1.3): two full windows decoded in one call and a short last one */
+    container_seed("f16-2ltd-rans", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 2, 40, 4, 8, 16, chunk, KVC_CODER_RANS);
+    rans_v12_seed();
     const uint8_t lengths[] = { 1, 1, 1, 1 };
     raw_cdf_seed("raw-cdf", lengths, 4, KVC_OK);
     /* LENGTHS varints the parser must refuse: 1 + 2^32 (wraps to 1 in 32 bits) and 1 spelled in two
