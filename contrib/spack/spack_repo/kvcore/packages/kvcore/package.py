@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="834d1a6d426b345c91e8dc41162eada8f0d57ed6bb45f23c6b0597455512c0a3")
+    version("0.1.0", sha256="2863a7aeaa4e0162676c42ed63ecc91b85b1600313e1d1bcf59fa9638be09daa")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
