@@ -288,6 +288,17 @@ Test(codec, decode_ex_reports_progress_per_window)
     cr_assert_eq(kvc_codec_decode_ex(NULL, buf, len, b, n * 2, &dp, NULL), KVC_ERR_INVALID_ARG);
     cr_assert_eq(kvc_codec_decode_ex(ctx, buf, len, b, n * 2 - 1, &dp, NULL), KVC_ERR_NO_SPACE);
     kvc_codec_free(buf);
+    /* The rANS coder too (it decodes its 4 full windows in one call, then the short one): a call a
+     * window and one for the restore, as for ac (before, rANS containers reported only the restore). */
+    p.field_mask |= KVC_CODEC_PARAM_CODER;
+    p.coder = KVC_CODER_RANS;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_OK, "%s", kvc_last_error());
+    d = (decode_progress_t){ 0 };
+    cr_assert_eq(kvc_codec_decode_ex(ctx, buf, len, b, n * 2, &dp, NULL), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(d.calls, 6, "rANS: 5 windows and the restore: %zu calls", d.calls);
+    cr_assert_eq(d.last, 6);
+    cr_assert(memcmp(a, b, n * 2) == 0, "rANS decodes to ac's values");
+    kvc_codec_free(buf);
     free(kv);
     free(a);
     free(b);
@@ -1074,6 +1085,11 @@ Test(codec, format_minor_versions)
     buf[10] = 0; /* per-channel keys in a 1.0 container */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    buf[10] = 2;
+    wr32(buf + 12, 4u | 8u | 16u); /* the 32-channel rANS streams of format 1.3 in a 1.2 header */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "format 1.3 features"), "%s", kvc_last_error());
     buf[10] = 3;
     wr32(buf + 12, 4u | 16u); /* the rANS stream span flag without rANS streams */
     reseal(buf, 48);

@@ -658,8 +658,8 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
                                           kvc_container_rans_groups(c), cdf, c->cdf_bins, symbols + t0 * C, T * C)) != KVC_OK)
                 goto done;
             off += (size_t)prefsum[nw * NS - 1];
+            for (size_t i = 1; report && i <= nw; i++) p->progress(p->progress_user, w + i, c->num_windows + 1u); /* a call a window */
             w += (uint32_t)nw - 1;
-            if (report) p->progress(p->progress_user, w + 1u, c->num_windows + 1u);
             continue;
         }
         int64_t sum = 0;
