@@ -135,17 +135,6 @@ static void enc_group_isa(int isa, kvc_rans_enc_t *st, unsigned g, const uint8_t
     kvc_rans_enc_group(st, g, sym, stride, tokens, cum, bins);
 }
 
-size_t kvc_rans_encode_stream(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned nch, const uint16_t *cum,
-                              unsigned bins, uint8_t *out, size_t cap)
-{
-    kvc_rans_enc_t st;
-    kvc_rans_enc_begin(&st, out, cap);
-    for (unsigned k = tokens ? kvc_rans_stream_groups(nch) : 0; k-- > 0 && !st.bad;)
-        enc_group_isa(isa, &st, kvc_rans_group_lanes(nch, k), sym + KVC_RANS_GROUP * k, stride, tokens,
-                      cum + (size_t)KVC_RANS_GROUP * k * (bins + 1), bins);
-    return kvc_rans_enc_end(&st, nch < KVC_RANS_GROUP ? nch : KVC_RANS_GROUP, out, cap);
-}
-
 /* Two streams' groups, last to first, the full groups both have at once through the tier's
  * pair kernel (one register chain serves 16 lanes). nch[1] = 0: one stream. */
 static void enc_streams2(int isa, kvc_rans_enc_t st[2], const uint8_t *const sym[2], const uint16_t *const cum[2], const unsigned nch[2],
@@ -179,7 +168,19 @@ void kvc_rans_encode_pair(int isa, const uint8_t *const sym[2], const uint16_t *
     for (unsigned i = 0; i < n; i++) kvc_rans_enc_begin(&st[i], out[i], cap);
     enc_streams2(isa, st, sym, cum, nch, stride, tokens, bins);
     len[1] = 0;
-    for (unsigned i = 0; i < n; i++) len[i] = kvc_rans_enc_end(&st[i], nch[i] < KVC_RANS_GROUP ? nch[i] : KVC_RANS_GROUP, out[i], cap);
+    for (unsigned i = 0; i < n; i++) len[i] = kvc_rans_enc_end(&st[i], nch[i], out[i], cap);
+}
+
+size_t kvc_rans_encode_stream(int isa, const uint8_t *sym, size_t stride, size_t tokens, unsigned nch, const uint16_t *cum,
+                              unsigned bins, uint8_t *out, size_t cap)
+{
+    const uint8_t *const y[2] = { sym, NULL };
+    const uint16_t *const c[2] = { cum, NULL };
+    const unsigned n[2] = { nch, 0 };
+    uint8_t *const o[2] = { out, NULL };
+    size_t len[2];
+    kvc_rans_encode_pair(isa, y, c, n, stride, tokens, bins, o, cap, len);
+    return len[0];
 }
 
 /* The symbol whose interval [cum[s], cum[s+1]) holds slot: the last s < bins with cum[s] <= slot
@@ -313,24 +314,12 @@ kvc_status_t kvc_rans_dec_group(int isa, kvc_rans_dec_t *st, unsigned g, const u
     return KVC_OK;
 }
 
-kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned nch, const uint16_t *cum,
-                                    unsigned bins, uint8_t *sym, size_t stride)
-{
-    kvc_rans_dec_t st;
-    if (kvc_rans_dec_begin(&st, nch < KVC_RANS_GROUP ? nch : KVC_RANS_GROUP, in, len) != KVC_OK) return KVC_ERR_CORRUPT;
-    for (unsigned k = 0, n = tokens ? kvc_rans_stream_groups(nch) : 0; k < n; k++)
-        if (kvc_rans_dec_group(isa, &st, kvc_rans_group_lanes(nch, k), cum + (size_t)KVC_RANS_GROUP * k * (bins + 1),
-                               sym + KVC_RANS_GROUP * k, stride, tokens, bins) != KVC_OK)
-            return KVC_ERR_CORRUPT;
-    return kvc_rans_dec_end(&st);
-}
-
 /* Up to four streams (n) whose starts are parsed, group by group: the full groups of four at once
  * through the AVX-512 kernel, pairs of full ones through the tier's pair kernel (AVX-512: one
  * 16-lane register; AVX2: two 8-lane ones), the rest one by one; then every end checked.
  * KVC_ERR_CORRUPT when any stream is. */
-static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t st[4], const uint16_t *const cum[4], uint8_t *const sym[4],
-                                 const unsigned nch[4], size_t stride, size_t tokens, unsigned bins)
+static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t *st, const uint16_t *const *cum, uint8_t *const *sym,
+                                 const unsigned *nch, size_t stride, size_t tokens, unsigned bins)
 {
     unsigned groups = 0;
     for (unsigned j = 0; j < n; j++) groups = kvc_rans_stream_groups(nch[j]) > groups ? kvc_rans_stream_groups(nch[j]) : groups;
@@ -373,16 +362,22 @@ static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t st[4], cons
     return KVC_OK;
 }
 
-kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const in[4], const size_t len[4], const uint16_t *const cum[4],
-                                  uint8_t *const sym[4], const unsigned nch[4], size_t stride, size_t tokens, unsigned bins)
+kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const *in, const size_t *len, const uint16_t *const *cum,
+                                  uint8_t *const *sym, const unsigned *nch, size_t stride, size_t tokens, unsigned bins)
 {
     kvc_rans_dec_t st[4];
     for (unsigned i = 0; i < n; i++)
-        if (kvc_rans_dec_begin(&st[i], nch[i] < KVC_RANS_GROUP ? nch[i] : KVC_RANS_GROUP, in[i], len[i]) != KVC_OK) return KVC_ERR_CORRUPT;
+        if (kvc_rans_dec_begin(&st[i], nch[i], in[i], len[i]) != KVC_OK) return KVC_ERR_CORRUPT;
     if (tokens) return dec_streams4(isa, n, st, cum, sym, nch, stride, tokens, bins);
     for (unsigned i = 0; i < n; i++)
         if (kvc_rans_dec_end(&st[i]) != KVC_OK) return KVC_ERR_CORRUPT;
     return KVC_OK;
+}
+
+kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned nch, const uint16_t *cum,
+                                    unsigned bins, uint8_t *sym, size_t stride)
+{
+    return kvc_rans_decode_four(isa, 1, &in, &len, &cum, &sym, &nch, stride, tokens, bins);
 }
 
 /* ---- data checks of the public calls (kvc_rans_*: docs/ERRORS.md). The codec skips them (it
@@ -521,16 +516,6 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
         if (tw && !(lens = scratch = malloc(NS * sizeof *lens)))
             return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_encode: no memory for %zu lengths", NS);
     }
-    if (tw == 0) { /* streams of states alone; symbols may be NULL (no pointer arithmetic on it) */
-        for (size_t k = 0; k < NS; k++) {
-            size_t l, c0;
-            unsigned nch;
-            stream_at(&sp, C, k, &l, &c0, &nch);
-            lens[k] = (int32_t)kvc_rans_encode_stream(KVC_ISA_SCALAR, NULL, C, 0, nch, a->cum + (l * C + c0) * (B + 1), B,
-                                                      a->streams + k * cap, cap);
-        }
-        return KVC_OK;
-    }
     int bad = 0;
     /* Tasks of two neighbouring streams (of a layer, or the last of one and the first of the next),
      * which the SIMD tiers code a group of each at a time. */
@@ -545,7 +530,7 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
         for (unsigned i = 0; i < n; i++) {
             size_t l, c0;
             stream_at(&sp, C, 2 * j + i, &l, &c0, &nch[i]);
-            sym[i] = a->symbols + l * a->layer_stride + c0;
+            sym[i] = tw ? a->symbols + l * a->layer_stride + c0 : NULL; /* no tokens: symbols may be NULL */
             cum[i] = a->cum + (l * C + c0) * (B + 1);
             out[i] = a->streams + (2 * j + i) * cap;
         }

@@ -50,11 +50,15 @@ static inline void kvc_rans_enc_begin(kvc_rans_enc_t *s, uint8_t *out, size_t ca
     s->bad = 0;
 }
 
-/* The end of an encode whose groups are all coded (last to first): 0 when a symbol had no
- * frequency; else the n = min(8, nch) final states (u32 LE) at out, the words moved right
+/* The states of a stream of nch channels: min(8, nch). */
+static inline unsigned kvc_rans_stream_states(unsigned nch) { return nch < KVC_RANS_GROUP ? nch : KVC_RANS_GROUP; }
+
+/* The end of an encode of nch channels whose groups are all coded (last to first): 0 when a
+ * symbol had no frequency; else the stream's final states (u32 LE) at out, the words moved right
  * behind them, and the stream length returned. */
-static inline size_t kvc_rans_enc_end(const kvc_rans_enc_t *s, unsigned n, uint8_t *out, size_t cap)
+static inline size_t kvc_rans_enc_end(const kvc_rans_enc_t *s, unsigned nch, uint8_t *out, size_t cap)
 {
+    const unsigned n = kvc_rans_stream_states(nch);
     if (s->bad) return 0;
     const size_t words = (size_t)(out + cap - s->w);
     memmove(out + 4 * n, s->w, words);
@@ -63,10 +67,11 @@ static inline size_t kvc_rans_enc_end(const kvc_rans_enc_t *s, unsigned n, uint8
     return 4 * n + words;
 }
 
-/* The start of a decode of in[0, len) with n states: KVC_ERR_CORRUPT for a stream shorter than
- * its states or with an odd payload, or a state below 2^16. */
-static inline kvc_status_t kvc_rans_dec_begin(kvc_rans_dec_t *s, unsigned n, const uint8_t *in, size_t len)
+/* The start of a decode of in[0, len), a stream of nch channels: KVC_ERR_CORRUPT for a stream
+ * shorter than its states or with an odd payload, or a state below 2^16. */
+static inline kvc_status_t kvc_rans_dec_begin(kvc_rans_dec_t *s, unsigned nch, const uint8_t *in, size_t len)
 {
+    const unsigned n = kvc_rans_stream_states(nch);
     if (len < 4 * (size_t)n || (len - 4 * (size_t)n) % 2) return KVC_ERR_CORRUPT;
     for (unsigned i = 0; i < n; i++) {
         const uint8_t *q = in + 4 * i;
@@ -110,14 +115,15 @@ size_t kvc_rans_encode_stream(int isa, const uint8_t *sym, size_t stride, size_t
 kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned nch, const uint16_t *cum,
                                     unsigned bins, uint8_t *sym, size_t stride);
 
-/* The backend slots' tasks, on the tier isa: two streams encoded together (nch[1] = 0: one;
- * len[j] as kvc_rans_encode_stream's), and n <= 4 streams decoded together (KVC_ERR_CORRUPT when
- * any is; the slot then decodes them one by one to name it). The streams may be any: neighbours
- * in a layer, or of different layers; their full groups go through the tier's kernels together. */
+/* The backend slots' tasks, on the tier isa, and what the one-stream calls above run: two
+ * streams encoded together (nch[1] = 0: one; len[j] as kvc_rans_encode_stream's), and n <= 4
+ * streams decoded together (arrays of n entries; KVC_ERR_CORRUPT when any is, and the slot then
+ * decodes them one by one to name it). The streams may be any: neighbours in a layer, or of
+ * different layers; their full groups go through the tier's kernels together. */
 void kvc_rans_encode_pair(int isa, const uint8_t *const sym[2], const uint16_t *const cum[2], const unsigned nch[2], size_t stride,
                           size_t tokens, unsigned bins, uint8_t *const out[2], size_t cap, size_t len[2]);
-kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const in[4], const size_t len[4], const uint16_t *const cum[4],
-                                  uint8_t *const sym[4], const unsigned nch[4], size_t stride, size_t tokens, unsigned bins);
+kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const *in, const size_t *len, const uint16_t *const *cum,
+                                  uint8_t *const *sym, const unsigned *nch, size_t stride, size_t tokens, unsigned bins);
 
 /* The encoders' table of one full group: entry (lane i, symbol s) at i * 64 + s is cum | f << 16,
  * or KVC_RANS_ENC_BAD for a symbol without frequency (count 0, or s >= bins), which the kernels
