@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="2863a7aeaa4e0162676c42ed63ecc91b85b1600313e1d1bcf59fa9638be09daa")
+    version("0.1.0", sha256="4e92cf52a7b59e7b852b7bb3f9229e10a2a76dbbfdccdc3fce19a8e8ae78ed13")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
