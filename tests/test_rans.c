@@ -677,6 +677,52 @@ Test(rans, avx2_decoders_match_the_portable_one)
     }
 }
 
+/* The SIMD encoders' quotient x / f (a single-precision estimate corrected by the remainder)
+ * against integer division, at every f in [1, 4096]: x = k f + r for 257 spread k up to the
+ * largest state (x < f << 20) and r at 0, 1, f / 2 and f - 1 (where an estimate off by one
+ * shows), and 2^20 random (x, f). */
+static void quotient_suite(const char *tier, void (*quot)(const uint32_t *, const uint32_t *, uint32_t *), unsigned lanes)
+{
+    uint32_t x[16], f[16], q[16];
+    unsigned n = 0;
+    size_t checked = 0;
+    rng_state = 7;
+    for (uint64_t it = 0;; it++) {
+        const int boundary = it < 4096ull * 257 * 4;
+        if (!boundary && it >= 4096ull * 257 * 4 + (1u << 20)) break;
+        uint32_t fv;
+        uint64_t xv;
+        if (boundary) {
+            const uint64_t b = it / 4, k = (b % 257) * ((1u << 20) - 1) / 256;
+            fv = (uint32_t)(b / 257) + 1;
+            const uint32_t rs[4] = { 0, 1, fv / 2, fv - 1 };
+            xv = k * fv + rs[it % 4];
+        } else {
+            fv = rnd() % 4096 + 1;
+            xv = ((uint64_t)rnd() << 16 ^ rnd()) % ((uint64_t)fv << 20);
+        }
+        x[n] = (uint32_t)xv;
+        f[n] = fv;
+        if (++n < lanes) continue;
+        quot(x, f, q);
+        for (unsigned i = 0; i < lanes; i++)
+            cr_assert_eq(q[i], x[i] / f[i], "%s: %u / %u gave %u", tier, x[i], f[i], q[i]);
+        checked += lanes;
+        n = 0;
+    }
+    cr_assert_geq(checked, 4096u * 257 * 4);
+}
+
+Test(rans, simd_encoders_divide_exactly)
+{
+    int ran = 0;
+#ifdef KVC_HAVE_X86_SIMD
+    if (tier_available("avx2")) quotient_suite("avx2", kvc_rans_quotient_avx2, 8), ran++;
+    if (tier_available("avx512")) quotient_suite("avx512", kvc_rans_quotient_avx512, 16), ran++;
+#endif
+    if (!ran) cr_skip_test("this CPU has no AVX2 or AVX-512 tier: their quotients cannot run here");
+}
+
 /* ---- containers ---- */
 
 /* A one-thread CPU context: these chunks are tiny, and OpenMP's barriers on a loaded machine (or

@@ -141,6 +141,11 @@ static inline void kvc_rans_enc_table(uint32_t *tab, const uint16_t *cum, unsign
     }
 }
 
+/* The SIMD encoders' x / f (x < f << 20, f in [1, 4096]), 8 (AVX2) or 16 (AVX-512) lanes: what
+ * their kernels compute, exported for the test that checks it exact at every f. */
+void kvc_rans_quotient_avx2(const uint32_t x[8], const uint32_t f[8], uint32_t q[8]);
+void kvc_rans_quotient_avx512(const uint32_t x[16], const uint32_t f[16], uint32_t q[16]);
+
 /* AVX-512 (F/BW/DQ/VL): a full group of two streams at once (s[j]: group sym[j], tables cum[j];
  * bins <= 64): what two kvc_rans_enc_group calls with g = 8 do to the cursors. */
 void kvc_rans_enc8x2_avx512(kvc_rans_enc_t *const s[2], const uint8_t *const sym[2], const uint16_t *const cum[2], size_t stride,

@@ -4,9 +4,8 @@
  * other's. Per token and group: one 8-lane gather of the table entries, the emitting lanes by
  * one compare of x >> 20 with f - 1, their words packed to 16 bits and moved to the top of a
  * 16-byte register in lane order by a pshufb row chosen by the lane mask (a 4 KiB table), one
- * plain store below the previous words; the quotient as the portable fast path computes it
- * (cpu_rans.c), 4 doubles at a time, with the unsigned conversions AVX2 lacks done by a
- * 2^31 bias. Same bytes as the portable coder (tested). */
+ * plain store below the previous words; the quotient x / f estimated in single precision and
+ * corrected by its remainder (quotient8). Same bytes as the portable coder (tested). */
 #include "config.h"
 
 #include <immintrin.h>
@@ -39,17 +38,25 @@ static void to_top_init(void)
     }
 }
 
-/* floor(y) for 0 <= y < 2^32, as 4 u32 */
-static inline __m128i floor_u32(__m256d y)
+/* x / f for x < f << 20 (an encoder's state after renormalisation; f in [1, 4096], or 2^15 for a
+ * symbol without frequency, whose stream is refused): an estimate in single precision, 8 lanes an
+ * instruction, off by at most one (x >> 1 and three roundings of 2^-24 make it err by less than
+ * 1 / f + 0.2), corrected by the remainder x - q f, which is then in [-f, 2f). The double division
+ * it replaced (4 lanes, and AVX2's missing unsigned conversions) was 1.12x slower end to end. */
+static inline __m256i quotient8(__m256i x, __m256i f)
 {
-    const __m256d bias = _mm256_set1_pd(2147483648.0);
-    return _mm_xor_si128(_mm256_cvtpd_epi32(_mm256_sub_pd(_mm256_floor_pd(y), bias)), _mm_set1_epi32((int)0x80000000u));
+    const __m256 xf = _mm256_cvtepi32_ps(_mm256_srli_epi32(x, 1));
+    const __m256 r2 = _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_cvtepi32_ps(f));
+    __m256i q = _mm256_cvttps_epi32(_mm256_mul_ps(xf, r2));
+    const __m256i r = _mm256_sub_epi32(x, _mm256_mullo_epi32(q, f));
+    q = _mm256_sub_epi32(q, _mm256_cmpgt_epi32(r, _mm256_sub_epi32(f, _mm256_set1_epi32(1)))); /* r >= f: one more */
+    return _mm256_add_epi32(q, _mm256_cmpgt_epi32(_mm256_setzero_si256(), r));                 /* r < 0: one less */
 }
 
-/* u32 lanes (4) to doubles */
-static inline __m256d u32_to_pd(__m128i v)
+void kvc_rans_quotient_avx2(const uint32_t x[8], const uint32_t f[8], uint32_t q[8])
 {
-    return _mm256_add_pd(_mm256_cvtepi32_pd(_mm_xor_si128(v, _mm_set1_epi32((int)0x80000000u))), _mm256_set1_pd(2147483648.0));
+    _mm256_storeu_si256((__m256i *)(void *)q, quotient8(_mm256_loadu_si256((const __m256i *)(const void *)x),
+                                                          _mm256_loadu_si256((const __m256i *)(const void *)f)));
 }
 
 typedef struct {
@@ -90,13 +97,8 @@ static inline __attribute__((always_inline)) void enc_token(lane8_t *g, const ui
     _mm_storeu_si128((__m128i *)(void *)(g->w - 16), _mm_shuffle_epi8(words, _mm_loadu_si128((const __m128i *)(const void *)to_top[m])));
     g->w -= 2 * (unsigned)__builtin_popcount(m);
     __m256i x = _mm256_blendv_epi8(g->x, _mm256_srli_epi32(g->x, 16), need);
-    /* x / f * 4096 + x % f + cum = x + cum + q * (4096 - f), q = floor((x + 0.5) * (1 / f)) */
-    const __m256d half = _mm256_set1_pd(0.5), one = _mm256_set1_pd(1.0);
-    const __m128i xl = _mm256_castsi256_si128(x), xh = _mm256_extracti128_si256(x, 1);
-    const __m128i fl = _mm256_castsi256_si128(f), fh = _mm256_extracti128_si256(f, 1);
-    const __m128i ql = floor_u32(_mm256_mul_pd(_mm256_add_pd(u32_to_pd(xl), half), _mm256_div_pd(one, _mm256_cvtepi32_pd(fl))));
-    const __m128i qh = floor_u32(_mm256_mul_pd(_mm256_add_pd(u32_to_pd(xh), half), _mm256_div_pd(one, _mm256_cvtepi32_pd(fh))));
-    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(ql), qh, 1);
+    /* x / f * 4096 + x % f + cum = x + cum + q * (4096 - f) */
+    const __m256i q = quotient8(x, f);
     g->x = _mm256_add_epi32(_mm256_add_epi32(x, c), _mm256_mullo_epi32(q, _mm256_sub_epi32(_mm256_set1_epi32((int)SCALE), f)));
 }
 
