@@ -102,6 +102,7 @@ static inline __attribute__((always_inline)) void enc_token(lane8_t *g, const ui
     g->x = _mm256_add_epi32(_mm256_add_epi32(x, c), _mm256_mullo_epi32(q, _mm256_sub_epi32(_mm256_set1_epi32((int)SCALE), f)));
 }
 
+KVC_RANS_KERNEL
 void kvc_rans_enc8x2_avx2(kvc_rans_enc_t *const s[2], const uint8_t *const sym[2], const uint16_t *const cum[2], size_t stride,
                           size_t tokens, unsigned bins)
 {
@@ -237,7 +238,7 @@ static inline __attribute__((always_inline)) int dec_finish8(__m256i *xp, __m256
                                        _mm256_sub_epi32(_mm256_and_si256(x, _mm256_set1_epi32((int)SCALE - 1)), _mm256_srli_epi32(c, 20)));
     const __m256i need = _mm256_cmpeq_epi32(_mm256_srli_epi32(y, 16), _mm256_setzero_si256()); /* y < 2^16 */
     const unsigned m = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(need)), k = (unsigned)__builtin_popcount(m);
-    if (k > n) return 0;
+    if (n < GROUP && k > n) return 0; /* k <= 8 always: checked only where fewer words are left */
     __m128i raw;
     if (n >= GROUP) raw = _mm_loadu_si128((const __m128i *)(const void *)*p);
     else { /* the last words of the stream: only what is there */
@@ -328,12 +329,14 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
     return st;
 }
 
+KVC_RANS_KERNEL
 kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                   size_t tokens, unsigned bins)
 {
     return dec8xn(s, cum, sym, stride, tokens, bins, 2); /* reads [0, 2) of each array */
 }
 
+KVC_RANS_KERNEL
 kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
                                   size_t tokens, unsigned bins)
 {

@@ -60,7 +60,8 @@ void kvc_rans_quotient_avx512(const uint32_t x[16], const uint32_t f[16], uint32
  * multiply) is paid once per two groups. The loop is a function of its own with plain arguments:
  * inlined into the cursor-taking kernel, GCC 12 kept the states on the stack (a store and a load
  * in the token's dependency chain). */
-static __attribute__((noinline)) void enc8x2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
+static KVC_RANS_KERNEL __attribute__((noinline)) void
+enc8x2(const uint8_t *sym_a, const uint8_t *sym_b, size_t stride, size_t tokens,
                                              const uint32_t *tab, uint32_t *xs, uint8_t **wap, uint8_t **wbp, uint32_t *sv, uint32_t *fv)
 {
     const __m512i base = _mm512_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448, 512, 576, 640, 704, 768, 832, 896, 960),
@@ -314,12 +315,14 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
     return status;
 }
 
+KVC_RANS_KERNEL
 kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const st[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
                                     size_t tokens, unsigned bins)
 {
     return dec8xn(st, cum, sym, stride, tokens, bins, 4);
 }
 
+KVC_RANS_KERNEL
 kvc_status_t kvc_rans_dec8x2_avx512(kvc_rans_dec_t *const st[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                     size_t tokens, unsigned bins)
 {
