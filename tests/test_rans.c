@@ -495,9 +495,10 @@ Test(rans, damaged_streams_are_corrupt)
     free_case(&k);
 }
 
-/* The SIMD decoders (no slot tables: AVX-512's four groups, AVX2's two) against the portable
- * decoder, stream by stream: the same symbols, and the same status for every damage (any corrupt
- * stream makes the four corrupt). Four streams of nch channels each (8: one group; 32: four
+/* The SIMD decoders (no slot tables: AVX-512's eight, four and two groups, AVX2's four and two)
+ * against the portable decoder, stream by stream: the same symbols, and the same status for every
+ * damage (any corrupt stream makes the task corrupt). A task's KVC_RANS_TASK streams of nch
+ * channels each (8: one group; 32: four
  * groups, which the kernels take a step at a time; 20: a partial last group, which the portable
  * decoder does). Channels: skewed, constant (frequency 4096), with empty bins inside and at both
  * ends, and one stream of constant channels that is its states alone (the checked end loop with
@@ -507,16 +508,16 @@ typedef struct {
     unsigned B, nch;
     uint8_t *sym;
     uint16_t *cum;
-    uint8_t *st[4];
-    size_t len[4];
-} four_t;
+    uint8_t *st[KVC_RANS_TASK];
+    size_t len[KVC_RANS_TASK];
+} task_t;
 
-static four_t make_quad(size_t T, unsigned B, unsigned nch)
+static task_t make_task(size_t T, unsigned B, unsigned nch)
 {
-    four_t q = { .T = T, .stride = 4 * nch + 5, .B = B, .nch = nch };
+    task_t q = { .T = T, .stride = KVC_RANS_TASK * nch + 5, .B = B, .nch = nch };
     q.sym = calloc(T ? T * q.stride : 1, 1);
-    q.cum = malloc(4 * nch * (B + 1) * sizeof(uint16_t));
-    for (unsigned i = 0; i < 4 * nch; i++) {
+    q.cum = malloc(KVC_RANS_TASK * nch * (B + 1) * sizeof(uint16_t));
+    for (unsigned i = 0; i < KVC_RANS_TASK * nch; i++) {
         uint32_t counts[64] = { 0 };
         const unsigned kind = i / nch == 2 ? 0 : i % 4, centre = rnd() % B;
         for (size_t t = 0; t < T; t++) {
@@ -533,7 +534,7 @@ static four_t make_quad(size_t T, unsigned B, unsigned nch)
     }
     const size_t cap = kvc_rans_bound(nch, T);
     uint8_t *buf = malloc(cap);
-    for (unsigned g = 0; g < 4; g++) {
+    for (unsigned g = 0; g < KVC_RANS_TASK; g++) {
         q.len[g] = kvc_rans_encode_stream(KVC_ISA_SCALAR, q.sym + nch * g, q.stride, T, nch, q.cum + nch * g * (B + 1), B, buf, cap);
         cr_assert_gt(q.len[g], 0);
         q.st[g] = malloc(q.len[g]);
@@ -543,38 +544,41 @@ static four_t make_quad(size_t T, unsigned B, unsigned nch)
     return q;
 }
 
-static void free_quad(four_t *q)
+static void free_task(task_t *q)
 {
-    for (unsigned g = 0; g < 4; g++) free(q->st[g]);
+    for (unsigned g = 0; g < KVC_RANS_TASK; g++) free(q->st[g]);
     free(q->sym);
     free(q->cum);
 }
 
-/* The SIMD decoders under test, through kvc_rans_decode_four on their tier: the AVX-512 tier's
- * four streams, or the AVX2 kernel's pair of streams g0, g0 + 1 (also used by the AVX-512 tier
- * for pairs that are not part of a full four). */
+/* The SIMD decoders under test, through kvc_rans_decode_task on their tier: streams g0 ..
+ * g0 + ng - 1 of the task, which the tier takes in its widest kernels first (7 streams on
+ * AVX-512: a four, a pair and one portable group). */
 typedef struct {
     const char *tier;
     unsigned g0, ng;
 } kernel_t;
 
-static kvc_status_t run_kernel(const kernel_t *kn, const four_t *q, uint8_t *const in[4], const size_t len[4], uint8_t *out)
+static kvc_status_t run_kernel(const kernel_t *kn, const task_t *q, uint8_t *const in[KVC_RANS_TASK], const size_t len[KVC_RANS_TASK],
+                               uint8_t *out)
 {
-    const uint16_t *cum[4];
-    uint8_t *sym[4];
-    const unsigned nch[4] = { q->nch, q->nch, q->nch, q->nch };
+    const uint16_t *cum[KVC_RANS_TASK];
+    uint8_t *sym[KVC_RANS_TASK];
+    unsigned nch[KVC_RANS_TASK];
     for (unsigned g = 0; g < kn->ng; g++) {
+        nch[g] = q->nch;
         cum[g] = q->cum + (size_t)q->nch * (kn->g0 + g) * (q->B + 1);
         sym[g] = out + (size_t)q->nch * (kn->g0 + g);
     }
     const int isa = strcmp(kn->tier, "avx512") == 0 ? KVC_ISA_AVX512 : KVC_ISA_AVX2;
-    return kvc_rans_decode_four(isa, kn->ng, (const uint8_t *const *)in + kn->g0, len + kn->g0, cum, sym, nch, q->stride, q->T, q->B);
+    return kvc_rans_decode_task(isa, kn->ng, (const uint8_t *const *)in + kn->g0, len + kn->g0, cum, sym, nch, q->stride, q->T, q->B);
 }
 
 /* Decode q's streams as given by in / len with the kernel and with the portable decoder stream by
  * stream; the statuses and (when OK) the symbols of the kernel's streams must agree. Returns the
  * status. */
-static kvc_status_t kernel_agrees(const kernel_t *kn, const four_t *q, uint8_t *const in[4], const size_t len[4], const char *what)
+static kvc_status_t kernel_agrees(const kernel_t *kn, const task_t *q, uint8_t *const in[KVC_RANS_TASK], const size_t len[KVC_RANS_TASK],
+                                  const char *what)
 {
     const size_t n = q->T ? q->T * q->stride : 1, off = (size_t)q->nch * kn->g0;
     uint8_t *got = calloc(n, 1), *ref = calloc(n, 1);
@@ -600,7 +604,7 @@ static void kernel_suite(const kernel_t *kn, unsigned nch)
     const unsigned Bs[] = { 2, 4, 32, 64 };
     for (size_t a = 0; a < 8; a++)
         for (size_t b = 0; b < 4; b++) {
-            four_t q = make_quad(Ts[a], Bs[b], nch);
+            task_t q = make_task(Ts[a], Bs[b], nch);
             cr_assert_eq(kernel_agrees(kn, &q, q.st, q.len, "as encoded"), KVC_OK);
             uint8_t *got = calloc(q.T ? q.T * q.stride : 1, 1); /* and they are the encoded symbols */
             cr_assert_eq(run_kernel(kn, &q, q.st, q.len, got), KVC_OK);
@@ -609,16 +613,18 @@ static void kernel_suite(const kernel_t *kn, unsigned nch)
                 cr_assert(memcmp(got + t * q.stride + off, q.sym + t * q.stride + off, nch * kn->ng) == 0, "%s T %zu B %u nch %u: token %zu",
                           kn->tier, q.T, q.B, nch, t);
             free(got);
-            free_quad(&q);
+            free_task(&q);
         }
     /* Damage to one stream at a time: every cut, bytes appended, a state below 2^16, bit flips. */
-    four_t q = make_quad(nch > 8 ? 96 : 256, 32, nch);
+    task_t q = make_task(nch > 8 ? 96 : 256, 32, nch);
     for (unsigned g = kn->g0; g < kn->g0 + kn->ng; g++) {
         uint8_t *keep = q.st[g];
         const unsigned klen = (unsigned)q.len[g]; /* unsigned: a size_t klen + 3 that may wrap made GCC's -O2 + ASan build see
                                                     * malloc(SIZE_MAX - 2) below (-Walloc-size-larger-than) */
-        size_t len[4] = { q.len[0], q.len[1], q.len[2], q.len[3] };
-        uint8_t *in[4] = { q.st[0], q.st[1], q.st[2], q.st[3] };
+        size_t len[KVC_RANS_TASK];
+        uint8_t *in[KVC_RANS_TASK];
+        memcpy(len, q.len, sizeof len);
+        memcpy(in, q.st, sizeof in);
         for (unsigned n = 0; n < klen + 3; n++) {
             uint8_t *copy = malloc(n ? n : 1);
             memcpy(copy, keep, n < klen ? n : klen);
@@ -641,40 +647,41 @@ static void kernel_suite(const kernel_t *kn, unsigned nch)
         }
         free(copy);
     }
-    free_quad(&q);
+    free_task(&q);
     /* Random bytes in every stream: statuses agree, symbols agree when OK. */
-    q = make_quad(96, 16, nch);
+    q = make_task(96, 16, nch);
     for (int it = 0; it < 500; it++) {
-        uint8_t *in[4];
-        size_t len[4];
-        for (unsigned g = 0; g < 4; g++) {
+        uint8_t *in[KVC_RANS_TASK];
+        size_t len[KVC_RANS_TASK];
+        for (unsigned g = 0; g < KVC_RANS_TASK; g++) {
             len[g] = it % 2 ? 32 + 2 * (rnd() % 200) : rnd() % 600;
             in[g] = malloc(len[g] ? len[g] : 1);
             for (size_t i = 0; i < len[g]; i++) in[g][i] = (uint8_t)rnd();
         }
         kernel_agrees(kn, &q, in, len, "random bytes");
-        for (unsigned g = 0; g < 4; g++) free(in[g]);
+        for (unsigned g = 0; g < KVC_RANS_TASK; g++) free(in[g]);
     }
-    free_quad(&q);
+    free_task(&q);
 }
 
-Test(rans, four_group_decoder_matches_the_portable_one)
+Test(rans, avx512_decoders_match_the_portable_one)
 {
-    if (!tier_available("avx512")) cr_skip_test("this CPU has no AVX-512 tier: the four-group decoder cannot run here");
-    const kernel_t kn = { "avx512", 0, 4 };
-    for (unsigned nch = 8; nch <= 32; nch += 12) kernel_suite(&kn, nch);
+    if (!tier_available("avx512")) cr_skip_test("this CPU has no AVX-512 tier: its decoders cannot run here");
+    /* all eight; four; streams 2-3 (stream 2: constant channels) as a pair; seven (a four, a pair
+     * and one group through the portable decoder) */
+    const kernel_t k[] = { { "avx512", 0, 8 }, { "avx512", 0, 4 }, { "avx512", 2, 2 }, { "avx512", 1, 7 } };
+    for (unsigned nch = 8; nch <= 32; nch += 12)
+        for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) kernel_suite(&k[i], nch);
 }
 
 Test(rans, avx2_decoders_match_the_portable_one)
 {
     if (!tier_available("avx2")) cr_skip_test("this CPU has no AVX2 tier: its decoders cannot run here");
-    /* streams 0-1; 2-3 (stream 2: constant channels); all four (the two pairs interleaved) */
-    const kernel_t a = { "avx2", 0, 2 }, b = { "avx2", 2, 2 }, c = { "avx2", 0, 4 };
-    for (unsigned nch = 8; nch <= 32; nch += 12) {
-        kernel_suite(&a, nch);
-        kernel_suite(&b, nch);
-        kernel_suite(&c, nch);
-    }
+    /* streams 0-1; 2-3 (stream 2: constant channels); four (the two pairs interleaved); all eight
+     * (two fours) */
+    const kernel_t k[] = { { "avx2", 0, 2 }, { "avx2", 2, 2 }, { "avx2", 0, 4 }, { "avx2", 0, 8 } };
+    for (unsigned nch = 8; nch <= 32; nch += 12)
+        for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) kernel_suite(&k[i], nch);
 }
 
 /* The SIMD encoders' quotient x / f (a single-precision estimate corrected by the remainder)

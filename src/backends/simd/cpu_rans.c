@@ -314,61 +314,64 @@ kvc_status_t kvc_rans_dec_group(int isa, kvc_rans_dec_t *st, unsigned g, const u
     return KVC_OK;
 }
 
-/* Up to four streams (n) whose starts are parsed, group by group: the full groups of four at once
- * through the AVX-512 kernel, pairs of full ones through the tier's pair kernel (AVX-512: one
- * 16-lane register; AVX2: two 8-lane ones), the rest one by one; then every end checked.
- * KVC_ERR_CORRUPT when any stream is. */
-static kvc_status_t dec_streams4(int isa, unsigned n, kvc_rans_dec_t *st, const uint16_t *const *cum, uint8_t *const *sym,
-                                 const unsigned *nch, size_t stride, size_t tokens, unsigned bins)
+#ifdef KVC_HAVE_X86_SIMD
+typedef kvc_status_t (*dec_kernel_fn)(kvc_rans_dec_t *const *, const uint16_t *const *, uint8_t *const *, size_t, size_t, unsigned);
+
+/* The tier's kernel for m (2, 4 or 8) full groups at once, or NULL: AVX-512 has all three; AVX2
+ * pairs and fours (an AVX2 eight would spill its 16 registers). */
+static dec_kernel_fn dec_kernel(int isa, unsigned m)
+{
+    if (isa >= KVC_ISA_AVX512)
+        return m == 8 ? (dec_kernel_fn)kvc_rans_dec8x8_avx512 : m == 4 ? (dec_kernel_fn)kvc_rans_dec8x4_avx512 : (dec_kernel_fn)kvc_rans_dec8x2_avx512;
+    if (isa >= KVC_ISA_AVX2) return m == 4 ? (dec_kernel_fn)kvc_rans_dec8x4_avx2 : m == 2 ? (dec_kernel_fn)kvc_rans_dec8x2_avx2 : NULL;
+    return NULL;
+}
+#endif
+
+/* Up to KVC_RANS_TASK streams (n) whose starts are parsed, group by group: the full groups
+ * through the tier's widest kernels (eight, four, then two at once), the rest one by one; then
+ * every end checked. KVC_ERR_CORRUPT when any stream is. */
+static kvc_status_t dec_streams(int isa, unsigned n, kvc_rans_dec_t *st, const uint16_t *const *cum, uint8_t *const *sym,
+                                const unsigned *nch, size_t stride, size_t tokens, unsigned bins)
 {
     unsigned groups = 0;
     for (unsigned j = 0; j < n; j++) groups = kvc_rans_stream_groups(nch[j]) > groups ? kvc_rans_stream_groups(nch[j]) : groups;
     for (unsigned k = 0; k < groups; k++) {
-        unsigned full[4], nf = 0;
-        const uint16_t *c[4] = { NULL, NULL, NULL, NULL };
-        uint8_t *y[4] = { NULL, NULL, NULL, NULL };
+        unsigned nf = 0;
+        kvc_rans_dec_t *fs[KVC_RANS_TASK];
+        const uint16_t *fc[KVC_RANS_TASK];
+        uint8_t *fy[KVC_RANS_TASK];
         for (unsigned j = 0; j < n; j++) {
             const unsigned g = k < kvc_rans_stream_groups(nch[j]) ? kvc_rans_group_lanes(nch[j], k) : 0;
             if (!g) continue; /* this stream has fewer groups (no pointer past its channels is formed) */
-            c[j] = cum[j] + (size_t)KVC_RANS_GROUP * k * (bins + 1);
-            y[j] = sym[j] + KVC_RANS_GROUP * k;
-            if (g == KVC_RANS_GROUP && bins <= 64) full[nf++] = j;
-            else if (kvc_rans_dec_group(isa, &st[j], g, c[j], y[j], stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
+            const uint16_t *c = cum[j] + (size_t)KVC_RANS_GROUP * k * (bins + 1);
+            uint8_t *y = sym[j] + KVC_RANS_GROUP * k;
+            if (g == KVC_RANS_GROUP && bins <= 64) {
+                fs[nf] = &st[j], fc[nf] = c, fy[nf++] = y;
+            } else if (kvc_rans_dec_group(isa, &st[j], g, c, y, stride, tokens, bins) != KVC_OK)
+                return KVC_ERR_CORRUPT;
         }
         unsigned f = 0;
 #ifdef KVC_HAVE_X86_SIMD
-        if (isa >= KVC_ISA_AVX2 && nf == 4) {
-            kvc_rans_dec_t *const s4[4] = { &st[0], &st[1], &st[2], &st[3] };
-            if ((isa >= KVC_ISA_AVX512 ? kvc_rans_dec8x4_avx512 : kvc_rans_dec8x4_avx2)(s4, c, y, stride, tokens, bins) != KVC_OK)
-                return KVC_ERR_CORRUPT;
-            f = 4;
-        }
-        for (; isa >= KVC_ISA_AVX2 && f + 2 <= nf; f += 2) {
-            const unsigned a = full[f], b = full[f + 1];
-            kvc_rans_dec_t *const s2[2] = { &st[a], &st[b] };
-            const uint16_t *const c2[2] = { c[a], c[b] };
-            uint8_t *const y2[2] = { y[a], y[b] };
-            if ((isa >= KVC_ISA_AVX512 ? kvc_rans_dec8x2_avx512 : kvc_rans_dec8x2_avx2)(s2, c2, y2, stride, tokens, bins) != KVC_OK)
-                return KVC_ERR_CORRUPT;
-        }
+        for (unsigned m = 8; m >= 2; m /= 2)
+            for (dec_kernel_fn kn = dec_kernel(isa, m); kn && nf - f >= m; f += m)
+                if (kn(fs + f, fc + f, fy + f, stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
 #endif
-        for (; f < nf; f++) {
-            const unsigned j = full[f];
-            if (kvc_rans_dec_group(isa, &st[j], KVC_RANS_GROUP, c[j], y[j], stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
-        }
+        for (; f < nf; f++)
+            if (kvc_rans_dec_group(isa, fs[f], KVC_RANS_GROUP, fc[f], fy[f], stride, tokens, bins) != KVC_OK) return KVC_ERR_CORRUPT;
     }
     for (unsigned j = 0; j < n; j++)
         if (kvc_rans_dec_end(&st[j]) != KVC_OK) return KVC_ERR_CORRUPT;
     return KVC_OK;
 }
 
-kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const *in, const size_t *len, const uint16_t *const *cum,
+kvc_status_t kvc_rans_decode_task(int isa, unsigned n, const uint8_t *const *in, const size_t *len, const uint16_t *const *cum,
                                   uint8_t *const *sym, const unsigned *nch, size_t stride, size_t tokens, unsigned bins)
 {
-    kvc_rans_dec_t st[4];
+    kvc_rans_dec_t st[KVC_RANS_TASK];
     for (unsigned i = 0; i < n; i++)
         if (kvc_rans_dec_begin(&st[i], nch[i], in[i], len[i]) != KVC_OK) return KVC_ERR_CORRUPT;
-    if (tokens) return dec_streams4(isa, n, st, cum, sym, nch, stride, tokens, bins);
+    if (tokens) return dec_streams(isa, n, st, cum, sym, nch, stride, tokens, bins);
     for (unsigned i = 0; i < n; i++)
         if (kvc_rans_dec_end(&st[i]) != KVC_OK) return KVC_ERR_CORRUPT;
     return KVC_OK;
@@ -377,7 +380,7 @@ kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const *in,
 kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size_t tokens, unsigned nch, const uint16_t *cum,
                                     unsigned bins, uint8_t *sym, size_t stride)
 {
-    return kvc_rans_decode_four(isa, 1, &in, &len, &cum, &sym, &nch, stride, tokens, bins);
+    return kvc_rans_decode_task(isa, 1, &in, &len, &cum, &sym, &nch, stride, tokens, bins);
 }
 
 /* ---- data checks of the public calls (kvc_rans_*: docs/ERRORS.md). The codec skips them (it
@@ -449,7 +452,7 @@ static kvc_status_t check_ends(kvc_backend_ctx_t *b, const int64_t *ends, size_t
 }
 
 /* ---- the backend's slots: streams over (layer, channels of a stream), the arithmetic coder's
- * split over (layer, channel); neighbouring streams go in pairs (encode) or fours (decode), whose
+ * split over (layer, channel); neighbouring streams go in pairs (encode) or tasks of KVC_RANS_TASK (decode), whose
  * groups the SIMD tiers code together. */
 
 kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a)
@@ -563,20 +566,21 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
         if (st != KVC_OK) return st;
     }
     size_t first = none; /* the first damaged stream */
-    /* Tasks of four neighbouring streams (across layers when a layer has fewer): the AVX-512 tier
-     * decodes a full group of each at once, the AVX2 kernel pairs; a failing task's streams are
-     * decoded again one by one to name the stream. Without tokens every stream must be its states
-     * alone, and symbols may be NULL (no pointer arithmetic on it). */
+    /* Tasks of KVC_RANS_TASK neighbouring streams (across layers when a layer has fewer): the
+     * SIMD tiers decode a full group of several at once; a failing task's streams are decoded
+     * again one by one to name the stream. Without tokens every stream must be its states alone,
+     * and symbols may be NULL (no pointer arithmetic on it). */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(b->num_threads) reduction(min : first)
-    for (size_t j = 0; j < (NS + 3) / 4; j++) {
-        const unsigned n = NS - 4 * j < 4 ? (unsigned)(NS - 4 * j) : 4;
-        const uint16_t *cum[4];
-        uint8_t *sym[4];
-        const uint8_t *in[4];
-        size_t len[4];
-        unsigned nch[4];
+    for (size_t j = 0; j < (NS + KVC_RANS_TASK - 1) / KVC_RANS_TASK; j++) {
+        const size_t k0 = KVC_RANS_TASK * j;
+        const unsigned n = NS - k0 < KVC_RANS_TASK ? (unsigned)(NS - k0) : KVC_RANS_TASK;
+        const uint16_t *cum[KVC_RANS_TASK];
+        uint8_t *sym[KVC_RANS_TASK];
+        const uint8_t *in[KVC_RANS_TASK];
+        size_t len[KVC_RANS_TASK];
+        unsigned nch[KVC_RANS_TASK];
         for (unsigned i = 0; i < n; i++) {
-            const size_t k = 4 * j + i, start = k ? (size_t)a->ends[k - 1] : 0, w = k / (L * sp.Q);
+            const size_t k = k0 + i, start = k ? (size_t)a->ends[k - 1] : 0, w = k / (L * sp.Q);
             size_t l, c0;
             stream_at(&sp, C, k % (L * sp.Q), &l, &c0, &nch[i]);
             cum[i] = a->cum + (l * C + c0) * (B + 1);
@@ -584,10 +588,10 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
             in[i] = a->bytes + start;
             len[i] = (size_t)a->ends[k] - start;
         }
-        if (kvc_rans_decode_four(isa, n, in, len, cum, sym, nch, C, tw, B) != KVC_OK)
+        if (kvc_rans_decode_task(isa, n, in, len, cum, sym, nch, C, tw, B) != KVC_OK)
             for (unsigned i = 0; i < n; i++)
                 if (kvc_rans_decode_stream(KVC_ISA_SCALAR, in[i], len[i], tw, nch[i], cum[i], B, sym[i], C) != KVC_OK) {
-                    if (4 * j + i < first) first = 4 * j + i;
+                    if (k0 + i < first) first = k0 + i;
                     break;
                 }
     }

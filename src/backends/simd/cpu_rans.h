@@ -116,13 +116,14 @@ kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size
                                     unsigned bins, uint8_t *sym, size_t stride);
 
 /* The backend slots' tasks, on the tier isa, and what the one-stream calls above run: two
- * streams encoded together (nch[1] = 0: one; len[j] as kvc_rans_encode_stream's), and n <= 4
- * streams decoded together (arrays of n entries; KVC_ERR_CORRUPT when any is, and the slot then
- * decodes them one by one to name it). The streams may be any: neighbours in a layer, or of
- * different layers; their full groups go through the tier's kernels together. */
+ * streams encoded together (nch[1] = 0: one; len[j] as kvc_rans_encode_stream's), and
+ * n <= KVC_RANS_TASK streams decoded together (arrays of n entries; KVC_ERR_CORRUPT when any is,
+ * and the slot then decodes them one by one to name it). The streams may be any: neighbours in a
+ * layer, or of different layers; their full groups go through the tier's kernels together. */
+#define KVC_RANS_TASK 8
 void kvc_rans_encode_pair(int isa, const uint8_t *const sym[2], const uint16_t *const cum[2], const unsigned nch[2], size_t stride,
                           size_t tokens, unsigned bins, uint8_t *const out[2], size_t cap, size_t len[2]);
-kvc_status_t kvc_rans_decode_four(int isa, unsigned n, const uint8_t *const *in, const size_t *len, const uint16_t *const *cum,
+kvc_status_t kvc_rans_decode_task(int isa, unsigned n, const uint8_t *const *in, const size_t *len, const uint16_t *const *cum,
                                   uint8_t *const *sym, const unsigned *nch, size_t stride, size_t tokens, unsigned bins);
 
 /* The tiers' kernels start on a 64-byte line: where the linker put them moved their loops across
@@ -199,12 +200,15 @@ kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *co
 kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
                                   size_t tokens, unsigned bins);
 
-/* AVX-512: a full group of four streams decoded together, two registers of 16 lanes, without
- * slot tables: what four kvc_rans_dec_group calls with g = 8 do. */
+/* AVX-512: a full group of four (eight) streams decoded together, two (four) registers of 16
+ * lanes, without slot tables: what four (eight) kvc_rans_dec_group calls with g = 8 do. */
 kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
                                     size_t tokens, unsigned bins);
+kvc_status_t kvc_rans_dec8x8_avx512(kvc_rans_dec_t *const s[8], const uint16_t *const cum[8], uint8_t *const sym[8], size_t stride,
+                                    size_t tokens, unsigned bins);
 /* AVX-512: a full group of two streams, one register of 16 lanes (a task's pair beside no other:
- * the last streams of a window whose stream count is not a multiple of 4). */
+ * the last streams of a window whose stream count is not a multiple of 4). The three are one
+ * kernel with one, two or four registers (cpu_rans_avx512.c, dec8xn). */
 kvc_status_t kvc_rans_dec8x2_avx512(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                     size_t tokens, unsigned bins);
 
