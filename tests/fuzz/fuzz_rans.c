@@ -6,8 +6,9 @@
  * Input: shape bytes, then a u16 count of value bytes and the values, then edits of 3 bytes each
  * (u16 position in LENGTHS + STREAMS, xor mask):
  *   0: bit 0 MLA, bits 1-2 dtype (f16, bf16, f32), bit 3 per-channel keys
- *   1: layers 1-3   2: tokens 1-64   3: channels 1-40 (32 and up: four full groups, the AVX-512
- *   tier's four-group decoder)   4: window 1-64   5: bins 4-64 (even)
+ *   1: layers 1-3   2: tokens 1-64   3: channels 1-40 (a stream of 32 and up: four full groups;
+ *   8 and up in a window of several (plane, layer)s or windows: tasks of eight full groups, the
+ *   AVX-512 tier's widest decoder)   4: window 1-64   5: bins 4-64 (even)
  * Invariants: no access outside the container or the exact-size output; rANS and ac containers of
  * the same chunk decode to the same bytes; a damaged container is KVC_OK or KVC_ERR_CORRUPT for both
  * inspect and decode, decode never accepting what inspect refused; the public kvc_rans_decode on the
