@@ -317,13 +317,13 @@ kvc_status_t kvc_rans_dec_group(int isa, kvc_rans_dec_t *st, unsigned g, const u
 #ifdef KVC_HAVE_X86_SIMD
 typedef kvc_status_t (*dec_kernel_fn)(kvc_rans_dec_t *const *, const uint16_t *const *, uint8_t *const *, size_t, size_t, unsigned);
 
-/* The tier's kernel for m (2, 4 or 8) full groups at once, or NULL: AVX-512 has all three; AVX2
- * pairs and fours (an AVX2 eight would spill its 16 registers). */
+/* The tier's kernel for m (2, 4 or 8) full groups at once, or NULL (the portable decoder). */
 static dec_kernel_fn dec_kernel(int isa, unsigned m)
 {
     if (isa >= KVC_ISA_AVX512)
         return m == 8 ? (dec_kernel_fn)kvc_rans_dec8x8_avx512 : m == 4 ? (dec_kernel_fn)kvc_rans_dec8x4_avx512 : (dec_kernel_fn)kvc_rans_dec8x2_avx512;
-    if (isa >= KVC_ISA_AVX2) return m == 4 ? (dec_kernel_fn)kvc_rans_dec8x4_avx2 : m == 2 ? (dec_kernel_fn)kvc_rans_dec8x2_avx2 : NULL;
+    if (isa >= KVC_ISA_AVX2)
+        return m == 8 ? (dec_kernel_fn)kvc_rans_dec8x8_avx2 : m == 4 ? (dec_kernel_fn)kvc_rans_dec8x4_avx2 : (dec_kernel_fn)kvc_rans_dec8x2_avx2;
     return NULL;
 }
 #endif
