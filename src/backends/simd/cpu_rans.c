@@ -323,7 +323,7 @@ static dec_kernel_fn dec_kernel(int isa, unsigned m)
     if (isa >= KVC_ISA_AVX512)
         return m == 8 ? (dec_kernel_fn)kvc_rans_dec8x8_avx512 : m == 4 ? (dec_kernel_fn)kvc_rans_dec8x4_avx512 : (dec_kernel_fn)kvc_rans_dec8x2_avx512;
     if (isa >= KVC_ISA_AVX2)
-        return m == 8 ? (dec_kernel_fn)kvc_rans_dec8x8_avx2 : m == 4 ? (dec_kernel_fn)kvc_rans_dec8x4_avx2 : (dec_kernel_fn)kvc_rans_dec8x2_avx2;
+        return m == 8 ? NULL : m == 4 ? (dec_kernel_fn)kvc_rans_dec8x4_avx2 : (dec_kernel_fn)kvc_rans_dec8x2_avx2; /* eight: two fours */
     return NULL;
 }
 #endif

@@ -195,11 +195,9 @@ static inline size_t kvc_rans_dec_run(const uint8_t *const *p, const uint8_t *co
  * kvc_rans_dec_group calls with g = 8 do (KVC_ERR_CORRUPT when one runs out of words). */
 kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                   size_t tokens, unsigned bins);
-/* AVX2: a full group of four (eight) streams, the two (four) pairs' chains interleaved (one pair's
- * latency hides the others'): what two (four) kvc_rans_dec8x2_avx2 calls do. */
+/* AVX2: a full group of four streams, the two pairs' chains interleaved (one pair's latency hides
+ * the other's): what two kvc_rans_dec8x2_avx2 calls do. */
 kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
-                                  size_t tokens, unsigned bins);
-kvc_status_t kvc_rans_dec8x8_avx2(kvc_rans_dec_t *const s[8], const uint16_t *const cum[8], uint8_t *const sym[8], size_t stride,
                                   size_t tokens, unsigned bins);
 
 /* AVX-512: a full group of four (eight) streams decoded together, two (four) registers of 16

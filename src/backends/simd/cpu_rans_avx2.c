@@ -264,18 +264,20 @@ static inline void dec_store8x2(uint8_t *ra, uint8_t *rb, __m256i ca, __m256i cb
     _mm_storel_epi64((__m128i *)(void *)rb, _mm_unpackhi_epi64(v, v));
 }
 
-/* 2P streams (P = 1, 2 or 4 pairs), a full group each: the pairs through the same steps, so that
- * one pair's chain (lookup, multiply, renormalisation) overlaps the others' (per symbol on the
- * real K/V's 31-symbol ranges: 1.39 ns a pair, 0.98 four, 0.97 eight). Every loop over the pairs
- * is unrolled: one with a variable bound (the last tokens' loop stopped at the first corrupt
- * pair) kept the states on the stack in the whole function, and the four ran at 1.22 ns. */
+/* 2P streams (P = 1 or 2 pairs), a full group each: the pairs through the same steps, so that
+ * one pair's chain (lookup, multiply, renormalisation) overlaps the other's (per symbol on the
+ * real K/V's 31-symbol ranges: 1.39 ns a pair, 0.98 four; four pairs, 0.97, were no faster than
+ * two fours and 3-5 % slower on the bench chunk at two threads). Every loop over the pairs is
+ * unrolled: one with a variable bound (the last tokens' loop stopped at the first corrupt pair)
+ * kept the states on the stack in the whole function, and the four ran at 1.22 ns where the
+ * previous kernel took 1.07. */
 static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const *s, const uint16_t *const *cum,
                                                                   uint8_t *const *sym, size_t stride, size_t tokens, unsigned bins,
                                                                   const int P)
 {
     pthread_once(&expand_once, expand_init);
-    _Alignas(32) uint32_t e[8][64 * GROUP];
-    const uint8_t *p[8], *end[8];
+    _Alignas(32) uint32_t e[4][64 * GROUP];
+    const uint8_t *p[4], *end[4];
     unsigned lo, hi;
     uint64_t used = 0;
     for (int g = 0; g < 2 * P; g++) {
@@ -284,8 +286,8 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
         end[g] = s[g]->end;
     }
     if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK) return KVC_ERR_CORRUPT;
-    __m256i x[8], c[8];
-#pragma GCC unroll 8
+    __m256i x[4], c[4];
+#pragma GCC unroll 4
     for (int g = 0; g < 2 * P; g++) x[g] = _mm256_loadu_si256((const __m256i *)(const void *)s[g]->x);
     size_t t = 0;
     kvc_status_t st = KVC_OK;
@@ -317,7 +319,7 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
                 st = KVC_ERR_CORRUPT;
         }
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int g = 0; g < 2 * P; g++) {
         _mm256_storeu_si256((__m256i *)(void *)s[g]->x, x[g]);
         s[g]->p = p[g];
@@ -337,11 +339,4 @@ kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *co
                                   size_t tokens, unsigned bins)
 {
     return dec8xn(s, cum, sym, stride, tokens, bins, 2);
-}
-
-KVC_RANS_KERNEL
-kvc_status_t kvc_rans_dec8x8_avx2(kvc_rans_dec_t *const s[8], const uint16_t *const cum[8], uint8_t *const sym[8], size_t stride,
-                                  size_t tokens, unsigned bins)
-{
-    return dec8xn(s, cum, sym, stride, tokens, bins, 4);
 }
