@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="e1389b4b904228c7fb085de5b86d057a42e0dd3562916da76031bc23d8d992f3")
+    version("0.1.0", sha256="33fa0a263c386775599fbcb3ebad8767d7c7fb49d33b31606b4089a6fedf1c66")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
