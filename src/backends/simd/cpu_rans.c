@@ -452,8 +452,8 @@ static kvc_status_t check_ends(kvc_backend_ctx_t *b, const int64_t *ends, size_t
 }
 
 /* ---- the backend's slots: streams over (layer, channels of a stream), the arithmetic coder's
- * split over (layer, channel); neighbouring streams go in pairs (encode) or tasks of KVC_RANS_TASK (decode), whose
- * groups the SIMD tiers code together. */
+ * split over (layer, channel); neighbouring streams go in pairs (encode) or tasks of
+ * KVC_RANS_TASK (decode), whose groups the SIMD tiers code together. */
 
 kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a)
 {

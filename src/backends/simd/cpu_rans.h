@@ -206,9 +206,9 @@ kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const s[4], const uint16_t *
                                     size_t tokens, unsigned bins);
 kvc_status_t kvc_rans_dec8x8_avx512(kvc_rans_dec_t *const s[8], const uint16_t *const cum[8], uint8_t *const sym[8], size_t stride,
                                     size_t tokens, unsigned bins);
-/* AVX-512: a full group of two streams, one register of 16 lanes (a task's pair beside no other:
- * the last streams of a window whose stream count is not a multiple of 4). The three are one
- * kernel with one, two or four registers (cpu_rans_avx512.c, dec8xn). */
+/* AVX-512: a full group of two streams, one register of 16 lanes (what is left of a task after
+ * its eights and fours). The three are one kernel with one, two or four registers
+ * (cpu_rans_avx512.c, dec8xn). */
 kvc_status_t kvc_rans_dec8x2_avx512(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                     size_t tokens, unsigned bins);
 
