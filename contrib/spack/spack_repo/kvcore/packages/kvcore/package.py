@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="33fa0a263c386775599fbcb3ebad8767d7c7fb49d33b31606b4089a6fedf1c66")
+    version("0.1.0", sha256="22cf9a674a6451803dd32b7e218d5b9b522e83230aff1b258f9cf09a1b854cef")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
