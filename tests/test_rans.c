@@ -495,7 +495,7 @@ Test(rans, damaged_streams_are_corrupt)
     free_case(&k);
 }
 
-/* The SIMD decoders (no slot tables: AVX-512's eight, four and two groups, AVX2's four and two)
+/* The SIMD decoders (no slot tables: AVX-512's 2 to 12 groups, AVX2's six, four and two)
  * against the portable decoder, stream by stream: the same symbols, and the same status for every
  * damage (any corrupt stream makes the task corrupt). A task's KVC_RANS_TASK streams of nch
  * channels each (8: one group; 32: four
@@ -552,8 +552,8 @@ static void free_task(task_t *q)
 }
 
 /* The SIMD decoders under test, through kvc_rans_decode_task on their tier: streams g0 ..
- * g0 + ng - 1 of the task, which the tier takes in its widest kernels first (7 streams on
- * AVX-512: a four, a pair and one portable group). */
+ * g0 + ng - 1 of the task, which the tier takes in its widest kernels first (11 streams on
+ * AVX-512: ten in one kernel and one portable group). */
 typedef struct {
     const char *tier;
     unsigned g0, ng;
@@ -667,9 +667,12 @@ static void kernel_suite(const kernel_t *kn, unsigned nch)
 Test(rans, avx512_decoders_match_the_portable_one)
 {
     if (!tier_available("avx512")) cr_skip_test("this CPU has no AVX-512 tier: its decoders cannot run here");
-    /* all eight; four; streams 2-3 (stream 2: constant channels) as a pair; seven (a four, a pair
-     * and one group through the portable decoder) */
-    const kernel_t k[] = { { "avx512", 0, 8 }, { "avx512", 0, 4 }, { "avx512", 2, 2 }, { "avx512", 1, 7 } };
+    /* every register count (2R streams, R = 1 .. 6: the kernel is compiled for each; with arrays
+     * of the largest R GCC 12 kept one of R = 3's accumulators on the stack): twelve, ten, eight,
+     * six, four, streams 2-3 (stream 2: constant channels) as a pair; eleven (ten and one group
+     * through the portable decoder) */
+    const kernel_t k[] = { { "avx512", 0, 12 }, { "avx512", 0, 10 }, { "avx512", 0, 8 }, { "avx512", 0, 6 },
+                           { "avx512", 0, 4 },  { "avx512", 2, 2 },  { "avx512", 1, 11 } };
     for (unsigned nch = 8; nch <= 32; nch += 12)
         for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) kernel_suite(&k[i], nch);
 }
@@ -677,9 +680,11 @@ Test(rans, avx512_decoders_match_the_portable_one)
 Test(rans, avx2_decoders_match_the_portable_one)
 {
     if (!tier_available("avx2")) cr_skip_test("this CPU has no AVX2 tier: its decoders cannot run here");
-    /* streams 0-1; 2-3 (stream 2: constant channels); four (the two pairs interleaved); all eight
-     * (two fours) */
-    const kernel_t k[] = { { "avx2", 0, 2 }, { "avx2", 2, 2 }, { "avx2", 0, 4 }, { "avx2", 0, 8 } };
+    /* streams 0-1; 2-3 (stream 2: constant channels); four (the two pairs interleaved); six (three
+     * pairs); eight (two fours); ten (a six and a four); all twelve (two sixes); eleven (a six,
+     * a four and one group through the portable decoder) */
+    const kernel_t k[] = { { "avx2", 0, 2 }, { "avx2", 2, 2 },  { "avx2", 0, 4 },  { "avx2", 0, 6 },
+                           { "avx2", 0, 8 }, { "avx2", 0, 10 }, { "avx2", 0, 12 }, { "avx2", 1, 11 } };
     for (unsigned nch = 8; nch <= 32; nch += 12)
         for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) kernel_suite(&k[i], nch);
 }
@@ -943,17 +948,21 @@ Test(rans_codec, damaged_containers_have_exact_statuses)
 }
 
 /* 60 channels: two streams a layer, of 32 channels (four full groups) and 28 (three full groups
- * and a partial one), so the decoder's tasks of four streams span two or three (plane, layer)s
+ * and a partial one), so the decoder's tasks span several (plane, layer)s
  * and its steps take four full groups (AVX-512's kernel), or three (a pair for the AVX2 kernel,
  * one for the portable decoder) beside a partial one; every tier and thread count encodes the
  * same bytes and decodes them to the same values. */
-Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
+static void same_bytes_everywhere(uint32_t window)
 {
     const size_t nl = 3, T = 100, C = 60, n = 2 * nl * T * C;
     uint16_t *kv = malloc(n * 2), *out = malloc(n * 2), *ref = malloc(n * 2);
     synth(kv, KVC_DTYPE_F16, n, 13);
     kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
                              .num_heads = 4, .head_size = 15 };
+    if (window) {
+        p.field_mask |= KVC_CODEC_PARAM_WINDOW;
+        p.window_tokens = window;
+    }
     uint8_t *first = NULL;
     size_t first_len = 0;
     static const char *tiers[] = { "scalar", "avx2", "avx512", "neon" };
@@ -989,6 +998,14 @@ Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
     free(kv);
     free(out);
     free(ref);
+}
+
+Test(rans_codec, same_bytes_on_every_tier_and_thread_count)
+{
+    same_bytes_everywhere(0);
+    /* Windows of 16 tokens: six full ones (12 streams each) coded in one backend call, spread over
+     * the threads, then the last 4 tokens; decoded as well in one call. */
+    same_bytes_everywhere(16);
 }
 
 /* ---- the public calls (cachegen.h kvc_rans_tables / kvc_rans_encode / kvc_rans_decode) ---- */

@@ -34,7 +34,8 @@
 extern "C" {
 #endif
 
-#define KVC_BACKEND_ABI_VERSION 2u /* 2: the rANS slots' streams of several groups (groups_per_stream) */
+#define KVC_BACKEND_ABI_VERSION 3u /* 2: the rANS slots' streams of several groups (groups_per_stream);
+                                      3: windows in one rans_encode call (windows, window_stride) */
 
 /* Priorities (higher wins among usable backends): GPU backends above the CPU fallback. */
 #define KVC_BACKEND_PRIORITY_CUDA 50
@@ -257,13 +258,18 @@ struct kvc_rans_encode_args {
     const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins; layer l at symbols + l * layer_stride */
     const uint16_t *cum;
     uint8_t *streams;       /* out: stream k at streams + k * capacity */
-    int32_t *lengths;       /* out: [layers * Q] */
+    int32_t *lengths;       /* out: [windows * layers * Q] */
     size_t layers, tokens, channels;
     size_t capacity;        /* >= 32 + 16 * S * tokens (a full stream's bound) */
     unsigned groups_per_stream; /* 1 .. 4 */
     unsigned num_bins;
     size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is coded in place */
     int trusted;            /* nonzero: the core counted cum from these very symbols (the codec): no data checks */
+    size_t windows;         /* windows of `tokens` tokens each (0 reads as 1), window w's layer l at
+                               symbols + w * window_stride + l * layer_stride, its streams after
+                               window w - 1's (as kvc_rans_decode_args: the codec's windows in one
+                               call); the public call: 1 */
+    size_t window_stride;
 };
 
 struct kvc_rans_decode_args {

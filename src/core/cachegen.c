@@ -211,7 +211,7 @@ KVC_API kvc_status_t kvc_rans_encode(kvc_context_t *ctx, const kvc_rans_encode_p
                                              .lengths = a->lengths, .layers = a->layers, .tokens = a->tokens,
                                              .channels = a->channels, .capacity = a->capacity,
                                              .groups_per_stream = KVC_RANS_STREAM_GROUPS, .num_bins = a->num_bins,
-                                             .layer_stride = a->tokens * a->channels };
+                                             .layer_stride = a->tokens * a->channels, .windows = 1 };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "rans_encode");
     kvc_res_add(&r, "cum", -1, a->cum);

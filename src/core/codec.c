@@ -296,17 +296,20 @@ static void rans_ops(kvc_context_t *ctx, const kvc_backend_ops_t **ops, kvc_back
     *b = ctx->cpu_bctx ? ctx->cpu_bctx : ctx->bctx;
 }
 
-/* One window [L, tw, C] of symbols (layer l at sym + l * stride: the chunk's own symbols, no window
- * copy) to L * ceil(C / 32) rANS streams, stream k at streams + k * cap. */
-static kvc_status_t rans_encode_window(kvc_context_t *ctx, const uint8_t *sym, size_t stride, size_t L, size_t tw, size_t C,
-                                       const uint16_t *cum, unsigned B, uint8_t *streams, size_t cap, int32_t *lens)
+/* nw consecutive windows [L, tw, C] of symbols (window w's layer l at sym + w * tw * C + l *
+ * stride: the chunk's own symbols, no window copy) in one call (more streams for the threads to
+ * share than a window has) to nw * L * ceil(C / 32) rANS streams, stream k at streams + k * cap. */
+#define RANS_CALL_STREAMS 64
+static kvc_status_t rans_encode_windows(kvc_context_t *ctx, const uint8_t *sym, size_t stride, size_t nw, size_t L, size_t tw,
+                                        size_t C, const uint16_t *cum, unsigned B, uint8_t *streams, size_t cap, int32_t *lens)
 {
     const kvc_backend_ops_t *ops;
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_encode_args a = { .symbols = sym, .cum = cum, .streams = streams, .lengths = lens, .layers = L,
                                             .tokens = tw, .channels = C, .capacity = cap, .groups_per_stream = KVC_RANS_STREAM_GROUPS,
-                                            .num_bins = B, .layer_stride = stride, .trusted = 1 /* cum counted from these symbols */ };
+                                            .num_bins = B, .layer_stride = stride, .trusted = 1 /* cum counted from these symbols */,
+                                            .windows = nw, .window_stride = tw * C };
     return ops->rans_encode(b, &a);
 }
 
@@ -376,6 +379,11 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
     const size_t G = rans ? kvc_rans_streams(C, KVC_RANS_STREAM_GROUPS) : C, NS = L * G; /* coded streams per layer, per window */
     const size_t nscales = chan ? d.layers / d.planes * (C + (d.planes - 1) * T) : L * T;
     const uint32_t nwin = (uint32_t)((T + W - 1) / W);
+    /* rANS codes the full windows up to nwc a call (RANS_CALL_STREAMS streams when the chunk has
+     * them: work for every thread, and the scratch for the streams stays a window's when a window
+     * has that many), then a shorter last one */
+    const size_t nfull = T / W, want = (RANS_CALL_STREAMS + NS - 1) / NS;
+    const size_t nwc = rans && nfull > 1 ? (want < nfull ? want : nfull) : 1;
     const size_t tw_max = T < W ? T : W, cap = rans ? kvc_rans_bound(C < 8 * KVC_RANS_STREAM_GROUPS ? C : 8 * KVC_RANS_STREAM_GROUPS, tw_max) : kvc_cg_encode_bound(tw_max);
     /* A stream's length must fit the coder's int32 lengths (64 bytes a token at most). */
     if (rans && tw_max > KVC_RANS_MAX_WINDOW)
@@ -395,11 +403,11 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
         /* One window (the common 256-token chunk), or the rANS coder (a layer stride): the coder
          * reads the symbols in place. */
         win = nwin > 1 && !rans ? scratch_get(sc, SC_WINDOW, L * tw_max * C) : NULL;
-        streams = scratch_get(sc, SC_STREAMS, NS * cap);
+        streams = scratch_get(sc, SC_STREAMS, nwc * NS * cap);
         scales = scratch_get(sc, SC_SCALES, nscales * sizeof(float));
         scales_dt = scratch_get(sc, SC_SCALES_DT, nscales * 4);
         cdf = scratch_get(sc, SC_CDF, S * (B + 1) * sizeof(uint16_t));
-        lens = scratch_get(sc, SC_LENS, S * sizeof(int32_t));
+        lens = scratch_get(sc, SC_LENS, (nwc * NS > S ? nwc * NS : S) * sizeof(int32_t));
         c->counts = scratch_get(sc, SC_COUNTS, S * B * sizeof(uint32_t));
         c->lengths = scratch_get(sc, SC_LENGTHS, (size_t)nwin * S * sizeof(uint32_t));
     }
@@ -413,9 +421,9 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
 
     count_and_cdf(symbols, &d, B, c->counts, cdf, rans, ctx->num_threads);
 
-    for (uint32_t w = 0; w < nwin; w++) {
-        const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
-        if (rans) st = rans_encode_window(ctx, symbols + t0 * C, T * C, L, tw, C, cdf, B, streams, cap, lens);
+    for (uint32_t w = 0; w < nwin;) {
+        const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W, nw = tw < W ? 1 : nwc < (T - t0) / W ? nwc : (T - t0) / W;
+        if (rans) st = rans_encode_windows(ctx, symbols + t0 * C, T * C, nw, L, tw, C, cdf, B, streams, cap, lens);
         else {
             if (win) window_copy(win, symbols, &d, t0, tw, 1, ctx->num_threads);
             kvc_cg_encode_params_t e = { .cdf = cdf, .symbols = win ? win : symbols, .streams = streams, .lengths = lens, .layers = L,
@@ -423,37 +431,41 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
             st = kvc_cg_encode(ctx, &e);
         }
         if (st != KVC_OK) goto done;
-        size_t add = 0;
-        for (size_t s = 0; s < NS; s++) add += (size_t)lens[s];
-        if (packed_len + add > sc->cap[SC_PACKED]) { /* grows by window; kept for the next call */
-            const size_t ncap = (packed_len + add) * 2 + 4096;
-            uint8_t *np = realloc(sc->buf[SC_PACKED], ncap);
-            if (!np) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for coded streams"); goto done; }
-            sc->buf[SC_PACKED] = np;
-            sc->cap[SC_PACKED] = ncap;
-        }
-        packed = sc->buf[SC_PACKED];
-        /* Window offsets of each layer's streams, then the copies in parallel over layers. */
-        uint32_t *wl = c->lengths + (size_t)w * NS;
-        for (size_t s = 0; s < NS; s++) wl[s] = (uint32_t)lens[s];
-        size_t *loff = scratch_get(sc, SC_LAYER_OFFSETS, (L + 1) * sizeof(size_t));
-        if (!loff) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for stream offsets"); goto done; }
-        loff[0] = packed_len;
-        for (size_t l = 0; l < L; l++) {
-            size_t n = 0;
-            for (size_t ch = 0; ch < G; ch++) n += wl[l * G + ch];
-            loff[l + 1] = loff[l] + n;
-        }
-#pragma omp parallel for schedule(static) num_threads(ctx->num_threads)
-        for (size_t l = 0; l < L; l++) {
-            size_t o = loff[l];
-            for (size_t ch = 0; ch < G; ch++) {
-                memcpy(packed + o, streams + (l * G + ch) * cap, wl[l * G + ch]);
-                o += wl[l * G + ch];
+        for (size_t i = 0; i < nw; i++, w++) {
+            const int32_t *wlens = lens + i * NS;
+            const uint8_t *wstreams = streams + i * NS * cap;
+            size_t add = 0;
+            for (size_t s = 0; s < NS; s++) add += (size_t)wlens[s];
+            if (packed_len + add > sc->cap[SC_PACKED]) { /* grows by window; kept for the next call */
+                const size_t ncap = (packed_len + add) * 2 + 4096;
+                uint8_t *np = realloc(sc->buf[SC_PACKED], ncap);
+                if (!np) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for coded streams"); goto done; }
+                sc->buf[SC_PACKED] = np;
+                sc->cap[SC_PACKED] = ncap;
             }
+            packed = sc->buf[SC_PACKED];
+            /* Window offsets of each layer's streams, then the copies in parallel over layers. */
+            uint32_t *wl = c->lengths + (size_t)w * NS;
+            for (size_t s = 0; s < NS; s++) wl[s] = (uint32_t)wlens[s];
+            size_t *loff = scratch_get(sc, SC_LAYER_OFFSETS, (L + 1) * sizeof(size_t));
+            if (!loff) { st = kvc_error(KVC_ERR_NO_MEMORY, "codec encode: no memory for stream offsets"); goto done; }
+            loff[0] = packed_len;
+            for (size_t l = 0; l < L; l++) {
+                size_t n = 0;
+                for (size_t ch = 0; ch < G; ch++) n += wl[l * G + ch];
+                loff[l + 1] = loff[l] + n;
+            }
+#pragma omp parallel for schedule(static) num_threads(ctx->num_threads)
+            for (size_t l = 0; l < L; l++) {
+                size_t o = loff[l];
+                for (size_t ch = 0; ch < G; ch++) {
+                    memcpy(packed + o, wstreams + (l * G + ch) * cap, wl[l * G + ch]);
+                    o += wl[l * G + ch];
+                }
+            }
+            packed_len = loff[L];
+            if ((p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress) p->progress(p->progress_user, w + 1u, nwin);
         }
-        packed_len = loff[L];
-        if ((p->field_mask & KVC_CODEC_PARAM_PROGRESS) && p->progress) p->progress(p->progress_user, w + 1u, nwin);
     }
 
     const uint8_t dt = (uint8_t)p->dtype;

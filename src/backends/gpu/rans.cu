@@ -262,7 +262,7 @@ kvc_status_t kvc_gpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tab
 kvc_status_t kvc_gpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a_in)
 {
     struct kvc_rans_encode_args a = *a_in;
-    if (a.layer_stride != a.tokens * a.channels)
+    if (a.layer_stride != a.tokens * a.channels || a.windows > 1)
         return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_encode: the GPU module codes whole [layers, tokens, channels] tensors");
     KVC_GPU_REACH(b, "rans_encode", a, cum);
     KVC_GPU_REACH(b, "rans_encode", a, symbols);

@@ -120,7 +120,8 @@ kvc_status_t kvc_rans_decode_stream(int isa, const uint8_t *in, size_t len, size
  * n <= KVC_RANS_TASK streams decoded together (arrays of n entries; KVC_ERR_CORRUPT when any is,
  * and the slot then decodes them one by one to name it). The streams may be any: neighbours in a
  * layer, or of different layers; their full groups go through the tier's kernels together. */
-#define KVC_RANS_TASK 8
+#define KVC_RANS_TASK 12     /* streams of a decode task, at most: AVX-512's six registers */
+#define KVC_RANS_ENC_TASK 2  /* pairs of streams of an encode task, at most */
 void kvc_rans_encode_pair(int isa, const uint8_t *const sym[2], const uint16_t *const cum[2], const unsigned nch[2], size_t stride,
                           size_t tokens, unsigned bins, uint8_t *const out[2], size_t cap, size_t len[2]);
 kvc_status_t kvc_rans_decode_task(int isa, unsigned n, const uint8_t *const *in, const size_t *len, const uint16_t *const *cum,
@@ -195,22 +196,19 @@ static inline size_t kvc_rans_dec_run(const uint8_t *const *p, const uint8_t *co
  * kvc_rans_dec_group calls with g = 8 do (KVC_ERR_CORRUPT when one runs out of words). */
 kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
                                   size_t tokens, unsigned bins);
-/* AVX2: a full group of four streams, the two pairs' chains interleaved (one pair's latency hides
- * the other's): what two kvc_rans_dec8x2_avx2 calls do. */
+/* AVX2: a full group of four (six) streams, the two (three) pairs' chains interleaved (one pair's
+ * latency hides another's): what two (three) kvc_rans_dec8x2_avx2 calls do. */
 kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
                                   size_t tokens, unsigned bins);
+kvc_status_t kvc_rans_dec8x6_avx2(kvc_rans_dec_t *const s[6], const uint16_t *const cum[6], uint8_t *const sym[6], size_t stride,
+                                  size_t tokens, unsigned bins);
 
-/* AVX-512: a full group of four (eight) streams decoded together, two (four) registers of 16
- * lanes, without slot tables: what four (eight) kvc_rans_dec_group calls with g = 8 do. */
-kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
-                                    size_t tokens, unsigned bins);
-kvc_status_t kvc_rans_dec8x8_avx512(kvc_rans_dec_t *const s[8], const uint16_t *const cum[8], uint8_t *const sym[8], size_t stride,
-                                    size_t tokens, unsigned bins);
-/* AVX-512: a full group of two streams, one register of 16 lanes (what is left of a task after
- * its eights and fours). The three are one kernel with one, two or four registers
- * (cpu_rans_avx512.c, dec8xn). */
-kvc_status_t kvc_rans_dec8x2_avx512(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
-                                    size_t tokens, unsigned bins);
+/* AVX-512: a full group of n streams decoded together (n even, 2 .. 2 * KVC_RANS_DEC_REGS_AVX512),
+ * a register of 16 lanes a pair, without slot tables: what n kvc_rans_dec_group calls with g = 8
+ * do. One kernel (cpu_rans_avx512.c, dec8xn) compiled for each register count. */
+#define KVC_RANS_DEC_REGS_AVX512 6
+kvc_status_t kvc_rans_dec8xn_avx512(unsigned n, kvc_rans_dec_t *const *s, const uint16_t *const *cum, uint8_t *const *sym,
+                                    size_t stride, size_t tokens, unsigned bins);
 
 /* NEON (AArch64, cpu_rans_neon.c): the portable decoder's fast path for a full group (rans_decode_fast8 in
  * cpu_rans.c, whose arguments it takes: the slot tables tab, 8 rows of 4096, and the entries cf,

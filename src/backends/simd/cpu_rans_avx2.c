@@ -264,20 +264,20 @@ static inline void dec_store8x2(uint8_t *ra, uint8_t *rb, __m256i ca, __m256i cb
     _mm_storel_epi64((__m128i *)(void *)rb, _mm_unpackhi_epi64(v, v));
 }
 
-/* 2P streams (P = 1 or 2 pairs), a full group each: the pairs through the same steps, so that
- * one pair's chain (lookup, multiply, renormalisation) overlaps the other's (per symbol on the
- * real K/V's 31-symbol ranges: 1.39 ns a pair, 0.98 four; four pairs, 0.97, were no faster than
- * two fours and 3-5 % slower on the bench chunk at two threads). Every loop over the pairs is
- * unrolled: one with a variable bound (the last tokens' loop stopped at the first corrupt pair)
- * kept the states on the stack in the whole function, and the four ran at 1.22 ns where the
+/* 2P streams (P = 1, 2 or 3 pairs), a full group each: the pairs through the same steps, so that
+ * one pair's chain (lookup, multiply, renormalisation) overlaps the others' (per symbol on the
+ * real K/V's 31-symbol ranges: 1.39 ns a pair, 0.98 four, 0.96 six; four pairs, 0.97, were no
+ * faster than two fours and 3-5 % slower on the bench chunk at two threads). Every loop over the
+ * pairs is unrolled: one with a variable bound (the last tokens' loop stopped at the first corrupt
+ * pair) kept the states on the stack in the whole function, and the four ran at 1.22 ns where the
  * previous kernel took 1.07. */
 static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const *s, const uint16_t *const *cum,
                                                                   uint8_t *const *sym, size_t stride, size_t tokens, unsigned bins,
                                                                   const int P)
 {
     pthread_once(&expand_once, expand_init);
-    _Alignas(32) uint32_t e[4][64 * GROUP];
-    const uint8_t *p[4], *end[4];
+    _Alignas(32) uint32_t e[6][64 * GROUP];
+    const uint8_t *p[6], *end[6];
     unsigned lo, hi;
     uint64_t used = 0;
     for (int g = 0; g < 2 * P; g++) {
@@ -286,8 +286,8 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
         end[g] = s[g]->end;
     }
     if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK) return KVC_ERR_CORRUPT;
-    __m256i x[4], c[4];
-#pragma GCC unroll 4
+    __m256i x[6], c[6];
+#pragma GCC unroll 6
     for (int g = 0; g < 2 * P; g++) x[g] = _mm256_loadu_si256((const __m256i *)(const void *)s[g]->x);
     size_t t = 0;
     kvc_status_t st = KVC_OK;
@@ -297,7 +297,7 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
         if (!run) break;
         for (; run; run--, t++) {
             const size_t o = t * stride;
-#pragma GCC unroll 4
+#pragma GCC unroll 3
             for (int q = 0; q < P; q++) {
                 dec_lookup8x2(e[2 * q], e[2 * q + 1], lo, hi, x[2 * q], x[2 * q + 1], &c[2 * q], &c[2 * q + 1]);
                 dec_store8x2(sym[2 * q] + o, sym[2 * q + 1] + o, c[2 * q], c[2 * q + 1]);
@@ -309,7 +309,7 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
     /* The last tokens: only the words left are read, a group that needs more is corrupt. */
     for (; t < tokens && st == KVC_OK; t++) {
         const size_t o = t * stride;
-#pragma GCC unroll 4
+#pragma GCC unroll 3
         for (int q = 0; q < P; q++) { /* every pair's token decoded, the status checked after it */
             const int a = 2 * q, b = 2 * q + 1;
             dec_lookup8x2(e[a], e[b], lo, hi, x[a], x[b], &c[a], &c[b]);
@@ -319,7 +319,7 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
                 st = KVC_ERR_CORRUPT;
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int g = 0; g < 2 * P; g++) {
         _mm256_storeu_si256((__m256i *)(void *)s[g]->x, x[g]);
         s[g]->p = p[g];
@@ -339,4 +339,11 @@ kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *co
                                   size_t tokens, unsigned bins)
 {
     return dec8xn(s, cum, sym, stride, tokens, bins, 2);
+}
+
+KVC_RANS_KERNEL
+kvc_status_t kvc_rans_dec8x6_avx2(kvc_rans_dec_t *const s[6], const uint16_t *const cum[6], uint8_t *const sym[6], size_t stride,
+                                  size_t tokens, unsigned bins)
+{
+    return dec8xn(s, cum, sym, stride, tokens, bins, 3);
 }

@@ -15,6 +15,7 @@
 #define SCALE (1u << PROB_BITS)
 #define GROUP 8
 #define BAD KVC_RANS_ENC_BAD
+#define MAXR KVC_RANS_DEC_REGS_AVX512
 
 /* pshufb masks that move the n words at the bottom of a 16-byte register to its top (row n). */
 static const uint8_t to_top[GROUP + 1][16] = {
@@ -122,7 +123,7 @@ void kvc_rans_fill_tables_avx512(uint8_t *tab, const uint16_t *cum, unsigned g, 
     }
 }
 
-/* ---- decoder: a full group of two, four or eight streams, 16 lanes a pair (docs/CACHEGEN.md
+/* ---- decoder: a full group of 2 to 12 streams, 16 lanes a pair (docs/CACHEGEN.md
  * "AVX-512 decoder"). No slot table: each lane's symbol is found among the cumulative
  * frequencies of its own channel, stored transposed (cpu_rans.h: entry s of the 16
  * lanes in one register), so one step serves 16 channels. Only the symbols some lane uses are
@@ -246,45 +247,47 @@ static inline __attribute__((always_inline)) void dec_lookup(const uint32_t *con
         c[0] = dec_lookup1(e[0], lo, hi, x[0]);
         return;
     }
-    __m512i k[4], a[4], b[4];
-#pragma GCC unroll 4
+    /* Sized R: with arrays of MAXR, GCC 12 kept one of R = 3's accumulators on the stack (1.36 ns a
+     * symbol; 0.62 in registers). */
+    __m512i k[R], a[R], b[R];
+#pragma GCC unroll 6
     for (int r = 0; r < R; r++) {
         k[r] = _mm512_or_si512(_mm512_slli_epi32(x[r], 32 - PROB_BITS), _mm512_set1_epi32(0xFFFFF));
         a[r] = b[r] = _mm512_sub_epi32(k[r], _mm512_load_si512(e[r] + 16 * lo));
     }
     unsigned s = lo + 1;
     for (; s + 1 <= hi; s += 2)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             a[r] = _mm512_min_epu32(a[r], _mm512_sub_epi32(k[r], _mm512_load_si512(e[r] + 16 * s)));
             b[r] = _mm512_min_epu32(b[r], _mm512_sub_epi32(k[r], _mm512_load_si512(e[r] + 16 * s + 16)));
         }
     if (s <= hi)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int r = 0; r < R; r++) a[r] = _mm512_min_epu32(a[r], _mm512_sub_epi32(k[r], _mm512_load_si512(e[r] + 16 * s)));
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int r = 0; r < R; r++) c[r] = _mm512_sub_epi32(k[r], _mm512_min_epu32(a[r], b[r]));
 }
 
-/* 2R streams (R = 1, 2 or 4), a full group each: one register of 16 lanes per pair (streams 2r,
- * 2r + 1), their tokens a step at a time so that the R registers' chains (lookup, multiply,
- * renormalisation, the next words' load) overlap: one chain's latency bounds a token, and a
- * register more is nearly a register for free (per symbol, the real K/V's 31-symbol ranges:
+/* 2R streams (R = 1 .. KVC_RANS_DEC_REGS_AVX512), a full group each: one register of 16 lanes per
+ * pair (streams 2r, 2r + 1), their tokens a step at a time so that the R registers' chains (lookup,
+ * multiply, renormalisation, the next words' load) overlap: one chain's latency bounds a token, and
+ * a register more is nearly a register for free (per symbol, the real K/V's 31-symbol ranges:
  * 1.27 ns with one, 0.75 with two, 0.56 with four). */
 static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const *st, const uint16_t *const *cum,
                                                                   uint8_t *const *sym, size_t stride, size_t tokens, unsigned bins,
                                                                   const int R)
 {
-    _Alignas(64) uint32_t e[4][64 * 2 * GROUP];
-    const uint32_t *const ep[4] = { e[0], e[1], e[2], e[3] };
-    const uint8_t *p[8], *end[8];
+    _Alignas(64) uint32_t e[MAXR][64 * 2 * GROUP];
+    const uint32_t *ep[MAXR];
+    const uint8_t *p[2 * MAXR], *end[2 * MAXR];
     unsigned lo, hi;
     uint64_t used = 0;
-    for (int r = 0; r < R; r++) used |= dec_entries16(cum[2 * r], cum[2 * r + 1], bins, e[r]);
+    for (int r = 0; r < R; r++) used |= dec_entries16(cum[2 * r], cum[2 * r + 1], bins, e[r]), ep[r] = e[r];
     if (kvc_rans_dec_range(used, &lo, &hi) != KVC_OK) return KVC_ERR_CORRUPT;
     for (int g = 0; g < 2 * R; g++) p[g] = st[g]->p, end[g] = st[g]->end;
-    __m512i x[4], c[4];
-#pragma GCC unroll 4
+    __m512i x[MAXR], c[MAXR];
+#pragma GCC unroll 6
     for (int r = 0; r < R; r++)
         x[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)st[2 * r]->x)),
                                   _mm256_loadu_si256((const __m256i *)(const void *)st[2 * r + 1]->x), 1);
@@ -297,7 +300,7 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
         for (; run; run--, t++) {
             const size_t o = t * stride;
             dec_lookup(ep, lo, hi, x, c, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int r = 0; r < R; r++) dec_finish(&x[r], c[r], sym[2 * r] + o, sym[2 * r + 1] + o, &p[2 * r], &p[2 * r + 1], GROUP, GROUP);
         }
     }
@@ -305,7 +308,7 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
     for (; t < tokens && status == KVC_OK; t++) {
         const size_t o = t * stride;
         dec_lookup(ep, lo, hi, x, c, R);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int r = 0; r < R; r++) { /* as the AVX2 kernel: a loop of constant bound, the status checked in it */
             const size_t la = (size_t)(end[2 * r] - p[2 * r]) / 2, lb = (size_t)(end[2 * r + 1] - p[2 * r + 1]) / 2;
             if (status == KVC_OK && !dec_finish(&x[r], c[r], sym[2 * r] + o, sym[2 * r + 1] + o, &p[2 * r], &p[2 * r + 1], la, lb))
@@ -320,23 +323,30 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
     return status;
 }
 
-KVC_RANS_KERNEL
-kvc_status_t kvc_rans_dec8x8_avx512(kvc_rans_dec_t *const st[8], const uint16_t *const cum[8], uint8_t *const sym[8], size_t stride,
-                                    size_t tokens, unsigned bins)
-{
-    return dec8xn(st, cum, sym, stride, tokens, bins, 4);
-}
+/* One kernel a register count, each on its own line (KVC_RANS_KERNEL). */
+#define DEC_KERNEL(R)                                                                                                          \
+    KVC_RANS_KERNEL static kvc_status_t dec8x##R##r(kvc_rans_dec_t *const *st, const uint16_t *const *cum, uint8_t *const *sym, \
+                                                     size_t stride, size_t tokens, unsigned bins)                              \
+    {                                                                                                                          \
+        return dec8xn(st, cum, sym, stride, tokens, bins, R);                                                                  \
+    }
+DEC_KERNEL(1)
+DEC_KERNEL(2)
+DEC_KERNEL(3)
+DEC_KERNEL(4)
+DEC_KERNEL(5)
+DEC_KERNEL(6)
 
-KVC_RANS_KERNEL
-kvc_status_t kvc_rans_dec8x4_avx512(kvc_rans_dec_t *const st[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
-                                    size_t tokens, unsigned bins)
+kvc_status_t kvc_rans_dec8xn_avx512(unsigned n, kvc_rans_dec_t *const *st, const uint16_t *const *cum, uint8_t *const *sym,
+                                    size_t stride, size_t tokens, unsigned bins)
 {
-    return dec8xn(st, cum, sym, stride, tokens, bins, 2);
-}
-
-KVC_RANS_KERNEL
-kvc_status_t kvc_rans_dec8x2_avx512(kvc_rans_dec_t *const st[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
-                                    size_t tokens, unsigned bins)
-{
-    return dec8xn(st, cum, sym, stride, tokens, bins, 1); /* reads [0, 2) of each array */
+    switch (n) {
+    case 2: return dec8x1r(st, cum, sym, stride, tokens, bins);
+    case 4: return dec8x2r(st, cum, sym, stride, tokens, bins);
+    case 6: return dec8x3r(st, cum, sym, stride, tokens, bins);
+    case 8: return dec8x4r(st, cum, sym, stride, tokens, bins);
+    case 10: return dec8x5r(st, cum, sym, stride, tokens, bins);
+    case 12: return dec8x6r(st, cum, sym, stride, tokens, bins);
+    default: return KVC_ERR_INVALID_ARG; /* the callers pass an even count <= 2 * KVC_RANS_DEC_REGS_AVX512 */
+    }
 }
