@@ -1020,7 +1020,7 @@ static void fill_values(uint64_t *rng, kvc_dtype_t dt, void *x, size_t L, size_t
 Test(cachegen_quant, against_reference_all_dtypes)
 {
     static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16, KVC_DTYPE_F32 };
-    static const size_t Cs[] = { 1, 7, 8, 37, 256 };
+    static const size_t Cs[] = { 1, 7, 8, 16, 32, 37, 256 };
     enum { L = 5, T = 18 };
     const uint32_t bins[L] = { 4, 5, 16, 32, 64 };
     kvc_context_t *ctx[3];

@@ -239,7 +239,7 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
 {
     const size_t L = d->layers, T = d->tokens, C = d->channels, nb = (C + COUNT_BLOCK - 1) / COUNT_BLOCK;
     uint16_t fbuf[RANS_FREQ_STACK], *freq = rans ? rans_freq_table(T, L * C * B, fbuf) : NULL;
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t task = 0; task < L * nb; task++) {
         const size_t l = task / nb, c0 = task % nb * COUNT_BLOCK, n = C - c0 < COUNT_BLOCK ? C - c0 : COUNT_BLOCK;
         uint16_t local[COUNT_BLOCK * 64];

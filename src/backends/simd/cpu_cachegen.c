@@ -30,8 +30,7 @@ CG_DEFINE_CODER(scalar)
 const cg_kernels_t cg_kernels_scalar = {
     .encode = cg_encode_streams_scalar,
     .decode = cg_decode_streams_scalar,
-    .row_absmax = cg_row_absmax_scalar,
-    .quantise_row = cg_quantise_row_scalar,
+    .quantise_rows = cg_quantise_rows_scalar,
     .dequantise_rows = cg_dequantise_rows_scalar,
 };
 

@@ -74,21 +74,32 @@ typedef struct cg_dequant_rows {
     unsigned m; /* bins/2 - 1 */
 } cg_dequant_rows_t;
 
+/* Rows of one layer for the quantiser: row r is in[r * channels ..] to out (same index); its scale,
+ * the largest finite |x| of the row (0 if none), to scales[r]. */
+typedef struct cg_quant_rows {
+    const void *in;
+    uint8_t *out;
+    float *scales;
+    size_t rows, channels;
+    unsigned m; /* bins/2 - 1 */
+} cg_quant_rows_t;
+
 typedef struct cg_kernels {
     /* Streams (layer, c0 .. c0+n-1). */
     void (*encode)(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
     void (*decode)(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
-    /* Largest finite |x| of a row (0 if none). */
-    float (*row_absmax)(kvc_dtype_t dtype, const void *x, size_t n);
-    void (*quantise_row)(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
+    /* Whole blocks of rows per call: per-row calls (two calls through the table a row) took as
+     * long as the values of the real K/V's 32-channel rows. */
+    void (*quantise_rows)(kvc_dtype_t dtype, const cg_quant_rows_t *r);
     void (*dequantise_rows)(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 } cg_kernels_t;
 
 extern const cg_kernels_t cg_kernels_scalar;
 #ifdef KVC_HAVE_X86_SIMD
 extern const cg_kernels_t cg_kernels_avx2; /* cpu_cachegen_avx2.c, the avx2 tier's flags */
-extern const cg_kernels_t cg_kernels_avx512; /* the AVX2 kernels but the dequantiser rows: */
-void cg_dequantise_rows_avx512(kvc_dtype_t dtype, const cg_dequant_rows_t *r); /* cpu_cachegen_avx512.c */
+extern const cg_kernels_t cg_kernels_avx512; /* the AVX2 coder, and the quantiser rows of cpu_cachegen_avx512.c: */
+void cg_quantise_rows_avx512(kvc_dtype_t dtype, const cg_quant_rows_t *r);
+void cg_dequantise_rows_avx512(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 #endif
 
 /* The kernels for the context's ISA tier. */
@@ -97,6 +108,7 @@ const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b);
 /* Scalar row quantiser pieces, shared so every ISA computes the same fp32 operations. */
 float cg_row_absmax_scalar(kvc_dtype_t dtype, const void *x, size_t n);
 void cg_quantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
+void cg_quantise_rows_scalar(kvc_dtype_t dtype, const cg_quant_rows_t *r);
 void cg_dequantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale);
 void cg_dequantise_rows_scalar(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 

@@ -130,21 +130,23 @@ CG_ROW_INLINE void dequantise_t(kvc_dtype_t dt, const cg_dequant_rows_t *r)
     }
 }
 
-static float row_absmax_avx2(kvc_dtype_t dt, const void *x, size_t n)
+CG_ROW_INLINE void quantise_rows_t(kvc_dtype_t dt, const cg_quant_rows_t *r)
 {
-    switch (dt) {
-    case KVC_DTYPE_F16: return absmax_t(KVC_DTYPE_F16, x, n);
-    case KVC_DTYPE_BF16: return absmax_t(KVC_DTYPE_BF16, x, n);
-    default: return absmax_t(KVC_DTYPE_F32, x, n);
+    for (size_t i = 0; i < r->rows; i++) {
+        const void *x = (const char *)r->in + i * r->channels * esize(dt);
+        const cg_quant_row_t row = { .in = x, .out = r->out + i * r->channels, .channels = r->channels, .m = r->m };
+        const float scale = absmax_t(dt, x, r->channels);
+        quantise_t(dt, &row, scale);
+        r->scales[i] = scale;
     }
 }
 
-static void quantise_row_avx2(kvc_dtype_t dt, const cg_quant_row_t *r, float scale)
+static void quantise_rows_avx2(kvc_dtype_t dt, const cg_quant_rows_t *r)
 {
     switch (dt) {
-    case KVC_DTYPE_F16: quantise_t(KVC_DTYPE_F16, r, scale); break;
-    case KVC_DTYPE_BF16: quantise_t(KVC_DTYPE_BF16, r, scale); break;
-    default: quantise_t(KVC_DTYPE_F32, r, scale); break;
+    case KVC_DTYPE_F16: quantise_rows_t(KVC_DTYPE_F16, r); break;
+    case KVC_DTYPE_BF16: quantise_rows_t(KVC_DTYPE_BF16, r); break;
+    default: quantise_rows_t(KVC_DTYPE_F32, r); break;
     }
 }
 
@@ -160,16 +162,14 @@ static void dequantise_rows_avx2(kvc_dtype_t dt, const cg_dequant_rows_t *r)
 const cg_kernels_t cg_kernels_avx2 = {
     .encode = cg_encode_streams_avx2,
     .decode = cg_decode_streams_avx2,
-    .row_absmax = row_absmax_avx2,
-    .quantise_row = quantise_row_avx2,
+    .quantise_rows = quantise_rows_avx2,
     .dequantise_rows = dequantise_rows_avx2,
 };
 
-/* The AVX-512 tier: these kernels, and 16-lane dequantiser rows with masked tails. */
+/* The AVX-512 tier: this coder, and 16-lane quantiser rows with masked tails. */
 const cg_kernels_t cg_kernels_avx512 = {
     .encode = cg_encode_streams_avx2,
     .decode = cg_decode_streams_avx2,
-    .row_absmax = row_absmax_avx2,
-    .quantise_row = quantise_row_avx2,
+    .quantise_rows = cg_quantise_rows_avx512,
     .dequantise_rows = cg_dequantise_rows_avx512,
 };

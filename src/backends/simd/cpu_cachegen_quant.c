@@ -52,6 +52,18 @@ void cg_quantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float sc
     }
 }
 
+void cg_quantise_rows_scalar(kvc_dtype_t dtype, const cg_quant_rows_t *r)
+{
+    const size_t es = dtype == KVC_DTYPE_F32 ? 4 : 2;
+    for (size_t i = 0; i < r->rows; i++) {
+        const void *x = (const char *)r->in + i * r->channels * es;
+        const cg_quant_row_t row = { .in = x, .out = r->out + i * r->channels, .channels = r->channels, .m = r->m };
+        const float scale = cg_row_absmax_scalar(dtype, x, r->channels);
+        cg_quantise_row_scalar(dtype, &row, scale);
+        r->scales[i] = scale;
+    }
+}
+
 void cg_dequantise_row_scalar(kvc_dtype_t dtype, const cg_quant_row_t *r, float scale)
 {
     const float f = cg_prescale(scale), step = scale * f / (float)r->m, unscale = 1.0f / f;
@@ -74,29 +86,31 @@ void cg_dequantise_rows_scalar(kvc_dtype_t dtype, const cg_dequant_rows_t *r)
 
 static size_t dtype_size(kvc_dtype_t dt) { return dt == KVC_DTYPE_F32 ? 4 : 2; }
 
+/* Tokens per quantise or dequantise task: blocks of ~8 K values of one layer (one bin count; for
+ * the dequantiser one bound, one scan). */
+#define CG_QUANT_BLOCK_VALUES 8192u
+
 kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {
     const cg_kernels_t *k = cg_kernels_for(b);
     const size_t T = a->tokens, C = a->channels, rows = a->layers * T, es = dtype_size(a->dtype);
+    const size_t tb = C >= CG_QUANT_BLOCK_VALUES ? 1 : CG_QUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
 #pragma omp parallel for schedule(static) num_threads(b->num_threads) if (rows * C >= CG_PARALLEL_MIN)
-    for (size_t row = 0; row < rows; row++) {
-        const void *x = (const char *)a->values + row * C * es;
-        const float scale = k->row_absmax(a->dtype, x, C);
-        const cg_quant_row_t r = { .in = x, .out = a->symbols + row * C, .channels = C, .m = a->bins[row / T] / 2 - 1 };
-        k->quantise_row(a->dtype, &r, scale);
-        a->scales[row] = scale;
+    for (size_t j = 0; j < a->layers * nb; j++) {
+        const size_t l = j / nb, t0 = j % nb * tb, row0 = l * T + t0;
+        const cg_quant_rows_t r = { .in = (const char *)a->values + row0 * C * es, .out = a->symbols + row0 * C,
+                                    .scales = a->scales + row0, .rows = T - t0 < tb ? T - t0 : tb, .channels = C,
+                                    .m = a->bins[l] / 2 - 1 };
+        k->quantise_rows(a->dtype, &r);
     }
     return KVC_OK;
 }
-
-/* Tokens per dequantise task: blocks of ~8 K values of one layer (one bound, one scan). */
-#define CG_DEQUANT_BLOCK_VALUES 8192u
 
 kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {
     const cg_kernels_t *k = cg_kernels_for(b);
     const size_t T = a->tokens, C = a->channels, rows = a->layers * T, es = dtype_size(a->dtype);
-    const size_t tb = C >= CG_DEQUANT_BLOCK_VALUES ? 1 : CG_DEQUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
+    const size_t tb = C >= CG_QUANT_BLOCK_VALUES ? 1 : CG_QUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
     const size_t tasks = a->layers * nb;
     /* Validate everything first so nothing is written on error: a block's symbols in one scan
      * (they share the layer's bound), the exact index only when it finds one. */
