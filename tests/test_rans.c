@@ -947,6 +947,87 @@ Test(rans_codec, damaged_containers_have_exact_statuses)
     kvc_context_destroy(ctx);
 }
 
+/* Status and message of a decode (the message "" on success). */
+static kvc_status_t decode_why(kvc_context_t *ctx, const uint8_t *buf, size_t len, void *out, size_t out_bytes, char *why, size_t n)
+{
+    const kvc_status_t st = kvc_codec_decode(ctx, buf, len, out, out_bytes, NULL);
+    snprintf(why, n, "%s", st == KVC_OK ? "" : kvc_last_error());
+    return st;
+}
+
+/* With two threads the decode's parse checks STREAMS' checksum on the second thread while it reads
+ * the sections before it: every damage must still give the status and message of the one-thread
+ * parse, which checks in order. A chunk whose STREAMS section is large enough for that (>= 32
+ * KiB); a byte flipped every 11 bytes, every cut, and two damages at once where the order decides
+ * (an edited LENGTHS section, resealed, with a flipped STREAMS byte: LENGTHS first; a LENGTHS edit
+ * that moves the lengths' total, with a flipped STREAMS byte: STREAMS' checksum first). */
+Test(rans_codec, damage_reads_the_same_on_one_and_two_threads)
+{
+    const size_t nl = 4, T = 256, C = 128, n = 2 * nl * T * C;
+    uint16_t *kv = malloc(n * 2), *out = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 21);
+    kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
+                             .num_heads = 8, .head_size = 16 };
+    kvc_context_t *one = one_thread_context(), *two = NULL;
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                .num_threads = 2 };
+    cr_assert_eq(kvc_context_create(&cp, &two), KVC_OK, "%s", kvc_last_error());
+    size_t len;
+    uint8_t *good = encode_with(one, p, KVC_CODER_RANS, kv, &len), *buf = malloc(len);
+    size_t off[5];
+    sections(good, off);
+    cr_assert_geq(rd32(good + off[4] + 8), 32u << 10, "STREAMS of %u bytes: too small to take the two-thread path",
+                  rd32(good + off[4] + 8));
+    char w1[512], w2[512];
+    size_t damaged = 0;
+    for (size_t cut = 0; cut <= len; cut += cut < 4096 ? 1 : 97) { /* every cut through the headers, then spread */
+        const kvc_status_t a = decode_why(one, good, cut, out, n * 2, w1, sizeof w1), b = decode_why(two, good, cut, out, n * 2, w2, sizeof w2);
+        cr_assert_eq(a, b, "cut at %zu: %d vs %d", cut, a, b);
+        cr_assert_str_eq(w1, w2, "cut at %zu", cut);
+    }
+    for (size_t i = 0; i < len; i += 11) {
+        memcpy(buf, good, len);
+        buf[i] ^= 0x10;
+        const kvc_status_t a = decode_why(one, buf, len, out, n * 2, w1, sizeof w1), b = decode_why(two, buf, len, out, n * 2, w2, sizeof w2);
+        cr_assert_eq(a, b, "byte %zu flipped: %d vs %d", i, a, b);
+        cr_assert_str_eq(w1, w2, "byte %zu flipped", i);
+        damaged += a != KVC_OK;
+    }
+    cr_assert_gt(damaged, len / 11 * 9 / 10, "only %zu of %zu flips were caught", damaged, len / 11);
+    /* LENGTHS' first varint made overlong (0x80 then 0x00 is not allowed), resealed; a STREAMS byte flipped. */
+    const size_t l0 = off[3] + 16, s0 = off[4] + 16;
+    memcpy(buf, good, len);
+    buf[l0 + 1] = 0;
+    buf[l0] |= 0x80;
+    reseal(buf, off[3]);
+    buf[s0 + 100] ^= 1;
+    cr_assert_eq(decode_why(one, buf, len, out, n * 2, w1, sizeof w1), KVC_ERR_CORRUPT);
+    cr_assert_eq(decode_why(two, buf, len, out, n * 2, w2, sizeof w2), KVC_ERR_CORRUPT);
+    cr_assert_str_eq(w1, w2);
+    cr_assert(strstr(w1, "LENGTHS"), "%s", w1);
+    /* LENGTHS' first length one less (a valid varint, the total off by one), resealed; a STREAMS
+     * byte flipped: the checksum comes before the total. */
+    memcpy(buf, good, len);
+    cr_assert(buf[l0] & 0x7f, "first varint byte 0x%02x: its low bits are 0", buf[l0]);
+    buf[l0] -= 1; /* the low 7 bits of the first length, one less */
+    reseal(buf, off[3]);
+    buf[s0 + 100] ^= 1;
+    cr_assert_eq(decode_why(one, buf, len, out, n * 2, w1, sizeof w1), KVC_ERR_CORRUPT);
+    cr_assert_eq(decode_why(two, buf, len, out, n * 2, w2, sizeof w2), KVC_ERR_CORRUPT);
+    cr_assert_str_eq(w1, w2);
+    cr_assert(strstr(w1, "checksum"), "%s", w1);
+    /* and without the flip, the total */
+    buf[s0 + 100] ^= 1;
+    cr_assert_eq(decode_why(two, buf, len, out, n * 2, w2, sizeof w2), KVC_ERR_CORRUPT);
+    cr_assert(strstr(w2, "add up to"), "%s", w2);
+    kvc_codec_free(good);
+    free(buf);
+    free(kv);
+    free(out);
+    kvc_context_destroy(one);
+    kvc_context_destroy(two);
+}
+
 /* 60 channels: two streams a layer, of 32 channels (four full groups) and 28 (three full groups
  * and a partial one), so the decoder's tasks span several (plane, layer)s
  * and its steps take four full groups (AVX-512's kernel), or three (a pair for the AVX2 kernel,

@@ -712,7 +712,7 @@ KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, si
                          (unsigned long long)p->field_mask);
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory");
-    kvc_status_t st = kvc_container_parse(buf, len, c);
+    kvc_status_t st = kvc_container_parse_mt(buf, len, c, ctx->num_threads);
     if (st != KVC_OK) goto done;
     kvc_codec_info_t local;
     fill_info(c, len, &local);

@@ -6,6 +6,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+static int team_thread(void) { return omp_get_thread_num(); }
+#else
+static int team_thread(void) { return 0; }
+#endif
 
 #include "bitio.h"
 #include "checksum.h"
@@ -303,6 +309,9 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
 
 /* ---- parsing ---- */
 
+/* STREAMS sections from this size get their checksum on a second thread (kvc_container_parse_mt). */
+#define CRC_AHEAD_MIN (32u << 10)
+
 static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t *c)
 {
     if (len < KVC_CONTAINER_HEADER_BYTES) return kvc_error(KVC_ERR_CORRUPT, "container of %zu bytes is shorter than its header", len);
@@ -346,7 +355,8 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
 }
 
 /* Next section: checks type, bounds and checksum; returns its payload. */
-static kvc_status_t next_section(const uint8_t *buf, size_t len, size_t *pos, uint32_t type, const uint8_t **payload, size_t *n)
+static kvc_status_t next_section_at(const uint8_t *buf, size_t len, size_t *pos, uint32_t type, const uint8_t **payload, size_t *n,
+                                    int check_crc)
 {
     if (len - *pos < KVC_CONTAINER_SECTION_BYTES) return kvc_error(KVC_ERR_CORRUPT, "container truncated before section %u", type);
     const uint8_t *h = buf + *pos;
@@ -356,9 +366,32 @@ static kvc_status_t next_section(const uint8_t *buf, size_t len, size_t *pos, ui
         return kvc_error(KVC_ERR_CORRUPT, "container section %u claims %llu bytes past the end", type, (unsigned long long)sz);
     *payload = h + KVC_CONTAINER_SECTION_BYTES;
     *n = (size_t)sz;
-    if (crc(*payload, *n) != get_u32(h + 4)) return kvc_error(KVC_ERR_CORRUPT, "container section %u checksum mismatch", type);
+    if (check_crc && crc(*payload, *n) != get_u32(h + 4))
+        return kvc_error(KVC_ERR_CORRUPT, "container section %u checksum mismatch", type);
     *pos += KVC_CONTAINER_SECTION_BYTES + *n;
     return KVC_OK;
+}
+
+static kvc_status_t next_section(const uint8_t *buf, size_t len, size_t *pos, uint32_t type, const uint8_t **payload, size_t *n)
+{
+    return next_section_at(buf, len, pos, type, payload, n, 1);
+}
+
+/* The payload of the section `skip` sections past *pos, when the headers on the way are in
+ * bounds (no other check: a look ahead that the parse then makes in order). */
+static int section_ahead(const uint8_t *buf, size_t len, size_t pos, unsigned skip, const uint8_t **payload, size_t *n)
+{
+    for (unsigned i = 0;; i++) {
+        if (len - pos < KVC_CONTAINER_SECTION_BYTES) return 0;
+        const uint64_t sz = get_u64(buf + pos + 8);
+        if (sz > len - pos - KVC_CONTAINER_SECTION_BYTES) return 0;
+        if (i == skip) {
+            *payload = buf + pos + KVC_CONTAINER_SECTION_BYTES;
+            *n = (size_t)sz;
+            return 1;
+        }
+        pos += KVC_CONTAINER_SECTION_BYTES + (size_t)sz;
+    }
 }
 
 static kvc_status_t parse_meta(const uint8_t *m, size_t n, kvc_container_t *c)
@@ -412,11 +445,13 @@ kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_contai
     return st != KVC_OK ? st : parse_meta(m, n, c);
 }
 
-kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c)
+/* The sections after META, in order, up to STREAMS' header: its payload to *sp / *sn, its
+ * checksum not checked (the caller does, next); the stream lengths' total to *sum. */
+static kvc_status_t parse_body(const uint8_t *buf, size_t len, kvc_container_t *c, size_t *pos_out, const uint8_t **sp, size_t *sn,
+                               uint64_t *sum_out)
 {
-    kvc_status_t st = kvc_container_parse_meta(buf, len, c);
-    if (st != KVC_OK) return st;
-    size_t pos = KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + meta_bytes(c), n;
+    kvc_status_t st;
+    size_t pos = *pos_out, n;
     const uint8_t *p;
     const uint64_t nstreams = kvc_container_streams_per_window(c), nlen = kvc_container_coded_per_window(c) * c->num_windows;
 
@@ -458,63 +493,80 @@ kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t
                              (unsigned long long)nstreams);
         c->counts = calloc(nstreams * c->cdf_bins, sizeof(uint32_t));
         if (!c->counts) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for %llu CDF counts", (unsigned long long)nstreams);
-        if ((st = get_counts(p, n, c, nstreams)) != KVC_OK) goto fail;
+        if ((st = get_counts(p, n, c, nstreams)) != KVC_OK) return st;
     }
 
-    if ((st = next_section(buf, len, &pos, KVC_SECTION_LENGTHS, &p, &n)) != KVC_OK) goto fail;
-    if (n < nlen) { /* every length takes at least one byte */
-        st = kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section of %zu bytes cannot hold %llu lengths", n,
-                       (unsigned long long)nlen);
-        goto fail;
-    }
+    if ((st = next_section(buf, len, &pos, KVC_SECTION_LENGTHS, &p, &n)) != KVC_OK) return st;
+    if (n < nlen) /* every length takes at least one byte */
+        return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section of %zu bytes cannot hold %llu lengths", n, (unsigned long long)nlen);
     c->lengths = malloc(nlen * sizeof(uint32_t) + 1);
-    if (!c->lengths) {
-        st = kvc_error(KVC_ERR_NO_MEMORY, "no memory for %llu stream lengths", (unsigned long long)nlen);
-        goto fail;
-    }
+    if (!c->lengths) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for %llu stream lengths", (unsigned long long)nlen);
     size_t off = 0;
     uint64_t sum = 0;
     for (uint64_t i = 0; i < nlen; i++) {
         uint32_t v = 0;
         for (unsigned shift = 0;; shift += 7) {
-            if (off >= n || shift > 28) {
-                st = kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section is truncated or malformed at entry %llu",
-                               (unsigned long long)i);
-                goto fail;
-            }
+            if (off >= n || shift > 28)
+                return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section is truncated or malformed at entry %llu",
+                                 (unsigned long long)i);
             const uint8_t b = p[off++];
             /* The 5th byte holds bits 28-31 only; a last byte of 0 after others is an overlong form. */
-            if ((shift == 28 && (b & 0x70)) || (shift && b == 0)) {
-                st = kvc_error(KVC_ERR_CORRUPT, "container LENGTHS entry %llu is %s", (unsigned long long)i,
-                               b == 0 ? "an overlong varint" : "a varint above 2^32 - 1");
-                goto fail;
-            }
+            if ((shift == 28 && (b & 0x70)) || (shift && b == 0))
+                return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS entry %llu is %s", (unsigned long long)i,
+                                 b == 0 ? "an overlong varint" : "a varint above 2^32 - 1");
             v |= (uint32_t)(b & 0x7f) << shift;
             if (!(b & 0x80)) break;
         }
         c->lengths[i] = v;
         sum += v;
     }
-    if (off != n) {
-        st = kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section has %zu trailing bytes", n - off);
-        goto fail;
-    }
-    if ((st = next_section(buf, len, &pos, KVC_SECTION_STREAMS, &p, &n)) != KVC_OK) goto fail;
-    if (sum != n) {
+    if (off != n) return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section has %zu trailing bytes", n - off);
+    *sum_out = sum;
+    if ((st = next_section_at(buf, len, &pos, KVC_SECTION_STREAMS, sp, sn, 0)) != KVC_OK) return st;
+    *pos_out = pos;
+    return KVC_OK;
+}
+
+kvc_status_t kvc_container_parse_mt(const uint8_t *buf, size_t len, kvc_container_t *c, int threads)
+{
+    kvc_status_t st = kvc_container_parse_meta(buf, len, c);
+    if (st != KVC_OK) return st;
+    size_t pos = KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + meta_bytes(c), n = 0;
+    const uint8_t *p = NULL, *ahead = NULL;
+    size_t ahead_n = 0;
+    uint64_t sum = 0;
+    uint32_t ahead_crc = 0;
+    int have_crc = 0;
+    /* With threads, STREAMS' checksum (most of the container's bytes) is computed on a second
+     * thread while this one parses the sections before it (the counts' Rice codes: one dependency
+     * chain); it is compared where the parse in order would have, so the statuses are the same.
+     * Messages are set on this thread (the team's first). */
+    if (threads > 1 && section_ahead(buf, len, pos, 3, &ahead, &ahead_n) && ahead_n >= CRC_AHEAD_MIN) {
+#pragma omp parallel num_threads(2)
+        {
+            if (team_thread() == 1) {
+                ahead_crc = crc(ahead, ahead_n);
+                have_crc = 1;
+            } else if (team_thread() == 0)
+                st = parse_body(buf, len, c, &pos, &p, &n, &sum);
+        }
+    } else
+        st = parse_body(buf, len, c, &pos, &p, &n, &sum);
+    if (st == KVC_OK && (have_crc && p == ahead && n == ahead_n ? ahead_crc : crc(p, n)) != get_u32(p - KVC_CONTAINER_SECTION_BYTES + 4))
+        st = kvc_error(KVC_ERR_CORRUPT, "container section %u checksum mismatch", KVC_SECTION_STREAMS);
+    if (st == KVC_OK && sum != n)
         st = kvc_error(KVC_ERR_CORRUPT, "container stream lengths add up to %llu bytes, STREAMS has %zu", (unsigned long long)sum, n);
-        goto fail;
+    if (st == KVC_OK && pos != len) st = kvc_error(KVC_ERR_CORRUPT, "container has %zu bytes after its last section", len - pos);
+    if (st != KVC_OK) {
+        kvc_container_release(c);
+        return st;
     }
     c->streams = p;
     c->streams_bytes = n;
-    if (pos != len) {
-        st = kvc_error(KVC_ERR_CORRUPT, "container has %zu bytes after its last section", len - pos);
-        goto fail;
-    }
     return KVC_OK;
-fail:
-    kvc_container_release(c);
-    return st;
 }
+
+kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c) { return kvc_container_parse_mt(buf, len, c, 1); }
 
 void kvc_container_release(kvc_container_t *c)
 {

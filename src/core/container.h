@@ -93,6 +93,8 @@ kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, 
  * kvc_container_release). KVC_ERR_CORRUPT for anything malformed or truncated, KVC_ERR_VERSION for
  * another major version. Never reads outside buf[0, len). */
 kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c);
+/* The same, with up to `threads` threads (the same statuses and messages, on the calling thread). */
+kvc_status_t kvc_container_parse_mt(const uint8_t *buf, size_t len, kvc_container_t *c, int threads);
 void kvc_container_release(kvc_container_t *c);
 /* Parse only the header and META (cheap; for inspect). */
 kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_container_t *c);
