@@ -947,6 +947,91 @@ Test(rans_codec, damaged_containers_have_exact_statuses)
     kvc_context_destroy(ctx);
 }
 
+/* A rANS container whose counts hold a symbol above its layer's 2M (META's bins of layer 0
+ * lowered from 32 to 8, resealed: the encoder counted symbols up to 30 there) is corrupt at the
+ * parse, for decode and inspect: the codec's rANS decode relies on it (a symbol without a count
+ * has no frequency, so none above 2M can come out, and its dequantiser skips the check). An ac
+ * container may have such counts (LMCache's objects, imported, code any symbol below the CDF's
+ * width): it parses, and its decode finds the symbols above 2M. */
+Test(rans_codec, counts_above_the_quantisers_range_are_corrupt)
+{
+    kvc_context_t *ctx = one_thread_context();
+    const size_t nl = 2, T = 64, C = 16, n = 2 * nl * T * C;
+    uint16_t *kv = malloc(n * 2), *out = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 17);
+    kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
+                             .num_heads = 2, .head_size = 8 };
+    for (int coder = 0; coder < 2; coder++) {
+        size_t len;
+        uint8_t *buf = encode_with(ctx, p, coder ? KVC_CODER_RANS : KVC_CODER_AC, kv, &len);
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, out, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
+        size_t off[5];
+        sections(buf, off);
+        cr_assert_eq(buf[off[0] + 16 + 32], 32, "layer 0 bins %u", buf[off[0] + 16 + 32]);
+        buf[off[0] + 16 + 32] = 8;
+        reseal(buf, off[0]);
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, out, n * 2, NULL), KVC_ERR_CORRUPT, "coder %d", coder);
+        cr_assert(strstr(kvc_last_error(), coder ? "above 2M = 6 of its 8 bins" : "outside the quantiser's range"), "%s",
+                  kvc_last_error());
+        kvc_codec_info_t info;
+        cr_assert_eq(kvc_codec_inspect(buf, len, &info), coder ? KVC_ERR_CORRUPT : KVC_OK);
+        kvc_codec_free(buf);
+    }
+    free(kv);
+    free(out);
+    kvc_context_destroy(ctx);
+}
+
+/* The arithmetic coder's CDF gives every symbol below the CDF's width some mass, so damaged ac
+ * streams (resealed) can decode to a symbol above a layer's 2M (bins 32 and 8, the CDF 32 wide):
+ * KVC_ERR_CORRUPT naming it, the output untouched. rANS streams damaged the same way never do
+ * (their symbols all have counts; the codec's dequantiser does not look): every value of a
+ * damaged rANS stream that decodes is within its row's scale, which a symbol above 2M (up to 9
+ * times the scale with 8 bins) would not be. */
+Test(rans_codec, symbols_outside_the_quantisers_range_are_corrupt)
+{
+    kvc_context_t *ctx = one_thread_context();
+    const size_t nl = 1, T = 64, C = 16, n = 2 * nl * T * C;
+    uint16_t *kv = malloc(n * 2), *out = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 19);
+    float amax = 0;
+    for (size_t j = 0; j < n; j++) amax = fmaxf(amax, fabsf(kvc_f16_to_f32(kv[j])));
+    const uint32_t bins[2] = { 32, 8 };
+    kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_BINS, .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD,
+                             .num_layers = nl, .num_tokens = T, .num_heads = 2, .head_size = 8, .bins = bins };
+    for (int coder = 0; coder < 2; coder++) {
+        size_t len;
+        uint8_t *good = encode_with(ctx, p, coder ? KVC_CODER_RANS : KVC_CODER_AC, kv, &len), *buf = malloc(len);
+        size_t off[5];
+        sections(good, off);
+        const size_t s0 = off[4] + 16, ns = rd32(good + off[4] + 8);
+        size_t outside = 0;
+        for (size_t i = 0; i < ns; i++) {
+            memcpy(buf, good, len);
+            buf[s0 + i] ^= 0x5A;
+            reseal(buf, off[4]);
+            memset(out, 0xA5, n * 2);
+            const kvc_status_t st = kvc_codec_decode(ctx, buf, len, out, n * 2, NULL);
+            cr_assert(st == KVC_OK || st == KVC_ERR_CORRUPT, "coder %d, byte %zu: status %d", coder, i, st);
+            if (st == KVC_ERR_CORRUPT && strstr(kvc_last_error(), "outside the quantiser's range")) {
+                outside++;
+                for (size_t j = 0; j < n; j++) cr_assert_eq(out[j], 0xA5A5, "coder %d, byte %zu: output written", coder, i);
+            }
+            if (st == KVC_OK)
+                for (size_t j = 0; j < n; j++)
+                    cr_assert_leq(fabsf(kvc_f16_to_f32(out[j])), amax * 1.001f, "coder %d, byte %zu: value %zu = %g beyond %g", coder, i,
+                                  j, (double)kvc_f16_to_f32(out[j]), (double)amax);
+        }
+        if (coder) cr_assert_eq(outside, 0u, "rANS: %zu symbols above 2M", outside);
+        else cr_assert_gt(outside, 0u, "no damaged ac stream of %zu bytes decoded above 2M", ns);
+        kvc_codec_free(good);
+        free(buf);
+    }
+    free(kv);
+    free(out);
+    kvc_context_destroy(ctx);
+}
+
 /* Status and message of a decode (the message "" on success). */
 static kvc_status_t decode_why(kvc_context_t *ctx, const uint8_t *buf, size_t len, void *out, size_t out_bytes, char *why, size_t n)
 {

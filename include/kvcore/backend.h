@@ -35,7 +35,8 @@ extern "C" {
 #endif
 
 #define KVC_BACKEND_ABI_VERSION 3u /* 2: the rANS slots' streams of several groups (groups_per_stream);
-                                      3: windows in one rans_encode call (windows, window_stride) */
+                                      3: windows in one rans_encode call (windows, window_stride), and
+                                      kvc_quant_args.trusted */
 
 /* Priorities (higher wins among usable backends): GPU backends above the CPU fallback. */
 #define KVC_BACKEND_PRIORITY_CUDA 50
@@ -233,6 +234,8 @@ struct kvc_quant_args {
     float *scales;          /* [layers, tokens]: written by quantise, read by dequantise */
     const uint32_t *bins;   /* [layers] (host memory), each in [4, 64] */
     size_t layers, tokens, channels;
+    int trusted;            /* dequantise: nonzero when the core knows every symbol <= 2M and every scale finite
+                               and >= 0 (the codec's rANS decode): the data checks may be skipped */
 };
 
 /* Arguments of the rans_tables / rans_encode / rans_decode slots: interleaved rANS streams

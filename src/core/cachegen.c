@@ -302,16 +302,19 @@ KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *
     return to.ops->quantise(to.b, &op);
 }
 
-KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a)
+kvc_status_t kvc_dequantise_codec(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "dequantise: ctx and args must not be NULL");
     kvc_status_t st = check_quant("dequantise", a);
     if (st != KVC_OK) return st;
-    const struct kvc_quant_args op = quant_op(a);
+    struct kvc_quant_args op = quant_op(a);
+    op.trusted = trusted;
     kvc_route_t to;
     if ((st = route_quant(ctx, "dequantise", a, &to)) != KVC_OK) return st;
     return to.ops->dequantise(to.b, &op);
 }
+
+KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a) { return kvc_dequantise_codec(ctx, a, 0); }
 
 KVC_API kvc_status_t kvc_cg_default_bins(size_t num_layers, uint32_t *bins)
 {

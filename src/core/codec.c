@@ -174,7 +174,7 @@ static void transpose(const void *src, void *dst, size_t n, size_t rows, size_t 
  * the transposed plane [NL, C, T], so every ISA tier and backend that matches the per-token
  * quantiser matches this mode too. symbols [NL, T, C]; scales [NL, C]. */
 static kvc_status_t channel_plane(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t dt, void *values, uint8_t *symbols, float *scales,
-                                  const uint32_t *bins, size_t NL, size_t T, size_t C, int decode)
+                                  const uint32_t *bins, size_t NL, size_t T, size_t C, int decode, int trusted)
 {
     const size_t es = dt == KVC_DTYPE_F32 ? 4 : 2;
     void *tv = scratch_get(sc, SC_TVALUES, NL * T * C * es);
@@ -185,7 +185,7 @@ static kvc_status_t channel_plane(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t
     kvc_status_t st;
     if (decode) {
         transpose(symbols, ts, NL, T, C, 1, ctx->num_threads);
-        if ((st = kvc_dequantise(ctx, &q)) == KVC_OK) transpose(tv, values, NL, C, T, es, ctx->num_threads);
+        if ((st = kvc_dequantise_codec(ctx, &q, trusted)) == KVC_OK) transpose(tv, values, NL, C, T, es, ctx->num_threads);
     } else {
         transpose(values, tv, NL, T, C, es, ctx->num_threads);
         if ((st = kvc_quantise(ctx, &q)) == KVC_OK) transpose(ts, symbols, NL, C, T, 1, ctx->num_threads);
@@ -193,22 +193,25 @@ static kvc_status_t channel_plane(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t
     return st;
 }
 
-/* Quantise or dequantise a whole chunk: planes per token, or plane 0 per channel. */
+/* Quantise or dequantise a whole chunk: planes per token, or plane 0 per channel. decode = 2: a
+ * dequantise of trusted data (kvc_quant_args.trusted: the rANS decode's symbols and the parsed
+ * container's scales). */
 static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t dt, void *values, uint8_t *symbols, float *scales,
                                 const uint32_t *bins, const dims_t *d, int channel_keys, int decode)
 {
+    const int trusted = decode == 2;
     kvc_quant_params_t q = { .dtype = dt, .values = values, .symbols = symbols, .scales = scales, .bins = (uint32_t *)bins,
                            .layers = d->layers, .tokens = d->tokens, .channels = d->channels };
-    if (!channel_keys) return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
+    if (!channel_keys) return decode ? kvc_dequantise_codec(ctx, &q, trusted) : kvc_quantise(ctx, &q);
     const size_t NL = d->layers / d->planes, T = d->tokens, C = d->channels, es = dt == KVC_DTYPE_F32 ? 4 : 2;
-    kvc_status_t st = channel_plane(ctx, sc, dt, values, symbols, scales, bins, NL, T, C, decode);
+    kvc_status_t st = channel_plane(ctx, sc, dt, values, symbols, scales, bins, NL, T, C, decode, trusted);
     if (st != KVC_OK || d->planes == 1) return st;
     q.values = (uint8_t *)values + NL * T * C * es;
     q.symbols = symbols + NL * T * C;
     q.scales = scales + NL * C;
     q.bins = (uint32_t *)bins + NL;
     q.layers = NL;
-    return decode ? kvc_dequantise(ctx, &q) : kvc_quantise(ctx, &q);
+    return decode ? kvc_dequantise_codec(ctx, &q, trusted) : kvc_quantise(ctx, &q);
 }
 
 /* The frequency of every count of T tokens (kvc_rans_freq_table) for `bins` bins to normalise, in
@@ -688,7 +691,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     else kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, 1);
+    st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, rans ? 2 : 1);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */
         st = kvc_error(KVC_ERR_CORRUPT, "container streams decode to symbols outside the quantiser's range");
     if (st == KVC_OK && report) p->progress(p->progress_user, c->num_windows + 1u, c->num_windows + 1u);

@@ -129,12 +129,23 @@ static int scales_bad(const uint8_t *p, size_t n, kvc_dtype_t dtype)
 static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c, uint64_t nstreams)
 {
     kvc_bitreader_t r = { p, len, 0, 0 };
+    const uint64_t C = (uint64_t)c->num_heads * c->head_size; /* streams of a layer (one a channel) */
+    const int rans = !!(c->flags & KVC_CONTAINER_FLAG_RANS);
     for (uint64_t st = 0; st < nstreams; st++) {
         uint32_t *cnt = c->counts + st * c->cdf_bins;
         const unsigned lo = (unsigned)kvc_br_get(&r, 6), hi = (unsigned)kvc_br_get(&r, 6), k = (unsigned)kvc_br_get(&r, 5);
         if (hi >= c->cdf_bins || lo > hi || k > 31)
             return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu has symbol range [%u, %u] for %u bins",
                              (unsigned long long)st, lo, hi, c->cdf_bins);
+        /* The quantiser's symbols of a layer of B bins are at most 2M = 2 (B / 2 - 1): in a rANS
+         * container (kvcore's encoder alone writes them) a count above is corrupt, and the codec's
+         * rANS decode relies on it (a symbol without a count has no frequency, so none above 2M
+         * can come out). Not for ac: LMCache's objects, imported, may code any symbol below the
+         * CDF's width. */
+        const unsigned top = 2u * (c->bins[st / C] / 2u - 1u);
+        if (rans && hi > top)
+            return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu (layer %llu) counts symbol %u, above 2M = %u of its %u bins",
+                             (unsigned long long)st, (unsigned long long)(st / C), hi, top, c->bins[st / C]);
         const uint64_t sum = kvc_rice_get_run(&r, k, hi - lo, cnt + lo);
         if (r.overrun) return kvc_error(KVC_ERR_CORRUPT, "container CDF section is truncated at stream %llu", (unsigned long long)st);
         if (sum > c->num_tokens)
