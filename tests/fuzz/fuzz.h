@@ -68,7 +68,7 @@ static inline uint8_t *fuzz_take(fuzz_input_t *in, size_t n, size_t *got)
 /* A CPU context shared by the calls of one process (1 thread: deterministic, and every input's cost
  * is the same). isa_cap is a KVCORE_ISA value ("scalar", "best"). The topology comes from a small
  * recorded XML: probing the real PCI bus (libpciaccess reading pci.ids) takes seconds under ASan. */
-static inline kvc_context_t *fuzz_cpu_context(const char *isa_cap)
+static inline kvc_context_t *fuzz_cpu_context_threads(const char *isa_cap, int threads)
 {
     setenv("OMP_NUM_THREADS", "1", 0);
     setenv("HWLOC_XMLFILE", KVC_FUZZ_SRCDIR "/tests/data/topologies/16amd64-4distances.xml", 0);
@@ -77,7 +77,7 @@ static inline kvc_context_t *fuzz_cpu_context(const char *isa_cap)
     setenv("KVCORE_ISA", isa_cap, 1);
     kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS,
                                .backend = "cpu",
-                               .num_threads = 1 };
+                               .num_threads = threads };
     kvc_context_t *ctx = NULL;
     const kvc_status_t st = kvc_context_create(&p, &ctx);
     if (saved) setenv("KVCORE_ISA", saved, 1);
@@ -89,6 +89,8 @@ static inline kvc_context_t *fuzz_cpu_context(const char *isa_cap)
     }
     return ctx;
 }
+
+static inline kvc_context_t *fuzz_cpu_context(const char *isa_cap) { return fuzz_cpu_context_threads(isa_cap, 1); }
 
 /* Sum of every byte of a tensor's data: makes ASan check that a view lies inside its buffer. */
 static inline void fuzz_touch(const kvc_tensor_t *t)

@@ -5,7 +5,9 @@
  *               reach the section parsers instead of stopping at a checksum;
  *   mode bit 1: also decode into a buffer one byte too small (must be KVC_ERR_NO_SPACE).
  * Invariants: no access outside the container or the exact-size output buffers; inspect, stats and
- * decode agree on validity of the container framing; decode reports what inspect reported. */
+ * decode agree on validity of the container framing; decode reports what inspect reported; a
+ * two-thread decode (its parse checks STREAMS' checksum on the second thread) gives the status,
+ * message and values of the one-thread one. */
 #include <zlib.h>
 
 #include "fuzz.h"
@@ -13,7 +15,19 @@
 /* Decoded chunks above this are skipped (the caller chooses the output size; time per input). */
 #define MAX_DECODED_BYTES ((size_t)4 << 20)
 
-static kvc_context_t *ctx;
+static kvc_context_t *ctx, *ctx2;
+
+/* The two-thread decode of what ctx decoded with status sd (and message why): the same status,
+ * message and (when OK) n bytes of values. */
+static void same_on_two_threads(const uint8_t *buf, size_t len, size_t n, kvc_status_t sd, const char *why, const uint8_t *out)
+{
+    uint8_t *out2 = malloc(n ? n : 1);
+    const kvc_status_t s2 = kvc_codec_decode(ctx2, buf, len, out2, n, NULL);
+    FUZZ_CHECK(s2 == sd, "two threads decode with %s, one with %s", kvc_status_name(s2), kvc_status_name(sd));
+    FUZZ_CHECK(sd == KVC_OK || strcmp(why, kvc_last_error()) == 0, "two threads say \"%s\", one \"%s\"", kvc_last_error(), why);
+    FUZZ_CHECK(sd != KVC_OK || memcmp(out, out2, n) == 0, "two threads decode other values");
+    free(out2);
+}
 
 static uint32_t get_u32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
@@ -38,6 +52,7 @@ static void repair(uint8_t *b, size_t len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!ctx) ctx = fuzz_cpu_context("best");
+    if (!ctx2) ctx2 = fuzz_cpu_context_threads("best", 2);
     if (size < 1) return 0;
     const unsigned mode = data[0];
     const size_t len = size - 1;
@@ -74,6 +89,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const kvc_status_t sd = kvc_codec_decode(ctx, buf, len, out, info.original_bytes, &dinfo);
             /* Inspect checks all but the coded streams, whose symbols only decode can reject. */
             FUZZ_CHECK(sd == KVC_OK || sd == KVC_ERR_CORRUPT, "decode returned %s", kvc_status_name(sd));
+            char why[512];
+            snprintf(why, sizeof why, "%s", sd == KVC_OK ? "" : kvc_last_error());
+            same_on_two_threads(buf, len, info.original_bytes, sd, why, out);
             if (sd == KVC_OK)
                 FUZZ_CHECK(dinfo.original_bytes == info.original_bytes && dinfo.num_tokens == info.num_tokens &&
                                dinfo.dtype == info.dtype,
@@ -90,6 +108,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const kvc_status_t sd = kvc_codec_decode(ctx, buf, len, out, sizeof(out), NULL);
         FUZZ_CHECK(sd == st, "decode returned %s on a container inspect rejects with %s", kvc_status_name(sd),
                    kvc_status_name(st));
+        char why[512];
+        snprintf(why, sizeof why, "%s", kvc_last_error());
+        same_on_two_threads(buf, len, sizeof(out), sd, why, out);
     }
     free(buf);
     return 0;
