@@ -299,10 +299,12 @@ static void rans_ops(kvc_context_t *ctx, const kvc_backend_ops_t **ops, kvc_back
     *b = ctx->cpu_bctx ? ctx->cpu_bctx : ctx->bctx;
 }
 
+/* Streams a rANS encode call codes at least, when the chunk has that many (whole windows). */
+#define RANS_CALL_STREAMS 64
+
 /* nw consecutive windows [L, tw, C] of symbols (window w's layer l at sym + w * tw * C + l *
  * stride: the chunk's own symbols, no window copy) in one call (more streams for the threads to
  * share than a window has) to nw * L * ceil(C / 32) rANS streams, stream k at streams + k * cap. */
-#define RANS_CALL_STREAMS 64
 static kvc_status_t rans_encode_windows(kvc_context_t *ctx, const uint8_t *sym, size_t stride, size_t nw, size_t L, size_t tw,
                                         size_t C, const uint16_t *cum, unsigned B, uint8_t *streams, size_t cap, int32_t *lens)
 {

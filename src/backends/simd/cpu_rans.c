@@ -315,8 +315,9 @@ kvc_status_t kvc_rans_dec_group(int isa, kvc_rans_dec_t *st, unsigned g, const u
 }
 
 #ifdef KVC_HAVE_X86_SIMD
-/* The full groups fs[0 .. nf) through the tier's kernels: AVX-512 all at once (a register a pair),
- * AVX2 four and then two at a time; returns how many were decoded (an odd one is left). */
+/* The full groups fs[0 .. nf) through the tier's kernels: AVX-512 up to twelve at once (a
+ * register a pair), AVX2 in sixes, fours and a pair; returns how many were decoded (an odd one
+ * is left). */
 static unsigned dec_full_groups(int isa, unsigned nf, kvc_rans_dec_t *const *fs, const uint16_t *const *fc, uint8_t *const *fy,
                                 size_t stride, size_t tokens, unsigned bins, kvc_status_t *status)
 {
