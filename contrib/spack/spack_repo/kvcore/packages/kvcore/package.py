@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="22cf9a674a6451803dd32b7e218d5b9b522e83230aff1b258f9cf09a1b854cef")
+    version("0.1.0", sha256="a50d50e438360b4b98bf83e4519e4aec6f215a7234801a29c197dbae05143626")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
