@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="a50d50e438360b4b98bf83e4519e4aec6f215a7234801a29c197dbae05143626")
+    version("0.1.0", sha256="5fe3d4667361055e7f555af68cb0e76eb81d9598d51546a28713c63ba12f4ab9")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
