@@ -193,13 +193,11 @@ static kvc_status_t channel_plane(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t
     return st;
 }
 
-/* Quantise or dequantise a whole chunk: planes per token, or plane 0 per channel. decode = 2: a
- * dequantise of trusted data (kvc_quant_args.trusted: the rANS decode's symbols and the parsed
- * container's scales). */
+/* Quantise or dequantise a whole chunk: planes per token, or plane 0 per channel. trusted (decode
+ * only): kvc_quant_args.trusted, the rANS decode's symbols and the parsed container's scales. */
 static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t dt, void *values, uint8_t *symbols, float *scales,
-                                const uint32_t *bins, const dims_t *d, int channel_keys, int decode)
+                                const uint32_t *bins, const dims_t *d, int channel_keys, int decode, int trusted)
 {
-    const int trusted = decode == 2;
     kvc_quant_params_t q = { .dtype = dt, .values = values, .symbols = symbols, .scales = scales, .bins = (uint32_t *)bins,
                            .layers = d->layers, .tokens = d->tokens, .channels = d->channels };
     if (!channel_keys) return decode ? kvc_dequantise_codec(ctx, &q, trusted) : kvc_quantise(ctx, &q);
@@ -422,7 +420,7 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
         goto done;
     }
 
-    if ((st = quant_chunk(ctx, sc, p->dtype, (void *)kv, symbols, scales, bins, &d, chan, 0)) != KVC_OK) goto done;
+    if ((st = quant_chunk(ctx, sc, p->dtype, (void *)kv, symbols, scales, bins, &d, chan, 0, 0)) != KVC_OK) goto done;
 
     count_and_cdf(symbols, &d, B, c->counts, cdf, rans, ctx->num_threads);
 
@@ -693,7 +691,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     else kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, rans ? 2 : 1);
+    st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, 1, rans);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */
         st = kvc_error(KVC_ERR_CORRUPT, "container streams decode to symbols outside the quantiser's range");
     if (st == KVC_OK && report) p->progress(p->progress_user, c->num_windows + 1u, c->num_windows + 1u);

@@ -111,15 +111,15 @@ kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a
     const cg_kernels_t *k = cg_kernels_for(b);
     const size_t T = a->tokens, C = a->channels, rows = a->layers * T, es = dtype_size(a->dtype);
     const size_t tb = C >= CG_QUANT_BLOCK_VALUES ? 1 : CG_QUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
-    const size_t tasks = a->layers * nb;
+    const size_t tasks = a->layers * nb, checked = a->trusted ? 0 : tasks; /* blocks the scan below looks at */
     /* Validate everything first so nothing is written on error: a block's symbols in one scan
      * (they share the layer's bound), the exact index only when it finds one. Not when the core
      * vouches for the data (trusted: the codec's rANS decode, whose container parse checked every
      * scale and every stream's symbol range; 3-9 % of that decode). */
     size_t bad_scale = rows, bad_sym = rows * C;
 #pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : bad_scale, bad_sym) \
-    if (rows * C >= CG_PARALLEL_MIN && !a->trusted)
-    for (size_t j = 0; j < (a->trusted ? 0 : tasks); j++) { /* trusted: no task, no thread started */
+    if (checked && rows * C >= CG_PARALLEL_MIN)
+    for (size_t j = 0; j < checked; j++) {
         const size_t l = j / nb, t0 = j % nb * tb, n = T - t0 < tb ? T - t0 : tb, row0 = l * T + t0;
         if (kvc_scales_bad32(a->scales + row0, n))
             for (size_t r = row0; r < row0 + n; r++) {
