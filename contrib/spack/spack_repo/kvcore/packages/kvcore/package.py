@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="5fe3d4667361055e7f555af68cb0e76eb81d9598d51546a28713c63ba12f4ab9")
+    version("0.1.0", sha256="214095b27b5b66ec4f3284b0244b7db477ac89623058604eeafc3640dbd217da")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
