@@ -152,27 +152,25 @@ static inline uint32_t kvc_rice_get(kvc_bitreader_t *r, unsigned k)
 
 /* n Rice codes with the same k into out, as n kvc_rice_get calls; returns their sum. The codes are
  * cut from one 8-byte load while they fit in it (a load per code put the load's latency into the
- * chain from one code's length to the next code's position). */
+ * chain from one code's length to the next code's position), and that chain is three operations:
+ * the complemented bits shifted to the code, their leading zeros (the prefix), an add. The
+ * complement's bit 0 is set and the window ends above it, so the count never sees an all-zero
+ * word and a terminator found in the bits below the window fails the fit test. */
 static inline uint64_t kvc_rice_get_run(kvc_bitreader_t *r, unsigned k, unsigned n, uint32_t *out)
 {
     uint64_t sum = 0, w;
     unsigned i = 0;
     while (i < n && kvc_br_peek57(r, &w)) {
-        const unsigned valid = 64u - (unsigned)(r->pos & 7); /* w's bits from the load; zeros below */
-        unsigned used = 0;
+        const unsigned valid = 63u - (unsigned)(r->pos & 7); /* w's bits from the load, less the lowest */
+        const uint64_t nw = ~w | 1u;
+        unsigned used = 0; /* <= valid <= 63 */
         for (; i < n; i++) {
-            const uint64_t v = w << used; /* used < valid <= 64 */
-            /* zeros past valid end a prefix there: q <= valid - used */
-            const unsigned q = (unsigned)__builtin_clzll(~v | 1), len = q + 1 + k;
-            if (q >= KVC_RICE_ESCAPE || used + len > valid) break;
-            const uint32_t x = (uint32_t)(q << k) | (k ? (uint32_t)(v << (q + 1) >> (64 - k)) : 0u);
+            const unsigned q = (unsigned)__builtin_clzll(nw << used), end = used + k + 1 + q;
+            if (q >= KVC_RICE_ESCAPE || end > valid) break;
+            const uint32_t x = (uint32_t)(q << k) | (k ? (uint32_t)(w << (end - k) >> (64 - k)) : 0u);
             out[i] = x;
             sum += x;
-            used += len;
-            if (used >= valid) { /* next code starts past w */
-                i++;
-                break;
-            }
+            used = end;
         }
         r->pos += used;
         if (!used && i < n) { /* an escape, or a prefix longer than w holds: the slow way */
