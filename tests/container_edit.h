@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <zlib.h>
 
 static inline uint32_t rd32(const uint8_t *p)
@@ -35,6 +37,24 @@ static inline void reseal(uint8_t *buf, size_t section_off)
     const size_t n = rd32(buf + section_off + 8);
     wr32(buf + section_off + 4, (uint32_t)crc32(0, buf + section_off + 16, (uInt)n));
     wr32(buf + 44, (uint32_t)crc32(0, buf, 44));
+}
+
+/* The container with section k's payload replaced by payload[0, n) (the later sections moved, the
+ * sizes and checksums rewritten), malloc'ed, so an edited field reaches the parser. */
+static inline uint8_t *with_section(const uint8_t *good, size_t len, int k, const uint8_t *payload, size_t n, size_t *out_len)
+{
+    size_t off[5];
+    sections(good, off);
+    const size_t old_n = rd32(good + off[k] + 8), tail = off[k] + 16 + old_n;
+    *out_len = len - old_n + n;
+    uint8_t *b = malloc(*out_len);
+    memcpy(b, good, off[k] + 16);
+    memcpy(b + off[k] + 16, payload, n);
+    memcpy(b + off[k] + 16 + n, good + tail, len - tail);
+    wr32(b + off[k] + 8, (uint32_t)n);
+    wr32(b + 24, (uint32_t)*out_len); /* total size (fits 32 bits here; bytes 28-31 stay 0) */
+    reseal(b, off[k]);
+    return b;
 }
 
 #endif

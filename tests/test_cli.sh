@@ -382,19 +382,24 @@ if command -v script >/dev/null 2>&1; then
 else
     n=$((n + 1)); echo "ok $n - progress on a terminal # SKIP no script(1) to make a terminal"
 fi
-# The rANS coder (encode --coder rans, format 1.3): the same symbols as ac, so the same decode.
+# The rANS coder (encode --coder rans, format 1.4): the same symbols as ac, so the same decode.
 check "encode --coder rans" "$kvcore" encode "$K" "$V" -o "$tmp/r.kvc" -q --coder rans
 if [ ! -s "$tmp/err" ]; then ok "--coder rans: no LMCache warning (asked for by name)"; else not_ok "--coder rans: no LMCache warning (asked for by name)"; fi
 "$kvcore" inspect "$tmp/r.kvc" --json >"$tmp/out" 2>"$tmp/err"
-if has '"coder": "rans"' && has '"format_version_minor": 3' && has '"lmcache_readable": false'; then ok "rans: inspect says coder rans, format 1.3, not LMCache-readable"; else not_ok "rans: inspect says coder rans, format 1.3, not LMCache-readable"; fi
+if has '"coder": "rans"' && has '"format_version_minor": 4' && has '"lmcache_readable": false'; then ok "rans: inspect says coder rans, format 1.4, not LMCache-readable"; else not_ok "rans: inspect says coder rans, format 1.4, not LMCache-readable"; fi
 "$kvcore" inspect "$tmp/a.kvc" --json >"$tmp/out" 2>"$tmp/err"
 if has '"coder": "ac"'; then ok "the default coder is ac"; else not_ok "the default coder is ac"; fi
 "$kvcore" inspect "$tmp/r.kvc" >"$tmp/out" 2>"$tmp/err"
-if has "kvcore container v1.3, .*, coder rans"; then ok "inspect names the coder"; else not_ok "inspect names the coder"; fi
+if has "kvcore container v1.4, .*, coder rans"; then ok "inspect names the coder"; else not_ok "inspect names the coder"; fi
 # A format 1.2 container (rANS streams of 8 channels, written before 1.3) still reads.
 "$kvcore" inspect "${KVC_TEST_DATA:-tests/data}/rans_v12/rans_v12_case1.kvc" >"$tmp/out" 2>"$tmp/err"
 if has "kvcore container v1.2, .*, coder rans"; then ok "inspect reads a format 1.2 rANS container"; else not_ok "inspect reads a format 1.2 rANS container"; fi
 check "decode a format 1.2 rANS container" "$kvcore" decode "${KVC_TEST_DATA:-tests/data}/rans_v12/rans_v12_case1.kvc" -o "$tmp/v12.npy" -q
+# and a format 1.3 one (the counts without the index of 1.4)
+"$kvcore" inspect "${KVC_TEST_DATA:-tests/data}/rans_v13/rans_v13_case1.kvc" >"$tmp/out" 2>"$tmp/err"
+if has "kvcore container v1.3, .*, coder rans"; then ok "inspect reads a format 1.3 rANS container"; else not_ok "inspect reads a format 1.3 rANS container"; fi
+check "decode a format 1.3 rANS container" "$kvcore" decode "${KVC_TEST_DATA:-tests/data}/rans_v13/rans_v13_case1.kvc" -o "$tmp/v13.npy" -q
+if same_bytes "$tmp/v12.npy" "$tmp/v13.npy"; then ok "the format 1.2 and 1.3 containers of one input decode the same"; else not_ok "the format 1.2 and 1.3 containers of one input decode the same"; fi
 check "decode a rans container" "$kvcore" decode "$tmp/r.kvc" -o "$tmp/r.npy" -q
 if same_bytes "$tmp/r.npy" "$tmp/kv5.npy"; then ok "rans decodes to the ac decode, byte for byte"; else not_ok "rans decodes to the ac decode, byte for byte"; fi
 check "encode --coder ac (explicit)" "$kvcore" encode "$K" "$V" -o "$tmp/ac.kvc" -q --coder ac
@@ -403,7 +408,7 @@ check "encode --chunk-tokens 200 --coder rans" "$kvcore" encode --chunk-tokens 2
 check "decode a rans stream" "$kvcore" decode "$tmp/rs.kvcs" -o "$tmp/rsdec.npy" -q
 if same_bytes "$tmp/rsdec.npy" "$tmp/sdec.npy"; then ok "rans stream decodes as the ac stream"; else not_ok "rans stream decodes as the ac stream"; fi
 "$kvcore" inspect "$tmp/rs.kvcs" >"$tmp/out" 2>"$tmp/err"
-if has "kvcore stream of 3 containers v1.3, .*, coder rans"; then ok "stream inspect names the coder"; else not_ok "stream inspect names the coder"; fi
+if has "kvcore stream of 3 containers v1.4, .*, coder rans"; then ok "stream inspect names the coder"; else not_ok "stream inspect names the coder"; fi
 check "encode --level 2 --coder rans" "$kvcore" encode "$K" "$V" -o "$tmp/rl2.kvc" -q --level 2 --coder rans
 "$kvcore" decode "$tmp/l2.kvc" -o "$tmp/l2.npy" -q
 "$kvcore" decode "$tmp/rl2.kvc" -o "$tmp/rl2.npy" -q

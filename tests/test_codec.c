@@ -501,22 +501,10 @@ Test(codec, every_meta_field_validated)
     kvc_context_destroy(ctx);
 }
 
-/* The container with its LENGTHS payload replaced (the later sections moved, sizes and checksums
- * rewritten), so a re-encoded varint reaches the parser. */
+/* The container with its LENGTHS payload replaced, so a re-encoded varint reaches the parser. */
 static uint8_t *with_lengths(const uint8_t *good, size_t len, const uint8_t *lengths, size_t n, size_t *out_len)
 {
-    size_t off[5];
-    sections(good, off);
-    const size_t old_n = rd32(good + off[3] + 8), tail = off[3] + 16 + old_n;
-    *out_len = len - old_n + n;
-    uint8_t *b = malloc(*out_len);
-    memcpy(b, good, off[3] + 16);
-    memcpy(b + off[3] + 16, lengths, n);
-    memcpy(b + off[3] + 16 + n, good + tail, len - tail);
-    wr32(b + off[3] + 8, (uint32_t)n);
-    wr32(b + 24, (uint32_t)*out_len); /* total size (fits 32 bits here; bytes 28-31 stay 0) */
-    reseal(b, off[3]);
-    return b;
+    return with_section(good, len, 3, lengths, n, out_len);
 }
 
 static void expect_lengths(kvc_context_t *ctx, const uint8_t *good, size_t len, const uint8_t *lengths, size_t n,
@@ -1094,10 +1082,19 @@ Test(codec, format_minor_versions)
     wr32(buf + 12, 4u | 16u); /* the rANS stream span flag without rANS streams */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
-    wr32(buf + 12, 4u | 32u); /* a flag no 1.3 container can have */
+    wr32(buf + 12, 4u | 8u | 16u | 32u); /* format 1.4's CDF index in a 1.3 header */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
-    buf[10] = 4; /* ... the same flag from a newer minor: this reader is too old */
+    cr_assert(strstr(kvc_last_error(), "format 1.4 features"), "%s", kvc_last_error());
+    buf[10] = 4;
+    wr32(buf + 12, 4u | 32u); /* the CDF index without rANS streams */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "CDF index flag without rANS"), "%s", kvc_last_error());
+    wr32(buf + 12, 4u | 64u); /* a flag no 1.4 container can have */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    buf[10] = 5; /* ... the same flag from a newer minor: this reader is too old */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_VERSION);
     kvc_codec_info_t info;
@@ -1930,7 +1927,7 @@ Test(container, rice_runs_read_like_single_codes)
 #undef NEXT
 }
 
-/* The inputs of tests/data/rans_v12 (README.md there): real K/V and a synthetic chunk of 20 channels. */
+/* The inputs of tests/data/rans_v12 and rans_v13 (README.md there): real K/V and a synthetic chunk of 20 channels. */
 static uint16_t *v12_input(int cs, kvc_codec_params_t *p, size_t *n)
 {
     if (cs == 0) {
@@ -1953,27 +1950,30 @@ static uint16_t *v12_input(int cs, kvc_codec_params_t *p, size_t *n)
     return x;
 }
 
-/* Format 1.2 containers (streams of 8 channels) still decode after format 1.3 chained 4 groups
- * into a stream: to the values of the arithmetic coder's container of the same input. */
-Test(codec, rans_v12_containers_still_decode)
+/* Older rANS containers still decode: format 1.2 (streams of 8 channels, before format 1.3 chained
+ * 4 groups into a stream) and format 1.3 (its counts without the index of format 1.4), to the
+ * values of the arithmetic coder's container of the same input. */
+Test(codec, older_rans_containers_still_decode)
 {
     kvc_context_t *ctx = kvc_test_cpu_context();
-    for (int cs = 0; cs < 2; cs++) {
+    for (int k = 0; k < 4; k++) {
+        const int cs = k % 2, minor = 2 + k / 2;
         kvc_codec_params_t p;
         size_t n, len, alen;
         uint16_t *x = v12_input(cs, &p, &n), *got = malloc(n * 2), *want = malloc(n * 2);
         char name[64];
-        snprintf(name, sizeof name, "rans_v12/rans_v12_case%d.kvc", cs);
+        snprintf(name, sizeof name, "rans_v1%d/rans_v1%d_case%d.kvc", minor, minor, cs);
         uint8_t *old = read_all(kvc_test_data(name), &len);
         kvc_codec_info_t info;
         cr_assert_eq(kvc_codec_inspect(old, len, &info), KVC_OK, "%s", kvc_last_error());
         cr_assert_eq(info.coder, KVC_CODER_RANS);
-        cr_assert_eq(kvc_codec_decode(ctx, old, len, got, n * 2, NULL), KVC_OK, "case %d: %s", cs, kvc_last_error());
+        cr_assert_eq(info.version_minor, (unsigned)minor, "%s", name);
+        cr_assert_eq(kvc_codec_decode(ctx, old, len, got, n * 2, NULL), KVC_OK, "%s: %s", name, kvc_last_error());
         p.field_mask |= KVC_CODEC_PARAM_WINDOW;
         p.window_tokens = 32;
         uint8_t *ac = encode_ok(ctx, &p, x, &alen);
         cr_assert_eq(kvc_codec_decode(ctx, ac, alen, want, n * 2, NULL), KVC_OK);
-        cr_assert(memcmp(got, want, n * 2) == 0, "case %d: the format 1.2 container decodes to other values", cs);
+        cr_assert(memcmp(got, want, n * 2) == 0, "%s decodes to other values", name);
         kvc_codec_free(ac);
         free(old);
         free(x);

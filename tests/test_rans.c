@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* The rANS coder (src/backends/simd/cpu_rans.c, docs/CACHEGEN.md "rANS coder"): the frequency normalisation,
  * the stream format against an independent oracle written from docs/FORMAT.md, the decoder's
- * corruption statuses, and the codec's --coder rans containers (format 1.3). */
+ * corruption statuses, and the codec's --coder rans containers (format 1.4). */
 #include "config.h"
 
 #include <math.h>
@@ -17,6 +17,7 @@
 
 #include "common/half.h"
 #include "backends/simd/cpu_rans.h"
+#include "core/bitio.h"
 #include "container_edit.h"
 
 static uint32_t rng_state = 1;
@@ -782,10 +783,13 @@ static void same_as_ac(kvc_context_t *ctx, kvc_codec_params_t p, const void *kv,
     cr_assert(memcmp(da, dr, bytes) == 0, "rANS and ac decode differently (T %zu, C %zu)", p.num_tokens, p.num_heads * p.head_size);
     cr_assert_eq(ia.coder, KVC_CODER_AC);
     cr_assert_eq(ir.coder, KVC_CODER_RANS);
-    cr_assert_eq(ir.version_minor, 3u);
+    cr_assert_eq(ir.version_minor, 4u);
     cr_assert_eq(ir.lmcache_readable, 0);
-    cr_assert_eq(ir.cdf_bytes, ia.cdf_bytes, "the same counts");
-    cr_assert_eq(r[12] & 24, 24); /* rANS streams of 32 channels */
+    /* the same counts, behind the index of format 1.4: a varint a part (at most 64 parts, of at
+     * most 10 bytes), and each part padded to a byte */
+    cr_assert(ir.cdf_bytes >= ia.cdf_bytes && ir.cdf_bytes <= ia.cdf_bytes + 11 * 64, "CDF bytes %zu, ac's %zu", ir.cdf_bytes,
+              ia.cdf_bytes);
+    cr_assert_eq(r[12] & 56, 56); /* rANS streams of 32 channels, the CDF index */
     kvc_lmcache_chunk_t o;
     void *storage = NULL;
     cr_assert_eq(kvc_codec_export_lmcache(r, lr, &o, &storage), KVC_ERR_UNSUPPORTED);
@@ -1108,6 +1112,173 @@ Test(rans_codec, damage_reads_the_same_on_one_and_two_threads)
     kvc_codec_free(good);
     free(buf);
     free(kv);
+    free(out);
+    kvc_context_destroy(one);
+    kvc_context_destroy(two);
+}
+
+/* ---- format 1.4's CDF index ---- */
+
+static size_t put_leb(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        out[n++] = (uint8_t)((v & 0x7f) | (v >> 7 ? 0x80 : 0));
+        v >>= 7;
+    } while (v);
+    return n;
+}
+
+/* bits [b0, b1) of src to dst from bit 0 (MSB first), the last byte's rest zero; returns the bytes */
+static size_t copy_bits(uint8_t *dst, const uint8_t *src, size_t b0, size_t b1)
+{
+    const size_t n = (b1 - b0 + 7) / 8;
+    memset(dst, 0, n);
+    for (size_t b = b0; b < b1; b++)
+        if (src[b / 8] >> (7 - b % 8) & 1) dst[(b - b0) / 8] |= (uint8_t)(0x80 >> ((b - b0) % 8));
+    return n;
+}
+
+/* The CDF payload with an index of `parts` parts of the counts coded in plain (an ac container's
+ * section: the same counts, one bit stream), whose S + 1 stream boundaries are at[]; sizes[i] of
+ * each part returned (the caller may edit the index). */
+static size_t indexed_cdf(const uint8_t *plain, const size_t *at, size_t S, size_t parts, uint8_t *out)
+{
+    size_t n = put_leb(out, parts), sizes[1024];
+    uint8_t *body = malloc(S * 64 + 16);
+    size_t m = 0;
+    for (size_t i = 0; i < parts; i++) m += sizes[i] = copy_bits(body + m, plain, at[S * i / parts], at[S * (i + 1) / parts]);
+    for (size_t i = 0; i + 1 < parts; i++) n += put_leb(out + n, sizes[i]);
+    memcpy(out + n, body, m);
+    free(body);
+    return n + m;
+}
+
+/* A rANS container's counts behind any index a reader must take: the writer's (parts of at
+ * least 128 streams, at most 64), one part (the counts as an ac container codes them, behind a
+ * 1), 3, 7, 64 and one a stream; on one and two threads, to the same values. Then an index that
+ * is wrong (no parts, more parts than streams, an overlong or endless varint, a part past the
+ * section, a part one byte short or long) or a part that is damaged: KVC_ERR_CORRUPT with the
+ * same message on one and two threads, naming the part or the stream. */
+Test(rans_codec, cdf_index_any_split_reads_the_same)
+{
+    const size_t nl = 4, T = 64, C = 128, S = 2 * nl * C, n = 2 * nl * T * C;
+    uint16_t *kv = malloc(n * 2), *ref = malloc(n * 2), *out = malloc(n * 2);
+    synth(kv, KVC_DTYPE_F16, n, 23);
+    kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
+                             .num_heads = 8, .head_size = 16 };
+    kvc_context_t *one = one_thread_context(), *two = NULL;
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                .num_threads = 2 };
+    cr_assert_eq(kvc_context_create(&cp, &two), KVC_OK, "%s", kvc_last_error());
+    size_t len, alen, off[5], aoff[5];
+    uint8_t *good = encode_with(one, p, KVC_CODER_RANS, kv, &len), *ac = encode_with(one, p, KVC_CODER_AC, kv, &alen);
+    cr_assert_eq(good[10], 4, "format 1.4");
+    cr_assert_eq(good[12] & 32, 32, "the CDF index flag");
+    cr_assert_eq(kvc_codec_decode(one, good, len, ref, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
+    sections(good, off);
+    sections(ac, aoff);
+    cr_assert_eq(good[off[2] + 16], S / 128, "the writer's parts: one per 128 streams");
+    /* the stream boundaries of the ac container's counts */
+    const uint8_t *plain = ac + aoff[2] + 16;
+    const size_t plain_n = rd32(ac + aoff[2] + 8);
+    size_t *at = malloc((S + 1) * sizeof(size_t));
+    kvc_bitreader_t r = { plain, plain_n, 0, 0 };
+    uint32_t cnt[64];
+    for (size_t st = 0; st < S; st++) {
+        at[st] = r.pos;
+        const unsigned lo = (unsigned)kvc_br_get(&r, 6), hi = (unsigned)kvc_br_get(&r, 6), k = (unsigned)kvc_br_get(&r, 5);
+        kvc_rice_get_run(&r, k, hi - lo, cnt);
+    }
+    at[S] = r.pos;
+    cr_assert(!r.overrun && (r.pos + 7) / 8 == plain_n);
+    uint8_t *cdf = malloc(plain_n + S * 16 + 64);
+    char w1[512], w2[512];
+    const size_t splits[] = { 1, 3, 7, 8, 64, S };
+    for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+        const size_t cn = indexed_cdf(plain, at, S, splits[i], cdf);
+        size_t blen;
+        uint8_t *b = with_section(good, len, 2, cdf, cn, &blen);
+        if (splits[i] == S / 128) cr_assert(blen == len && memcmp(b, good, len) == 0, "%zu parts: not the writer's bytes", splits[i]);
+        for (int t = 0; t < 2; t++) {
+            memset(out, 0xA5, n * 2);
+            cr_assert_eq(decode_why(t ? two : one, b, blen, out, n * 2, w1, sizeof w1), KVC_OK, "%zu parts, %d threads: %s", splits[i], t + 1,
+                         w1);
+            cr_assert(memcmp(out, ref, n * 2) == 0, "%zu parts, %d threads: other values", splits[i], t + 1);
+        }
+        free(b);
+    }
+    /* Wrong indexes and damaged parts, from the index of 3 parts. */
+    const size_t cn = indexed_cdf(plain, at, S, 3, cdf);
+    const size_t size0 = (at[S / 3] - at[0] + 7) / 8;
+    cr_assert((cdf[1] & 0x80) && !(cdf[2] & 0x80) && (cdf[3] & 0x80) && !(cdf[4] & 0x80), "the 3 parts' sizes: two bytes each");
+    uint8_t *edit = malloc(cn + 64);
+    for (int cs = 0; cs < 8; cs++) {
+        size_t en = cn;
+        memcpy(edit, cdf, cn);
+        const char *want = NULL;
+        char name[128];
+        switch (cs) {
+        case 0: edit[0] = 0; want = "has 0 parts"; break;                                     /* no parts */
+        case 1: /* S + 1 parts (two varint bytes: the rest moves one byte on) */
+            en = put_leb(edit, S + 1);
+            memcpy(edit + en, cdf + 1, cn - 1);
+            en += cn - 1;
+            want = "has 1025 parts";
+            break;
+        case 2: /* 3 written in two bytes */
+            edit[0] = 0x83;
+            edit[1] = 0x00;
+            memcpy(edit + 2, cdf + 1, cn - 1);
+            en = cn + 1;
+            want = "index is truncated or malformed";
+            break;
+        case 3: memset(edit + 1, 0x80, 12); want = "malformed at part 0"; break; /* a varint without end */
+        case 4: /* part 0 as long as the section */
+            en = put_leb(edit, 3);
+            en += put_leb(edit + en, cn);
+            en += put_leb(edit + en, 1);
+            memcpy(edit + en, cdf + 1 + 2 * 2, cn - 5); /* sizes of 2 bytes each here */
+            en += cn - 5;
+            want = "runs past the section";
+            break;
+        case 5: /* part 0 one byte short: its last stream runs past it */
+            cr_assert(size0 >= 128 && size0 < 16384, "part 0 of %zu bytes: two varint bytes expected", size0);
+            edit[1] = (uint8_t)(((size0 - 1) & 0x7f) | 0x80);
+            edit[2] = (uint8_t)((size0 - 1) >> 7);
+            want = "CDF part 0 is truncated at stream";
+            break;
+        case 6: /* part 0 one byte long: a zero byte after its content */
+            edit[1] = (uint8_t)(((size0 + 1) & 0x7f) | 0x80);
+            edit[2] = (uint8_t)((size0 + 1) >> 7);
+            memcpy(edit + 5 + size0 + 1, cdf + 5 + size0, cn - 5 - size0);
+            edit[5 + size0] = 0;
+            en = cn + 1;
+            snprintf(name, sizeof name, "CDF part 0 has %zu bytes, its content %zu", size0 + 1, size0);
+            want = name;
+            break;
+        case 7: /* the first byte of part 2: its first stream's lo above hi */
+            edit[5 + size0 + (at[2 * S / 3] - at[S / 3] + 7) / 8] ^= 0x80;
+            snprintf(name, sizeof name, "stream %zu has symbol range", 2 * S / 3);
+            want = name;
+            break;
+        }
+        size_t blen;
+        uint8_t *b = with_section(good, len, 2, edit, en, &blen);
+        const kvc_status_t a = decode_why(one, b, blen, out, n * 2, w1, sizeof w1), c2 = decode_why(two, b, blen, out, n * 2, w2, sizeof w2);
+        cr_assert_eq(a, KVC_ERR_CORRUPT, "case %d: %s", cs, w1);
+        cr_assert_eq(c2, KVC_ERR_CORRUPT, "case %d (two threads): %s", cs, w2);
+        cr_assert_str_eq(w1, w2, "case %d", cs);
+        cr_assert(strstr(w1, want), "case %d: \"%s\" does not say \"%s\"", cs, w1, want);
+        free(b);
+    }
+    free(edit);
+    free(cdf);
+    free(at);
+    kvc_codec_free(good);
+    kvc_codec_free(ac);
+    free(kv);
+    free(ref);
     free(out);
     kvc_context_destroy(one);
     kvc_context_destroy(two);

@@ -125,7 +125,7 @@ def compress(kv: Any, level: int = 0, *, bins_k: Bins = None, bins_v: Bins = Non
     "token" (LMCache-readable) or "channel"; bits: a size target in bits per element (the whole
     container), the bins chosen per layer as `kvcore encode --bits` does (not with level, bins_k,
     bins_v or per-channel keys); coder: "ac" (LMCache's arithmetic coder, LMCache-readable) or "rans"
-    (kvcore's interleaved rANS, container format 1.3: the same decoded values, faster, not
+    (kvcore's interleaved rANS, container format 1.4: the same decoded values, faster, not
     LMCache-readable; docs/CACHEGEN.md)."""
     a, dt = _host(kv, "kv")
     return _encode(a, dt, level, bins_k, bins_v, key_scaling, window_tokens, context, bits, coder)

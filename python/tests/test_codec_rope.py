@@ -83,7 +83,7 @@ def test_codec_rans(tmp_path):
     kv = rng.standard_normal((2, 3, 100, 2, 12)).astype(np.float16)
     ac, rans = kvcore.compress(kv, level=1), kvcore.compress(kv, level=1, coder="rans")
     info = kvcore.inspect(rans)
-    assert info["coder"] == "rans" and info["version_minor"] == 3 and info["lmcache_readable"] == 0
+    assert info["coder"] == "rans" and info["version_minor"] == 4 and info["lmcache_readable"] == 0
     assert kvcore.inspect(ac)["coder"] == "ac"
     np.testing.assert_array_equal(kvcore.decompress(rans), kvcore.decompress(ac))  # the same symbols
     with kvcore.open(tmp_path / "r.kvcs", "wb", chunk_tokens=40, coder="rans") as f:

@@ -332,7 +332,7 @@ static void encode_help(void)
            "                    [4, 64] for every layer, or one per layer (override the level's)\n"
            "  --key-scaling token|channel  channel: per-channel key scales (format 1.1, not LMCache-readable)\n"
            "  --coder ac|rans   the entropy coder: ac (default) is LMCache's arithmetic coder; rans is kvcore's\n"
-           "                    interleaved rANS (format 1.3: same symbols, faster; LMCache cannot read it)\n"
+           "                    interleaved rANS (format 1.4: same symbols, faster; LMCache cannot read it)\n"
            "  --bits B          size target in bits per element (whole container): bins chosen per layer for K and V\n"
            "                    to minimise the quantisation error within it (kvcore inspect --lmcache-config shows them)\n"
            "A container LMCache cannot read is written with a warning (not for --coder rans, which says so).\n",

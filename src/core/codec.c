@@ -473,7 +473,8 @@ static kvc_status_t encode_bins(kvc_context_t *ctx, const kvc_codec_params_t *p,
 
     const uint8_t dt = (uint8_t)p->dtype;
     for (size_t i = 0; i < nscales; i++) scale_store(scales_dt, i, dt, scales[i]);
-    c->flags = (chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0) | (rans ? KVC_CONTAINER_FLAG_RANS | KVC_CONTAINER_FLAG_RANS_SPAN4 : 0);
+    c->flags = (chan ? KVC_CONTAINER_FLAG_CHANNEL_KEYS : 0) |
+               (rans ? KVC_CONTAINER_FLAG_RANS | KVC_CONTAINER_FLAG_RANS_SPAN4 | KVC_CONTAINER_FLAG_CDF_INDEX : 0);
     c->threads = ctx->num_threads;
     c->dtype = dt;
     c->layout = p->layout == KVC_CODEC_MLA ? KVC_CT_LAYOUT_MLA : KVC_CT_LAYOUT_KV_2LTD;

@@ -6,13 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-static int team_thread(void) { return omp_get_thread_num(); }
-#else
-static int team_thread(void) { return 0; }
-#endif
-
 #include "bitio.h"
 #include "checksum.h"
 #include "common/checked.h"
@@ -34,6 +27,20 @@ static uint32_t crc(const uint8_t *p, size_t n) { return kvc_crc32(p, n); }
 static size_t dtype_bytes(uint8_t dt) { return dt == KVC_DTYPE_F32 ? 4 : (dt == KVC_DTYPE_F16 || dt == KVC_DTYPE_BF16) ? 2 : 0; }
 
 static size_t meta_bytes(const kvc_container_t *c) { return 32 + (size_t)c->kvs * c->num_layers; }
+
+/* ---- LEB128 varints: the lengths, the CDF index ---- */
+
+static size_t put_varint(uint8_t *out, uint64_t v)
+{
+    size_t n = 0;
+    do {
+        const uint8_t b = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (out) out[n] = (uint8_t)(b | (v ? 0x80 : 0));
+        n++;
+    } while (v);
+    return n;
+}
 
 /* ---- coded counts: per stream, symbol range [lo, hi], Rice parameter, counts of lo..hi-1 (hi's
  * count is implied by the token total) ---- */
@@ -62,60 +69,96 @@ static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t s0
     }
 }
 
-/* The coded counts in parts of streams, one per thread (a 7B-class chunk has 64 K streams): each
- * part is sized, then written into its own buffer at the bit phase of its final position, so the
- * parts are joined by OR-ing one boundary byte and copying the rest. out: NULL to size only. */
-#define COUNT_PARTS 16
+/* The coded counts in parts of streams, written by threads at once (a 7B-class chunk has 64 K
+ * streams). Without the index (ac containers; formats 1.0-1.3) the section is one bit stream: each
+ * part is sized, then written into its own buffer at the bit phase of its final position, and the
+ * parts are joined by OR-ing one boundary byte and copying the rest. With the index (rANS, format
+ * 1.4) each part starts on a byte, behind varints of the part count and of every part's size but
+ * the last's, and is written in place; a reader's threads parse the parts at once. */
+#define COUNT_PARTS 16         /* parts of a section without index (any count makes the same bits) */
+#define INDEX_PARTS_MAX 64     /* the most parts this writer indexes (readers take up to KVC_CONTAINER_MAX_CDF_PARTS) */
+#define INDEX_PART_STREAMS 128 /* streams a part at least: a small chunk's counts take microseconds */
 typedef struct {
     uint64_t nstreams;    /* streams per window */
+    unsigned cdf_parts;   /* parts of the coded counts */
     size_t meta, scales, cdf, lengths, streams, total;
-    size_t cdf_part_bits[COUNT_PARTS + 1]; /* coded counts: bit offset of each part (counts_section) */
+    size_t cdf_part_bits[INDEX_PARTS_MAX]; /* coded counts: each part's bits */
 } layout_t;
 
-/* Sizing: bits[0 .. parts] receives each part's bit offset. */
-static void counts_size(const kvc_container_t *c, uint64_t nstreams, size_t *bits)
+static unsigned count_parts(const kvc_container_t *c, uint64_t nstreams)
 {
-    const int threads = c->threads > 1 ? c->threads : 1;
-    const uint64_t parts = nstreams < COUNT_PARTS ? 1 : COUNT_PARTS;
-    bits[0] = 0;
-#pragma omp parallel for schedule(static) num_threads(threads) if (parts > 1)
-    for (uint64_t i = 0; i < parts; i++) {
-        kvc_bitwriter_t w = { NULL, 0, 0 };
-        put_counts(&w, c, nstreams * i / parts, nstreams * (i + 1) / parts);
-        bits[i + 1] = w.bits;
-    }
-    for (uint64_t i = 0; i < parts; i++) bits[i + 1] += bits[i];
+    if (!(c->flags & KVC_CONTAINER_FLAG_CDF_INDEX)) return nstreams < COUNT_PARTS ? 1 : COUNT_PARTS;
+    const uint64_t n = nstreams / INDEX_PART_STREAMS;
+    return n < 1 ? 1 : n > INDEX_PARTS_MAX ? INDEX_PARTS_MAX : (unsigned)n;
 }
 
-/* Writing, at the offsets counts_size computed. */
-static kvc_status_t counts_section(const kvc_container_t *c, uint64_t nstreams, uint8_t *out, const size_t *bits)
+/* Part i of n holds streams [S i / n, S (i + 1) / n). */
+static uint64_t part_start(uint64_t nstreams, unsigned n, unsigned i) { return nstreams * i / n; }
+
+/* Sizing: each part's bits, and the section's bytes. */
+static size_t counts_size(const kvc_container_t *c, uint64_t nstreams, unsigned parts, size_t *bits)
 {
     const int threads = c->threads > 1 ? c->threads : 1;
-    const uint64_t parts = nstreams < COUNT_PARTS ? 1 : COUNT_PARTS;
-    memset(out, 0, (bits[parts] + 7) / 8);
+#pragma omp parallel for schedule(static) num_threads(threads) if (parts > 1)
+    for (unsigned i = 0; i < parts; i++) {
+        kvc_bitwriter_t w = { NULL, 0, 0 };
+        put_counts(&w, c, part_start(nstreams, parts, i), part_start(nstreams, parts, i + 1));
+        bits[i] = w.bits;
+    }
+    size_t total = 0;
+    if (c->flags & KVC_CONTAINER_FLAG_CDF_INDEX) {
+        total = put_varint(NULL, parts);
+        for (unsigned i = 0; i < parts; i++) total += (bits[i] + 7) / 8 + (i + 1 < parts ? put_varint(NULL, (bits[i] + 7) / 8) : 0);
+        return total;
+    }
+    for (unsigned i = 0; i < parts; i++) total += bits[i];
+    return (total + 7) / 8;
+}
+
+/* Writing the section of L->cdf bytes that counts_size measured. */
+static kvc_status_t counts_section(const kvc_container_t *c, const layout_t *L, uint8_t *out)
+{
+    const int threads = c->threads > 1 ? c->threads : 1;
+    const unsigned parts = L->cdf_parts;
+    const uint64_t S = L->nstreams;
+    memset(out, 0, L->cdf);
+    size_t at[INDEX_PARTS_MAX + 1]; /* each part's first byte (with the index) or bit (without) */
+    if (c->flags & KVC_CONTAINER_FLAG_CDF_INDEX) {
+        at[0] = put_varint(out, parts);
+        for (unsigned i = 0; i + 1 < parts; i++) at[0] += put_varint(out + at[0], (L->cdf_part_bits[i] + 7) / 8);
+        for (unsigned i = 0; i < parts; i++) at[i + 1] = at[i] + (L->cdf_part_bits[i] + 7) / 8;
+#pragma omp parallel for schedule(static) num_threads(threads) if (parts > 1)
+        for (unsigned i = 0; i < parts; i++) {
+            kvc_bitwriter_t w = { out + at[i], at[i + 1] - at[i], 0 };
+            put_counts(&w, c, part_start(S, parts, i), part_start(S, parts, i + 1));
+        }
+        return KVC_OK;
+    }
+    at[0] = 0;
+    for (unsigned i = 0; i < parts; i++) at[i + 1] = at[i] + L->cdf_part_bits[i];
     if (parts == 1) {
-        kvc_bitwriter_t w = { out, (bits[parts] + 7) / 8, 0 };
-        put_counts(&w, c, 0, nstreams);
+        kvc_bitwriter_t w = { out, L->cdf, 0 };
+        put_counts(&w, c, 0, S);
         return KVC_OK;
     }
     uint8_t *tmp[COUNT_PARTS] = { NULL };
     int failed = 0;
-    for (uint64_t i = 0; i < parts; i++) failed |= !(tmp[i] = calloc((bits[i] % 8 + bits[i + 1] - bits[i] + 7) / 8 + 1, 1));
+    for (unsigned i = 0; i < parts; i++) failed |= !(tmp[i] = calloc((at[i] % 8 + at[i + 1] - at[i] + 7) / 8 + 1, 1));
     if (!failed) {
 #pragma omp parallel for schedule(static) num_threads(threads)
-        for (uint64_t i = 0; i < parts; i++) {
-            const size_t phase = bits[i] % 8, n = (phase + bits[i + 1] - bits[i] + 7) / 8;
+        for (unsigned i = 0; i < parts; i++) {
+            const size_t phase = at[i] % 8, n = (phase + at[i + 1] - at[i] + 7) / 8;
             kvc_bitwriter_t w = { tmp[i], n, phase };
-            put_counts(&w, c, nstreams * i / parts, nstreams * (i + 1) / parts);
+            put_counts(&w, c, part_start(S, parts, i), part_start(S, parts, i + 1));
         }
-        for (uint64_t i = 0; i < parts; i++) {
-            const size_t b0 = bits[i] / 8, n = (bits[i] % 8 + bits[i + 1] - bits[i] + 7) / 8;
+        for (unsigned i = 0; i < parts; i++) {
+            const size_t b0 = at[i] / 8, n = (at[i] % 8 + at[i + 1] - at[i] + 7) / 8;
             if (!n) continue;
             out[b0] |= tmp[i][0];
             memcpy(out + b0 + 1, tmp[i] + 1, n - 1);
         }
     }
-    for (uint64_t i = 0; i < parts; i++) free(tmp[i]);
+    for (unsigned i = 0; i < parts; i++) free(tmp[i]);
     return failed ? kvc_error(KVC_ERR_NO_MEMORY, "container: no memory for the coded CDF") : KVC_OK;
 }
 
@@ -126,17 +169,20 @@ static int scales_bad(const uint8_t *p, size_t n, kvc_dtype_t dtype)
     return kvc_scales_bad16(p, n / 2, dtype == KVC_DTYPE_F16 ? 0x7C00u : 0x7F80u);
 }
 
-static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c, uint64_t nstreams)
+/* Streams [s0, s1) of the coded counts from p[0, len), which they must fill to its last byte;
+ * part: the index's part (-1: a section without index). say = 0: the status alone, no message
+ * (a thread of a parallel parse; the caller parses the first failing part again to say why). */
+static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c, uint64_t s0, uint64_t s1, int part, int say)
 {
+#define FAIL(...) (say ? kvc_error(KVC_ERR_CORRUPT, __VA_ARGS__) : KVC_ERR_CORRUPT)
     kvc_bitreader_t r = { p, len, 0, 0 };
     const uint64_t C = (uint64_t)c->num_heads * c->head_size; /* streams of a layer (one a channel) */
     const int rans = !!(c->flags & KVC_CONTAINER_FLAG_RANS);
-    for (uint64_t st = 0; st < nstreams; st++) {
+    for (uint64_t st = s0; st < s1; st++) {
         uint32_t *cnt = c->counts + st * c->cdf_bins;
         const unsigned lo = (unsigned)kvc_br_get(&r, 6), hi = (unsigned)kvc_br_get(&r, 6), k = (unsigned)kvc_br_get(&r, 5);
         if (hi >= c->cdf_bins || lo > hi || k > 31)
-            return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu has symbol range [%u, %u] for %u bins",
-                             (unsigned long long)st, lo, hi, c->cdf_bins);
+            return FAIL("container CDF: stream %llu has symbol range [%u, %u] for %u bins", (unsigned long long)st, lo, hi, c->cdf_bins);
         /* The quantiser's symbols of a layer of B bins are at most 2M = 2 (B / 2 - 1): in a rANS
          * container (kvcore's encoder alone writes them) a count above is corrupt, and the codec's
          * rANS decode relies on it (a symbol without a count has no frequency, so none above 2M
@@ -144,35 +190,26 @@ static kvc_status_t get_counts(const uint8_t *p, size_t len, kvc_container_t *c,
          * CDF's width. */
         const unsigned top = 2u * (c->bins[st / C] / 2u - 1u);
         if (rans && hi > top)
-            return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu (layer %llu) counts symbol %u, above 2M = %u of its %u bins",
-                             (unsigned long long)st, (unsigned long long)(st / C), hi, top, c->bins[st / C]);
+            return FAIL("container CDF: stream %llu (layer %llu) counts symbol %u, above 2M = %u of its %u bins", (unsigned long long)st,
+                        (unsigned long long)(st / C), hi, top, c->bins[st / C]);
         const uint64_t sum = kvc_rice_get_run(&r, k, hi - lo, cnt + lo);
-        if (r.overrun) return kvc_error(KVC_ERR_CORRUPT, "container CDF section is truncated at stream %llu", (unsigned long long)st);
+        if (r.overrun)
+            return part < 0 ? FAIL("container CDF section is truncated at stream %llu", (unsigned long long)st)
+                            : FAIL("container CDF part %d is truncated at stream %llu", part, (unsigned long long)st);
         if (sum > c->num_tokens)
-            return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu counts %llu symbols for %u tokens",
-                             (unsigned long long)st, (unsigned long long)sum, c->num_tokens);
+            return FAIL("container CDF: stream %llu counts %llu symbols for %u tokens", (unsigned long long)st, (unsigned long long)sum,
+                        c->num_tokens);
         cnt[hi] = c->num_tokens - (uint32_t)sum;
         if (hi > lo && (cnt[lo] == 0 || cnt[hi] == 0))
-            return kvc_error(KVC_ERR_CORRUPT, "container CDF: stream %llu range ends have zero counts", (unsigned long long)st);
+            return FAIL("container CDF: stream %llu range ends have zero counts", (unsigned long long)st);
     }
     if ((r.pos + 7) / 8 != len)
-        return kvc_error(KVC_ERR_CORRUPT, "container CDF section has %zu bytes, its content %zu", len, (r.pos + 7) / 8);
+        return part < 0 ? FAIL("container CDF section has %zu bytes, its content %zu", len, (r.pos + 7) / 8)
+                        : FAIL("container CDF part %d has %zu bytes, its content %zu", part, len, (r.pos + 7) / 8);
     return KVC_OK;
+#undef FAIL
 }
 
-/* ---- lengths: LEB128 varints ---- */
-
-static size_t put_varint(uint8_t *out, uint32_t v)
-{
-    size_t n = 0;
-    do {
-        const uint8_t b = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (out) out[n] = (uint8_t)(b | (v ? 0x80 : 0));
-        n++;
-    } while (v);
-    return n;
-}
 
 /* ---- sizes ---- */
 
@@ -188,8 +225,8 @@ static kvc_status_t plan(const kvc_container_t *c, layout_t *L)
         if (!kvc_mul_ok_u64(L->nstreams, (uint64_t)(c->cdf_bins + 1) * 2, &n)) return KVC_ERR_NO_MEMORY;
         L->cdf = n;
     } else {
-        counts_size(c, L->nstreams, L->cdf_part_bits);
-        L->cdf = (L->cdf_part_bits[L->nstreams < COUNT_PARTS ? 1 : COUNT_PARTS] + 7) / 8;
+        L->cdf_parts = count_parts(c, L->nstreams);
+        L->cdf = counts_size(c, L->nstreams, L->cdf_parts, L->cdf_part_bits);
     }
     for (uint64_t i = 0; i < kvc_container_coded_per_window(c) * c->num_windows; i++) L->lengths += put_varint(NULL, c->lengths[i]);
     L->streams = c->streams_bytes;
@@ -271,7 +308,8 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
     memcpy(out, KVC_CONTAINER_MAGIC, 8);
     put_u16(out + 8, KVC_CONTAINER_VERSION_MAJOR);
     /* The oldest minor that has every feature used: format 1.0 containers stay byte-identical. */
-    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_MINOR3   ? 3
+    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_MINOR4   ? 4
+                      : c->flags & KVC_CONTAINER_FLAGS_MINOR3 ? 3
                       : c->flags & KVC_CONTAINER_FLAGS_MINOR2 ? 2
                       : c->flags & KVC_CONTAINER_FLAGS_MINOR1 ? 1
                                                               : 0);
@@ -302,7 +340,7 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
     uint8_t *q = p + KVC_CONTAINER_SECTION_BYTES;
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) memcpy(q, c->raw_cdf, L.cdf);
     else {
-        const kvc_status_t st = counts_section(c, L.nstreams, q, L.cdf_part_bits);
+        const kvc_status_t st = counts_section(c, &L, q);
         if (st != KVC_OK) return st;
     }
     p = section(p, KVC_SECTION_CDF, q, L.cdf);
@@ -357,6 +395,11 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
     if ((c->flags & KVC_CONTAINER_FLAGS_MINOR3) && c->version_minor < 3)
         return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.3 features)", c->version_minor,
                          c->flags);
+    if ((c->flags & KVC_CONTAINER_FLAGS_MINOR4) && c->version_minor < 4)
+        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.4 features)", c->version_minor,
+                         c->flags);
+    if ((c->flags & KVC_CONTAINER_FLAG_CDF_INDEX) && !(c->flags & KVC_CONTAINER_FLAG_RANS))
+        return kvc_error(KVC_ERR_CORRUPT, "container has the CDF index flag without rANS streams (flags 0x%x)", c->flags);
     if ((c->flags & KVC_CONTAINER_FLAG_RANS_SPAN4) && !(c->flags & KVC_CONTAINER_FLAG_RANS))
         return kvc_error(KVC_ERR_CORRUPT, "container has the rANS stream span flag without rANS streams (flags 0x%x)", c->flags);
     /* rANS frequencies come from the counts: a raw LMCache table has none. */
@@ -456,15 +499,40 @@ kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_contai
     return st != KVC_OK ? st : parse_meta(m, n, c);
 }
 
-/* The sections after META, in order, up to STREAMS' header: its payload to *sp / *sn, its
- * checksum not checked (the caller does, next); the stream lengths' total to *sum. */
-static kvc_status_t parse_body(const uint8_t *buf, size_t len, kvc_container_t *c, size_t *pos_out, const uint8_t **sp, size_t *sn,
-                               uint64_t *sum_out)
+/* The coded counts' parts as the CDF section holds them: p + at[i] .. p + at[i + 1] for part i of
+ * n (one part without the index; none for a raw CDF). */
+typedef struct {
+    const uint8_t *p;
+    unsigned n;
+    int indexed;
+    size_t *at, one[2]; /* at: one, or owned */
+} count_parts_t;
+
+/* A varint of the CDF index: below 2^64, in its shortest form; 0 when malformed or past n. */
+static int get_varint64(const uint8_t *p, size_t n, size_t *off, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (unsigned shift = 0; *off < n && shift < 64; shift += 7) {
+        const uint8_t b = p[(*off)++];
+        if ((shift == 63 && (b & 0xfe)) || (shift && b == 0)) return 0;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* SCALES and CDF, in order: the scales checked, a raw CDF checked, the coded counts' parts found
+ * (the index read and checked) and their table allocated; the counts are parsed next
+ * (parse_counts). */
+static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t *c, size_t *pos_io, count_parts_t *cp)
 {
     kvc_status_t st;
-    size_t pos = *pos_out, n;
+    size_t pos = *pos_io, n;
     const uint8_t *p;
-    const uint64_t nstreams = kvc_container_streams_per_window(c), nlen = kvc_container_coded_per_window(c) * c->num_windows;
+    const uint64_t nstreams = kvc_container_streams_per_window(c);
 
     if ((st = next_section(buf, len, &pos, KVC_SECTION_SCALES, &p, &n)) != KVC_OK) return st;
     if (n != kvc_container_num_scales(c) * dtype_bytes(c->dtype))
@@ -484,6 +552,7 @@ static kvc_status_t parse_body(const uint8_t *buf, size_t len, kvc_container_t *
     c->scales_bytes = n;
 
     if ((st = next_section(buf, len, &pos, KVC_SECTION_CDF, &p, &n)) != KVC_OK) return st;
+    *pos_io = pos;
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF) {
         if (n != nstreams * (c->cdf_bins + 1u) * 2)
             return kvc_error(KVC_ERR_CORRUPT, "container raw CDF section has %zu bytes, expected %llu", n,
@@ -497,15 +566,100 @@ static kvc_status_t parse_body(const uint8_t *buf, size_t len, kvc_container_t *
                                      (unsigned long long)st_i, s);
         }
         c->raw_cdf = p;
-    } else {
-        /* Each coded stream takes at least 17 bits: reject before allocating for a claimed size. */
-        if ((uint64_t)n * 8 < nstreams * 17)
-            return kvc_error(KVC_ERR_CORRUPT, "container CDF section of %zu bytes cannot hold %llu streams", n,
-                             (unsigned long long)nstreams);
-        c->counts = calloc(nstreams * c->cdf_bins, sizeof(uint32_t));
-        if (!c->counts) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for %llu CDF counts", (unsigned long long)nstreams);
-        if ((st = get_counts(p, n, c, nstreams)) != KVC_OK) return st;
+        return KVC_OK;
     }
+    /* Each coded stream takes at least 17 bits: reject before allocating for a claimed size. */
+    if ((uint64_t)n * 8 < nstreams * 17)
+        return kvc_error(KVC_ERR_CORRUPT, "container CDF section of %zu bytes cannot hold %llu streams", n, (unsigned long long)nstreams);
+    c->counts = calloc(nstreams * c->cdf_bins, sizeof(uint32_t));
+    if (!c->counts) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for %llu CDF counts", (unsigned long long)nstreams);
+    cp->p = p;
+    if (!(c->flags & KVC_CONTAINER_FLAG_CDF_INDEX)) {
+        cp->n = 1;
+        cp->at = cp->one;
+        cp->one[0] = 0;
+        cp->one[1] = n;
+        return KVC_OK;
+    }
+    size_t off = 0;
+    uint64_t parts;
+    if (!get_varint64(p, n, &off, &parts)) return kvc_error(KVC_ERR_CORRUPT, "container CDF index is truncated or malformed");
+    if (!parts || parts > KVC_CONTAINER_MAX_CDF_PARTS || parts > nstreams)
+        return kvc_error(KVC_ERR_CORRUPT, "container CDF index has %llu parts for %llu streams (1 to %d, at most one a stream)",
+                         (unsigned long long)parts, (unsigned long long)nstreams, KVC_CONTAINER_MAX_CDF_PARTS);
+    if (!(cp->at = malloc((parts + 1) * sizeof(size_t)))) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF index");
+    cp->n = (unsigned)parts;
+    cp->indexed = 1;
+    for (unsigned i = 0; i + 1 < cp->n; i++) { /* the sizes, then their offsets behind the index */
+        uint64_t size;
+        if (!get_varint64(p, n, &off, &size))
+            return kvc_error(KVC_ERR_CORRUPT, "container CDF index is truncated or malformed at part %u", i);
+        cp->at[i + 1] = size > n ? n + 1 : (size_t)size;
+    }
+    cp->at[0] = off;
+    for (unsigned i = 0; i + 1 < cp->n; i++) {
+        if (cp->at[i + 1] > n - cp->at[i])
+            return kvc_error(KVC_ERR_CORRUPT, "container CDF index: part %u of %s%zu bytes runs past the section's %zu", i,
+                             cp->at[i + 1] > n ? "over " : "", cp->at[i + 1] > n ? n : cp->at[i + 1], n);
+        cp->at[i + 1] += cp->at[i];
+    }
+    cp->at[cp->n] = n; /* the last part: the rest */
+    return KVC_OK;
+}
+
+/* The coded counts, part by part; with threads, the parts at once and STREAMS' checksum in pieces
+ * beside them (its bytes are most of the container: ahead, found by section_ahead), compared
+ * later where the parse in order would have. The status and message are those of the parse in
+ * order: the first failing part is parsed again on this thread to say why. */
+static kvc_status_t parse_counts(kvc_container_t *c, const count_parts_t *cp, int threads, const uint8_t *ahead, size_t ahead_n,
+                                 uint32_t *ahead_crc, int *have_crc)
+{
+    const uint64_t S = kvc_container_streams_per_window(c);
+    const unsigned n = cp->n;
+#define PART(i, say) get_counts(cp->p + cp->at[i], cp->at[(i) + 1] - cp->at[i], c, part_start(S, n, i), part_start(S, n, (i) + 1), \
+                                cp->indexed ? (int)(i) : -1, say)
+    const unsigned pieces = threads > 1 && ahead && ahead_n >= CRC_AHEAD_MIN ? (threads < 16 ? (unsigned)threads : 16u) : 0;
+    if (threads <= 1 || n + pieces <= 1) {
+        for (unsigned i = 0; i < n; i++) {
+            const kvc_status_t st = PART(i, 1);
+            if (st != KVC_OK) return st;
+        }
+        return KVC_OK;
+    }
+    unsigned char *bad = calloc(n + 1, 1);
+    if (!bad) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF parse");
+    uint32_t sums[16];
+    const int items = (int)(n + pieces);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int i = 0; i < items; i++) {
+        if ((unsigned)i < n) bad[i] = PART((unsigned)i, 0) != KVC_OK;
+        else {
+            const size_t j = (size_t)i - n, a = ahead_n * j / pieces, b = ahead_n * (j + 1) / pieces;
+            sums[j] = crc(ahead + a, b - a);
+        }
+    }
+    if (pieces) {
+        *ahead_crc = sums[0];
+        for (unsigned j = 1; j < pieces; j++) *ahead_crc = kvc_crc32_combine(*ahead_crc, sums[j], ahead_n * (j + 1) / pieces - ahead_n * j / pieces);
+        *have_crc = 1;
+    }
+    kvc_status_t st = KVC_OK;
+    for (unsigned i = 0; i < n && st == KVC_OK; i++)
+        if (bad[i]) st = PART(i, 1);
+    free(bad);
+    return st;
+#undef PART
+}
+
+/* LENGTHS and STREAMS' header: STREAMS' payload to *sp / *sn, its checksum not checked (the
+ * caller does, next); the stream lengths' total to *sum_out. */
+static kvc_status_t parse_back(const uint8_t *buf, size_t len, kvc_container_t *c, size_t *pos_out, const uint8_t **sp, size_t *sn,
+                               uint64_t *sum_out)
+{
+    kvc_status_t st;
+    size_t pos = *pos_out, n;
+    const uint8_t *p;
+    const uint64_t nlen = kvc_container_coded_per_window(c) * c->num_windows;
 
     if ((st = next_section(buf, len, &pos, KVC_SECTION_LENGTHS, &p, &n)) != KVC_OK) return st;
     if (n < nlen) /* every length takes at least one byte */
@@ -548,21 +702,12 @@ kvc_status_t kvc_container_parse_mt(const uint8_t *buf, size_t len, kvc_containe
     uint64_t sum = 0;
     uint32_t ahead_crc = 0;
     int have_crc = 0;
-    /* With threads, STREAMS' checksum (most of the container's bytes) is computed on a second
-     * thread while this one parses the sections before it (the counts' Rice codes: one dependency
-     * chain); it is compared where the parse in order would have, so the statuses are the same.
-     * Messages are set on this thread (the team's first). */
-    if (threads > 1 && section_ahead(buf, len, pos, 3, &ahead, &ahead_n) && ahead_n >= CRC_AHEAD_MIN) {
-#pragma omp parallel num_threads(2)
-        {
-            if (team_thread() == 1) {
-                ahead_crc = crc(ahead, ahead_n);
-                have_crc = 1;
-            } else if (team_thread() == 0)
-                st = parse_body(buf, len, c, &pos, &p, &n, &sum);
-        }
-    } else
-        st = parse_body(buf, len, c, &pos, &p, &n, &sum);
+    count_parts_t cp = { NULL, 0, 0, NULL, { 0, 0 } };
+    if (threads > 1 && !section_ahead(buf, len, pos, 3, &ahead, &ahead_n)) ahead = NULL;
+    st = parse_front(buf, len, c, &pos, &cp);
+    if (st == KVC_OK) st = parse_counts(c, &cp, threads, ahead, ahead_n, &ahead_crc, &have_crc);
+    if (cp.at != cp.one) free(cp.at);
+    if (st == KVC_OK) st = parse_back(buf, len, c, &pos, &p, &n, &sum);
     if (st == KVC_OK && (have_crc && p == ahead && n == ahead_n ? ahead_crc : crc(p, n)) != get_u32(p - KVC_CONTAINER_SECTION_BYTES + 4))
         st = kvc_error(KVC_ERR_CORRUPT, "container section %u checksum mismatch", KVC_SECTION_STREAMS);
     if (st == KVC_OK && sum != n)

@@ -12,7 +12,7 @@
 
 #define KVC_CONTAINER_MAGIC "\x89KVC\r\n\x1a\n"
 #define KVC_CONTAINER_VERSION_MAJOR 1
-#define KVC_CONTAINER_VERSION_MINOR 3 /* the newest minor this kvcore reads and writes */
+#define KVC_CONTAINER_VERSION_MINOR 4 /* the newest minor this kvcore reads and writes */
 #define KVC_CONTAINER_HEADER_BYTES 48
 #define KVC_CONTAINER_SECTION_BYTES 16
 #define KVC_CONTAINER_MAX_BINS 64
@@ -21,12 +21,18 @@
 #define KVC_CONTAINER_FLAG_CHANNEL_KEYS 4u /* plane 0 scaled per (layer, channel): format 1.1 */
 #define KVC_CONTAINER_FLAG_RANS 8u /* STREAMS are interleaved rANS, one per 8 channels: format 1.2 */
 #define KVC_CONTAINER_FLAG_RANS_SPAN4 16u /* with RANS: one stream per 32 channels (4 groups of 8): format 1.3 */
-/* Flags that need format 1.1 (1.2, 1.3): an older file cannot carry them. */
+/* with RANS: the coded CDF in byte-aligned parts of streams behind an index of their sizes, so
+ * that threads parse the parts at once: format 1.4 */
+#define KVC_CONTAINER_FLAG_CDF_INDEX 32u
+#define KVC_CONTAINER_MAX_CDF_PARTS 4096 /* an index with more parts is corrupt */
+/* Flags that need format 1.1 (1.2, 1.3, 1.4): an older file cannot carry them. */
 #define KVC_CONTAINER_FLAGS_MINOR1 (KVC_CONTAINER_FLAG_NO_HEADS | KVC_CONTAINER_FLAG_CHANNEL_KEYS)
 #define KVC_CONTAINER_FLAGS_MINOR2 KVC_CONTAINER_FLAG_RANS
 #define KVC_CONTAINER_FLAGS_MINOR3 KVC_CONTAINER_FLAG_RANS_SPAN4
+#define KVC_CONTAINER_FLAGS_MINOR4 KVC_CONTAINER_FLAG_CDF_INDEX
 #define KVC_CONTAINER_FLAGS_KNOWN                                                                                      \
-    (KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAGS_MINOR1 | KVC_CONTAINER_FLAGS_MINOR2 | KVC_CONTAINER_FLAGS_MINOR3)
+    (KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAGS_MINOR1 | KVC_CONTAINER_FLAGS_MINOR2 | KVC_CONTAINER_FLAGS_MINOR3 | \
+     KVC_CONTAINER_FLAGS_MINOR4)
 
 enum { KVC_SECTION_META = 1, KVC_SECTION_SCALES = 2, KVC_SECTION_CDF = 3, KVC_SECTION_LENGTHS = 4, KVC_SECTION_STREAMS = 5 };
 enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };

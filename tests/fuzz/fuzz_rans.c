@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The rANS coder (--coder rans, container format 1.3) through the codec: a chunk built from the
+/* The rANS coder (--coder rans, container format 1.4) through the codec: a chunk built from the
  * input is coded with both coders, then the rANS container's LENGTHS and STREAMS are damaged as the
  * input says, checksums repaired, and decoded (docs/FORMAT.md "rANS streams").
  *

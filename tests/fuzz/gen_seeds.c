@@ -112,12 +112,12 @@ static void container_seed(const char *name, kvc_dtype_t dt, kvc_codec_layout_t 
     free(kv);
 }
 
-/* A format 1.2 rANS container (8-channel streams) written before format 1.3, from
- * tests/data/rans_v12 (a partial group of 4 channels). */
-static void rans_v12_seed(void)
+/* rANS containers of older formats, from tests/data: 1.2 (8-channel streams, written before format
+ * 1.3; a partial group of 4 channels) and 1.3 (the counts without the index of 1.4). */
+static void rans_old_seed(int minor)
 {
     char path[4096];
-    snprintf(path, sizeof(path), "%s/tests/data/rans_v12/rans_v12_case1.kvc", srcdir);
+    snprintf(path, sizeof(path), "%s/tests/data/rans_v1%d/rans_v1%d_case1.kvc", srcdir, minor, minor);
     FILE *f = fopen(path, "rb");
     uint8_t buf[16384];
     const size_t len = f ? fread(buf, 1, sizeof(buf), f) : 0;
@@ -125,7 +125,7 @@ static void rans_v12_seed(void)
     fclose(f);
     for (uint8_t mode = 0; mode < 4; mode += 3) {
         char name[64];
-        snprintf(name, sizeof(name), "rans-v12-mode%u", mode);
+        snprintf(name, sizeof(name), "rans-v1%d-mode%u", minor, mode);
         put("container", name, &mode, 1, buf, len);
     }
 }
@@ -437,13 +437,16 @@ int main(int argc, char **argv)
     mkdir(path, 0755);
 
     float *chunk = kv_chunk(2, 40, 32);
-    float *small = kv_chunk(1, 8, 8);
+    float *small = kv_chunk(1, 8, 8), *wide = kv_chunk(4, 6, 32);
     container_seed("f16-2ltd", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 2, 40, 4, 8, 16, chunk, KVC_CODER_AC);
     container_seed("bf16-2ltd", KVC_DTYPE_BF16, KVC_CODEC_KV_2LTD, 1, 8, 2, 4, 256, small, KVC_CODER_AC);
     container_seed("f32-mla", KVC_DTYPE_F32, KVC_CODEC_MLA, 1, 8, 1, 8, 3, small, KVC_CODER_AC);
-    /* rANS (format 1.3): two full windows decoded in one call and a short last one */
+    /* rANS (format 1.4): two full windows decoded in one call and a short last one */
     container_seed("f16-2ltd-rans", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 2, 40, 4, 8, 16, chunk, KVC_CODER_RANS);
-    rans_v12_seed();
+    /* 256 streams: the CDF index's two parts, which a two-thread decode parses at once */
+    container_seed("f16-2ltd-rans-parts", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 4, 6, 4, 8, 16, wide, KVC_CODER_RANS);
+    rans_old_seed(2);
+    rans_old_seed(3);
     const uint8_t lengths[] = { 1, 1, 1, 1 };
     raw_cdf_seed("raw-cdf", lengths, 4, KVC_OK);
     /* LENGTHS varints the parser must refuse: 1 + 2^32 (wraps to 1 in 32 bits) and 1 spelled in two
@@ -463,6 +466,7 @@ int main(int argc, char **argv)
     env_seeds();
     free(chunk);
     free(small);
+    free(wide);
     kvc_context_destroy(ctx);
     return 0;
 }
