@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="214095b27b5b66ec4f3284b0244b7db477ac89623058604eeafc3640dbd217da")
+    version("0.1.0", sha256="58a2277ae9afecd2402bcbbe6c0ccb7fdb464760a1265b7aadc5957caf7293a5")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
