@@ -629,8 +629,8 @@ static kvc_status_t parse_counts(kvc_container_t *c, const count_parts_t *cp, in
     unsigned char *bad = calloc(n + 1, 1);
     if (!bad) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF parse");
     uint32_t sums[16];
-    const int items = (int)(n + pieces);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    const int items = (int)(n + pieces), team = items < threads ? items : threads;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team)
     for (int i = 0; i < items; i++) {
         if ((unsigned)i < n) bad[i] = PART((unsigned)i, 0) != KVC_OK;
         else {
