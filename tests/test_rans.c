@@ -741,14 +741,16 @@ Test(rans, simd_encoders_divide_exactly)
 /* A one-thread CPU context: these chunks are tiny, and OpenMP's barriers on a loaded machine (or
  * under a sanitizer) would cost more than the coding; same_bytes_on_every_tier_and_thread_count
  * covers more threads. */
-static kvc_context_t *one_thread_context(void)
+static kvc_context_t *cpu_threads_context(int threads)
 {
     kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
-                                .num_threads = 1 };
+                                .num_threads = threads };
     kvc_context_t *ctx = NULL;
     cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
     return ctx;
 }
+
+static kvc_context_t *one_thread_context(void) { return cpu_threads_context(1); }
 
 static void synth(void *buf, kvc_dtype_t dt, size_t n, unsigned seed)
 {
@@ -1057,10 +1059,7 @@ Test(rans_codec, damage_reads_the_same_on_one_and_two_threads)
     synth(kv, KVC_DTYPE_F16, n, 21);
     kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
                              .num_heads = 8, .head_size = 16 };
-    kvc_context_t *one = one_thread_context(), *two = NULL;
-    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
-                                .num_threads = 2 };
-    cr_assert_eq(kvc_context_create(&cp, &two), KVC_OK, "%s", kvc_last_error());
+    kvc_context_t *one = one_thread_context(), *two = cpu_threads_context(2);
     size_t len;
     uint8_t *good = encode_with(one, p, KVC_CODER_RANS, kv, &len), *buf = malloc(len);
     size_t off[5];
@@ -1167,10 +1166,7 @@ Test(rans_codec, cdf_index_any_split_reads_the_same)
     synth(kv, KVC_DTYPE_F16, n, 23);
     kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
                              .num_heads = 8, .head_size = 16 };
-    kvc_context_t *one = one_thread_context(), *two = NULL;
-    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
-                                .num_threads = 2 };
-    cr_assert_eq(kvc_context_create(&cp, &two), KVC_OK, "%s", kvc_last_error());
+    kvc_context_t *one = one_thread_context(), *two = cpu_threads_context(2);
     size_t len, alen, off[5], aoff[5];
     uint8_t *good = encode_with(one, p, KVC_CODER_RANS, kv, &len), *ac = encode_with(one, p, KVC_CODER_AC, kv, &alen);
     cr_assert_eq(good[10], 4, "format 1.4");
