@@ -42,6 +42,28 @@ static size_t put_varint(uint8_t *out, uint64_t v)
     return n;
 }
 
+/* A varint of at most `bits` bits (32: a stream length; 64: the CDF index) from p[*off], n bytes:
+ * VARINT_OK and *v; VARINT_TRUNCATED when the bytes end first or a byte more than the bits need
+ * follows; VARINT_OVERLONG for a last byte of 0 after others (not the shortest form: 0x88 0x00
+ * is not another spelling of 8); VARINT_ABOVE for a value of more bits (never reduced modulo). */
+enum { VARINT_OK, VARINT_TRUNCATED, VARINT_OVERLONG, VARINT_ABOVE };
+static int get_varint(const uint8_t *p, size_t n, size_t *off, unsigned bits, uint64_t *v)
+{
+    const unsigned last = (bits - 1) / 7 * 7; /* the last byte's shift: 28 for 32 bits, 63 for 64 */
+    uint64_t x = 0;
+    for (unsigned shift = 0;; shift += 7) {
+        if (*off >= n || shift > last) return VARINT_TRUNCATED;
+        const uint8_t b = p[(*off)++];
+        if (shift && b == 0) return VARINT_OVERLONG;
+        if (shift == last && (b & 0x7f) >> (bits - last)) return VARINT_ABOVE;
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return VARINT_OK;
+        }
+    }
+}
+
 /* ---- coded counts: per stream, symbol range [lo, hi], Rice parameter, counts of lo..hi-1 (hi's
  * count is implied by the token total) ---- */
 
@@ -92,8 +114,9 @@ static unsigned count_parts(const kvc_container_t *c, uint64_t nstreams)
     return n < 1 ? 1 : n > INDEX_PARTS_MAX ? INDEX_PARTS_MAX : (unsigned)n;
 }
 
-/* Part i of n holds streams [S i / n, S (i + 1) / n). */
-static uint64_t part_start(uint64_t nstreams, unsigned n, unsigned i) { return nstreams * i / n; }
+/* Where piece i of n items cut in `pieces` starts: the counts' parts (part i holds streams
+ * [S i / P, S (i + 1) / P)) and the checksums' pieces. */
+static uint64_t piece_at(uint64_t n, unsigned pieces, unsigned i) { return n * i / pieces; }
 
 /* Sizing: each part's bits, and the section's bytes. */
 static size_t counts_size(const kvc_container_t *c, uint64_t nstreams, unsigned parts, size_t *bits)
@@ -102,7 +125,7 @@ static size_t counts_size(const kvc_container_t *c, uint64_t nstreams, unsigned 
 #pragma omp parallel for schedule(static) num_threads(threads) if (parts > 1)
     for (unsigned i = 0; i < parts; i++) {
         kvc_bitwriter_t w = { NULL, 0, 0 };
-        put_counts(&w, c, part_start(nstreams, parts, i), part_start(nstreams, parts, i + 1));
+        put_counts(&w, c, piece_at(nstreams, parts, i), piece_at(nstreams, parts, i + 1));
         bits[i] = w.bits;
     }
     size_t total = 0;
@@ -130,7 +153,7 @@ static kvc_status_t counts_section(const kvc_container_t *c, const layout_t *L, 
 #pragma omp parallel for schedule(static) num_threads(threads) if (parts > 1)
         for (unsigned i = 0; i < parts; i++) {
             kvc_bitwriter_t w = { out + at[i], at[i + 1] - at[i], 0 };
-            put_counts(&w, c, part_start(S, parts, i), part_start(S, parts, i + 1));
+            put_counts(&w, c, piece_at(S, parts, i), piece_at(S, parts, i + 1));
         }
         return KVC_OK;
     }
@@ -149,7 +172,7 @@ static kvc_status_t counts_section(const kvc_container_t *c, const layout_t *L, 
         for (unsigned i = 0; i < parts; i++) {
             const size_t phase = at[i] % 8, n = (phase + at[i + 1] - at[i] + 7) / 8;
             kvc_bitwriter_t w = { tmp[i], n, phase };
-            put_counts(&w, c, part_start(S, parts, i), part_start(S, parts, i + 1));
+            put_counts(&w, c, piece_at(S, parts, i), piece_at(S, parts, i + 1));
         }
         for (unsigned i = 0; i < parts; i++) {
             const size_t b0 = at[i] / 8, n = (at[i] % 8 + at[i + 1] - at[i] + 7) / 8;
@@ -256,22 +279,28 @@ static uint8_t *section(uint8_t *p, uint32_t type, const uint8_t *payload, size_
     return section_with_crc(p, type, n, crc(payload, n));
 }
 
+/* The CRC of n bytes cut in `pieces` (piece_at) from the pieces' CRCs: the writer's copy and the
+ * parse's look-ahead checksum. */
+static uint32_t crc_of_pieces(const uint32_t *sums, unsigned pieces, size_t n)
+{
+    uint32_t sum = sums[0];
+    for (unsigned i = 1; i < pieces; i++) sum = kvc_crc32_combine(sum, sums[i], (size_t)(piece_at(n, pieces, i + 1) - piece_at(n, pieces, i)));
+    return sum;
+}
+
 /* memcpy + CRC-32 of the copy, in one piece per thread above 1 MiB (the streams of a 7B-class
  * chunk are ~8 MB), the pieces' CRCs joined (kvc_crc32_combine). */
 static uint32_t copy_crc(uint8_t *dst, const uint8_t *src, size_t n, int threads)
 {
-    const int parts = threads > 1 && n > (1u << 20) ? (threads < 16 ? threads : 16) : 1;
+    const unsigned parts = threads > 1 && n > (1u << 20) ? (threads < 16 ? (unsigned)threads : 16u) : 1u;
     uint32_t sums[16];
 #pragma omp parallel for schedule(static) num_threads(parts) if (parts > 1)
-    for (int i = 0; i < parts; i++) {
-        const size_t a = n * (size_t)i / (size_t)parts, b = n * (size_t)(i + 1) / (size_t)parts;
+    for (unsigned i = 0; i < parts; i++) {
+        const size_t a = (size_t)piece_at(n, parts, i), b = (size_t)piece_at(n, parts, i + 1);
         memcpy(dst + a, src + a, b - a);
         sums[i] = crc(dst + a, b - a);
     }
-    uint32_t sum = sums[0];
-    for (int i = 1; i < parts; i++)
-        sum = kvc_crc32_combine(sum, sums[i], n * (size_t)(i + 1) / (size_t)parts - n * (size_t)i / (size_t)parts);
-    return sum;
+    return crc_of_pieces(sums, parts, n);
 }
 
 static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, uint8_t *out, size_t cap, size_t *written);
@@ -505,24 +534,8 @@ typedef struct {
     const uint8_t *p;
     unsigned n;
     int indexed;
-    size_t *at, one[2]; /* at: one, or owned */
+    uint64_t *at, one[2]; /* at: one, or owned */
 } count_parts_t;
-
-/* A varint of the CDF index: below 2^64, in its shortest form; 0 when malformed or past n. */
-static int get_varint64(const uint8_t *p, size_t n, size_t *off, uint64_t *v)
-{
-    uint64_t x = 0;
-    for (unsigned shift = 0; *off < n && shift < 64; shift += 7) {
-        const uint8_t b = p[(*off)++];
-        if ((shift == 63 && (b & 0xfe)) || (shift && b == 0)) return 0;
-        x |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) {
-            *v = x;
-            return 1;
-        }
-    }
-    return 0;
-}
 
 /* SCALES and CDF, in order: the scales checked, a raw CDF checked, the coded counts' parts found
  * (the index read and checked) and their table allocated; the counts are parsed next
@@ -583,24 +596,21 @@ static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t 
     }
     size_t off = 0;
     uint64_t parts;
-    if (!get_varint64(p, n, &off, &parts)) return kvc_error(KVC_ERR_CORRUPT, "container CDF index is truncated or malformed");
+    if (get_varint(p, n, &off, 64, &parts) != VARINT_OK) return kvc_error(KVC_ERR_CORRUPT, "container CDF index is truncated or malformed");
     if (!parts || parts > KVC_CONTAINER_MAX_CDF_PARTS || parts > nstreams)
         return kvc_error(KVC_ERR_CORRUPT, "container CDF index has %llu parts for %llu streams (1 to %d, at most one a stream)",
                          (unsigned long long)parts, (unsigned long long)nstreams, KVC_CONTAINER_MAX_CDF_PARTS);
-    if (!(cp->at = malloc((parts + 1) * sizeof(size_t)))) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF index");
+    if (!(cp->at = malloc((parts + 1) * sizeof *cp->at))) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF index");
     cp->n = (unsigned)parts;
     cp->indexed = 1;
-    for (unsigned i = 0; i + 1 < cp->n; i++) { /* the sizes, then their offsets behind the index */
-        uint64_t size;
-        if (!get_varint64(p, n, &off, &size))
+    for (unsigned i = 0; i + 1 < cp->n; i++) /* the sizes, then their offsets behind the index */
+        if (get_varint(p, n, &off, 64, &cp->at[i + 1]) != VARINT_OK)
             return kvc_error(KVC_ERR_CORRUPT, "container CDF index is truncated or malformed at part %u", i);
-        cp->at[i + 1] = size > n ? n + 1 : (size_t)size;
-    }
     cp->at[0] = off;
     for (unsigned i = 0; i + 1 < cp->n; i++) {
         if (cp->at[i + 1] > n - cp->at[i])
-            return kvc_error(KVC_ERR_CORRUPT, "container CDF index: part %u of %s%zu bytes runs past the section's %zu", i,
-                             cp->at[i + 1] > n ? "over " : "", cp->at[i + 1] > n ? n : cp->at[i + 1], n);
+            return kvc_error(KVC_ERR_CORRUPT, "container CDF index: part %u of %llu bytes runs past the section's %zu", i,
+                             (unsigned long long)cp->at[i + 1], n);
         cp->at[i + 1] += cp->at[i];
     }
     cp->at[cp->n] = n; /* the last part: the rest */
@@ -616,7 +626,7 @@ static kvc_status_t parse_counts(kvc_container_t *c, const count_parts_t *cp, in
 {
     const uint64_t S = kvc_container_streams_per_window(c);
     const unsigned n = cp->n;
-#define PART(i, say) get_counts(cp->p + cp->at[i], cp->at[(i) + 1] - cp->at[i], c, part_start(S, n, i), part_start(S, n, (i) + 1), \
+#define PART(i, say) get_counts(cp->p + cp->at[i], (size_t)(cp->at[(i) + 1] - cp->at[i]), c, piece_at(S, n, i), piece_at(S, n, (i) + 1), \
                                 cp->indexed ? (int)(i) : -1, say)
     const unsigned pieces = threads > 1 && ahead && ahead_n >= CRC_AHEAD_MIN ? (threads < 16 ? (unsigned)threads : 16u) : 0;
     if (threads <= 1 || n + pieces <= 1) {
@@ -634,13 +644,13 @@ static kvc_status_t parse_counts(kvc_container_t *c, const count_parts_t *cp, in
     for (int i = 0; i < items; i++) {
         if ((unsigned)i < n) bad[i] = PART((unsigned)i, 0) != KVC_OK;
         else {
-            const size_t j = (size_t)i - n, a = ahead_n * j / pieces, b = ahead_n * (j + 1) / pieces;
+            const unsigned j = (unsigned)i - n;
+            const size_t a = (size_t)piece_at(ahead_n, pieces, j), b = (size_t)piece_at(ahead_n, pieces, j + 1);
             sums[j] = crc(ahead + a, b - a);
         }
     }
     if (pieces) {
-        *ahead_crc = sums[0];
-        for (unsigned j = 1; j < pieces; j++) *ahead_crc = kvc_crc32_combine(*ahead_crc, sums[j], ahead_n * (j + 1) / pieces - ahead_n * j / pieces);
+        *ahead_crc = crc_of_pieces(sums, pieces, ahead_n);
         *have_crc = 1;
     }
     kvc_status_t st = KVC_OK;
@@ -669,20 +679,14 @@ static kvc_status_t parse_back(const uint8_t *buf, size_t len, kvc_container_t *
     size_t off = 0;
     uint64_t sum = 0;
     for (uint64_t i = 0; i < nlen; i++) {
-        uint32_t v = 0;
-        for (unsigned shift = 0;; shift += 7) {
-            if (off >= n || shift > 28)
-                return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section is truncated or malformed at entry %llu",
-                                 (unsigned long long)i);
-            const uint8_t b = p[off++];
-            /* The 5th byte holds bits 28-31 only; a last byte of 0 after others is an overlong form. */
-            if ((shift == 28 && (b & 0x70)) || (shift && b == 0))
-                return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS entry %llu is %s", (unsigned long long)i,
-                                 b == 0 ? "an overlong varint" : "a varint above 2^32 - 1");
-            v |= (uint32_t)(b & 0x7f) << shift;
-            if (!(b & 0x80)) break;
-        }
-        c->lengths[i] = v;
+        uint64_t v;
+        const int r = get_varint(p, n, &off, 32, &v);
+        if (r == VARINT_TRUNCATED)
+            return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section is truncated or malformed at entry %llu", (unsigned long long)i);
+        if (r != VARINT_OK)
+            return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS entry %llu is %s", (unsigned long long)i,
+                             r == VARINT_OVERLONG ? "an overlong varint" : "a varint above 2^32 - 1");
+        c->lengths[i] = (uint32_t)v;
         sum += v;
     }
     if (off != n) return kvc_error(KVC_ERR_CORRUPT, "container LENGTHS section has %zu trailing bytes", n - off);
