@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="9da91bb2c253361e8c87a844e869ab01192f60fa979a5b40db4e2fd3957dc006")
+    version("0.1.0", sha256="be0dc78be3d04ecc281226c95492706a6775366d6a8094285061eb4a6128dd58")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
