@@ -953,6 +953,76 @@ Test(rans_codec, damaged_containers_have_exact_statuses)
     kvc_context_destroy(ctx);
 }
 
+/* Whole windows (T a multiple of the window, or one window) decode in one backend call that also
+ * makes each task's tables from the counts (the windows of a layer in one task share them; with
+ * three and five windows a layer's windows fall in two tasks) and dequantises in the same thread
+ * team: the values are the ac twin's on every tier at one to three threads, and a damaged stream
+ * is KVC_ERR_CORRUPT naming it with the output untouched (the dequantiser does not run). 40
+ * channels: streams of 32 and of 8 channels; T = 35, not a multiple of 8, takes the other path. */
+Test(rans_codec, whole_windows_decode_in_one_team)
+{
+    const size_t nl = 3, C = 40, W = 8;
+    const size_t windows[] = { 1, 2, 3, 5 };
+    static const char *tiers[] = { "scalar", "avx2", "avx512", "neon" };
+    for (int wi = 0; wi < 5; wi++) {
+        const size_t T = wi < 4 ? W * windows[wi] : 35, n = 2 * nl * T * C;
+        uint16_t *kv = malloc(n * 2), *ref = malloc(n * 2), *out = malloc(n * 2);
+        synth(kv, KVC_DTYPE_F16, n, 21u + (unsigned)wi);
+        kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_WINDOW, .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD,
+                                 .num_layers = nl, .num_tokens = T, .num_heads = 5, .head_size = 8, .window_tokens = (uint32_t)W };
+        kvc_context_t *one = one_thread_context();
+        size_t la, lr;
+        uint8_t *a = encode_with(one, p, KVC_CODER_AC, kv, &la), *r = encode_with(one, p, KVC_CODER_RANS, kv, &lr);
+        cr_assert_eq(kvc_codec_decode(one, a, la, ref, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
+        kvc_context_destroy(one);
+        /* the last stream's first state, top bit flipped: below 2^16 after the flip, or a wrong end */
+        uint8_t *bad = malloc(lr);
+        memcpy(bad, r, lr);
+        size_t off[5];
+        sections(bad, off);
+        const size_t nstreams = 2 * nl * 2 * ((T + W - 1) / W);
+        size_t last = 0, q = off[3] + 16;
+        for (size_t k = 0; k + 1 < nstreams; k++) /* LENGTHS: a LEB128 varint a stream */
+            for (unsigned sh = 0;; sh += 7) {
+                const uint8_t byte = bad[q++];
+                last += (size_t)(byte & 127u) << sh;
+                if (!(byte & 128u)) break;
+            }
+        bad[off[4] + 16 + last + 3] ^= 0x80;
+        reseal(bad, off[4]);
+        for (int ti = 0; ti < 4; ti++)
+            for (int threads = 1; threads <= 3; threads++) {
+                kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS,
+                                            .backend = "cpu", .num_threads = threads };
+                kvc_context_t *ctx = NULL;
+                setenv("KVCORE_ISA", tiers[ti], 1);
+                cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
+                unsetenv("KVCORE_ISA");
+                if (strcmp(kvc_context_isa(ctx), tiers[ti])) { /* this CPU lacks the tier */
+                    kvc_context_destroy(ctx);
+                    continue;
+                }
+                memset(out, 0xA5, n * 2);
+                cr_assert_eq(kvc_codec_decode(ctx, r, lr, out, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
+                cr_assert(memcmp(out, ref, n * 2) == 0, "T %zu, %s, %d threads: not the ac twin's values", T, tiers[ti], threads);
+                memset(out, 0xA5, n * 2);
+                cr_assert_eq(kvc_codec_decode(ctx, bad, lr, out, n * 2, NULL), KVC_ERR_CORRUPT, "T %zu, %s, %d threads", T, tiers[ti],
+                             threads);
+                char want[96];
+                snprintf(want, sizeof want, "rANS stream %zu (layer %zu, channels 32-39) is corrupt", 2 * (2 * nl - 1) + 1, 2 * nl - 1);
+                cr_assert(strstr(kvc_last_error(), want), "T %zu: %s", T, kvc_last_error());
+                for (size_t i = 0; i < n; i++) cr_assert_eq(out[i], 0xA5A5, "T %zu, %s, %d threads: output written", T, tiers[ti], threads);
+                kvc_context_destroy(ctx);
+            }
+        kvc_codec_free(a);
+        kvc_codec_free(r);
+        free(bad);
+        free(kv);
+        free(ref);
+        free(out);
+    }
+}
+
 /* A rANS container whose counts hold a symbol above its layer's 2M (META's bins of layer 0
  * lowered from 32 to 8, resealed: the encoder counted symbols up to 30 there) is corrupt at the
  * parse, for decode and inspect: the codec's rANS decode relies on it (a symbol without a count

@@ -34,9 +34,10 @@
 extern "C" {
 #endif
 
-#define KVC_BACKEND_ABI_VERSION 3u /* 2: the rANS slots' streams of several groups (groups_per_stream);
+#define KVC_BACKEND_ABI_VERSION 4u /* 2: the rANS slots' streams of several groups (groups_per_stream);
                                       3: windows in one rans_encode call (windows, window_stride), and
-                                      kvc_quant_args.trusted */
+                                      kvc_quant_args.trusted;
+                                      4: kvc_rans_decode_args.then_dequantise, counts */
 
 /* Priorities (higher wins among usable backends): GPU backends above the CPU fallback. */
 #define KVC_BACKEND_PRIORITY_CUDA 50
@@ -291,6 +292,18 @@ struct kvc_rans_decode_args {
                                to share among threads and SIMD kernels); the public call: 1 */
     size_t window_stride;
     int trusted;            /* nonzero: the core made cum and ends itself (the codec): no table or end checks */
+    /* Optional (the codec's decode, trusted, on the CPU backend), in place of cum (NULL): the
+     * counts the tables are made from ([layers, channels, num_bins], each channel's adding up to
+     * count_total; freq: kvc_rans_freq_table(count_total), or NULL), each task's tables by the
+     * thread that decodes it, in its cache, with no team of their own. */
+    const uint32_t *counts;
+    const uint16_t *freq;
+    uint64_t count_total;
+    /* Optional (the codec's decode, trusted, on the CPU backend): when every stream decodes, the
+     * trusted dequantise of these args (whose symbols are the ones decoded here) in the same
+     * thread team, so that a small chunk pays one fork and join, not two. A backend that does not
+     * do it returns KVC_ERR_UNSUPPORTED when it is set. */
+    const struct kvc_quant_args *then_dequantise;
 };
 
 /* ---------------------------------------------------------------- RoPE (rope.h) */

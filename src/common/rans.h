@@ -9,6 +9,7 @@
 #define KVC_COMMON_RANS_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "hd.h"
 
@@ -142,20 +143,41 @@ static inline void kvc_rans_freq_table(uint64_t total, uint16_t *freq)
     for (uint64_t n = 0; n <= total; n++) freq[n] = (uint16_t)kvc_rans_freq_of(n, total, inv);
 }
 
+/* The frequency of every count of `total` tokens (kvc_rans_freq_table) for `bins` bins to
+ * normalise, in buf (KVC_RANS_FREQ_STACK entries) or allocated, or NULL (total too large, fewer
+ * bins than entries, or no memory: the tables are then made count by count, the same tables).
+ * kvc_rans_freq_done frees it. */
+#define KVC_RANS_FREQ_STACK 4097
+static inline uint16_t *kvc_rans_freq_make(uint64_t total, uint64_t bins, uint16_t *buf)
+{
+    if (!total || total > KVC_RANS_FREQ_TABLE_MAX || total >= bins) return NULL;
+    uint16_t *freq = total < KVC_RANS_FREQ_STACK ? buf : (uint16_t *)malloc((total + 1) * sizeof(uint16_t));
+    if (freq) kvc_rans_freq_table(total, freq);
+    return freq;
+}
+
+static inline void kvc_rans_freq_done(uint16_t *freq, const uint16_t *buf)
+{
+    if (freq != buf) free(freq);
+}
+
 /* kvc_rans_cum_from_counts with freq from kvc_rans_freq_table(total): the same table. Every count
- * is <= total. */
+ * is <= total. The running sum is stored as it goes and the most frequent symbol found after it
+ * (the first one with the largest count), whose share of the difference is then added to its
+ * entry and those above: two short chains instead of the top's compare-and-move chained to the
+ * largest count (2.6 cycles a bin before). */
 static inline void kvc_rans_cum_from_freq_table(const uint32_t *counts, unsigned bins, const uint16_t *freq, uint16_t *cum)
 {
-    uint32_t sum = 0, best = 0;
-    unsigned top = 0;
+    uint32_t run = 0, best = 0;
+    cum[0] = 0;
     for (unsigned s = 0; s < bins; s++) {
-        const uint32_t f = freq[counts[s]];
-        cum[s + 1] = (uint16_t)f;
-        sum += f;
-        top = counts[s] > best ? s : top; /* the largest count in a register: counts[top] would chain a load a bin */
+        cum[s + 1] = (uint16_t)(run += freq[counts[s]]);
         best = counts[s] > best ? counts[s] : best;
     }
-    kvc_rans_cum_finish(bins, sum, top, cum);
+    unsigned top = 0;
+    while (counts[top] != best) top++;
+    const uint16_t d = (uint16_t)(KVC_RANS_PROB_SCALE - run); /* mod 2^16: the sum may exceed 4096 */
+    for (unsigned s = top; s < bins; s++) cum[s + 1] = (uint16_t)(cum[s + 1] + d);
 }
 
 #endif

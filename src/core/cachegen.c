@@ -302,6 +302,15 @@ KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *
     return to.ops->quantise(to.b, &op);
 }
 
+kvc_status_t kvc_dequantise_route(kvc_context_t *ctx, const kvc_quant_params_t *a, struct kvc_quant_args *op, kvc_route_t *to)
+{
+    kvc_status_t st = check_quant("dequantise", a);
+    if (st != KVC_OK) return st;
+    *op = quant_op(a);
+    op->trusted = 1;
+    return route_quant(ctx, "dequantise", a, to);
+}
+
 kvc_status_t kvc_dequantise_codec(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "dequantise: ctx and args must not be NULL");

@@ -212,24 +212,6 @@ static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t d
     return decode ? kvc_dequantise_codec(ctx, &q, trusted) : kvc_quantise(ctx, &q);
 }
 
-/* The frequency of every count of T tokens (kvc_rans_freq_table) for `bins` bins to normalise, in
- * buf (RANS_FREQ_STACK entries) or allocated, or NULL (T too large, fewer bins than entries, or no
- * memory: the tables are then computed count by count, with the same result). rans_freq_done
- * frees it. */
-#define RANS_FREQ_STACK 4097
-static uint16_t *rans_freq_table(size_t T, size_t bins, uint16_t *buf)
-{
-    if (!T || T > KVC_RANS_FREQ_TABLE_MAX || T >= bins) return NULL;
-    uint16_t *freq = T < RANS_FREQ_STACK ? buf : malloc((T + 1) * sizeof(uint16_t));
-    if (freq) kvc_rans_freq_table(T, freq);
-    return freq;
-}
-
-static void rans_freq_done(uint16_t *freq, const uint16_t *buf)
-{
-    if (freq != buf) free(freq);
-}
-
 /* Counts over the whole chunk (stored in the container), then the coder's table from them:
  * LMCache's CDF, or the rANS frequencies (cumulative) when rans is set. Tasks are
  * (layer, block of 64 channels), counted in 16-bit counters of a fixed 64-symbol stride (8 KiB, in
@@ -239,7 +221,7 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
                           int threads)
 {
     const size_t L = d->layers, T = d->tokens, C = d->channels, nb = (C + COUNT_BLOCK - 1) / COUNT_BLOCK;
-    uint16_t fbuf[RANS_FREQ_STACK], *freq = rans ? rans_freq_table(T, L * C * B, fbuf) : NULL;
+    uint16_t fbuf[KVC_RANS_FREQ_STACK], *freq = rans ? kvc_rans_freq_make(T, L * C * B, fbuf) : NULL;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (size_t task = 0; task < L * nb; task++) {
         const size_t l = task / nb, c0 = task % nb * COUNT_BLOCK, n = C - c0 < COUNT_BLOCK ? C - c0 : COUNT_BLOCK;
@@ -274,19 +256,7 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
             else kvc_cdf_from_hist(cnt + ch * B, 1, B, T, NULL, out, 1);
         }
     }
-    rans_freq_done(freq, fbuf);
-}
-
-/* rANS tables of every stream from the counts (S streams of B bins over T tokens). */
-static void rans_tables(const uint32_t *counts, size_t S, unsigned B, size_t T, uint16_t *cum, int threads)
-{
-    uint16_t fbuf[RANS_FREQ_STACK], *freq = rans_freq_table(T, S * B, fbuf);
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t s = 0; s < S; s++) {
-        if (freq) kvc_rans_cum_from_freq_table(counts + s * B, B, freq, cum + s * (B + 1));
-        else kvc_rans_cum_from_counts(counts + s * B, B, T, cum + s * (B + 1));
-    }
-    rans_freq_done(freq, fbuf);
+    kvc_rans_freq_done(freq, fbuf);
 }
 
 /* The CPU backend's rANS window ops (the core's codec buffers are host memory; on a GPU context
@@ -321,18 +291,20 @@ static kvc_status_t rans_encode_windows(kvc_context_t *ctx, const uint8_t *sym, 
  * packed from bytes; `groups` groups of 8 channels a stream, by the container's format) into sym
  * [L, tw, C] per window (window w's layer l at sym + w * tw * C + l * stride). */
 static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t nw,
-                                        size_t L, size_t tw, size_t C, unsigned groups, const uint16_t *cum, unsigned B, uint8_t *sym,
-                                        size_t stride)
+                                        size_t L, size_t tw, size_t C, unsigned groups, const uint32_t *counts, const uint16_t *freq,
+                                        uint64_t total, unsigned B, uint8_t *sym, size_t stride, const struct kvc_quant_args *then)
 {
     int64_t sum = 0;
     for (size_t k = 0; k < nw * L * kvc_rans_streams(C, groups); k++) ends[k] = sum += wl[k];
     const kvc_backend_ops_t *ops;
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
-    const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .cum = cum, .symbols = sym, .layers = L, .tokens = tw,
+    const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .counts = counts, .freq = freq, .count_total = total,
+                                            .symbols = sym, .layers = L, .tokens = tw,
                                             .channels = C, .groups_per_stream = groups, .num_bins = B, .layer_stride = stride,
                                             .nbytes = (size_t)sum, .windows = nw, .window_stride = tw * C,
-                                            .trusted = 1 /* cum from the counts, ends from the checked lengths */ };
+                                            .trusted = 1 /* the parsed counts, ends from the checked lengths */,
+                                            .then_dequantise = then };
     return ops->rans_decode(b, &a);
 }
 
@@ -633,7 +605,7 @@ static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t *
     return KVC_OK;
 }
 
-static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *c, void *out,
+static kvc_status_t decode_container(kvc_context_t *ctx, scratch_t *sc, const kvc_container_t *c, void *out,
                                      const kvc_codec_decode_params_t *p)
 {
     const int report = p && (p->field_mask & KVC_CODEC_DECODE_PARAM_PROGRESS) && p->progress;
@@ -641,11 +613,10 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C, W = c->window_tokens;
     const size_t tw_max = T < W ? T : W, nscales = kvc_container_num_scales(c);
     const int chan = !!(c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS);
-    scratch_t *sc = scratch_acquire(ctx);
     uint8_t *symbols = NULL, *win = NULL;
     int64_t *prefsum = NULL;
     float *scales = NULL;
-    uint16_t *cdf = NULL;
+    const uint16_t *cdf = NULL;
     const int rans = !!(c->flags & KVC_CONTAINER_FLAG_RANS); /* the parse refused rANS with a raw CDF */
     const int windowed = c->num_windows > 1 && !rans;       /* rANS decodes windows in place (a layer stride) */
     if (sc) {
@@ -655,15 +626,32 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         const size_t nends = rans ? (size_t)c->num_windows * kvc_container_coded_per_window(c) : S;
         prefsum = scratch_get(sc, SC_PREFSUM, nends * sizeof(int64_t));
         scales = scratch_get(sc, SC_SCALES, nscales * sizeof(float));
-        cdf = scratch_get(sc, SC_CDF, S * (c->cdf_bins + 1u) * sizeof(uint16_t));
+        if (!rans) cdf = scratch_get(sc, SC_CDF, S * (c->cdf_bins + 1u) * sizeof(uint16_t));
     }
     kvc_status_t st = KVC_OK;
-    if (!sc || !symbols || (windowed && !win) || !prefsum || !scales || !cdf) {
-        st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
-        goto done;
+    if (!sc || !symbols || (windowed && !win) || !prefsum || !scales || (!rans && !cdf))
+        return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
+    if (!rans) container_cdf_into(c, S, (uint16_t *)cdf);
+    /* rANS: the backend's decode tasks make their own tables from the counts (no team for them) */
+    uint16_t fbuf[KVC_RANS_FREQ_STACK], *freq = rans ? kvc_rans_freq_make(T, S * c->cdf_bins, fbuf) : NULL;
+    if (c->dtype == KVC_DTYPE_F32) memcpy(scales, c->scales, nscales * sizeof(float)); /* validated by the parse */
+    else kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
+    uint32_t bins[2 * 4096];
+    for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
+    /* rANS, per-token scales, every window in one decode call, and the dequantiser on the coder's
+     * backend: the backend dequantises in the decode's thread team (then_dequantise), one fork
+     * and join less (3 us each on a 2-vCPU VM, 2-3 % of a small chunk's decode). */
+    struct kvc_quant_args then_dq, *then = NULL;
+    if (rans && !chan && (T % W == 0 || T < W)) {
+        const kvc_quant_params_t q = { .dtype = (kvc_dtype_t)c->dtype, .values = out, .symbols = symbols, .scales = scales,
+                                       .bins = bins, .layers = L, .tokens = T, .channels = C };
+        const kvc_backend_ops_t *ops;
+        kvc_backend_ctx_t *b;
+        kvc_route_t to;
+        rans_ops(ctx, &ops, &b);
+        if ((st = kvc_dequantise_route(ctx, &q, &then_dq, &to)) != KVC_OK) goto done;
+        if (to.b == b) then = &then_dq;
     }
-    if (rans) rans_tables(c->counts, S, c->cdf_bins, T, cdf, ctx->num_threads);
-    else container_cdf_into(c, S, cdf);
     const size_t NS = kvc_container_coded_per_window(c);
     size_t off = 0;
     for (uint32_t w = 0; w < c->num_windows; w++) {
@@ -671,7 +659,8 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         if (rans) { /* the windows of W tokens in one call, then a shorter last one */
             const size_t nw = tw == W ? (T - t0) / W : 1;
             if ((st = rans_decode_windows(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, nw, L, tw, C,
-                                          kvc_container_rans_groups(c), cdf, c->cdf_bins, symbols + t0 * C, T * C)) != KVC_OK)
+                                          kvc_container_rans_groups(c), c->counts, freq, T, c->cdf_bins, symbols + t0 * C, T * C,
+                                          then)) != KVC_OK)
                 goto done;
             off += (size_t)prefsum[nw * NS - 1];
             for (size_t i = 1; report && i <= nw; i++) p->progress(p->progress_user, w + i, c->num_windows + 1u); /* a call a window */
@@ -688,16 +677,12 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         off += (size_t)sum;
         if (report) p->progress(p->progress_user, w + 1u, c->num_windows + 1u);
     }
-    if (c->dtype == KVC_DTYPE_F32) memcpy(scales, c->scales, nscales * sizeof(float)); /* validated by the parse */
-    else kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
-    uint32_t bins[2 * 4096];
-    for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, 1, rans);
+    if (!then) st = quant_chunk(ctx, sc, (kvc_dtype_t)c->dtype, out, symbols, scales, bins, &d, chan, 1, rans);
     if (st == KVC_ERR_OUT_OF_RANGE) /* a symbol above 2M can only come from corrupt streams */
         st = kvc_error(KVC_ERR_CORRUPT, "container streams decode to symbols outside the quantiser's range");
     if (st == KVC_OK && report) p->progress(p->progress_user, c->num_windows + 1u, c->num_windows + 1u);
 done:
-    scratch_release(sc);
+    kvc_rans_freq_done(freq, fbuf);
     return st;
 }
 
@@ -716,6 +701,7 @@ KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, si
                          (unsigned long long)p->field_mask);
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory");
+    scratch_t *sc = scratch_acquire(ctx);
     kvc_status_t st = kvc_container_parse_mt(buf, len, c, ctx->num_threads);
     if (st != KVC_OK) goto done;
     kvc_codec_info_t local;
@@ -724,9 +710,10 @@ KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, si
         st = kvc_error(KVC_ERR_NO_SPACE, "codec decode: output of %zu bytes, the chunk needs %zu", out_bytes, local.original_bytes);
         goto done;
     }
-    st = decode_container(ctx, c, out, p);
+    st = decode_container(ctx, sc, c, out, p);
     if (st == KVC_OK && info) *info = local;
 done:
+    scratch_release(sc);
     kvc_container_release(c);
     free(c);
     return st;

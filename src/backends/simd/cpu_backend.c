@@ -78,6 +78,12 @@ static kvc_status_t cpu_launch_host_callback(kvc_backend_ctx_t *b, kvc_stream_t 
 
 extern const kvc_backend_t kvc_cpu_backend;
 
+/* The rANS decode with this backend's dequantiser for then_dequantise (cpu_rans.h). */
+static kvc_status_t cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
+{
+    return kvc_cpu_rans_decode(b, a, cpu_dequantise_blocks);
+}
+
 /* The ops in order, each through this backend's own slot (synchronous: each finishes first). */
 static kvc_status_t cpu_run_plan(kvc_backend_ctx_t *b, const struct kvc_plan_args *a)
 {
@@ -118,7 +124,7 @@ const kvc_backend_t kvc_cpu_backend = {
         .transfer_tokens_parts = kvc_cpu_transfer_tokens_parts,
         .transfer_blocks_parts = kvc_cpu_transfer_blocks_parts,
         .rans_encode = kvc_cpu_rans_encode,
-        .rans_decode = kvc_cpu_rans_decode,
+        .rans_decode = cpu_rans_decode,
         .rans_tables = kvc_cpu_rans_tables,
     },
 };

@@ -23,6 +23,10 @@ kvc_status_t cpu_cg_decode(kvc_backend_ctx_t *b, const struct kvc_decode_args *a
 kvc_status_t cpu_cg_decode_packed(kvc_backend_ctx_t *b, const struct kvc_decode_packed_args *a);
 kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
 kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
+/* The dequantiser's work after its checks (trusted data), as an orphaned `omp for` over blocks of
+ * ~8 K values: called inside a parallel region it shares the blocks among the team (the rANS
+ * decode's, then_dequantise), outside one it runs them on the calling thread. */
+void cpu_dequantise_blocks(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
 
 /* ---- shared between the driver (cpu_cachegen.c) and the per-ISA kernels ---- */
 

@@ -108,8 +108,7 @@ kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 
 kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
 {
-    const cg_kernels_t *k = cg_kernels_for(b);
-    const size_t T = a->tokens, C = a->channels, rows = a->layers * T, es = dtype_size(a->dtype);
+    const size_t T = a->tokens, C = a->channels, rows = a->layers * T;
     const size_t tb = C >= CG_QUANT_BLOCK_VALUES ? 1 : CG_QUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
     const size_t tasks = a->layers * nb, checked = a->trusted ? 0 : tasks; /* blocks the scan below looks at */
     /* Validate everything first so nothing is written on error: a block's symbols in one scan
@@ -149,12 +148,21 @@ kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a
                                  bad_sym, l, bad_sym / C % T, bad_sym % C, a->symbols[bad_sym],
                                  2 * (a->bins[l] / 2 - 1), a->bins[l]);
     }
-#pragma omp parallel for schedule(static) num_threads(b->num_threads) if (rows * C >= CG_PARALLEL_MIN)
-    for (size_t j = 0; j < tasks; j++) {
+#pragma omp parallel num_threads(b->num_threads) if (rows * C >= CG_PARALLEL_MIN)
+    cpu_dequantise_blocks(b, a);
+    return KVC_OK;
+}
+
+void cpu_dequantise_blocks(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
+{
+    const cg_kernels_t *k = cg_kernels_for(b);
+    const size_t T = a->tokens, C = a->channels, es = dtype_size(a->dtype);
+    const size_t tb = C >= CG_QUANT_BLOCK_VALUES ? 1 : CG_QUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
+#pragma omp for schedule(static)
+    for (size_t j = 0; j < a->layers * nb; j++) {
         const size_t l = j / nb, t0 = j % nb * tb, row0 = l * T + t0;
         const cg_dequant_rows_t r = { .in = a->symbols + row0 * C, .out = (char *)a->values + row0 * C * es, .scales = a->scales + row0,
                                       .rows = T - t0 < tb ? T - t0 : tb, .channels = C, .m = a->bins[l] / 2 - 1 };
         k->dequantise_rows(a->dtype, &r);
     }
-    return KVC_OK;
 }

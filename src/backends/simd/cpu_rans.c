@@ -588,7 +588,7 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
     return st;
 }
 
-kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
+kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a, kvc_cpu_then_fn then)
 {
     const size_t L = a->layers, tw = a->tokens, C = a->channels, W = a->windows ? a->windows : 1;
     const stream_split_t sp = stream_split(C, a->groups_per_stream);
@@ -600,37 +600,67 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
         if (st == KVC_OK) st = check_ends(b, a->ends, NS, a->nbytes, sp.Q);
         if (st != KVC_OK) return st;
     }
+    if (!a->cum && (!a->counts || !a->trusted || B > 64))
+        return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: no tables (internal error)");
+    const struct kvc_quant_args *dq = a->then_dequantise;
+    if (dq && !then) return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_decode: no dequantiser to run after it");
     size_t first = none; /* the first damaged stream */
+    int nomem = 0;
     /* Tasks of up to KVC_RANS_TASK streams in layer-major order (stream_of), spread evenly
      * (even_tasks), which the SIMD tiers decode a full group of all at once. A failing task's
      * streams are decoded again one by one to name the stream. Without tokens every stream must
      * be its states alone, and symbols may be NULL (no pointer arithmetic on it). */
     const size_t P = (NS + 1) / 2, ntask = even_tasks(P, KVC_RANS_TASK / 2, b->num_threads);
-#pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first)
-    for (size_t j = 0; j < ntask; j++) {
-        const size_t i0 = 2 * (P * j / ntask), i1 = 2 * (P * (j + 1) / ntask) < NS ? 2 * (P * (j + 1) / ntask) : NS;
-        const unsigned n = (unsigned)(i1 - i0);
-        const uint16_t *cum[KVC_RANS_TASK];
-        uint8_t *sym[KVC_RANS_TASK];
-        const uint8_t *in[KVC_RANS_TASK];
-        size_t len[KVC_RANS_TASK];
-        unsigned nch[KVC_RANS_TASK];
-        size_t ks[KVC_RANS_TASK];
-        for (unsigned i = 0; i < n; i++) {
-            const size_t k = ks[i] = stream_of(&sp, L, W, i0 + i), w = k / (L * sp.Q), start = k ? (size_t)a->ends[k - 1] : 0;
-            size_t l, c0;
-            stream_at(&sp, C, k % (L * sp.Q), &l, &c0, &nch[i]);
-            cum[i] = a->cum + (l * C + c0) * (B + 1);
-            sym[i] = tw ? a->symbols + w * a->window_stride + l * a->layer_stride + c0 : NULL;
-            in[i] = a->bytes + start;
-            len[i] = (size_t)a->ends[k] - start;
+    const size_t rows = sp.span * (B + 1); /* a stream's tables, counts mode */
+#pragma omp parallel num_threads(b->num_threads)
+    {
+        /* counts mode: this thread's room for a task's tables (the heap: up to 50 KB) */
+        uint16_t *own = a->cum ? NULL : malloc(KVC_RANS_TASK * rows * sizeof *own);
+#pragma omp for schedule(static) reduction(min : first) reduction(| : nomem)
+        for (size_t j = 0; j < ntask; j++) {
+            if (!a->cum && !own) {
+                nomem = 1;
+                continue;
+            }
+            const size_t i0 = 2 * (P * j / ntask), i1 = 2 * (P * (j + 1) / ntask) < NS ? 2 * (P * (j + 1) / ntask) : NS;
+            const unsigned n = (unsigned)(i1 - i0);
+            const uint16_t *cum[KVC_RANS_TASK];
+            uint8_t *sym[KVC_RANS_TASK];
+            const uint8_t *in[KVC_RANS_TASK];
+            size_t len[KVC_RANS_TASK];
+            unsigned nch[KVC_RANS_TASK];
+            size_t ks[KVC_RANS_TASK];
+            for (unsigned i = 0; i < n; i++) {
+                const size_t k = ks[i] = stream_of(&sp, L, W, i0 + i), w = k / (L * sp.Q), start = k ? (size_t)a->ends[k - 1] : 0;
+                size_t l, c0;
+                stream_at(&sp, C, k % (L * sp.Q), &l, &c0, &nch[i]);
+                if (a->cum) cum[i] = a->cum + (l * C + c0) * (B + 1);
+                else if (i && ks[i - 1] % (L * sp.Q) == k % (L * sp.Q)) cum[i] = cum[i - 1]; /* another window, the same tables */
+                else { /* made here: in this core's cache, no team of their own */
+                    uint16_t *t = own + i * rows;
+                    const uint32_t *cnt = a->counts + (l * C + c0) * B;
+                    for (unsigned ch = 0; ch < nch[i]; ch++) {
+                        if (a->freq) kvc_rans_cum_from_freq_table(cnt + ch * B, B, a->freq, t + ch * (B + 1));
+                        else kvc_rans_cum_from_counts(cnt + ch * B, B, a->count_total, t + ch * (B + 1));
+                    }
+                    cum[i] = t;
+                }
+                sym[i] = tw ? a->symbols + w * a->window_stride + l * a->layer_stride + c0 : NULL;
+                in[i] = a->bytes + start;
+                len[i] = (size_t)a->ends[k] - start;
+            }
+            if (kvc_rans_decode_task(isa, n, in, len, cum, sym, nch, C, tw, B) != KVC_OK)
+                for (unsigned i = 0; i < n; i++)
+                    if (kvc_rans_decode_stream(KVC_ISA_SCALAR, in[i], len[i], tw, nch[i], cum[i], B, sym[i], C) != KVC_OK &&
+                        ks[i] < first)
+                        first = ks[i];
         }
-        if (kvc_rans_decode_task(isa, n, in, len, cum, sym, nch, C, tw, B) != KVC_OK)
-            for (unsigned i = 0; i < n; i++)
-                if (kvc_rans_decode_stream(KVC_ISA_SCALAR, in[i], len[i], tw, nch[i], cum[i], B, sym[i], C) != KVC_OK &&
-                    ks[i] < first)
-                    first = ks[i];
+        /* past the loop's barrier: first and nomem reduced, every symbol written */
+        if (dq && first == none && !nomem) then(b, dq);
+        free(own);
     }
+    if (nomem) return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_decode: no memory for a thread's rANS tables (%zu bytes)",
+                                        KVC_RANS_TASK * rows * sizeof(uint16_t));
     if (first == none) return KVC_OK;
     char why[192];
     kvc_rans_corrupt_why(first % (L * sp.Q), sp.Q, sp.span, C, why, sizeof why);
