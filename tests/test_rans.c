@@ -73,6 +73,25 @@ static void check_table(const uint32_t *counts, unsigned B, uint64_t total)
     }
 }
 
+/* The codec's table of every count's frequency (kvc_rans_freq_table, made without a division)
+ * holds the integer oracle's round(n * 4096 / total), at least 1 for n > 0, at every entry, for
+ * totals around the powers of two and the table's limit. */
+Test(rans, frequency_table_matches_the_oracle_at_every_count)
+{
+    static const uint64_t totals[] = { 1, 2, 3, 5, 7, 255, 256, 257, 511, 512, 1000, 4095, 4096, 4097, 8191, 12345, 65535, 65536 };
+    uint16_t *freq = malloc((KVC_RANS_FREQ_TABLE_MAX + 1) * sizeof(uint16_t));
+    for (size_t i = 0; i < sizeof totals / sizeof totals[0]; i++) {
+        const uint64_t T = totals[i];
+        kvc_rans_freq_table(T, freq);
+        for (uint64_t n = 0; n <= T; n++) {
+            const uint64_t want = n ? ((n * 4096 + T / 2) / T ? (n * 4096 + T / 2) / T : 1) : 0;
+            cr_assert_eq(freq[n], want, "total %llu, count %llu: %u, the oracle %llu", (unsigned long long)T, (unsigned long long)n,
+                         freq[n], (unsigned long long)want);
+        }
+    }
+    free(freq);
+}
+
 Test(rans, frequencies_add_up_and_keep_every_symbol)
 {
     uint32_t counts[64];
