@@ -391,6 +391,19 @@ static int tier_available(const char *name)
     return ok;
 }
 
+/* A context on the CPU tier `isa` with `threads` threads (NULL: the tier is not on this machine). */
+static kvc_context_t *tier_context(const char *isa, int threads)
+{
+    if (!tier_available(isa)) return NULL;
+    setenv("KVCORE_ISA", isa, 1);
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
+                                .num_threads = threads };
+    kvc_context_t *ctx = NULL;
+    cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
+    unsetenv("KVCORE_ISA");
+    return ctx;
+}
+
 Test(rans, every_tier_codes_the_same_bytes)
 {
     static const struct { const char *name; int isa; } tiers[] = { { "avx2", KVC_ISA_AVX2 }, { "avx512", KVC_ISA_AVX512 },
@@ -1011,16 +1024,8 @@ Test(rans_codec, whole_windows_decode_in_one_team)
         reseal(bad, off[4]);
         for (int ti = 0; ti < 4; ti++)
             for (int threads = 1; threads <= 3; threads++) {
-                kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS,
-                                            .backend = "cpu", .num_threads = threads };
-                kvc_context_t *ctx = NULL;
-                setenv("KVCORE_ISA", tiers[ti], 1);
-                cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
-                unsetenv("KVCORE_ISA");
-                if (strcmp(kvc_context_isa(ctx), tiers[ti])) { /* this CPU lacks the tier */
-                    kvc_context_destroy(ctx);
-                    continue;
-                }
+                kvc_context_t *ctx = tier_context(tiers[ti], threads);
+                if (!ctx) continue; /* this CPU lacks the tier */
                 memset(out, 0xA5, n * 2);
                 cr_assert_eq(kvc_codec_decode(ctx, r, lr, out, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
                 cr_assert(memcmp(out, ref, n * 2) == 0, "T %zu, %s, %d threads: not the ac twin's values", T, tiers[ti], threads);
@@ -1390,16 +1395,8 @@ static void same_bytes_everywhere(uint32_t window)
     static const char *tiers[] = { "scalar", "avx2", "avx512", "neon" };
     for (int ti = 0; ti < 4; ti++)
         for (int threads = 1; threads <= 3; threads++) {
-            kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
-                                        .num_threads = threads };
-            kvc_context_t *ctx = NULL;
-            setenv("KVCORE_ISA", tiers[ti], 1);
-            cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
-            unsetenv("KVCORE_ISA");
-            if (strcmp(kvc_context_isa(ctx), tiers[ti])) { /* this CPU lacks the tier */
-                kvc_context_destroy(ctx);
-                continue;
-            }
+            kvc_context_t *ctx = tier_context(tiers[ti], threads);
+            if (!ctx) continue; /* this CPU lacks the tier */
             size_t len;
             uint8_t *buf = encode_with(ctx, p, KVC_CODER_RANS, kv, &len);
             if (!first) {
@@ -1446,19 +1443,6 @@ static uint8_t *api_symbols(size_t L, size_t T, size_t C, unsigned B, uint32_t s
             }
         }
     return s;
-}
-
-/* A context on the CPU tier `isa` with `threads` threads (NULL: the tier is not on this machine). */
-static kvc_context_t *tier_context(const char *isa, int threads)
-{
-    if (!tier_available(isa)) return NULL;
-    setenv("KVCORE_ISA", isa, 1);
-    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_BACKEND | KVC_CONTEXT_PARAM_NUM_THREADS, .backend = "cpu",
-                                .num_threads = threads };
-    kvc_context_t *ctx = NULL;
-    cr_assert_eq(kvc_context_create(&cp, &ctx), KVC_OK, "%s", kvc_last_error());
-    unsetenv("KVCORE_ISA");
-    return ctx;
 }
 
 /* Tables, streams and symbols of one shape through the public calls, each against the oracles of
