@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="be0dc78be3d04ecc281226c95492706a6775366d6a8094285061eb4a6128dd58")
+    version("0.1.0", sha256="cf8fe04c73ec94da01c94b7ad9f6aee65b5abfebbb31c17f90fee43027794a88")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
