@@ -605,7 +605,7 @@ static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t *
     return KVC_OK;
 }
 
-static kvc_status_t decode_container(kvc_context_t *ctx, scratch_t *sc, const kvc_container_t *c, void *out,
+static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *c, void *out,
                                      const kvc_codec_decode_params_t *p)
 {
     const int report = p && (p->field_mask & KVC_CODEC_DECODE_PARAM_PROGRESS) && p->progress;
@@ -613,10 +613,11 @@ static kvc_status_t decode_container(kvc_context_t *ctx, scratch_t *sc, const kv
     const size_t L = d.layers, T = d.tokens, C = d.channels, S = L * C, W = c->window_tokens;
     const size_t tw_max = T < W ? T : W, nscales = kvc_container_num_scales(c);
     const int chan = !!(c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS);
+    scratch_t *sc = scratch_acquire(ctx);
     uint8_t *symbols = NULL, *win = NULL;
     int64_t *prefsum = NULL;
     float *scales = NULL;
-    const uint16_t *cdf = NULL;
+    uint16_t *cdf = NULL, fbuf[KVC_RANS_FREQ_STACK], *freq = NULL;
     const int rans = !!(c->flags & KVC_CONTAINER_FLAG_RANS); /* the parse refused rANS with a raw CDF */
     const int windowed = c->num_windows > 1 && !rans;       /* rANS decodes windows in place (a layer stride) */
     if (sc) {
@@ -629,11 +630,13 @@ static kvc_status_t decode_container(kvc_context_t *ctx, scratch_t *sc, const kv
         if (!rans) cdf = scratch_get(sc, SC_CDF, S * (c->cdf_bins + 1u) * sizeof(uint16_t));
     }
     kvc_status_t st = KVC_OK;
-    if (!sc || !symbols || (windowed && !win) || !prefsum || !scales || (!rans && !cdf))
-        return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
-    if (!rans) container_cdf_into(c, S, (uint16_t *)cdf);
+    if (!sc || !symbols || (windowed && !win) || !prefsum || !scales || (!rans && !cdf)) {
+        st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
+        goto done;
+    }
     /* rANS: the backend's decode tasks make their own tables from the counts (no team for them) */
-    uint16_t fbuf[KVC_RANS_FREQ_STACK], *freq = rans ? kvc_rans_freq_make(T, S * c->cdf_bins, fbuf) : NULL;
+    if (rans) freq = kvc_rans_freq_make(T, S * c->cdf_bins, fbuf);
+    else container_cdf_into(c, S, cdf);
     if (c->dtype == KVC_DTYPE_F32) memcpy(scales, c->scales, nscales * sizeof(float)); /* validated by the parse */
     else kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
     uint32_t bins[2 * 4096];
@@ -683,6 +686,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, scratch_t *sc, const kv
     if (st == KVC_OK && report) p->progress(p->progress_user, c->num_windows + 1u, c->num_windows + 1u);
 done:
     kvc_rans_freq_done(freq, fbuf);
+    scratch_release(sc);
     return st;
 }
 
@@ -701,7 +705,6 @@ KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, si
                          (unsigned long long)p->field_mask);
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory");
-    scratch_t *sc = scratch_acquire(ctx);
     kvc_status_t st = kvc_container_parse_mt(buf, len, c, ctx->num_threads);
     if (st != KVC_OK) goto done;
     kvc_codec_info_t local;
@@ -710,10 +713,9 @@ KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, si
         st = kvc_error(KVC_ERR_NO_SPACE, "codec decode: output of %zu bytes, the chunk needs %zu", out_bytes, local.original_bytes);
         goto done;
     }
-    st = decode_container(ctx, sc, c, out, p);
+    st = decode_container(ctx, c, out, p);
     if (st == KVC_OK && info) *info = local;
 done:
-    scratch_release(sc);
     kvc_container_release(c);
     free(c);
     return st;
