@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="cf8fe04c73ec94da01c94b7ad9f6aee65b5abfebbb31c17f90fee43027794a88")
+    version("0.1.0", sha256="7e733a364ffa0e11272ab5a328d217d3b5425d5aa06d4df64f27ebe977c8e183")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
