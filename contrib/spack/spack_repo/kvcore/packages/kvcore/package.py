@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="7e733a364ffa0e11272ab5a328d217d3b5425d5aa06d4df64f27ebe977c8e183")
+    version("0.1.0", sha256="1e4aaf62051bd15086453c5f2705f40cb7a1468ce818a32996d9a3802b6d9897")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
