@@ -302,25 +302,23 @@ KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *
     return to.ops->quantise(to.b, &op);
 }
 
-kvc_status_t kvc_dequantise_route(kvc_context_t *ctx, const kvc_quant_params_t *a, struct kvc_quant_args *op, kvc_route_t *to)
+kvc_status_t kvc_dequantise_route(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted, struct kvc_quant_args *op,
+                                  kvc_route_t *to)
 {
     kvc_status_t st = check_quant("dequantise", a);
     if (st != KVC_OK) return st;
     *op = quant_op(a);
-    op->trusted = 1;
+    op->trusted = trusted;
     return route_quant(ctx, "dequantise", a, to);
 }
 
 kvc_status_t kvc_dequantise_codec(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "dequantise: ctx and args must not be NULL");
-    kvc_status_t st = check_quant("dequantise", a);
-    if (st != KVC_OK) return st;
-    struct kvc_quant_args op = quant_op(a);
-    op.trusted = trusted;
+    struct kvc_quant_args op;
     kvc_route_t to;
-    if ((st = route_quant(ctx, "dequantise", a, &to)) != KVC_OK) return st;
-    return to.ops->dequantise(to.b, &op);
+    const kvc_status_t st = kvc_dequantise_route(ctx, a, trusted, &op, &to);
+    return st != KVC_OK ? st : to.ops->dequantise(to.b, &op);
 }
 
 KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a) { return kvc_dequantise_codec(ctx, a, 0); }

@@ -652,7 +652,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         kvc_backend_ctx_t *b;
         kvc_route_t to;
         rans_ops(ctx, &ops, &b);
-        if ((st = kvc_dequantise_route(ctx, &q, &then_dq, &to)) != KVC_OK) goto done;
+        if ((st = kvc_dequantise_route(ctx, &q, 1, &then_dq, &to)) != KVC_OK) goto done;
         if (to.b == b) then = &then_dq;
     }
     const size_t NS = kvc_container_coded_per_window(c);
