@@ -600,7 +600,7 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
         if (st == KVC_OK) st = check_ends(b, a->ends, NS, a->nbytes, sp.Q);
         if (st != KVC_OK) return st;
     }
-    if (!a->cum && (!a->counts || !a->trusted || B > 64))
+    if (!a->cum && (!a->counts || !a->trusted))
         return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: no tables (internal error)");
     const struct kvc_quant_args *dq = a->then_dequantise;
     if (dq && !then) return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_decode: no dequantiser to run after it");
@@ -634,8 +634,11 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
                 const size_t k = ks[i] = stream_of(&sp, L, W, i0 + i), w = k / (L * sp.Q), start = k ? (size_t)a->ends[k - 1] : 0;
                 size_t l, c0;
                 stream_at(&sp, C, k % (L * sp.Q), &l, &c0, &nch[i]);
+                unsigned same = i; /* counts mode: an earlier stream of the task with these tables (another window) */
+                for (unsigned j = 0; !a->cum && j < i && same == i; j++)
+                    if (ks[j] % (L * sp.Q) == k % (L * sp.Q)) same = j;
                 if (a->cum) cum[i] = a->cum + (l * C + c0) * (B + 1);
-                else if (i && ks[i - 1] % (L * sp.Q) == k % (L * sp.Q)) cum[i] = cum[i - 1]; /* another window, the same tables */
+                else if (same < i) cum[i] = cum[same];
                 else { /* made here: in this core's cache, no team of their own */
                     uint16_t *t = own + i * rows;
                     const uint32_t *cnt = a->counts + (l * C + c0) * B;

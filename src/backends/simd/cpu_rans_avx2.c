@@ -281,9 +281,12 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
     unsigned lo, hi;
     uint64_t used = 0;
     for (int g = 0; g < 2 * P; g++) {
-        /* the same tables as the previous group (the windows of one layer, neighbours in a task):
-         * a copy of its entries, a quarter of the work of making them */
-        if (g && cum[g] == cum[g - 1]) memcpy(e[g], e[g - 1], bins * GROUP * sizeof(uint32_t));
+        /* the same tables as an earlier group (another window of the stream, in the same task): a
+         * copy of its entries, a quarter of the work of making them */
+        int same = g;
+        for (int j = 0; j < g && same == g; j++)
+            if (cum[j] == cum[g]) same = j;
+        if (same < g) memcpy(e[g], e[same], bins * GROUP * sizeof(uint32_t));
         else used |= dec_entries8(cum[g], bins, e[g]);
         p[g] = s[g]->p;
         end[g] = s[g]->end;
