@@ -73,8 +73,7 @@ static void check_table(const uint32_t *counts, unsigned B, uint64_t total)
     }
 }
 
-/* The codec's table of every count's frequency (kvc_rans_freq_table, made without a division)
- * holds the integer oracle's round(n * 4096 / total), at least 1 for n > 0, at every entry, for
+/* The codec's table of every count's frequency (kvc_rans_freq_table) holds the integer oracle's round(n * 4096 / total), at least 1 for n > 0, at every entry, for
  * totals around the powers of two and the table's limit. */
 Test(rans, frequency_table_matches_the_oracle_at_every_count)
 {
