@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="3b70b573c9e0b27cf24c28f3974d69b93e959f6d0d87855b151d5dd63fc20ce6")
+    version("0.1.0", sha256="496726454a873e95e39bece6064a96ad7cc3f6f0728d50aa2ef4c1617f7f6036")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
