@@ -20,7 +20,7 @@
 #include "container_edit.h"
 #include "core/bitio.h"
 #include "core/checksum.h"
-#include "core/halfs.h"
+#include "common/halfs.h"
 
 /* Real K/V of stories260K: [5 layers, 512 tokens, 4 heads, 8] fp16 each, stacked to KV_2LTD. */
 static uint16_t *real_kv(size_t *nl, size_t *t, size_t *nh, size_t *hs)
@@ -635,7 +635,7 @@ static int scale_ok(kvc_dtype_t dt, uint32_t bits)
     return f >= 0.0f && f < INFINITY;
 }
 
-/* The decode's conversion of the container's scales (core/halfs.h, 4 at a time) gives the test
+/* The decode's conversion of the container's scales (common/halfs.h, 4 at a time) gives the test
  * reference's value for every finite fp16 and bf16 pattern, at every position of a 4-wide step
  * and in the tail (n = 4 K + 3). */
 Test(codec, every_finite_half_scale_converts_exactly)

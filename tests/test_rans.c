@@ -1046,6 +1046,58 @@ Test(rans_codec, whole_windows_decode_in_one_team)
     }
 }
 
+/* The fused decode converts 2-byte scales in its thread team, each block's by the thread that
+ * dequantises it (the tier's conversion: F16C on AVX2 and AVX-512). Every finite non-negative
+ * fp16 and bf16 pattern (and -0) as a row's scale, written into the SCALES of a rANS container
+ * and of its ac twin (whose decode converts them before the dequantiser, common/halfs.h, checked
+ * against the reference in test_codec): the same values on every tier at one and two threads.
+ * 32 768 rows of 8 channels in windows of 1024 (whole windows: the fused path). */
+Test(rans_codec, every_finite_half_scale_converts_in_the_decode_team)
+{
+    const size_t T = 16384, C = 8, rows = 2 * T, n = rows * C;
+    static const char *tiers[] = { "scalar", "avx2", "avx512", "neon" };
+    static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16 };
+    uint16_t *kv = malloc(n * 2), *ref = malloc(n * 2), *out = malloc(n * 2);
+    for (int d = 0; d < 2; d++) {
+        const uint16_t top = d ? 0x7F7Fu : 0x7BFFu; /* the largest finite value */
+        synth(kv, dts[d], n, 31u + (unsigned)d);
+        kvc_codec_params_t p = { .field_mask = KVC_CODEC_PARAM_WINDOW, .dtype = dts[d], .layout = KVC_CODEC_KV_2LTD,
+                                 .num_layers = 1, .num_tokens = T, .num_heads = 1, .head_size = 8, .window_tokens = 1024 };
+        kvc_context_t *one = one_thread_context();
+        size_t len[2];
+        uint8_t *buf[2] = { encode_with(one, p, KVC_CODER_AC, kv, &len[0]), encode_with(one, p, KVC_CODER_RANS, kv, &len[1]) };
+        for (int k = 0; k < 2; k++) {
+            size_t off[5];
+            sections(buf[k], off);
+            cr_assert_eq(rd32(buf[k] + off[1] + 8), rows * 2);
+            for (size_t r = 0; r < rows; r++) { /* 0 .. top, then -0 */
+                const uint16_t h = r <= top ? (uint16_t)r : r == top + 1u ? 0x8000u : (uint16_t)(r % 997u);
+                buf[k][off[1] + 16 + 2 * r] = (uint8_t)h;
+                buf[k][off[1] + 16 + 2 * r + 1] = (uint8_t)(h >> 8);
+            }
+            reseal(buf[k], off[1]);
+        }
+        cr_assert_eq(kvc_codec_decode(one, buf[0], len[0], ref, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
+        kvc_context_destroy(one);
+        for (int ti = 0; ti < 4; ti++)
+            for (int threads = 1; threads <= 2; threads++) {
+                kvc_context_t *ctx = tier_context(tiers[ti], threads);
+                if (!ctx) continue; /* this CPU lacks the tier */
+                memset(out, 0xA5, n * 2);
+                cr_assert_eq(kvc_codec_decode(ctx, buf[1], len[1], out, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
+                for (size_t i = 0; i < n; i++)
+                    cr_assert_eq(out[i], ref[i], "%s, %s, %d threads: value %zu (row %zu) 0x%04x, the ac twin's 0x%04x",
+                                 d ? "bf16" : "fp16", tiers[ti], threads, i, i / C, out[i], ref[i]);
+                kvc_context_destroy(ctx);
+            }
+        kvc_codec_free(buf[0]);
+        kvc_codec_free(buf[1]);
+    }
+    free(kv);
+    free(ref);
+    free(out);
+}
+
 /* A rANS container whose counts hold a symbol above its layer's 2M (META's bins of layer 0
  * lowered from 32 to 8, resealed: the encoder counted symbols up to 30 there) is corrupt at the
  * parse, for decode and inspect: the codec's rANS decode relies on it (a symbol without a count

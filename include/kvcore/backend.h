@@ -37,7 +37,8 @@ extern "C" {
 #define KVC_BACKEND_ABI_VERSION 4u /* 2: the rANS slots' streams of several groups (groups_per_stream);
                                       3: windows in one rans_encode call (windows, window_stride), and
                                       kvc_quant_args.trusted;
-                                      4: kvc_rans_decode_args.then_dequantise, counts */
+                                      4: kvc_rans_decode_args.then_dequantise, counts;
+                                      5: kvc_rans_decode_args.then_scales */
 
 /* Priorities (higher wins among usable backends): GPU backends above the CPU fallback. */
 #define KVC_BACKEND_PRIORITY_CUDA 50
@@ -304,6 +305,12 @@ struct kvc_rans_decode_args {
      * thread team, so that a small chunk pays one fork and join, not two. A backend that does not
      * do it returns KVC_ERR_UNSUPPORTED when it is set. */
     const struct kvc_quant_args *then_dequantise;
+    /* Optional, with then_dequantise only: its scales as the container holds them, 2-byte fp16 or
+     * bf16 (then_dequantise->dtype), little-endian, finite and >= 0; each block's are converted
+     * into then_dequantise->scales by the thread that dequantises it (in the team, not before it:
+     * the serial conversion was 2.5 % of a small chunk's two-thread decode). NULL: the scales
+     * are already there. */
+    const uint8_t *then_scales;
 };
 
 /* ---------------------------------------------------------------- RoPE (rope.h) */

@@ -16,7 +16,7 @@
 #include "common/checked.h"
 #include "common/cdf.h"
 #include "common/half.h"
-#include "halfs.h"
+#include "common/halfs.h"
 #include "internal.h"
 #include "log.h"
 #include "common/rans.h"
@@ -292,7 +292,8 @@ static kvc_status_t rans_encode_windows(kvc_context_t *ctx, const uint8_t *sym, 
  * [L, tw, C] per window (window w's layer l at sym + w * tw * C + l * stride). */
 static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t nw,
                                         size_t L, size_t tw, size_t C, unsigned groups, const uint32_t *counts, const uint16_t *freq,
-                                        uint64_t total, unsigned B, uint8_t *sym, size_t stride, const struct kvc_quant_args *then)
+                                        uint64_t total, unsigned B, uint8_t *sym, size_t stride, const struct kvc_quant_args *then,
+                                        const uint8_t *then_scales)
 {
     int64_t sum = 0;
     for (size_t k = 0; k < nw * L * kvc_rans_streams(C, groups); k++) ends[k] = sum += wl[k];
@@ -304,7 +305,7 @@ static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes
                                             .channels = C, .groups_per_stream = groups, .num_bins = B, .layer_stride = stride,
                                             .nbytes = (size_t)sum, .windows = nw, .window_stride = tw * C,
                                             .trusted = 1 /* the parsed counts, ends from the checked lengths */,
-                                            .then_dequantise = then };
+                                            .then_dequantise = then, .then_scales = then_scales };
     return ops->rans_decode(b, &a);
 }
 
@@ -637,8 +638,6 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     /* rANS: the backend's decode tasks make their own tables from the counts (no team for them) */
     if (rans) freq = kvc_rans_freq_make(T, S * c->cdf_bins, fbuf);
     else container_cdf_into(c, S, cdf);
-    if (c->dtype == KVC_DTYPE_F32) memcpy(scales, c->scales, nscales * sizeof(float)); /* validated by the parse */
-    else kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
     /* rANS, per-token scales, every window in one decode call, and the dequantiser on the coder's
@@ -655,6 +654,11 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         if ((st = kvc_dequantise_route(ctx, &q, 1, &then_dq, &to)) != KVC_OK) goto done;
         if (to.b == b) then = &then_dq;
     }
+    /* The scales, validated by the parse; 2-byte ones with `then` by the decode's team, a block's
+     * by the thread that dequantises it (then_scales) */
+    const uint8_t *then_scales = then && c->dtype != KVC_DTYPE_F32 ? c->scales : NULL;
+    if (c->dtype == KVC_DTYPE_F32) memcpy(scales, c->scales, nscales * sizeof(float));
+    else if (!then_scales) kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
     const size_t NS = kvc_container_coded_per_window(c);
     size_t off = 0;
     for (uint32_t w = 0; w < c->num_windows; w++) {
@@ -663,7 +667,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
             const size_t nw = tw == W ? (T - t0) / W : 1;
             if ((st = rans_decode_windows(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, nw, L, tw, C,
                                           kvc_container_rans_groups(c), c->counts, freq, T, c->cdf_bins, symbols + t0 * C, T * C,
-                                          then)) != KVC_OK)
+                                          then, then_scales)) != KVC_OK)
                 goto done;
             off += (size_t)prefsum[nw * NS - 1];
             for (size_t i = 1; report && i <= nw; i++) p->progress(p->progress_user, w + i, c->num_windows + 1u); /* a call a window */

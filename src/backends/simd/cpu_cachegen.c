@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/cdf.h"
+#include "common/halfs.h"
 #include "cpu_cachegen.h"
 
 /* Channels per parallel work item: 64 adjacent channels share every 64-byte row segment of the
@@ -32,6 +33,7 @@ const cg_kernels_t cg_kernels_scalar = {
     .decode = cg_decode_streams_scalar,
     .quantise_rows = cg_quantise_rows_scalar,
     .dequantise_rows = cg_dequantise_rows_scalar,
+    .halves_to_f32 = kvc_halfs_to_f32,
 };
 
 const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b)

@@ -25,8 +25,10 @@ kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
 kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
 /* The dequantiser's work after its checks (trusted data), as an orphaned `omp for` over blocks of
  * ~8 K values: called inside a parallel region it shares the blocks among the team (the rANS
- * decode's, then_dequantise), outside one it runs them on the calling thread. */
-void cpu_dequantise_blocks(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
+ * decode's, then_dequantise), outside one it runs them on the calling thread. halves: NULL, or
+ * the scales as fp16 / bf16 bytes (kvc_rans_decode_args.then_scales), each block's converted
+ * into a->scales first. */
+void cpu_dequantise_blocks(kvc_backend_ctx_t *b, const struct kvc_quant_args *a, const uint8_t *halves);
 
 /* ---- shared between the driver (cpu_cachegen.c) and the per-ISA kernels ---- */
 
@@ -96,6 +98,8 @@ typedef struct cg_kernels {
      * long as the values of the real K/V's 32-channel rows. */
     void (*quantise_rows)(kvc_dtype_t dtype, const cg_quant_rows_t *r);
     void (*dequantise_rows)(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
+    /* n fp16 (or bf16) little-endian finite values to fp32, exactly (common/halfs.h's values). */
+    void (*halves_to_f32)(const uint8_t *p, size_t n, int bf16, float *out);
 } cg_kernels_t;
 
 extern const cg_kernels_t cg_kernels_scalar;

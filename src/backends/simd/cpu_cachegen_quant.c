@@ -149,20 +149,21 @@ kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a
                                  2 * (a->bins[l] / 2 - 1), a->bins[l]);
     }
 #pragma omp parallel num_threads(b->num_threads) if (rows * C >= CG_PARALLEL_MIN)
-    cpu_dequantise_blocks(b, a);
+    cpu_dequantise_blocks(b, a, NULL);
     return KVC_OK;
 }
 
-void cpu_dequantise_blocks(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
+void cpu_dequantise_blocks(kvc_backend_ctx_t *b, const struct kvc_quant_args *a, const uint8_t *halves)
 {
     const cg_kernels_t *k = cg_kernels_for(b);
     const size_t T = a->tokens, C = a->channels, es = dtype_size(a->dtype);
     const size_t tb = C >= CG_QUANT_BLOCK_VALUES ? 1 : CG_QUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait /* both callers end their parallel region next: its barrier is enough */
     for (size_t j = 0; j < a->layers * nb; j++) {
-        const size_t l = j / nb, t0 = j % nb * tb, row0 = l * T + t0;
+        const size_t l = j / nb, t0 = j % nb * tb, row0 = l * T + t0, rows = T - t0 < tb ? T - t0 : tb;
+        if (halves) k->halves_to_f32(halves + 2 * row0, rows, a->dtype == KVC_DTYPE_BF16, a->scales + row0);
         const cg_dequant_rows_t r = { .in = a->symbols + row0 * C, .out = (char *)a->values + row0 * C * es, .scales = a->scales + row0,
-                                      .rows = T - t0 < tb ? T - t0 : tb, .channels = C, .m = a->bins[l] / 2 - 1 };
+                                      .rows = rows, .channels = C, .m = a->bins[l] / 2 - 1 };
         k->dequantise_rows(a->dtype, &r);
     }
 }

@@ -604,6 +604,8 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
         return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: no tables (internal error)");
     const struct kvc_quant_args *dq = a->then_dequantise;
     if (dq && !then) return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_decode: no dequantiser to run after it");
+    if (a->then_scales && (!dq || dq->dtype == KVC_DTYPE_F32))
+        return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: 2-byte scales without an fp16 / bf16 dequantise (internal error)");
     size_t first = none; /* the first damaged stream */
     int nomem = 0;
     /* Tasks of up to KVC_RANS_TASK streams in layer-major order (stream_of), spread evenly
@@ -659,7 +661,7 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
                         first = ks[i];
         }
         /* past the loop's barrier: first and nomem reduced, every symbol written */
-        if (dq && first == none && !nomem) then(b, dq);
+        if (dq && first == none && !nomem) then(b, dq, a->then_scales);
         free(own);
     }
     if (nomem) return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_decode: no memory for a thread's rANS tables (%zu bytes)",

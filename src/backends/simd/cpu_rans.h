@@ -21,7 +21,7 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
  * when a->then_dequantise is set, runs in the decode's thread team once every stream decoded
  * (every thread calls it; its orphaned `omp for` shares the blocks). Passed in, so that this
  * file's copies in tests link without the quantiser. */
-typedef void (*kvc_cpu_then_fn)(kvc_backend_ctx_t *b, const struct kvc_quant_args *a);
+typedef void (*kvc_cpu_then_fn)(kvc_backend_ctx_t *b, const struct kvc_quant_args *a, const uint8_t *halves);
 kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a, kvc_cpu_then_fn then);
 
 /* A stream codes nch channels (1 .. 8 * KVC_RANS_STREAM_GROUPS; 1 .. 8 in format 1.2 containers)

@@ -3,8 +3,8 @@
  * a small chunk's decode, converted one by one with a branch each: 2 % of a rANS decode). The
  * values of kvc_f16_to_f32 / kvc_bf16_to_f32 (common/half.h) for every finite input; 4 at a time
  * with GCC vector extensions (SSE2 / NEON), the rest through those functions. */
-#ifndef KVC_CORE_HALFS_H
-#define KVC_CORE_HALFS_H
+#ifndef KVC_COMMON_HALFS_H
+#define KVC_COMMON_HALFS_H
 
 #include <stddef.h>
 #include <stdint.h>
