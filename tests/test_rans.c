@@ -1191,20 +1191,47 @@ static kvc_status_t decode_why(kvc_context_t *ctx, const uint8_t *buf, size_t le
     return st;
 }
 
-/* With two threads the decode's parse checks STREAMS' checksum on the second thread while it reads
- * the sections before it: every damage must still give the status and message of the one-thread
- * parse, which checks in order. A chunk whose STREAMS section is large enough for that (>= 32
+/* The decode parses the counts, LENGTHS and STREAMS' checksum in its decode's thread team (with
+ * two threads STREAMS' checksum in pieces beside the counts), then the parse in order only when
+ * that fails: every damage must give the status and message of the parse in order
+ * (kvc_codec_inspect: one thread, section by section) at one, two and three threads, and leave
+ * the output untouched. A chunk whose STREAMS section is large enough for the pieces (>= 32
  * KiB); a byte flipped every 11 bytes, every cut, and two damages at once where the order decides
  * (an edited LENGTHS section, resealed, with a flipped STREAMS byte: LENGTHS first; a LENGTHS edit
  * that moves the lengths' total, with a flipped STREAMS byte: STREAMS' checksum first). */
-Test(rans_codec, damage_reads_the_same_on_one_and_two_threads)
+static kvc_status_t same_as_the_parse_in_order(kvc_context_t *const ctx[3], const uint8_t *buf, size_t len, uint16_t *out,
+                                               size_t n, const char *what, size_t at)
+{
+    kvc_codec_info_t info;
+    kvc_status_t want = kvc_codec_inspect(buf, len, &info);
+    char w0[512], w[512];
+    snprintf(w0, sizeof w0, "%s", want == KVC_OK ? "" : kvc_last_error());
+    static int written = 1; /* out holds something else than 0xA5 bytes */
+    for (int t = 0; t < 3; t++) {
+        if (written) memset(out, 0xA5, n * 2);
+        const kvc_status_t st = decode_why(ctx[t], buf, len, out, n * 2, w, sizeof w);
+        written = st == KVC_OK;
+        if (want == KVC_OK && t == 0) { /* the parse passes: the streams' damage is the decode's to find, the same on each */
+            want = st;
+            snprintf(w0, sizeof w0, "%s", w);
+        }
+        cr_assert_eq(st, want, "%s %zu, %d threads: %d, the parse in order (or one thread) %d", what, at, t + 1, st, want);
+        cr_assert_str_eq(w, w0, "%s %zu, %d threads", what, at, t + 1);
+        if (st == KVC_OK) continue;
+        cr_assert(out[0] == 0xA5A5 && !memcmp(out, out + 1, (n - 1) * 2), "%s %zu, %d threads: output written", what, at, t + 1);
+    }
+    return want;
+}
+
+Test(rans_codec, damage_reads_as_the_parse_in_order_at_any_thread_count)
 {
     const size_t nl = 4, T = 256, C = 128, n = 2 * nl * T * C;
     uint16_t *kv = malloc(n * 2), *out = malloc(n * 2);
     synth(kv, KVC_DTYPE_F16, n, 21);
     kvc_codec_params_t p = { .dtype = KVC_DTYPE_F16, .layout = KVC_CODEC_KV_2LTD, .num_layers = nl, .num_tokens = T,
                              .num_heads = 8, .head_size = 16 };
-    kvc_context_t *one = one_thread_context(), *two = cpu_threads_context(2);
+    kvc_context_t *one = one_thread_context(), *two = cpu_threads_context(2), *three = cpu_threads_context(3);
+    kvc_context_t *const all[3] = { one, two, three };
     size_t len;
     uint8_t *good = encode_with(one, p, KVC_CODER_RANS, kv, &len), *buf = malloc(len);
     size_t off[5];
@@ -1213,18 +1240,12 @@ Test(rans_codec, damage_reads_the_same_on_one_and_two_threads)
                   rd32(good + off[4] + 8));
     char w1[512], w2[512];
     size_t damaged = 0;
-    for (size_t cut = 0; cut <= len; cut += cut < 4096 ? 1 : 97) { /* every cut through the headers, then spread */
-        const kvc_status_t a = decode_why(one, good, cut, out, n * 2, w1, sizeof w1), b = decode_why(two, good, cut, out, n * 2, w2, sizeof w2);
-        cr_assert_eq(a, b, "cut at %zu: %d vs %d", cut, a, b);
-        cr_assert_str_eq(w1, w2, "cut at %zu", cut);
-    }
+    for (size_t cut = 0; cut <= len; cut += cut < 4096 ? 1 : 97) /* every cut through the headers, then spread */
+        same_as_the_parse_in_order(all, good, cut, out, n, "cut at", cut);
     for (size_t i = 0; i < len; i += 11) {
         memcpy(buf, good, len);
         buf[i] ^= 0x10;
-        const kvc_status_t a = decode_why(one, buf, len, out, n * 2, w1, sizeof w1), b = decode_why(two, buf, len, out, n * 2, w2, sizeof w2);
-        cr_assert_eq(a, b, "byte %zu flipped: %d vs %d", i, a, b);
-        cr_assert_str_eq(w1, w2, "byte %zu flipped", i);
-        damaged += a != KVC_OK;
+        damaged += same_as_the_parse_in_order(all, buf, len, out, n, "byte flipped", i) != KVC_OK;
     }
     cr_assert_gt(damaged, len / 11 * 9 / 10, "only %zu of %zu flips were caught", damaged, len / 11);
     /* LENGTHS' first varint made overlong (0x80 then 0x00 is not allowed), resealed; a STREAMS byte flipped. */
@@ -1238,6 +1259,7 @@ Test(rans_codec, damage_reads_the_same_on_one_and_two_threads)
     cr_assert_eq(decode_why(two, buf, len, out, n * 2, w2, sizeof w2), KVC_ERR_CORRUPT);
     cr_assert_str_eq(w1, w2);
     cr_assert(strstr(w1, "LENGTHS"), "%s", w1);
+    same_as_the_parse_in_order(all, buf, len, out, n, "LENGTHS overlong", 0);
     /* LENGTHS' first length one less (a valid varint, the total off by one), resealed; a STREAMS
      * byte flipped: the checksum comes before the total. */
     memcpy(buf, good, len);
@@ -1249,16 +1271,19 @@ Test(rans_codec, damage_reads_the_same_on_one_and_two_threads)
     cr_assert_eq(decode_why(two, buf, len, out, n * 2, w2, sizeof w2), KVC_ERR_CORRUPT);
     cr_assert_str_eq(w1, w2);
     cr_assert(strstr(w1, "checksum"), "%s", w1);
+    same_as_the_parse_in_order(all, buf, len, out, n, "LENGTHS one less, STREAMS flipped", 0);
     /* and without the flip, the total */
     buf[s0 + 100] ^= 1;
     cr_assert_eq(decode_why(two, buf, len, out, n * 2, w2, sizeof w2), KVC_ERR_CORRUPT);
     cr_assert(strstr(w2, "add up to"), "%s", w2);
+    same_as_the_parse_in_order(all, buf, len, out, n, "LENGTHS one less", 0);
     kvc_codec_free(good);
     free(buf);
     free(kv);
     free(out);
     kvc_context_destroy(one);
     kvc_context_destroy(two);
+    kvc_context_destroy(three);
 }
 
 /* ---- format 1.4's CDF index ---- */

@@ -38,7 +38,7 @@ extern "C" {
                                       3: windows in one rans_encode call (windows, window_stride), and
                                       kvc_quant_args.trusted;
                                       4: kvc_rans_decode_args.then_dequantise, counts;
-                                      5: kvc_rans_decode_args.then_scales */
+                                      5: kvc_rans_decode_args.then_scales, before */
 
 /* Priorities (higher wins among usable backends): GPU backends above the CPU fallback. */
 #define KVC_BACKEND_PRIORITY_CUDA 50
@@ -311,6 +311,15 @@ struct kvc_rans_decode_args {
      * the serial conversion was 2.5 % of a small chunk's two-thread decode). NULL: the scales
      * are already there. */
     const uint8_t *then_scales;
+    /* Optional (the codec's decode, trusted, on the CPU backend): called by every thread of the
+     * decode's team before its first task, with before_arg; it may share work among the team
+     * with an orphaned `omp for` (the container's parse, which writes the counts and ends these
+     * args point to: nothing but the sizes is read before it), and returns, the same on every
+     * thread, nonzero to go on. On 0 no stream is read and nothing is written: the slot returns
+     * KVC_ERR_CORRUPT (the caller says why). A backend without a CPU team refuses it with
+     * KVC_ERR_UNSUPPORTED. */
+    int (*before)(void *arg);
+    void *before_arg;
 };
 
 /* ---------------------------------------------------------------- RoPE (rope.h) */

@@ -286,17 +286,30 @@ static kvc_status_t rans_encode_windows(kvc_context_t *ctx, const uint8_t *sym, 
     return ops->rans_encode(b, &a);
 }
 
+/* What the decode's team does besides the decode (kvc_rans_decode_args): the parse's rest before
+ * it (before: the ends are then its, from LENGTHS, and nbytes STREAMS' size), the dequantiser
+ * after it. */
+typedef struct {
+    const struct kvc_quant_args *dq;
+    const uint8_t *dq_scales;
+    int (*before)(void *);
+    void *before_arg;
+    size_t nbytes;
+} team_extras_t;
+
 /* The inverse, for nw consecutive windows of tw tokens each in one call (more streams for the
  * threads and the SIMD kernels to share than a window has): their streams (lengths wl[nw * L * Q],
  * packed from bytes; `groups` groups of 8 channels a stream, by the container's format) into sym
  * [L, tw, C] per window (window w's layer l at sym + w * tw * C + l * stride). */
 static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t nw,
                                         size_t L, size_t tw, size_t C, unsigned groups, const uint32_t *counts, const uint16_t *freq,
-                                        uint64_t total, unsigned B, uint8_t *sym, size_t stride, const struct kvc_quant_args *then,
-                                        const uint8_t *then_scales)
+                                        uint64_t total, unsigned B, uint8_t *sym, size_t stride, const team_extras_t *x)
 {
-    int64_t sum = 0;
-    for (size_t k = 0; k < nw * L * kvc_rans_streams(C, groups); k++) ends[k] = sum += wl[k];
+    int64_t sum = (int64_t)x->nbytes;
+    if (!x->before) {
+        sum = 0;
+        for (size_t k = 0; k < nw * L * kvc_rans_streams(C, groups); k++) ends[k] = sum += wl[k];
+    }
     const kvc_backend_ops_t *ops;
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
@@ -305,7 +318,8 @@ static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes
                                             .channels = C, .groups_per_stream = groups, .num_bins = B, .layer_stride = stride,
                                             .nbytes = (size_t)sum, .windows = nw, .window_stride = tw * C,
                                             .trusted = 1 /* the parsed counts, ends from the checked lengths */,
-                                            .then_dequantise = then, .then_scales = then_scales };
+                                            .then_dequantise = x->dq, .then_scales = x->dq_scales, .before = x->before,
+                                            .before_arg = x->before_arg };
     return ops->rans_decode(b, &a);
 }
 
@@ -531,6 +545,12 @@ KVC_API kvc_status_t kvc_codec_encode(kvc_context_t *ctx, const kvc_codec_params
 
 KVC_API void kvc_codec_free(void *p) { free(p); }
 
+/* The decoded chunk's bytes (META's sizes). */
+static size_t chunk_bytes(const kvc_container_t *c)
+{
+    return (size_t)c->kvs * c->num_layers * c->num_tokens * c->num_heads * c->head_size * (c->dtype == KVC_DTYPE_F32 ? 4u : 2u);
+}
+
 static void fill_info(const kvc_container_t *c, size_t len, kvc_codec_info_t *info)
 {
     const size_t planes = c->kvs, L = planes * c->num_layers, C = (size_t)c->num_heads * c->head_size;
@@ -551,7 +571,7 @@ static void fill_info(const kvc_container_t *c, size_t len, kvc_codec_info_t *in
     info->raw_cdf = !!(c->flags & KVC_CONTAINER_FLAG_RAW_CDF);
     info->heads_known = !(c->flags & KVC_CONTAINER_FLAG_NO_HEADS);
     info->container_bytes = len;
-    info->original_bytes = L * c->num_tokens * C * dsize;
+    info->original_bytes = chunk_bytes(c);
     info->scales_bytes = kvc_container_num_scales(c) * dsize;
     info->key_scaling = c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS ? KVC_CODEC_SCALE_CHANNEL : KVC_CODEC_SCALE_TOKEN;
     char why[160];
@@ -606,8 +626,35 @@ static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t *
     return KVC_OK;
 }
 
-static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *c, void *out,
-                                     const kvc_codec_decode_params_t *p)
+/* The rest of a pending parse (the codec's decode when the decode's team cannot take it), before
+ * any other status: those of the parse come first. */
+static kvc_status_t finish_parse(kvc_context_t *ctx, kvc_container_t *c, kvc_container_pending_t **pend, kvc_status_t other)
+{
+    if (!*pend) return other;
+    const kvc_status_t st = kvc_container_parse_finish(c, *pend, ctx->num_threads);
+    *pend = NULL;
+    return st != KVC_OK ? st : other;
+}
+
+/* The decode's team runs the parse's rest first (kvc_rans_decode_args.before). */
+typedef struct {
+    kvc_container_t *c;
+    kvc_container_pending_t *pend;
+    int64_t *ends;
+} parse_in_team_t;
+
+static int parse_in_team(void *arg)
+{
+    const parse_in_team_t *t = arg;
+    return kvc_container_parse_in_team(t->c, t->pend, t->ends);
+}
+
+/* Decode a parsed container into out; or, with pend, one whose parse is pending
+ * (kvc_container_parse_begin): the rest of it then runs in the rANS decode's thread team when
+ * the decode takes one call and dequantises in it, else here first. *team_parse_failed: the
+ * team's parse failed (nothing decoded or written; the caller parses again in order). */
+static kvc_status_t decode_container(kvc_context_t *ctx, kvc_container_t *c, void *out, const kvc_codec_decode_params_t *p,
+                                     kvc_container_pending_t *pend, int *team_parse_failed)
 {
     const int report = p && (p->field_mask & KVC_CODEC_DECODE_PARAM_PROGRESS) && p->progress;
     const dims_t d = { c->kvs, (size_t)c->kvs * c->num_layers, c->num_tokens, (size_t)c->num_heads * c->head_size };
@@ -632,12 +679,10 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
     }
     kvc_status_t st = KVC_OK;
     if (!sc || !symbols || (windowed && !win) || !prefsum || !scales || (!rans && !cdf)) {
-        st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
+        st = finish_parse(ctx, c, &pend,
+                          kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C));
         goto done;
     }
-    /* rANS: the backend's decode tasks make their own tables from the counts (no team for them) */
-    if (rans) freq = kvc_rans_freq_make(T, S * c->cdf_bins, fbuf);
-    else container_cdf_into(c, S, cdf);
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
     /* rANS, per-token scales, every window in one decode call, and the dequantiser on the coder's
@@ -651,24 +696,42 @@ static kvc_status_t decode_container(kvc_context_t *ctx, const kvc_container_t *
         kvc_backend_ctx_t *b;
         kvc_route_t to;
         rans_ops(ctx, &ops, &b);
-        if ((st = kvc_dequantise_route(ctx, &q, 1, &then_dq, &to)) != KVC_OK) goto done;
+        if ((st = kvc_dequantise_route(ctx, &q, 1, &then_dq, &to)) != KVC_OK) {
+            st = finish_parse(ctx, c, &pend, st);
+            goto done;
+        }
         if (to.b == b) then = &then_dq;
     }
+    parse_in_team_t pt = { c, pend, prefsum };
+    team_extras_t x = { .dq = then };
+    if (pend && then && pend->ahead) { /* one call (whole windows, or one): the parse's rest in its team */
+        x.before = parse_in_team;
+        x.before_arg = &pt;
+        x.nbytes = pend->ahead_n;
+        c->streams = pend->ahead;
+    } else if ((st = finish_parse(ctx, c, &pend, KVC_OK)) != KVC_OK)
+        goto done;
+    /* rANS: the backend's decode tasks make their own tables from the counts (no team for them) */
+    if (rans) freq = kvc_rans_freq_make(T, S * c->cdf_bins, fbuf);
+    else container_cdf_into(c, S, cdf);
     /* The scales, validated by the parse; 2-byte ones with `then` by the decode's team, a block's
      * by the thread that dequantises it (then_scales) */
-    const uint8_t *then_scales = then && c->dtype != KVC_DTYPE_F32 ? c->scales : NULL;
+    x.dq_scales = then && c->dtype != KVC_DTYPE_F32 ? c->scales : NULL;
     if (c->dtype == KVC_DTYPE_F32) memcpy(scales, c->scales, nscales * sizeof(float));
-    else if (!then_scales) kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
+    else if (!x.dq_scales) kvc_halfs_to_f32(c->scales, nscales, c->dtype == KVC_DTYPE_BF16, scales);
     const size_t NS = kvc_container_coded_per_window(c);
     size_t off = 0;
     for (uint32_t w = 0; w < c->num_windows; w++) {
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (rans) { /* the windows of W tokens in one call, then a shorter last one */
             const size_t nw = tw == W ? (T - t0) / W : 1;
-            if ((st = rans_decode_windows(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, nw, L, tw, C,
-                                          kvc_container_rans_groups(c), c->counts, freq, T, c->cdf_bins, symbols + t0 * C, T * C,
-                                          then, then_scales)) != KVC_OK)
+            st = rans_decode_windows(ctx, c->streams + off, x.before ? NULL : c->lengths + (size_t)w * NS, prefsum, nw, L, tw, C,
+                                     kvc_container_rans_groups(c), c->counts, freq, T, c->cdf_bins, symbols + t0 * C, T * C, &x);
+            if (x.before && !kvc_container_parse_end(c, pend)) {
+                *team_parse_failed = 1;
                 goto done;
+            }
+            if (st != KVC_OK) goto done;
             off += (size_t)prefsum[nw * NS - 1];
             for (size_t i = 1; report && i <= nw; i++) p->progress(p->progress_user, w + i, c->num_windows + 1u); /* a call a window */
             w += (uint32_t)nw - 1;
@@ -709,16 +772,24 @@ KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, si
                          (unsigned long long)p->field_mask);
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory");
-    kvc_status_t st = kvc_container_parse_mt(buf, len, c, ctx->num_threads);
+    /* The parse's front here; its rest (counts, LENGTHS, checksum) in the rANS decode's team when
+     * it can take it (decode_container), else before the decode as usual. */
+    kvc_container_pending_t pend;
+    kvc_status_t st = kvc_container_parse_begin(buf, len, c, &pend);
     if (st != KVC_OK) goto done;
-    kvc_codec_info_t local;
-    fill_info(c, len, &local);
-    if (out_bytes < local.original_bytes) {
-        st = kvc_error(KVC_ERR_NO_SPACE, "codec decode: output of %zu bytes, the chunk needs %zu", out_bytes, local.original_bytes);
+    if (out_bytes < chunk_bytes(c)) {
+        if ((st = kvc_container_parse_finish(c, &pend, ctx->num_threads)) == KVC_OK) /* a corrupt container says so first */
+            st = kvc_error(KVC_ERR_NO_SPACE, "codec decode: output of %zu bytes, the chunk needs %zu", out_bytes, chunk_bytes(c));
         goto done;
     }
-    st = decode_container(ctx, c, out, p);
-    if (st == KVC_OK && info) *info = local;
+    int team_parse_failed = 0;
+    st = decode_container(ctx, c, out, p, &pend, &team_parse_failed);
+    if (team_parse_failed) { /* the status and message of the parse in order */
+        kvc_container_release(c);
+        if ((st = kvc_container_parse_mt(buf, len, c, ctx->num_threads)) == KVC_OK)
+            st = decode_container(ctx, c, out, p, NULL, &team_parse_failed);
+    }
+    if (st == KVC_OK && info) fill_info(c, len, info);
 done:
     kvc_container_release(c);
     free(c);

@@ -4,6 +4,9 @@
 #include "config.h"
 
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include "bitio.h"
@@ -528,19 +531,10 @@ kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_contai
     return st != KVC_OK ? st : parse_meta(m, n, c);
 }
 
-/* The coded counts' parts as the CDF section holds them: p + at[i] .. p + at[i + 1] for part i of
- * n (one part without the index; none for a raw CDF). */
-typedef struct {
-    const uint8_t *p;
-    unsigned n;
-    int indexed;
-    uint64_t *at, one[2]; /* at: one, or owned */
-} count_parts_t;
-
 /* SCALES and CDF, in order: the scales checked, a raw CDF checked, the coded counts' parts found
  * (the index read and checked) and their table allocated; the counts are parsed next
  * (parse_counts). */
-static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t *c, size_t *pos_io, count_parts_t *cp)
+static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t *c, size_t *pos_io, kvc_container_pending_t *cp)
 {
     kvc_status_t st;
     size_t pos = *pos_io, n;
@@ -586,9 +580,9 @@ static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t 
         return kvc_error(KVC_ERR_CORRUPT, "container CDF section of %zu bytes cannot hold %llu streams", n, (unsigned long long)nstreams);
     c->counts = calloc(nstreams * c->cdf_bins, sizeof(uint32_t));
     if (!c->counts) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for %llu CDF counts", (unsigned long long)nstreams);
-    cp->p = p;
+    cp->parts = p;
     if (!(c->flags & KVC_CONTAINER_FLAG_CDF_INDEX)) {
-        cp->n = 1;
+        cp->nparts = 1;
         cp->at = cp->one;
         cp->one[0] = 0;
         cp->one[1] = n;
@@ -601,64 +595,70 @@ static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t 
         return kvc_error(KVC_ERR_CORRUPT, "container CDF index has %llu parts for %llu streams (1 to %d, at most one a stream)",
                          (unsigned long long)parts, (unsigned long long)nstreams, KVC_CONTAINER_MAX_CDF_PARTS);
     if (!(cp->at = malloc((parts + 1) * sizeof *cp->at))) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF index");
-    cp->n = (unsigned)parts;
+    cp->nparts = (unsigned)parts;
     cp->indexed = 1;
-    for (unsigned i = 0; i + 1 < cp->n; i++) /* the sizes, then their offsets behind the index */
+    for (unsigned i = 0; i + 1 < cp->nparts; i++) /* the sizes, then their offsets behind the index */
         if (get_varint(p, n, &off, 64, &cp->at[i + 1]) != VARINT_OK)
             return kvc_error(KVC_ERR_CORRUPT, "container CDF index is truncated or malformed at part %u", i);
     cp->at[0] = off;
-    for (unsigned i = 0; i + 1 < cp->n; i++) {
+    for (unsigned i = 0; i + 1 < cp->nparts; i++) {
         if (cp->at[i + 1] > n - cp->at[i])
             return kvc_error(KVC_ERR_CORRUPT, "container CDF index: part %u of %llu bytes runs past the section's %zu", i,
                              (unsigned long long)cp->at[i + 1], n);
         cp->at[i + 1] += cp->at[i];
     }
-    cp->at[cp->n] = n; /* the last part: the rest */
+    cp->at[cp->nparts] = n; /* the last part: the rest */
     return KVC_OK;
+}
+
+/* Count part i of the pending parse (say: set the error message). */
+static kvc_status_t count_part(kvc_container_t *c, const kvc_container_pending_t *pp, unsigned i, int say)
+{
+    const uint64_t S = kvc_container_streams_per_window(c);
+    return get_counts(pp->parts + pp->at[i], (size_t)(pp->at[i + 1] - pp->at[i]), c, piece_at(S, pp->nparts, i),
+                      piece_at(S, pp->nparts, i + 1), pp->indexed ? (int)i : -1, say);
+}
+
+/* The pieces STREAMS' look-ahead checksum is cut in for a team of `threads`: none below
+ * CRC_AHEAD_MIN (one thread, in order), else one a thread up to 16. */
+static unsigned crc_pieces(const kvc_container_pending_t *pp, int threads)
+{
+    return threads > 1 && pp->ahead && pp->ahead_n >= CRC_AHEAD_MIN ? (threads < 16 ? (unsigned)threads : 16u) : 0;
 }
 
 /* The coded counts, part by part; with threads, the parts at once and STREAMS' checksum in pieces
  * beside them (its bytes are most of the container: ahead, found by section_ahead), compared
  * later where the parse in order would have. The status and message are those of the parse in
  * order: the first failing part is parsed again on this thread to say why. */
-static kvc_status_t parse_counts(kvc_container_t *c, const count_parts_t *cp, int threads, const uint8_t *ahead, size_t ahead_n,
-                                 uint32_t *ahead_crc, int *have_crc)
+static kvc_status_t parse_counts(kvc_container_t *c, kvc_container_pending_t *pp, int threads, uint32_t *ahead_crc, int *have_crc)
 {
-    const uint64_t S = kvc_container_streams_per_window(c);
-    const unsigned n = cp->n;
-#define PART(i, say) get_counts(cp->p + cp->at[i], (size_t)(cp->at[(i) + 1] - cp->at[i]), c, piece_at(S, n, i), piece_at(S, n, (i) + 1), \
-                                cp->indexed ? (int)(i) : -1, say)
-    const unsigned pieces = threads > 1 && ahead && ahead_n >= CRC_AHEAD_MIN ? (threads < 16 ? (unsigned)threads : 16u) : 0;
+    const unsigned n = pp->nparts, pieces = crc_pieces(pp, threads);
     if (threads <= 1 || n + pieces <= 1) {
         for (unsigned i = 0; i < n; i++) {
-            const kvc_status_t st = PART(i, 1);
+            const kvc_status_t st = count_part(c, pp, i, 1);
             if (st != KVC_OK) return st;
         }
         return KVC_OK;
     }
-    unsigned char *bad = calloc(n + 1, 1);
-    if (!bad) return kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF parse");
-    uint32_t sums[16];
+    unsigned char *bad = pp->bad;
     const int items = (int)(n + pieces), team = items < threads ? items : threads;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team)
     for (int i = 0; i < items; i++) {
-        if ((unsigned)i < n) bad[i] = PART((unsigned)i, 0) != KVC_OK;
+        if ((unsigned)i < n) bad[i] = count_part(c, pp, (unsigned)i, 0) != KVC_OK;
         else {
             const unsigned j = (unsigned)i - n;
-            const size_t a = (size_t)piece_at(ahead_n, pieces, j), b = (size_t)piece_at(ahead_n, pieces, j + 1);
-            sums[j] = crc(ahead + a, b - a);
+            const size_t a = (size_t)piece_at(pp->ahead_n, pieces, j), b = (size_t)piece_at(pp->ahead_n, pieces, j + 1);
+            pp->sums[j] = crc(pp->ahead + a, b - a);
         }
     }
     if (pieces) {
-        *ahead_crc = crc_of_pieces(sums, pieces, ahead_n);
+        *ahead_crc = crc_of_pieces(pp->sums, pieces, pp->ahead_n);
         *have_crc = 1;
     }
     kvc_status_t st = KVC_OK;
     for (unsigned i = 0; i < n && st == KVC_OK; i++)
-        if (bad[i]) st = PART(i, 1);
-    free(bad);
+        if (bad[i]) st = count_part(c, pp, i, 1);
     return st;
-#undef PART
 }
 
 /* LENGTHS and STREAMS' header: STREAMS' payload to *sp / *sn, its checksum not checked (the
@@ -696,27 +696,55 @@ static kvc_status_t parse_back(const uint8_t *buf, size_t len, kvc_container_t *
     return KVC_OK;
 }
 
-kvc_status_t kvc_container_parse_mt(const uint8_t *buf, size_t len, kvc_container_t *c, int threads)
+/* The checks after LENGTHS and STREAMS' header, in the parse's order. */
+static kvc_status_t parse_tail(const uint8_t *p, size_t n, uint64_t sum, size_t pos, size_t len, uint32_t streams_crc)
 {
+    if (streams_crc != get_u32(p - KVC_CONTAINER_SECTION_BYTES + 4))
+        return kvc_error(KVC_ERR_CORRUPT, "container section %u checksum mismatch", KVC_SECTION_STREAMS);
+    if (sum != n)
+        return kvc_error(KVC_ERR_CORRUPT, "container stream lengths add up to %llu bytes, STREAMS has %zu", (unsigned long long)sum, n);
+    if (pos != len) return kvc_error(KVC_ERR_CORRUPT, "container has %zu bytes after its last section", len - pos);
+    return KVC_OK;
+}
+
+static void pending_done(kvc_container_pending_t *pp)
+{
+    if (pp->indexed) free(pp->at);
+    free(pp->bad);
+    pp->at = NULL;
+    pp->bad = NULL;
+    pp->indexed = 0;
+}
+
+kvc_status_t kvc_container_parse_begin(const uint8_t *buf, size_t len, kvc_container_t *c, kvc_container_pending_t *pp)
+{
+    memset(pp, 0, sizeof *pp);
     kvc_status_t st = kvc_container_parse_meta(buf, len, c);
     if (st != KVC_OK) return st;
-    size_t pos = KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + meta_bytes(c), n = 0;
-    const uint8_t *p = NULL, *ahead = NULL;
-    size_t ahead_n = 0;
+    pp->buf = buf;
+    pp->len = len;
+    pp->pos = KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + meta_bytes(c);
+    if (!section_ahead(buf, len, pp->pos, 3, &pp->ahead, &pp->ahead_n)) pp->ahead = NULL;
+    if ((st = parse_front(buf, len, c, &pp->pos, pp)) == KVC_OK && !(pp->bad = calloc(pp->nparts + 1u, 1)))
+        st = kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF parse");
+    if (st != KVC_OK) {
+        pending_done(pp);
+        kvc_container_release(c);
+    }
+    return st;
+}
+
+kvc_status_t kvc_container_parse_finish(kvc_container_t *c, kvc_container_pending_t *pp, int threads)
+{
+    const uint8_t *p = NULL;
+    size_t pos = pp->pos, n = 0;
     uint64_t sum = 0;
     uint32_t ahead_crc = 0;
     int have_crc = 0;
-    count_parts_t cp = { NULL, 0, 0, NULL, { 0, 0 } };
-    if (threads > 1 && !section_ahead(buf, len, pos, 3, &ahead, &ahead_n)) ahead = NULL;
-    st = parse_front(buf, len, c, &pos, &cp);
-    if (st == KVC_OK) st = parse_counts(c, &cp, threads, ahead, ahead_n, &ahead_crc, &have_crc);
-    if (cp.at != cp.one) free(cp.at);
-    if (st == KVC_OK) st = parse_back(buf, len, c, &pos, &p, &n, &sum);
-    if (st == KVC_OK && (have_crc && p == ahead && n == ahead_n ? ahead_crc : crc(p, n)) != get_u32(p - KVC_CONTAINER_SECTION_BYTES + 4))
-        st = kvc_error(KVC_ERR_CORRUPT, "container section %u checksum mismatch", KVC_SECTION_STREAMS);
-    if (st == KVC_OK && sum != n)
-        st = kvc_error(KVC_ERR_CORRUPT, "container stream lengths add up to %llu bytes, STREAMS has %zu", (unsigned long long)sum, n);
-    if (st == KVC_OK && pos != len) st = kvc_error(KVC_ERR_CORRUPT, "container has %zu bytes after its last section", len - pos);
+    kvc_status_t st = parse_counts(c, pp, threads, &ahead_crc, &have_crc);
+    if (st == KVC_OK) st = parse_back(pp->buf, pp->len, c, &pos, &p, &n, &sum);
+    if (st == KVC_OK) st = parse_tail(p, n, sum, pos, pp->len, have_crc && p == pp->ahead && n == pp->ahead_n ? ahead_crc : crc(p, n));
+    pending_done(pp);
     if (st != KVC_OK) {
         kvc_container_release(c);
         return st;
@@ -724,6 +752,61 @@ kvc_status_t kvc_container_parse_mt(const uint8_t *buf, size_t len, kvc_containe
     c->streams = p;
     c->streams_bytes = n;
     return KVC_OK;
+}
+
+kvc_status_t kvc_container_parse_mt(const uint8_t *buf, size_t len, kvc_container_t *c, int threads)
+{
+    kvc_container_pending_t pp;
+    const kvc_status_t st = kvc_container_parse_begin(buf, len, c, &pp);
+    return st != KVC_OK ? st : kvc_container_parse_finish(c, &pp, threads);
+}
+
+int kvc_container_parse_in_team(kvc_container_t *c, kvc_container_pending_t *pp, int64_t *ends)
+{
+#ifdef _OPENMP
+    const int team = omp_get_num_threads();
+#else
+    const int team = 1;
+#endif
+    const unsigned n = pp->nparts, pieces = crc_pieces(pp, team), chunks = pieces ? pieces : 1;
+    const int items = (int)(n + chunks + 1), was_quiet = kvc_error_quiet(1); /* a failure is said by the parse in order */
+#pragma omp for schedule(dynamic, 1)
+    for (int i = 0; i < items; i++) {
+        if ((unsigned)i < n) pp->bad[i] = count_part(c, pp, (unsigned)i, 0) != KVC_OK;
+        else if ((unsigned)i < n + chunks) {
+            const unsigned j = (unsigned)i - n;
+            const size_t a = (size_t)piece_at(pp->ahead_n, chunks, j), b = (size_t)piece_at(pp->ahead_n, chunks, j + 1);
+            pp->sums[j] = crc(pp->ahead + a, b - a);
+        } else { /* LENGTHS, and the checks up to the checksum's (which needs the pieces) */
+            const uint8_t *p;
+            size_t pos = pp->pos, sn;
+            uint64_t sum;
+            pp->back_ok = parse_back(pp->buf, pp->len, c, &pos, &p, &sn, &sum) == KVC_OK && p == pp->ahead && sn == pp->ahead_n &&
+                          sum == sn && pos == pp->len;
+            int64_t e = 0;
+            for (uint64_t k = 0; pp->back_ok && k < kvc_container_coded_per_window(c) * c->num_windows; k++) ends[k] = e += c->lengths[k];
+        }
+    }
+    kvc_error_quiet(was_quiet);
+    /* past the loop's barrier: every thread judges the same results */
+    int ok = pp->back_ok && crc_of_pieces(pp->sums, chunks, pp->ahead_n) == get_u32(pp->ahead - KVC_CONTAINER_SECTION_BYTES + 4);
+    for (unsigned i = 0; ok && i < n; i++) ok = !pp->bad[i];
+#pragma omp single nowait
+    pp->ok = ok;
+    return ok;
+}
+
+int kvc_container_parse_end(kvc_container_t *c, kvc_container_pending_t *pp)
+{
+    const int ok = pp->ok;
+    pending_done(pp);
+    if (!ok) {
+        kvc_container_release(c);
+        return 0;
+    }
+    c->streams = pp->ahead;
+    c->streams_bytes = pp->ahead_n;
+    return 1;
 }
 
 kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c) { return kvc_container_parse_mt(buf, len, c, 1); }

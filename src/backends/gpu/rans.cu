@@ -274,7 +274,7 @@ kvc_status_t kvc_gpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
 kvc_status_t kvc_gpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a_in)
 {
     struct kvc_rans_decode_args a = *a_in;
-    if (a.layer_stride != a.tokens * a.channels || a.windows != 1 || a.then_dequantise || !a.cum)
+    if (a.layer_stride != a.tokens * a.channels || a.windows != 1 || a.then_dequantise || a.before || !a.cum)
         return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_decode: the GPU module decodes whole [layers, tokens, channels] tensors");
     KVC_GPU_REACH(b, "rans_decode", a, cum);
     KVC_GPU_REACH(b, "rans_decode", a, bytes);
