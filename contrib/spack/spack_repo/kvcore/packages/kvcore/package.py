@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="496726454a873e95e39bece6064a96ad7cc3f6f0728d50aa2ef4c1617f7f6036")
+    version("0.1.0", sha256="1d9d7566ae0de24784212516e7aba3c8e3e2440501b1fdd004f2a4a581835b63")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
