@@ -626,6 +626,19 @@ static unsigned crc_pieces(const kvc_container_pending_t *pp, int threads)
     return threads > 1 && pp->ahead && pp->ahead_n >= CRC_AHEAD_MIN ? (threads < 16 ? (unsigned)threads : 16u) : 0;
 }
 
+/* Item i of a team's share of the parse: count part i (a failure flagged in pp->bad, nothing
+ * said), else piece i - nparts of STREAMS' checksum cut in `pieces` (to pp->sums). */
+static void parse_item(kvc_container_t *c, kvc_container_pending_t *pp, unsigned i, unsigned pieces)
+{
+    if (i < pp->nparts) {
+        pp->bad[i] = count_part(c, pp, i, 0) != KVC_OK;
+        return;
+    }
+    const unsigned j = i - pp->nparts;
+    const size_t a = (size_t)piece_at(pp->ahead_n, pieces, j), b = (size_t)piece_at(pp->ahead_n, pieces, j + 1);
+    pp->sums[j] = crc(pp->ahead + a, b - a);
+}
+
 /* The coded counts, part by part; with threads, the parts at once and STREAMS' checksum in pieces
  * beside them (its bytes are most of the container: ahead, found by section_ahead), compared
  * later where the parse in order would have. The status and message are those of the parse in
@@ -640,24 +653,16 @@ static kvc_status_t parse_counts(kvc_container_t *c, kvc_container_pending_t *pp
         }
         return KVC_OK;
     }
-    unsigned char *bad = pp->bad;
     const int items = (int)(n + pieces), team = items < threads ? items : threads;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(team)
-    for (int i = 0; i < items; i++) {
-        if ((unsigned)i < n) bad[i] = count_part(c, pp, (unsigned)i, 0) != KVC_OK;
-        else {
-            const unsigned j = (unsigned)i - n;
-            const size_t a = (size_t)piece_at(pp->ahead_n, pieces, j), b = (size_t)piece_at(pp->ahead_n, pieces, j + 1);
-            pp->sums[j] = crc(pp->ahead + a, b - a);
-        }
-    }
+    for (int i = 0; i < items; i++) parse_item(c, pp, (unsigned)i, pieces);
     if (pieces) {
         *ahead_crc = crc_of_pieces(pp->sums, pieces, pp->ahead_n);
         *have_crc = 1;
     }
     kvc_status_t st = KVC_OK;
     for (unsigned i = 0; i < n && st == KVC_OK; i++)
-        if (bad[i]) st = count_part(c, pp, i, 1);
+        if (pp->bad[i]) st = count_part(c, pp, i, 1);
     return st;
 }
 
@@ -772,12 +777,8 @@ int kvc_container_parse_in_team(kvc_container_t *c, kvc_container_pending_t *pp,
     const int items = (int)(n + chunks + 1), was_quiet = kvc_error_quiet(1); /* a failure is said by the parse in order */
 #pragma omp for schedule(dynamic, 1)
     for (int i = 0; i < items; i++) {
-        if ((unsigned)i < n) pp->bad[i] = count_part(c, pp, (unsigned)i, 0) != KVC_OK;
-        else if ((unsigned)i < n + chunks) {
-            const unsigned j = (unsigned)i - n;
-            const size_t a = (size_t)piece_at(pp->ahead_n, chunks, j), b = (size_t)piece_at(pp->ahead_n, chunks, j + 1);
-            pp->sums[j] = crc(pp->ahead + a, b - a);
-        } else { /* LENGTHS, and the checks up to the checksum's (which needs the pieces) */
+        if ((unsigned)i < n + chunks) parse_item(c, pp, (unsigned)i, chunks);
+        else { /* LENGTHS, and the checks up to the checksum's (which needs the pieces) */
             const uint8_t *p;
             size_t pos = pp->pos, sn;
             uint64_t sum;
