@@ -29,7 +29,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="1d9d7566ae0de24784212516e7aba3c8e3e2440501b1fdd004f2a4a581835b63")
+    version("0.1.0", sha256="def3a8fae6fb0230816d4fcc9e12d49b676c9771999d1ab8c69adef4fc4a9a87")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
