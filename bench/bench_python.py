@@ -95,7 +95,8 @@ def cases(ctx, reps_big, reps_small):
     layers, slots, chunk, shape = setup(ctx)
     ids = (slots[:T // BS] // BS).astype(np.int64)
     ptrs = np.array([x.ctypes.data for x in layers], np.int64)
-    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=NH, hs=HS, element_size=2)
+    desc = c_ops.PageBufferShapeDesc()  # LMCache builds it empty, then field by field
+    desc.kv_size, desc.nl, desc.nb, desc.bs, desc.nh, desc.hs, desc.element_size = 2, NL, NB, BS, NH, HS, 2
     btab, otab = (C.c_void_p * NL)(*[x.ctypes.data for x in layers]), (C.c_void_p * 1)(chunk.ctypes.data)
     braw = _abi.BlockTransfer(1, 1, shape, C.addressof(btab), NL, C.addressof(otab), 1, 0, T, ids.ctypes.data,
                               _abi.INDEX_INT64, len(ids), 0, None)

@@ -71,12 +71,17 @@ class Buf:
         """C order without gaps."""
         if self.contig is not None:
             return self.contig
-        step = self.itemsize
-        for d, s in zip(reversed(self.shape), reversed(self.strides)):
-            if d != 1 and s != step:
-                return False
-            step *= d
-        return True
+        return dense(self.shape, self.strides, self.itemsize)
+
+
+def dense(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> bool:
+    """Whether shape and byte strides are C order without gaps."""
+    step = itemsize
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1 and s != step:
+            return False
+        step *= d
+    return True
 
 
 def _fail(status: int, msg: str) -> NoReturn:

@@ -4,12 +4,12 @@ import ctypes as _C
 import os as _os
 import threading as _threading
 import weakref as _weakref
-from typing import Any, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, TypeVar, Union
 
 import numpy as _np
 
 from . import _abi
-from ._array import buf as _buf, cstr as _cstr, require as _require
+from ._array import buf as _buf, cstr as _cstr, require as _require, require_distinct as _require_distinct
 from ._lib import check as _check, lib as _lib
 from .errors import KvcoreError
 
@@ -132,6 +132,38 @@ class ContextBase:
             raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"{name}: the array is on {kind} but this context's "
                                                         "backend is cpu")
         return _require(b, **req)
+
+    def _out_view(self, obj: Array, name: str, **req: Any) -> Tuple[Any, Callable[[], None]]:
+        """An output array that may be any view whose elements are distinct memory (a window
+        out[:, a:b, :] of a larger tensor, a transposed view): (the Buf the C call writes, done).
+        A C-contiguous array is written in place and done() does nothing; another view is written
+        through a dense scratch array of its shape that done() copies into it, so nothing of the
+        view is written unless the call succeeded, and only its elements are."""
+        b = self._arr(obj, name, True, contiguous=False, **req)
+        if b.contiguous():
+            return b, lambda: None
+        _require_distinct(b)
+        dims = sorted((s, d) for d, s in zip(b.shape, b.strides) if d > 1)
+        reach = b.itemsize
+        for s, d in dims:  # each dimension steps past everything the finer ones reach
+            if s < reach:
+                raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: elements overlap (shape {list(b.shape)}, byte "
+                                                      f"strides {list(b.strides)}); an output needs distinct elements")
+            reach += (d - 1) * s
+        if type(obj) is _np.ndarray:
+            tmp: Any = _np.empty(obj.shape, obj.dtype)
+
+            def done() -> None:
+                obj[...] = tmp
+        elif type(obj).__module__.startswith("torch") and hasattr(obj, "copy_"):
+            import torch
+            tmp = torch.empty(tuple(obj.shape), dtype=obj.dtype, device=obj.device)
+
+            def done() -> None:
+                obj.copy_(tmp)
+        else:
+            return _require(b, contiguous=True), lambda: None  # no way to copy into it: the usual error
+        return self._arr(tmp, name, True), done
 
     def _stream(self, stream: Stream, *arrays: Any) -> Optional[_C.c_void_p]:
         """The stream to use: the caller's, else torch's current stream for a GPU torch tensor."""

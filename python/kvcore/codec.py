@@ -620,30 +620,34 @@ class CodecOps(ContextBase):
         return streams, lengths
 
     def decode(self, cdf: Array, streams: Array, lengths: Array, tokens: int, out: Optional[Array] = None) -> Any:
-        """Decode per-stream buffers [L, C, capacity] into symbols uint8 [L, tokens, C]."""
+        """Decode per-stream buffers [L, C, capacity] into symbols uint8 [L, tokens, C]; out may be any
+        view of distinct elements (a window out[:, a:b, :] of a larger array)."""
         st = self._arr(streams, "streams", dtypes=(_U8, _abi.DTYPE_I8), ndim=3)
         l, c, cap = st.shape
         cb = self._arr(cdf, "cdf", dtypes=(_U16, _abi.DTYPE_I16), ndim=3, shape=(l, c, None))
         ln = self._arr(lengths, "lengths", dtypes=_I32, shape=(l, c))
         o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
-        ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
+        ob, done = self._out_view(o, "out", dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
         a = _abi.CgDecodeParams(cdf=cb.ptr, streams=st.ptr, lengths=ln.ptr, symbols=ob.ptr, layers=l, tokens=tokens,
                             channels=c, capacity=cap, num_bins=cb.shape[2] - 1)
         _check(_lib.kvc_cg_decode(self._handle(), _C.byref(a)))
+        done()
         return o
 
     def decode_packed(self, cdf: Array, data: Array, prefsum: Array, tokens: int,
                       out: Optional[Array] = None) -> Any:
-        """Decode one packed byte array (stream k at [prefsum[k-1], prefsum[k])) into uint8 [L, tokens, C]."""
+        """Decode one packed byte array (stream k at [prefsum[k-1], prefsum[k])) into uint8 [L, tokens, C];
+        out may be any view of distinct elements (a window out[:, a:b, :] of a larger array)."""
         cb = self._arr(cdf, "cdf", dtypes=(_U16, _abi.DTYPE_I16), ndim=3)
         l, c, lp = cb.shape
         d = self._arr(data, "bytestreams", dtypes=(_U8, _abi.DTYPE_I8), ndim=1)
         p = self._arr(prefsum, "prefsum", dtypes=_I64, shape=(l, c))
         o = _np.empty((l, tokens, c), _np.uint8) if out is None else out
-        ob = self._arr(o, "out", True, dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
+        ob, done = self._out_view(o, "out", dtypes=(_U8, _abi.DTYPE_I8), shape=(l, tokens, c))
         a = _abi.CgDecodePackedParams(cdf=cb.ptr, bytes=d.ptr, nbytes=d.shape[0], prefsum=p.ptr, symbols=ob.ptr,
                                   layers=l, tokens=tokens, channels=c, num_bins=lp - 1)
         _check(_lib.kvc_cg_decode_packed(self._handle(), _C.byref(a)))
+        done()
         return o
 
     def rans_tables(self, symbols: Array, num_bins: int, out: Optional[Array] = None) -> Any:

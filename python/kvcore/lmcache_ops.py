@@ -1,16 +1,25 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Drop-in for LMCache's native ops (`lmcache.c_ops`): `import kvcore.lmcache_ops as c_ops`.
+"""LMCache's native ops (`lmcache.c_ops`) on kvcore, with exactly the surface of LMCache at the
+commit kvcore follows (kvcore.lmcache.LMCACHE_COMMIT): the same public names, enum members,
+descriptor attributes, and every function's parameter names, order, defaults and annotations,
+because LMCache reads them (it picks its tensor or pointer path from an annotation, and its own
+test compares the surface with its fallback's). `python3 -m kvcore.lmcache install` makes an
+unmodified LMCache use this module (docs/LMCACHE.md, "Using kvcore from LMCache").
 
-Same function names, argument order, defaults, types, fields and enum integers as LMCache's module;
-the ops run on kvcore (CPU backend, or a GPU module when one is selected) through one module-level
-Context, created on first use (KVCORE_BACKEND and the other environment knobs apply). Deliberate
-differences (errors instead of silent corruption, int64-only slots, ...) are listed function by
-function in docs/PYTHON.md. Every error is a kvcore.KvcoreError carrying kvcore's status name."""
+The ops run on kvcore (CPU backend, or a GPU module when one is selected) through one module-level
+Context, created on first use (KVCORE_BACKEND and the other environment knobs apply). Formats
+11-17 are taken as integers (kvcore.Format names them). What kvcore adds beyond this LMCache
+(the plan executors, PCIe BAR mapping, strided RoPE, the transfer's chunk-layout and plane
+arguments) is in kvcore.lmcache_extras. Deliberate differences (errors instead of silent
+corruption, int64-only slots, ...) are listed function by function in docs/PYTHON.md. Every error
+is a kvcore.KvcoreError carrying kvcore's status name."""
+from __future__ import annotations  # the annotations are LMCache's own text (torch is not imported)
+
 import ctypes as _C
 import enum as _enum
 import os as _os
 import threading as _threading
-from typing import Any, List
+from typing import Any, List, TYPE_CHECKING
 
 import numpy as _np
 
@@ -19,24 +28,24 @@ from ._lib import lib as _lib
 from .transfer import _CROSS, _FUSED, _KV_LIST, _MLA
 from ._array import buf as _buf, count as _count, require as _require
 from ._lib import check as _lib_check
+from .enums import Format as _Format
 
-__all__ = [
-    "TransferDirection", "EngineKVFormat", "GPUKVFormat", "MemObjKVLayout", "PageBufferShapeDesc",
-    "StagingCopy", "LaunchVar", "BatchStep", "KernelGroupSpec", "CBGroupSpec",
-    "is_cross_layer", "is_kv_list", "is_layer_list", "is_mla", "is_hnd", "is_fused_packed", "is_two_major",
-    "is_pbs_fused", "is_kv_second_tuple", "set_shape_desc_dtype",
+if TYPE_CHECKING:  # LMCache's annotations name torch types; nothing here imports torch at run time
+    import torch
+
+__all__ = [  # LMCache's public names (python_ops_fallback), nothing more
+    "TransferDirection", "EngineKVFormat", "GPUKVFormat", "PageBufferShapeDesc", "set_shape_desc_dtype",
+    "is_cross_layer", "is_kv_list", "is_layer_list", "is_mla",
     "multi_layer_kv_transfer", "multi_layer_kv_transfer_unilateral", "single_layer_kv_transfer",
     "single_layer_kv_transfer_sgl", "load_and_reshape_flash", "reshape_and_cache_back_flash",
-    "multi_layer_block_kv_transfer", "execute_object_group_transfer", "execute_cb_retrieve_plan_flat",
-    "lmcache_memcpy_async", "batched_memcpy",
+    "multi_layer_block_kv_transfer", "lmcache_memcpy_async", "batched_memcpy",
     "alloc_pinned_ptr", "free_pinned_ptr", "alloc_hugepage_pinned_ptr", "free_hugepage_pinned_ptr",
     "alloc_numa_ptr", "free_numa_ptr", "alloc_pinned_numa_ptr", "free_pinned_numa_ptr",
     "alloc_hugepage_pinned_numa_ptr", "free_hugepage_pinned_numa_ptr", "alloc_shm_pinned_ptr",
-    "free_shm_pinned_ptr", "alloc_pcie_bar_ptr", "free_pcie_bar_ptr", "get_gpu_pci_bus_id",
-    "calculate_cdf", "encode_fast_new", "decode_fast_new", "decode_fast_prefsum",
-    "rotary_embedding_k_fused", "rotary_embedding_k_fused_strided",
+    "free_shm_pinned_ptr", "get_gpu_pci_bus_id",
+    "calculate_cdf", "encode_fast_new", "decode_fast_new", "decode_fast_prefsum", "rotary_embedding_k_fused",
     "record_event_on_stream", "drain_recorded_events", "record_completion_on_stream",
-    "drain_recorded_completions", "context",
+    "drain_recorded_completions",
 ]
 
 # ---------------------------------------------------------------- types
@@ -48,6 +57,7 @@ class TransferDirection(_enum.IntEnum):
 
 
 class EngineKVFormat(_enum.IntEnum):
+    """LMCache's EngineKVFormat at the commit kvcore follows (0-10); 11-17 are kvcore.Format's."""
     NB_NL_TWO_BS_NH_HS = 0
     NL_X_TWO_NB_BS_NH_HS = 1
     NL_X_NB_TWO_BS_NH_HS = 2
@@ -59,40 +69,37 @@ class EngineKVFormat(_enum.IntEnum):
     NB_NL_TWO_NH_BS_HS = 8
     TWO_X_NL_X_NB_BS_NH_HS = 9
     NL_X_NB_NH_BS_TWO_HS = 10
-    NL_X_NB_BS_NH_TWO_HS = 11
-    NL_X_NB_NH_BS_CS = 12
-    NL_X_NB_BS_NH_CS = 13
-    NL_X_NB_BSV_BSS = 14
-    NL_X_TWO_NB_NH_ONE_BS_HS = 15
-    NL_X_TWO_X_NB_BS_NH_HS = 16
-    NL_X_NP_X_NB_BS_ONE_HS = 17
-    NL_X_TWO_X_NB_BS_HS = 17  # LMCache's earlier name of 17 (an alias)
 
 
-GPUKVFormat = EngineKVFormat
+GPUKVFormat = EngineKVFormat  # LMCache's backward-compatible alias
 
 
-class MemObjKVLayout(_enum.IntEnum):
-    UNSPECIFIED = 0
-    SPLIT_KV_2LTD = 1
-    FUSED_PACKED = 2
+# LMCache's MemObjKVLayout values (kvcore.lmcache_extras.MemObjKVLayout)
+_LAYOUT_UNSPECIFIED, _LAYOUT_SPLIT_KV_2LTD = 0, 1
 
 
 class PageBufferShapeDesc:
-    """LMCache's PageBufferShapeDesc (attributes may be added, as its py::dynamic_attr)."""
+    """LMCache's PageBufferShapeDesc: built empty, its fields set one by one. Other attributes may be
+    added (as the C++ class's py::dynamic_attr): kv_interleaved (L2TD objects) and plane_slot_bytes
+    (format 17) are read where set."""
 
-    def __init__(self, kv_size: Any = 0, nl: Any = 0, nb: Any = 0, bs: Any = 0, nh: Any = 0, hs: Any = 0,
-                 element_size: Any = 0, block_stride_elems: Any = 0, kv_interleaved: Any = False) -> None:
-        self.kv_size, self.nl, self.nb, self.bs, self.nh, self.hs = kv_size, nl, nb, bs, nh, hs
-        self.element_size, self.block_stride_elems, self.kv_interleaved = element_size, block_stride_elems, \
-            kv_interleaved
+    def __init__(self) -> None:
+        self.kv_size: int = 0
+        self.nl: int = 0
+        self.nb: int = 0
+        self.bs: int = 0
+        self.nh: int = 0
+        self.hs: int = 0
+        self.element_size: int = 0
+        self.block_stride_elems: int = 0  # 0: tight blocks; else the block axis's step (tensor.stride(0))
+        self.dtype: torch.dtype | None = None
 
     def __repr__(self) -> str:
         return ("PageBufferShapeDesc(kv_size={kv_size}, nl={nl}, nb={nb}, bs={bs}, nh={nh}, hs={hs}, "
                 "element_size={element_size}, block_stride_elems={block_stride_elems})").format(**vars(self))
 
 
-def set_shape_desc_dtype(shape_desc: Any, dtype: Any) -> None:
+def set_shape_desc_dtype(shape_desc: Any, dtype: torch.dtype) -> None:
     """LMCache's helper: shape_desc.dtype = dtype where the descriptor takes attributes (it tells
     float16 from bfloat16, which share an element size); ignored where it does not."""
     try:
@@ -101,44 +108,14 @@ def set_shape_desc_dtype(shape_desc: Any, dtype: Any) -> None:
         pass
 
 
-def _record(name: Any, fields: Any) -> Any:
-    def __init__(self: Any, *args: Any, **kw: Any) -> None:
-        if len(args) > len(fields):
-            raise TypeError(f"{name} takes {len(fields)} fields, got {len(args)}")
-        vals = dict(zip(fields, args))
-        for k, v in kw.items():
-            if k not in fields or k in vals:
-                raise TypeError(f"{name}: unexpected or repeated field {k!r}")
-            vals[k] = v
-        for f in fields:
-            setattr(self, f, vals.get(f, 0))
-
-    def __repr__(self: Any) -> str:
-        return f"{name}(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in fields) + ")"
-    return type(name, (), {"__init__": __init__, "__repr__": __repr__, "__slots__": fields + ("__dict__",)})
-
-
-StagingCopy = _record("StagingCopy", ("dest", "src", "nbytes", "host_offset"))
-LaunchVar = _record("LaunchVar", ("group_idx", "block_ids_offset", "total_blocks", "num_objects",
-                                  "skip_prefix_n_blocks"))
-BatchStep = _record("BatchStep", ("staging", "launches"))
-KernelGroupSpec = _record("KernelGroupSpec", ("paged_buffer_ptrs", "lmcache_objects_ptrs", "shape_desc",
-                                              "lmcache_chunk_size", "engine_kv_format", "block_ids_base",
-                                              "block_ids_capacity"))
-CBGroupSpec = _record("CBGroupSpec", (
-    "paged_kv_ptrs", "temp_buffer_ptrs", "num_layers", "slot_tokens", "hidden_elems", "element_size",
-    "engine_kv_format", "page_buffer_size", "block_size", "head_size", "slot_mapping_base",
-    "slot_mapping_capacity", "cos_sin_cache", "rot_dim", "rope_num_kv_heads", "rope_head_stride",
-    "key_scalar_type", "is_neox", "rope_base_offset"))
-
 # ---------------------------------------------------------------- the context
 
 _ctx = None
 _ctx_lock = _threading.Lock()
 
 
-def context() -> Any:
-    """The Context every op of this module runs on (created on first use)."""
+def _context() -> Any:
+    """The Context every op of this module (and of kvcore.lmcache_extras) runs on, created on first use."""
     global _ctx
     if _ctx is None:
         with _ctx_lock:
@@ -157,16 +134,24 @@ def _fact(fmt: Any, name: str) -> bool:
     return bool(getattr(_lib, "kvc_format_is_" + name)(f))
 
 
-# LMCache's parameter name is `format` (lmcache_native's py::arg)
-def is_cross_layer(format: Any) -> bool: return _fact(format, "cross_layer")  # noqa: A002
-def is_kv_list(format: Any) -> bool: return _fact(format, "kv_list")  # noqa: A002
-def is_layer_list(format: Any) -> bool: return _fact(format, "layer_list")  # noqa: A002
-def is_mla(format: Any) -> bool: return _fact(format, "mla")  # noqa: A002
-def is_hnd(format: Any) -> bool: return _fact(format, "hnd")  # noqa: A002
-def is_fused_packed(format: Any) -> bool: return _fact(format, "fused_packed")  # noqa: A002
-def is_two_major(format: Any) -> bool: return _fact(format, "two_major")  # noqa: A002
-def is_pbs_fused(format: Any) -> bool: return _fact(format, "pbs_fused")  # noqa: A002
-def is_kv_second_tuple(format: Any) -> bool: return _fact(format, "kv_second_tuple")  # noqa: A002
+def is_cross_layer(engine_kv_format: EngineKVFormat) -> bool:
+    """Whether the format is one tensor holding every layer (kvc_format_is_cross_layer)."""
+    return _fact(engine_kv_format, "cross_layer")
+
+
+def is_kv_list(engine_kv_format: EngineKVFormat) -> bool:
+    """Whether the format is separate K and V lists (kvc_format_is_kv_list)."""
+    return _fact(engine_kv_format, "kv_list")
+
+
+def is_layer_list(engine_kv_format: EngineKVFormat) -> bool:
+    """Whether the format is one entry per layer (kvc_format_is_layer_list)."""
+    return _fact(engine_kv_format, "layer_list")
+
+
+def is_mla(engine_kv_format: EngineKVFormat) -> bool:
+    """Whether the format is MLA, one latent plane (kvc_format_is_mla)."""
+    return _fact(engine_kv_format, "mla")
 
 
 # ---------------------------------------------------------------- helpers
@@ -190,7 +175,7 @@ def _planes(shape: Any, plane_slot_bytes: Any) -> None:
 
 def _nptr(fmt: Any, shape: Any) -> Any:
     n = _lib.kvc_shape_ptr_count(fmt, _C.byref(shape))
-    if n < 0 and fmt == int(EngineKVFormat.NL_X_NP_X_NB_BS_ONE_HS):
+    if n < 0 and fmt == int(_Format.NL_X_NP_X_NB_BS_ONE_HS):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"format 17 needs its planes' row bytes (plane_slot_bytes, 1.."
                                               f"{_abi.MAX_PLANES} planes); got {shape.num_planes} planes")
     return n
@@ -205,7 +190,7 @@ def _direction(d: Any) -> Any:
 
 def _ptr_table(obj: Any, name: Any, count: Any) -> Any:
     """A 1-D int64/uint64 array of addresses (passed to kvcore as the pointer table itself)."""
-    b = context()._arr(obj, name, dtypes=(_abi.DTYPE_I64, _abi.DTYPE_U64), ndim=1)
+    b = _context()._arr(obj, name, dtypes=(_abi.DTYPE_I64, _abi.DTYPE_U64), ndim=1)
     if b.shape[0] != count:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: {b.shape[0]} addresses, the format takes {count}")
     return b
@@ -248,12 +233,12 @@ def _engine_table(obj: Any, name: Any, fmt: Any, shape: Any, nptr: Any) -> Any:
     if _is_ptr_table(obj):
         b = _ptr_table(obj, name, nptr)
         return b.ptr, nptr, b
-    ptrs, n, keep = context()._engine(_engine_tensors(obj, fmt, shape.nl), fmt, shape)
+    ptrs, n, keep = _context()._engine(_engine_tensors(obj, fmt, shape.nl), fmt, shape)
     return _C.addressof(ptrs), n, (ptrs, keep)
 
 
 def _slots(obj: Any, name: Any = 'slot_mapping') -> Any:
-    return context()._index(obj, name)
+    return _context()._index(obj, name)
 
 
 def _max_slot(s: Any) -> Any:
@@ -263,20 +248,35 @@ def _max_slot(s: Any) -> Any:
     return int(a.max())
 
 
+def _past_end(skip: Any, n: int) -> Any:
+    """A prefix skip as LMCache takes it: one past the end leaves nothing to do (it is the end);
+    a negative one goes to kvcore, which names it."""
+    return n if isinstance(skip, (int, _np.integer)) and skip > n else skip
+
+
 def _stream(*tensors: Any) -> Any:
-    return context()._stream(None, *tensors)
+    return _context()._stream(None, *tensors)
 
 
 # ---------------------------------------------------------------- transfers
 
-def multi_layer_kv_transfer(key_value: Any, key_value_ptrs: Any, slot_mapping: Any, paged_memory_device: Any,
-                            page_buffer_size: Any, direction: Any, engine_kv_format: Any, block_size: Any = 0,
-                            head_size: Any = 0, skip_prefix_n_tokens: Any = 0, block_stride_elems: Any = 0,
-                            mem_obj_kv_layout: Any = MemObjKVLayout.UNSPECIFIED, plane_slot_bytes: Any = None) -> None:
-    """LMCache's multi_layer_kv_transfer: a chunk key_value [2, NL, T, row] (or the format's chunk layout)
-    to or from the engine's paged cache for tokens at slot_mapping (direction TransferDirection), through
+def multi_layer_kv_transfer(  # type: ignore[no-untyped-def]  # LMCache's has no return annotation
+        key_value: torch.Tensor, key_value_ptrs: torch.Tensor | list[torch.Tensor], slot_mapping: torch.Tensor,
+        paged_memory_device: torch.device, page_buffer_size: int, direction: TransferDirection,
+        engine_kv_format: EngineKVFormat, block_size: int = 0, head_size: int = 0, skip_prefix_n_tokens: int = 0):
+    """LMCache's multi_layer_kv_transfer: a chunk key_value [2, NL, T, row] (MLA [NL, T, HS]) to or from
+    the engine's paged cache for tokens at slot_mapping (direction TransferDirection), through
     kvc_transfer_tokens."""
-    ctx = context()
+    _token_transfer(key_value, key_value_ptrs, slot_mapping, page_buffer_size, direction, engine_kv_format,
+                    block_size, head_size, skip_prefix_n_tokens)
+
+
+def _token_transfer(key_value: Any, key_value_ptrs: Any, slot_mapping: Any, page_buffer_size: int, direction: Any,
+                    engine_kv_format: Any, block_size: int = 0, head_size: int = 0, skip_prefix_n_tokens: int = 0,
+                    block_stride_elems: int = 0, mem_obj_kv_layout: int = _LAYOUT_UNSPECIFIED,
+                    plane_slot_bytes: Any = None) -> None:
+    """multi_layer_kv_transfer with kvcore's further arguments (kvcore.lmcache_extras)."""
+    ctx = _context()
     fmt, d = _format(engine_kv_format), _direction(direction)
     kv = ctx._arr(key_value, "key_value", d == 1)
     if len(kv.shape) == 3:  # MLA [NL, T, HS]
@@ -288,13 +288,13 @@ def multi_layer_kv_transfer(key_value: Any, key_value_ptrs: Any, slot_mapping: A
     layout = int(mem_obj_kv_layout)
     mla = fmt in _MLA
     fused = fmt in _FUSED
-    if (not mla or fmt == int(EngineKVFormat.NL_X_NB_BSV_BSS)) and block_size <= 0:
+    if (not mla or fmt == int(_Format.NL_X_NB_BSV_BSS)) and block_size <= 0:
         raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"block_size {block_size}: a positive block size is "
                                                     "required for non-MLA formats and NL_X_NB_BSV_BSS (as LMCache)")
     bs = block_size if block_size > 0 else 1
     if fused:
         kv_size = 1
-        if layout == MemObjKVLayout.SPLIT_KV_2LTD:
+        if layout == _LAYOUT_SPLIT_KV_2LTD:
             nh = row // head_size if head_size else 1
             hs = 2 * (head_size or row)
         else:
@@ -325,25 +325,26 @@ def multi_layer_kv_transfer(key_value: Any, key_value_ptrs: Any, slot_mapping: A
     table, nptr, _keep = _engine_table(key_value_ptrs, "key_value_ptrs", ptr_fmt, shape, nptr)
     if s.shape[0] != t:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"slot_mapping: {s.shape[0]} slots for {t} tokens")
-    if kvs * row != kv_size * nh * hs and not (fused and layout == MemObjKVLayout.SPLIT_KV_2LTD):
+    if kvs * row != kv_size * nh * hs and not (fused and layout == _LAYOUT_SPLIT_KV_2LTD):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"key_value: shape {list(kv.shape)} does not match "
                                               f"{kv_size} plane(s) of {nh} x {hs}")
     a = _abi.TokenTransfer(ptr_fmt, d, shape, table, nptr, kv.ptr, layout, t, s.ptr, _abi.INDEX_INT64, t,
-                           skip_prefix_n_tokens, _stream(key_value))
+                           _past_end(skip_prefix_n_tokens, t), _stream(key_value))
     _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
 
 
-def multi_layer_kv_transfer_unilateral(key_value: Any, key_value_ptrs: Any, slot_mapping: Any,
-                                       paged_memory_device: Any, page_buffer_size: Any, direction: Any,
-                                       engine_kv_format: Any) -> Any:
+def multi_layer_kv_transfer_unilateral(  # type: ignore[no-untyped-def]  # LMCache's has no return annotation
+        key_value: torch.Tensor, key_value_ptrs: torch.Tensor | list[torch.Tensor], slot_mapping: torch.Tensor,
+        paged_memory_device: torch.device, page_buffer_size: int, direction: TransferDirection,
+        engine_kv_format: EngineKVFormat):
     """LMCache's multi_layer_kv_transfer_unilateral: multi_layer_kv_transfer for a K/V-list engine (formats
     LMCache calls it with), same arguments."""
     fmt = _format(engine_kv_format)
     if fmt in _MLA:
-        return multi_layer_kv_transfer(key_value, key_value_ptrs, slot_mapping, paged_memory_device,
-                                       page_buffer_size, direction, fmt)
+        _token_transfer(key_value, key_value_ptrs, slot_mapping, page_buffer_size, direction, fmt)
+        return
     # SGLang MHA: 2*NL buffers [PBS, D], K list then V list (format 4 with the pool as one axis).
-    ctx = context()
+    ctx = _context()
     d = _direction(direction)
     kv = ctx._arr(key_value, "key_value", d == 1, ndim=4)
     _, nl, t, row = kv.shape
@@ -386,11 +387,12 @@ def _layer_geometry(fmt: Any, eng: Any) -> Any:
     bad()
 
 
-def single_layer_kv_transfer(lmc_key_value_cache: Any, vllm_key_value_cache: Any, slot_mapping: Any, direction: Any,
-                             engine_kv_format: Any, token_major: Any = False) -> None:
+def single_layer_kv_transfer(  # type: ignore[no-untyped-def]  # LMCache's has no return annotation
+        lmc_key_value_cache: torch.Tensor, vllm_key_value_cache: torch.Tensor, slot_mapping: torch.Tensor,
+        direction: TransferDirection, engine_kv_format: EngineKVFormat, token_major: bool = False):
     """LMCache's single_layer_kv_transfer: one layer's chunk [2, T, row] (or [T, 2, row] with token_major)
     to or from one engine layer tensor at slot_mapping."""
-    ctx = context()
+    ctx = _context()
     fmt, d = _format(engine_kv_format), _direction(direction)
     if _lib.kvc_format_is_cross_layer(fmt) or _lib.kvc_format_is_kv_list(fmt):
         raise KvcoreError(_abi.KVC_ERR_FORMAT, f"single_layer_kv_transfer: {EngineKVFormat(fmt).name} has no "
@@ -417,11 +419,12 @@ def single_layer_kv_transfer(lmc_key_value_cache: Any, vllm_key_value_cache: Any
                        token_major=token_major)
 
 
-def single_layer_kv_transfer_sgl(lmc_key_value_cache: Any, sgl_key_cache: Any, sgl_value_cache: Any,
-                                 slot_mapping: Any, direction: Any, token_major: Any = False) -> None:
+def single_layer_kv_transfer_sgl(  # type: ignore[no-untyped-def]  # LMCache's has no return annotation
+        lmc_key_value_cache: torch.Tensor, sgl_key_cache: torch.Tensor, sgl_value_cache: torch.Tensor,
+        slot_mapping: torch.Tensor, direction: TransferDirection, token_major: bool = False):
     """LMCache's single_layer_kv_transfer_sgl: one layer's chunk to or from SGLang's separate key and value
     caches at slot_mapping."""
-    ctx = context()
+    ctx = _context()
     d = _direction(direction)
     k = ctx._arr(sgl_key_cache, "sgl_key_cache", d == 0, ndim=4)
     ctx._arr(sgl_value_cache, "sgl_value_cache", d == 0, shape=k.shape, dtypes=k.dtype)
@@ -431,18 +434,20 @@ def single_layer_kv_transfer_sgl(lmc_key_value_cache: Any, sgl_key_cache: Any, s
                        lmc_key_value_cache, slot_mapping, token_major=token_major)
 
 
-def load_and_reshape_flash(key_value: Any, key_cache: Any, value_cache: Any, slot_mapping: Any,
-                           layer_idx: Any) -> None:
+def load_and_reshape_flash(  # type: ignore[no-untyped-def]  # LMCache's has no return annotation
+        key_value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, slot_mapping: torch.Tensor,
+        layer_idx: int):
     """LMCache's load_and_reshape_flash: key_value[:, layer_idx, t] <- the flash key/value caches at
     slot_mapping[t] (slots < 0 skipped)."""
-    context().load_and_reshape_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
+    _context().load_and_reshape_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
 
 
-def reshape_and_cache_back_flash(key_value: Any, key_cache: Any, value_cache: Any, slot_mapping: Any,
-                                 layer_idx: Any) -> None:
+def reshape_and_cache_back_flash(  # type: ignore[no-untyped-def]  # LMCache's has no return annotation
+        key_value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, slot_mapping: torch.Tensor,
+        layer_idx: int):
     """LMCache's reshape_and_cache_back_flash: the flash key/value caches at slot_mapping[t] <- key_value[:,
     layer_idx, t]."""
-    context().reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
+    _context().reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
 
 
 def _chunk_layout(desc: Any) -> Any:
@@ -468,7 +473,7 @@ def _page_shape(desc: Any, fmt: Any = None, es: Any = 0) -> Any:
 
 
 # Fused formats whose rows are each head's K half then V half (LMCache's kv_size 2 view of them).
-_TWO_HS = (int(EngineKVFormat.NL_X_NB_NH_BS_TWO_HS), int(EngineKVFormat.NL_X_NB_BS_NH_TWO_HS))
+_TWO_HS = (int(_Format.NL_X_NB_NH_BS_TWO_HS), int(_Format.NL_X_NB_BS_NH_TWO_HS))
 
 
 def _element_size(desc: Any, *containers: Any) -> Any:
@@ -490,12 +495,15 @@ def _element_size(desc: Any, *containers: Any) -> Any:
     return 0
 
 
-def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor: Any, lmcache_objects_ptrs: Any, block_ids: Any,
-                                  device: Any, direction: Any, shape_desc: Any, lmcache_chunk_size: Any,
-                                  engine_kv_format: Any, skip_prefix_n_blocks: Any) -> None:
+def multi_layer_block_kv_transfer(
+        paged_buffer_ptrs_tensor: torch.Tensor | list,  # type: ignore[type-arg]  # LMCache's text
+        lmcache_objects_ptrs: list[int] | list[torch.Tensor],
+        block_ids: torch.Tensor | list[int], device: torch.device | str, direction: TransferDirection,
+        shape_desc: PageBufferShapeDesc, lmcache_chunk_size: int, engine_kv_format: EngineKVFormat,
+        skip_prefix_n_blocks: int) -> None:
     """LMCache's multi_layer_block_kv_transfer: whole blocks (block_ids) between the paged engine buffers
     and LMCache's chunk objects of lmcache_chunk_size tokens, through kvc_transfer_blocks."""
-    ctx = context()
+    ctx = _context()
     fmt, d = _format(engine_kv_format), _direction(direction)
     objs_in = list(lmcache_objects_ptrs)
     shape = _page_shape(shape_desc, fmt, _element_size(shape_desc, paged_buffer_ptrs_tensor, objs_in))
@@ -520,138 +528,13 @@ def multi_layer_block_kv_transfer(paged_buffer_ptrs_tensor: Any, lmcache_objects
     if isinstance(block_ids, (list, tuple)):  # LMCache's CPU path takes a list of ints too
         block_ids = _np.asarray(block_ids, _np.int64)
     ids = _slots(block_ids, "block_ids")
+    skip = _past_end(skip_prefix_n_blocks, ids.shape[0])
     a = _abi.BlockTransfer(format=fmt, direction=d, shape=shape, engine_ptrs=table, num_engine_ptrs=nptr,
                            objects=_C.addressof(otab), num_objects=len(objs), chunk_layout=layout,
                            chunk_tokens=lmcache_chunk_size,
                            block_ids=ids.ptr, block_id_type=_abi.INDEX_INT64, num_block_ids=ids.shape[0],
-                           skip_prefix_blocks=skip_prefix_n_blocks, stream=_stream(block_ids))
+                           skip_prefix_blocks=skip, stream=_stream(block_ids))
     _lib_check(_lib.kvc_transfer_blocks(ctx._handle(), _C.byref(a)))
-
-
-def _address(x: Any, name: Any) -> Any:
-    """An address given as an int or as an array (its first byte)."""
-    return int(x) if isinstance(x, int) else context()._arr(x, name).ptr
-
-
-def _addresses(objs: Any, name: Any) -> Any:
-    """A ctypes array of addresses from a list of ints or arrays."""
-    return (_C.c_void_p * max(len(objs), 1))(*[_address(o, f"{name}[{i}]") for i, o in enumerate(objs)])
-
-
-def execute_object_group_transfer(direction: Any, device: Any, host_buffer_alignment: Any, kernel_group_specs: Any,
-                                  batch_steps: Any) -> None:
-    """LMCache's plan executor: kvc_execute_object_plan (docs/PLANS.md). Per step, the staging
-    copies (before the launches for H2D, after them for D2H) and the block-transfer launches, in
-    order, in one call that validates the whole plan before the first copy."""
-    ctx = context()
-    d = _direction(direction)
-    keep = []  # ctypes arrays the plan points into
-    groups = (_abi.KernelGroup * max(len(kernel_group_specs), 1))()
-    for gi, g in enumerate(kernel_group_specs):
-        where = f"kernel_group_specs[{gi}]"
-        fmt = _format(g.engine_kv_format)
-        shape = _page_shape(g.shape_desc, fmt)
-        objs = _addresses(list(g.lmcache_objects_ptrs), f"{where}.lmcache_objects_ptrs")
-        keep.append(objs)
-        groups[gi] = _abi.KernelGroup(fmt, shape, _address(g.paged_buffer_ptrs, f"{where}.paged_buffer_ptrs"),
-                                      _nptr(fmt, shape), _C.addressof(objs),
-                                      len(g.lmcache_objects_ptrs), _chunk_layout(g.shape_desc), int(g.lmcache_chunk_size),
-                                      _address(g.block_ids_base, f"{where}.block_ids_base"),
-                                      int(g.block_ids_capacity))
-    steps = (_abi.BatchStep * max(len(batch_steps), 1))()
-    for si, step in enumerate(batch_steps):
-        copies = (_abi.StagingCopy * max(len(step.staging), 1))(*[
-            _abi.StagingCopy(_address(c.dest, "dest"), _address(c.src, "src"), int(c.nbytes), int(c.host_offset))
-            for c in step.staging])
-        launches = (_abi.LaunchVar * max(len(step.launches), 1))(*[
-            _abi.LaunchVar(int(lv.group_idx), int(lv.block_ids_offset), int(lv.total_blocks), int(lv.num_objects),
-                           int(lv.skip_prefix_n_blocks)) for lv in step.launches])
-        keep += [copies, launches]
-        steps[si] = _abi.BatchStep(_C.addressof(copies), len(step.staging), _C.addressof(launches),
-                                   len(step.launches))
-    plan = _abi.ObjectPlan(0, d, int(host_buffer_alignment), _C.addressof(groups), len(kernel_group_specs),
-                           _C.addressof(steps), len(batch_steps), _stream())
-    _lib_check(_lib.kvc_execute_object_plan(ctx._handle(), _C.byref(plan)))
-
-
-# at::ScalarType of CBGroupSpec.key_scalar_type -> kvcore dtype
-_SCALAR_TYPES = {5: _abi.DTYPE_F16, 6: _abi.DTYPE_F32, 15: _abi.DTYPE_BF16}
-
-
-def _plan_table(t: Any, name: Any, width: Any) -> Any:
-    """An int64 [n, width] table (numpy array or list of rows), C-contiguous."""
-    a = _np.ascontiguousarray(_np.asarray(t, dtype=_np.int64))
-    if a.size == 0:
-        a = a.reshape(0, width)
-    if a.ndim != 2 or a.shape[1] != width:
-        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name} table must be [n, {width}], got shape {list(a.shape)}")
-    return a
-
-
-def _cb_group(g: Any, gi: Any, keep: Any) -> Any:
-    where = f"group_specs[{gi}]"
-    fmt = _format(g.engine_kv_format)
-    nl, hidden, head, bs, es = (int(g.num_layers), int(g.hidden_elems), int(g.head_size), int(g.block_size),
-                                int(g.element_size))
-    # The scatter's geometry, as multi_layer_kv_transfer derives it (fused rows: each head K|V).
-    if fmt in _FUSED:
-        kv_size, hs = 1, 2 * head
-    elif fmt in _MLA:
-        kv_size, hs = 1, hidden
-    else:
-        kv_size, hs = 2, head
-    if hs <= 0 or bs <= 0 or hidden % hs or int(g.page_buffer_size) % bs:
-        raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{where}: hidden_elems {hidden}, head_size {head}, block_size {bs} "
-                                              f"and page_buffer_size {g.page_buffer_size} do not fit together")
-    ptr_fmt = fmt
-    if fmt == int(EngineKVFormat.NB_NL_TWO_BS_NH_HS):  # NL layer pointers [2, PBS, D], as in the per-token op
-        ptr_fmt = int(EngineKVFormat.NL_X_TWO_NB_BS_NH_HS)
-    shape = _abi.PageShape(kv_size=kv_size, element_size=es, nl=nl, nb=int(g.page_buffer_size) // bs, bs=bs,
-                           nh=hidden // hs, hs=hs)
-    slots = _addresses(list(g.temp_buffer_ptrs), f"{where}.temp_buffer_ptrs")
-    keep.append(slots)
-    key_dtype = _SCALAR_TYPES.get(int(g.key_scalar_type))
-    table = _abi.RopeTable(None, key_dtype or 0, 0, int(g.rot_dim))
-    css = g.cos_sin_cache
-    if not (isinstance(css, (int, _np.integer)) and css == 0):
-        if key_dtype is None:
-            raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{where}.key_scalar_type {g.key_scalar_type}: kvcore rotates "
-                                                  "f16 (5), f32 (6) and bf16 (15) keys")
-        if isinstance(css, (int, _np.integer)):
-            rows = getattr(g, "max_position", None)
-            if rows is None:
-                raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"{where}.cos_sin_cache is a bare address: set "
-                                                            "max_position on the CBGroupSpec (the table's rows) "
-                                                            "or pass the table itself")
-            table.data, table.max_position = css, int(rows)
-        else:
-            t = context()._arr(css, f"{where}.cos_sin_cache", ndim=2)
-            table.data, table.dtype, table.max_position = t.ptr, t.dtype, t.shape[0]
-    return _abi.CbGroup(ptr_fmt, shape, _address(g.paged_kv_ptrs, f"{where}.paged_kv_ptrs"),
-                        _lib.kvc_format_ptr_count(ptr_fmt, nl), _C.addressof(slots), len(g.temp_buffer_ptrs),
-                        int(g.slot_tokens), _address(g.slot_mapping_base, f"{where}.slot_mapping_base"),
-                        int(g.slot_mapping_capacity), table, key_dtype or 0, int(g.rope_num_kv_heads),
-                        int(g.rope_head_stride), int(g.rope_base_offset),
-                        _abi.ROPE_NEOX if g.is_neox else _abi.ROPE_GPTJ)
-
-
-def execute_cb_retrieve_plan_flat(device: Any, host_buffer_alignment: Any, group_specs: Any, staging: Any,
-                                  ropes: Any, scatters: Any, step_offsets: Any) -> None:
-    """LMCache's CacheBlend retrieve: kvc_execute_cb_plan (docs/PLANS.md). Tables are int64:
-    staging [n, 4] (dest, src, nbytes, host_offset; or a list of StagingCopy), ropes [n, 4]
-    (group_idx, slot_idx, old_st, cur_st), scatters [n, 4] (group_idx, slot_idx,
-    slot_mapping_offset, n_tok), step_offsets [n_steps, 3] (cumulative exclusive ends)."""
-    ctx = context()
-    keep: List[Any] = []
-    if isinstance(staging, (list, tuple)) and staging and not isinstance(staging[0], (list, tuple)):
-        staging = [[_address(c.dest, "dest"), _address(c.src, "src"), int(c.nbytes), int(c.host_offset)]
-                   for c in staging]
-    tabs = [_plan_table(t, n, w) for t, n, w in ((staging, "staging", 4), (ropes, "ropes", 4),
-                                                  (scatters, "scatters", 4), (step_offsets, "step_offsets", 3))]
-    groups = (_abi.CbGroup * max(len(group_specs), 1))(*[_cb_group(g, i, keep) for i, g in enumerate(group_specs)])
-    plan = _abi.CbPlan(0, int(host_buffer_alignment), _C.addressof(groups), len(group_specs),
-                       *[v for t in tabs for v in (t.ctypes.data, t.shape[0])], _stream())
-    _lib_check(_lib.kvc_execute_cb_plan(ctx._handle(), _C.byref(plan)))
 
 
 # ---------------------------------------------------------------- copies
@@ -659,24 +542,25 @@ def execute_cb_retrieve_plan_flat(device: Any, host_buffer_alignment: Any, group
 def _addr_of(x: Any, name: Any) -> Any:
     if isinstance(x, int):
         return x
-    return context()._arr(x, name).ptr
+    return _context()._arr(x, name).ptr
 
 
-def lmcache_memcpy_async(dest: Any, src: Any, nbytes: Any, direction: Any, host_buffer_offset: Any,
-                         host_buffer_alignments: Any) -> None:
+def lmcache_memcpy_async(  # type: ignore[no-untyped-def]  # LMCache's has no return annotation
+        dest: int | torch.Tensor, src: int | torch.Tensor, nbytes: int, direction: TransferDirection,
+        host_buffer_offset: int, host_buffer_alignments: int):
     """LMCache's lmcache_memcpy_async: nbytes between dest and src split at host_buffer_offset by the host
     buffer alignments (kvc_memcpy_async)."""
-    ctx = context()
+    ctx = _context()
     ctx.memcpy_async_ptr(_addr_of(dest, "dest"), _addr_of(src, "src"), nbytes, _direction(direction),
                          host_buffer_offset, host_buffer_alignments,
                          stream=(ctx._stream(None, dest, src) or _C.c_void_p()).value)
 
 
-def batched_memcpy(src_ptrs: Any, dst_ptrs: Any, sizes: Any) -> None:
+def batched_memcpy(src_ptrs: list[int], dst_ptrs: list[int], sizes: list[int]) -> None:
     """The copies in list order, as LMCache does them: one batched call, or copy by copy (memmove)
     when an entry overlaps another's source or destination and the order decides the result."""
     dsts, srcs, sizes = list(dst_ptrs), list(src_ptrs), list(sizes)
-    ctx = context()
+    ctx = _context()
     try:
         ctx.batched_memcpy_ptr(dsts, srcs, sizes)
     except KvcoreError as e:
@@ -694,11 +578,11 @@ _allocs = {}
 _allocs_lock = _threading.Lock()
 
 
-def _alloc(size: Any, **kw: Any) -> Any:
-    b = context().alloc_host(size, **kw)
+def _alloc(size: Any, **kw: Any) -> int:
+    b = _context().alloc_host(size, **kw)
     with _allocs_lock:
         _allocs[b.ptr] = b
-    return b.ptr
+    return int(b.ptr)
 
 
 def _free(ptr: Any, size: Any = None, name: Any = None) -> None:
@@ -718,51 +602,51 @@ def _free(ptr: Any, size: Any = None, name: Any = None) -> None:
 
 # LMCache's names and defaults (its CPU path's signatures; device_id and the sizes of the frees are
 # accepted and ignored on the host side, a size that is given must match the allocation).
-def alloc_pinned_ptr(size: Any, device_id: Any = 0) -> Any:
+def alloc_pinned_ptr(size: int, device_id: int = 0) -> int:
     """LMCache's alloc_pinned_ptr: size bytes of pinned host memory as an address; free with
     free_pinned_ptr."""
     return _alloc(size, pinned=True)
 
 
-def free_pinned_ptr(ptr: Any) -> None:
+def free_pinned_ptr(ptr: int) -> None:
     """Free an alloc_pinned_ptr allocation."""
     _free(ptr)
 
 
-def alloc_hugepage_pinned_ptr(size: Any, device_id: Any = 0) -> Any:
+def alloc_hugepage_pinned_ptr(size: int, device_id: int = 0) -> int:
     """LMCache's alloc_hugepage_pinned_ptr: pinned host memory on 2 MiB pages as an address; free with
     free_hugepage_pinned_ptr."""
     return _alloc(size, pinned=True, hugepage=True)
 
 
-def free_hugepage_pinned_ptr(ptr: Any, size: Any = 0) -> None:
+def free_hugepage_pinned_ptr(ptr: int, size: int = 0) -> None:
     """Free an alloc_hugepage_pinned_ptr allocation (a size that is given must match)."""
     _free(ptr, size)
 
 
-def alloc_numa_ptr(size: Any, numa_id: Any = 0) -> Any:
+def alloc_numa_ptr(size: int, numa_id: int = 0) -> int:
     """LMCache's alloc_numa_ptr: host memory bound to NUMA node numa_id as an address; free with
     free_numa_ptr."""
     return _alloc(size, numa_node=numa_id, strict=True)
 
 
-def free_numa_ptr(ptr: Any, size: Any = None) -> None:
+def free_numa_ptr(ptr: int, size: int | None = None) -> None:
     """Free an alloc_numa_ptr allocation (a size that is given must match)."""
     _free(ptr, size)
 
 
-def alloc_pinned_numa_ptr(size: Any, numa_id: Any = 0) -> Any:
+def alloc_pinned_numa_ptr(size: int, numa_id: int = 0) -> int:
     """LMCache's alloc_pinned_numa_ptr: pinned host memory on NUMA node numa_id as an address; free with
     free_pinned_numa_ptr."""
     return _alloc(size, pinned=True, numa_node=numa_id, strict=True)
 
 
-def free_pinned_numa_ptr(ptr: Any, size: Any = None) -> None:
+def free_pinned_numa_ptr(ptr: int, size: int | None = None) -> None:
     """Free an alloc_pinned_numa_ptr allocation (a size that is given must match)."""
     _free(ptr, size)
 
 
-def alloc_hugepage_pinned_numa_ptr(size: Any, numa_id: Any = 0) -> Any:
+def alloc_hugepage_pinned_numa_ptr(size: int, numa_id: int = 0) -> int:
     """LMCache's alloc_hugepage_pinned_numa_ptr: pinned 2 MiB-page host memory on NUMA node numa_id as an
     address; free with free_hugepage_pinned_numa_ptr."""
     # preferred policy: without free hugetlb pages this falls back to THP (as LMCache's fallback
@@ -770,7 +654,7 @@ def alloc_hugepage_pinned_numa_ptr(size: Any, numa_id: Any = 0) -> Any:
     return _alloc(size, pinned=True, hugepage=True, numa_node=numa_id)
 
 
-def free_hugepage_pinned_numa_ptr(ptr: Any, size: Any = 0) -> None:
+def free_hugepage_pinned_numa_ptr(ptr: int, size: int = 0) -> None:
     """Free an alloc_hugepage_pinned_numa_ptr allocation (a size that is given must match)."""
     _free(ptr, size)
 
@@ -778,7 +662,7 @@ def free_hugepage_pinned_numa_ptr(ptr: Any, size: Any = 0) -> None:
 _shm_seq = iter(range(1 << 62))
 
 
-def alloc_shm_pinned_ptr(size: Any, shm_name: Any = "") -> Any:
+def alloc_shm_pinned_ptr(size: int, shm_name: str = "") -> int:
     """LMCache's alloc_shm_pinned_ptr: pinned POSIX shared memory (shm_name, or a fresh name for "") as an
     address; free with free_shm_pinned_ptr."""
     # "" asks for a segment of any name (LMCache's CPU path lets the system pick one)
@@ -786,29 +670,15 @@ def alloc_shm_pinned_ptr(size: Any, shm_name: Any = "") -> Any:
     return _alloc(size, pinned=True, shared_name=name)
 
 
-def free_shm_pinned_ptr(ptr: Any, size: Any = 0, shm_name: Any = "") -> None:
+def free_shm_pinned_ptr(ptr: int, size: int = 0, shm_name: str = "") -> None:
     """Free an alloc_shm_pinned_ptr allocation and unlink its segment."""
     _free(ptr, size, shm_name or None)
 
 
-def alloc_pcie_bar_ptr(bar_path: Any, size: Any, bar_offset: Any) -> Any:
-    """LMCache's alloc_pcie_bar_ptr: size bytes at bar_offset of a PCIe BAR's sysfs resource file, mapped
-    and registered as I/O memory, as an address; free with free_pcie_bar_ptr."""
-    # LMCache: mmap of the sysfs resource file, registered Mapped | IoMemory
-    b = context().map_file(bar_path, size, bar_offset, pinned=True)
-    with _allocs_lock:
-        _allocs[b.ptr] = b
-    return b.ptr
-
-
-def free_pcie_bar_ptr(ptr: Any, size: Any) -> None:
-    """Unmap an alloc_pcie_bar_ptr mapping."""
-    _free(ptr, size)
-
-
-def get_gpu_pci_bus_id(device_id: Any = 0) -> Any:
+def get_gpu_pci_bus_id(device_id: int = 0) -> str | None:
     """LMCache's get_gpu_pci_bus_id: the PCI bus id of GPU device_id (GPU backends only)."""
-    return context().pci_bus_id(device_id)
+    bus: str | None = _context().pci_bus_id(device_id)
+    return bus
 
 
 # ---------------------------------------------------------------- CacheGen
@@ -821,10 +691,10 @@ def _like(src: Any, arr: Any) -> Any:
     return arr
 
 
-def calculate_cdf(input_tensor: Any, num_bins: Any) -> Any:
+def calculate_cdf(input_tensor: torch.Tensor, num_bins: int) -> torch.Tensor:
     """LMCache's calculate_cdf: per-(layer, channel) CDF of int8/uint8 symbols [L, T, C] as int16 [L, C,
     num_bins + 1]."""
-    ctx = context()
+    ctx = _context()
     s = ctx._arr(input_tensor, "input_tensor", dtypes=(_abi.DTYPE_I8, _abi.DTYPE_U8), ndim=3)
     out = _np.empty((s.shape[0], s.shape[2], _count(num_bins, "num_bins") + 1), _np.int16)
     ctx.cdf(input_tensor, num_bins, out=out)
@@ -839,27 +709,27 @@ def _dense(x: Any) -> Any:
     return x.contiguous() if type(x).__module__.startswith("torch") else _np.ascontiguousarray(x)
 
 
-def encode_fast_new(cdf: Any, input_sym: Any, output_buffer: Any, output_lengths: Any) -> None:
+def encode_fast_new(cdf, input_sym, output_buffer, output_lengths):  # type: ignore[no-untyped-def]  # as LMCache's
     """LMCache's encode_fast_new: arithmetic-code input_sym [L, T, C] under cdf into output_buffer [L, C,
     capacity] and output_lengths [L, C]."""
-    context().encode_streams(cdf, _dense(input_sym), output_buffer, output_lengths)
+    _context().encode_streams(cdf, _dense(input_sym), output_buffer, output_lengths)
 
 
-def decode_fast_new(cdf: Any, bytestreams: Any, lengths: Any, output: Any) -> None:
+def decode_fast_new(cdf, bytestreams, lengths, output):  # type: ignore[no-untyped-def]  # as LMCache's
     """LMCache's decode_fast_new: decode per-stream buffers [L, C, capacity] with their lengths into output
     [L, T, C]."""
     o = _buf(output, "output")
-    context().decode(cdf, bytestreams, lengths, o.shape[1] if len(o.shape) == 3 else 0, out=output)
+    _context().decode(cdf, bytestreams, lengths, o.shape[1] if len(o.shape) == 3 else 0, out=output)
 
 
-def decode_fast_prefsum(cdf: Any, bytestreams: Any, lengths_prefsum: Any, output: Any) -> None:
+def decode_fast_prefsum(cdf, bytestreams, lengths_prefsum, output):  # type: ignore[no-untyped-def]  # as LMCache's
     """LMCache's decode_fast_prefsum: decode one packed byte array (stream k ends at lengths_prefsum[k])
     into output [L, T, C]."""
     o = _buf(output, "output")
     c, p = _buf(cdf, "cdf"), _buf(lengths_prefsum, "lengths_prefsum")
     if len(p.shape) == 1 and len(c.shape) == 3 and p.shape[0] == c.shape[0] * c.shape[1]:
         lengths_prefsum = lengths_prefsum.reshape(c.shape[0], c.shape[1])  # the flat [L*C] form
-    context().decode_packed(cdf, bytestreams, lengths_prefsum, o.shape[1] if len(o.shape) == 3 else 0, out=output)
+    _context().decode_packed(cdf, bytestreams, lengths_prefsum, o.shape[1] if len(o.shape) == 3 else 0, out=output)
 
 
 # ---------------------------------------------------------------- RoPE
@@ -897,7 +767,7 @@ def _rope_as_given(key: Any, keys: Any, old: Any, new: Any, table: Any, neox: An
 
 def _rope(old_positions: Any, new_positions: Any, key: Any, cos_sin_cache: Any, is_neox: Any, head_size: Any = None,
           head_stride: Any = None) -> None:
-    ctx = context()
+    ctx = _context()
     keys, _k = ctx._keys(key, head_size, head_stride)
     tb = ctx._arr(cos_sin_cache, "cos_sin_cache", ndim=2)
     pos = [ctx._index(old_positions, "old_positions", keys.num_tokens),
@@ -919,8 +789,8 @@ def _rope(old_positions: Any, new_positions: Any, key: Any, cos_sin_cache: Any, 
                      head_stride=head_stride)
 
 
-def rotary_embedding_k_fused(old_positions: Any, new_positions: Any, key: Any, head_size: Any, cos_sin_cache: Any,
-                             is_neox: Any) -> None:
+def rotary_embedding_k_fused(old_positions: torch.Tensor, new_positions: torch.Tensor, key: torch.Tensor,
+                             head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
     """LMCache's rotary_embedding_k_fused: re-rotate key [T, NKV*HS] in place from old_positions to
     new_positions through cos_sin_cache."""
     k = _buf(key, "key")
@@ -930,45 +800,29 @@ def rotary_embedding_k_fused(old_positions: Any, new_positions: Any, key: Any, h
     _rope(old_positions, new_positions, key, cos_sin_cache, is_neox)
 
 
-def rotary_embedding_k_fused_strided(old_positions: Any, new_positions: Any, key: Any, head_size: Any,
-                                     head_stride: Any, cos_sin_cache: Any, is_neox: Any) -> None:
-    """LMCache's rotary_embedding_k_fused_strided: rotary_embedding_k_fused for heads head_stride elements
-    apart (fused K/V rows)."""
-    _rope(old_positions, new_positions, key, cos_sin_cache, is_neox, head_size=head_size, head_stride=head_stride)
-
-
 # ---------------------------------------------------------------- recorders
 
-def record_event_on_stream(cuda_stream_ptr: Any, event_type_name: Any, session_id: Any, str_metadata: Any,
-                           int_metadata: Any) -> None:
+def record_event_on_stream(cuda_stream_ptr: int, event_type_name: str, session_id: str, str_metadata: dict[str, str],
+                           int_metadata: dict[str, int]) -> None:
     """LMCache's record_event_on_stream: record a named event of session_id with string and integer
     metadata, in stream order."""
-    context().record_event(event_type_name, session_id, str_metadata, int_metadata, stream=cuda_stream_ptr)
+    _context().record_event(event_type_name, session_id, str_metadata, int_metadata, stream=cuda_stream_ptr)
 
 
-def drain_recorded_events() -> Any:
+def drain_recorded_events() -> list[tuple[str, str, float, dict[str, str], dict[str, int]]]:
     """LMCache's drain_recorded_events: every event recorded so far, in order, as (name, session_id,
     timestamp, str_meta, int_meta)."""
-    return context().drain_events()
+    events: list[tuple[str, str, float, dict[str, str], dict[str, int]]] = _context().drain_events()
+    return events
 
 
-def record_completion_on_stream(cuda_stream_ptr: Any, kind: Any, payload: Any) -> None:
+def record_completion_on_stream(cuda_stream_ptr: int, kind: str, payload: bytes) -> None:
     """LMCache's record_completion_on_stream: record a completion of `kind` with payload bytes, in stream
     order."""
-    context().record_completion(kind, payload, stream=cuda_stream_ptr)
+    _context().record_completion(kind, payload, stream=cuda_stream_ptr)
 
 
-def drain_recorded_completions() -> Any:
+def drain_recorded_completions() -> list[tuple[str, bytes]]:
     """LMCache's drain_recorded_completions: every completion recorded so far, in order, as (kind, payload)."""
-    return context().drain_completions()
-
-
-for _name, _what in (("cross_layer", "one tensor holding every layer"), ("kv_list", "separate K and V lists"),
-                     ("layer_list", "one entry per layer"), ("mla", "MLA (one latent plane)"),
-                     ("hnd", "heads outside tokens in a block (HND)"),
-                     ("fused_packed", "K|V fused in the trailing dimension"),
-                     ("two_major", "the K/V axis outside the block axis"),
-                     ("pbs_fused", "blocks and tokens folded into one axis"),
-                     ("kv_second_tuple", "each layer a tuple of tensors")):
-    globals()["is_" + _name].__doc__ = (f"LMCache's is_{_name}(format): whether EngineKVFormat `format` is {_what} "
-                                        f"(kvc_format_is_{_name}); an unknown format is KVC_ERR_FORMAT.")
+    done: list[tuple[str, bytes]] = _context().drain_completions()
+    return done

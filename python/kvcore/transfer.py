@@ -7,7 +7,7 @@ import numpy as _np
 
 from . import _abi
 from ._abi import PageShape
-from ._array import buf as _buf, DTYPE_NAMES as _DTYPE_NAMES, NP_DTYPES as _NP_KVC_DTYPES, torch_dtypes as _torch_dtypes
+from ._array import buf as _buf, dense as _dense, require as _require, DTYPE_NAMES as _DTYPE_NAMES, NP_DTYPES as _NP_KVC_DTYPES, torch_dtypes as _torch_dtypes
 from ._base import _c_array, _U8, Array, ContextBase, DirectionLike, FormatLike, Index, Stream
 from ._lib import check as _check, lib as _lib
 from .enums import Direction, Format
@@ -20,6 +20,9 @@ _KV_LIST = {f for f in _VALID if _lib.kvc_format_is_kv_list(f)}
 _CROSS = {f for f in _VALID if _lib.kvc_format_is_cross_layer(f)}
 _MLA = {f for f in _VALID if _lib.kvc_format_is_mla(f)}
 _FUSED = {f for f in _VALID if _lib.kvc_format_is_fused_packed(f)}
+# Formats whose engine tensors may be pools of padded blocks (kvc_page_shape_t.block_stride_elems)
+_PADDED = {int(Format.NL_X_NB_BS_HS), int(Format.NL_X_NB_BSV_BSS)} | _FUSED
+
 
 
 def format_name(fmt: FormatLike) -> str:
@@ -91,8 +94,10 @@ class TransferOps(ContextBase):
         ptrs = _fast_engine_ptrs(tensors, shape.element_size, need, self.backend == "cpu")
         if ptrs is not None:
             return ptrs, len(tensors), tensors
-        bufs = [self._arr(t, f"engine[{i}]", writable=True) for i, t in enumerate(tensors)]
+        bufs = [self._engine_buf(t, f"engine[{i}]", fmt, shape) for i, t in enumerate(tensors)]
         for i, b in enumerate(bufs):
+            if not b.contiguous():  # a padded pool: _engine_buf checked its reach
+                continue
             if b.itemsize != shape.element_size and b.dtype != _U8 and fmt != 17:
                 raise KvcoreError(_abi.KVC_ERR_DTYPE, f"{b.name}: element size {b.itemsize}, shape says "
                                                       f"{shape.element_size}")
@@ -101,6 +106,30 @@ class TransferOps(ContextBase):
             if b.nbytes < need:
                 raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{b.name}: {b.nbytes} bytes, the geometry needs {need}")
         return _c_array(_C.c_void_p, [b.ptr for b in bufs]), len(bufs), bufs
+
+    def _engine_buf(self, t: Array, name: str, fmt: int, shape: PageShape) -> Any:
+        """One engine tensor: C-contiguous, or (formats 3 and 10-14, whose tensors start with the block
+        axis) a pool whose blocks are padded: dense within a block, the block axis stepping further
+        (vLLM pads a group's rows to its pool's widest; LMCache's PageBufferShapeDesc.block_stride_elems
+        is that tensor.stride(0)). The step becomes shape.block_stride_elems, which must agree when set."""
+        b = self._arr(t, name, writable=True, contiguous=False)
+        if b.contiguous() or fmt not in _PADDED or len(b.shape) < 2 or b.shape[0] < 2:
+            return _require(b)
+        inner = _dense(b.shape[1:], b.strides[1:], b.itemsize)
+        step, es = b.strides[0], shape.element_size
+        tight = b.itemsize
+        for d in b.shape[1:]:
+            tight *= d
+        if not inner or step < tight or es <= 0 or step % es:
+            return _require(b)
+        if shape.block_stride_elems not in (0, step // es):
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: blocks {step // es} elements apart (byte strides "
+                                                  f"{list(b.strides)}), shape.block_stride_elems says "
+                                                  f"{shape.block_stride_elems}")
+        if b.shape[0] < shape.nb:
+            raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: {b.shape[0]} blocks, the geometry has nb = {shape.nb}")
+        shape.block_stride_elems = step // es
+        return b
 
     def engine(self, fmt: FormatLike, shape: PageShape, tensors: EngineArg) -> Engine:
         """The engine tensors of a format, checked once, for repeated transfers: pass the returned

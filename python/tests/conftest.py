@@ -72,3 +72,12 @@ def raises_status(name):
             assert self.info.value.name == name, f"status {self.info.value.name}, want {name}: {self.info.value}"
             return ok
     return _Ctx()
+
+
+def shape_desc(**fields):
+    """An LMCache PageBufferShapeDesc built as LMCache builds one: empty, then field by field."""
+    import kvcore.lmcache_ops
+    d = kvcore.lmcache_ops.PageBufferShapeDesc()
+    for k, v in fields.items():
+        setattr(d, k, v)
+    return d

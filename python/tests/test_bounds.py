@@ -12,6 +12,7 @@ import pytest
 import kvcore
 import kvcore.lmcache_ops
 from kvcore import KvcoreError
+from conftest import shape_desc
 
 try:
     import torch
@@ -421,7 +422,7 @@ def _cases(ctx):
         a["layers"] = rng.standard_normal((1, 2, 3, 2, 1, 4)).astype(np.float32)
         return a
 
-    desc = kvcore.lmcache_ops.PageBufferShapeDesc(kv_size=2, nl=1, nb=3, bs=2, nh=1, hs=4, element_size=4)
+    desc = shape_desc(kv_size=2, nl=1, nb=3, bs=2, nh=1, hs=4, element_size=4)
     return {
         "transfer_blocks": (blocks, lambda c, a: c.transfer_blocks(1, kvcore.D2H, sh, [a["engine"]], [a["obj"]],
                                                                    a["ids"], 2), ["obj"]),

@@ -6,6 +6,7 @@ import pytest
 
 import kvcore
 import kvcore.lmcache_ops as c_ops
+import kvcore.lmcache_extras as lmc_ext
 from conftest import needs_torch, raises_status
 
 rng = np.random.default_rng(5)
@@ -149,7 +150,7 @@ def test_rope_strided_fused_rows(ctx):
     old = np.arange(N, dtype=np.int64)
     new = old + 3
     got = rows.copy()
-    c_ops.rotary_embedding_k_fused_strided(old, new, got, HS, 2 * HS, cache, True)
+    lmc_ext.rotary_embedding_k_fused_strided(old, new, got, HS, 2 * HS, cache, True)
     want = rope_oracle(rows[:, :, :HS].copy(), old, new, cache, True)
     np.testing.assert_allclose(got[:, :, :HS], want, atol=2e-5)
     np.testing.assert_array_equal(got[:, :, HS:], rows[:, :, HS:])  # V untouched

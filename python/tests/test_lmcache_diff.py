@@ -12,6 +12,7 @@ import pytest
 
 import kvcore
 import kvcore.lmcache_ops as c_ops
+import kvcore.lmcache_extras as lmc_ext
 
 torch = pytest.importorskip("torch", reason="the differential test drives LMCache's torch calling conventions")
 
@@ -440,7 +441,7 @@ def test_rotary_embedding_k_fused_strided_arbitrary_table():
     old, new = torch.tensor([1, 2, 3, 4]), torch.tensor([4, 3, 2, 1])
     want = rows.clone()
     want[..., :hs] = model_rope(rows[..., :hs], old, new, tab, True).float()
-    c_ops.rotary_embedding_k_fused_strided(old, new, rows, hs, 2 * hs, tab, True)
+    lmc_ext.rotary_embedding_k_fused_strided(old, new, rows, hs, 2 * hs, tab, True)
     assert torch.allclose(rows, want, rtol=1e-4, atol=1e-3)
 
 
@@ -497,7 +498,7 @@ def test_keyword_calls_with_lmcache_parameter_names():
     c_ops.lmcache_memcpy_async(dest=dst.ctypes.data, src=src.ctypes.data, nbytes=16, direction=D2H,
                                host_buffer_offset=0, host_buffer_alignments=64)
     np.testing.assert_array_equal(dst, src)
-    assert c_ops.is_mla(format=c_ops.EngineKVFormat.NL_X_NB_BS_HS)
+    assert c_ops.is_mla(engine_kv_format=c_ops.EngineKVFormat.NL_X_NB_BS_HS)
     stacked = rand((NL, 2, PBS, D), torch.float32, 9)
     kv = torch.zeros((2, NL, 2, D))
     c_ops.multi_layer_kv_transfer(key_value=kv, key_value_ptrs=list(stacked), slot_mapping=torch.tensor([1, 2]),

@@ -8,91 +8,72 @@ import pytest
 
 import kvcore
 import kvcore.lmcache_ops as c_ops
-from conftest import raises_status
+import kvcore.lmcache_extras as lmc_ext
+from conftest import raises_status, shape_desc
 from test_transfer import engine_for, NL, NB, BS
 
 rng = np.random.default_rng(3)
 
-# Every function of LMCache's ops, with its parameters in order (defaults where LMCache has them):
-# csrc's py::arg names where it gives them, else the names of its CPU path (python_ops_fallback.py),
-# the only names a keyword call works with in LMCache.
-SIGNATURES = {
+# kvcore.lmcache_extras' functions, with their parameters in order (defaults where they have them).
+# LMCache's own functions in kvcore.lmcache_ops are compared with LMCache's fallback itself, names,
+# defaults and annotations, by tests/lmcache/test_surface.py.
+EXTRA_SIGNATURES = {
     "multi_layer_kv_transfer": "key_value, key_value_ptrs, slot_mapping, paged_memory_device, page_buffer_size, "
                                "direction, engine_kv_format, block_size=0, head_size=0, skip_prefix_n_tokens=0, "
-                               "block_stride_elems=0, mem_obj_kv_layout=0, "
-                               "plane_slot_bytes=None",  # kvcore's addition for format 17 (docs/PYTHON.md)
-    "multi_layer_kv_transfer_unilateral": "key_value, key_value_ptrs, slot_mapping, paged_memory_device, "
-                                          "page_buffer_size, direction, engine_kv_format",
-    "single_layer_kv_transfer": "lmc_key_value_cache, vllm_key_value_cache, slot_mapping, direction, "
-                                "engine_kv_format, token_major=False",
-    "single_layer_kv_transfer_sgl": "lmc_key_value_cache, sgl_key_cache, sgl_value_cache, slot_mapping, direction, "
-                                    "token_major=False",
-    "load_and_reshape_flash": "key_value, key_cache, value_cache, slot_mapping, layer_idx",
-    "reshape_and_cache_back_flash": "key_value, key_cache, value_cache, slot_mapping, layer_idx",
-    "multi_layer_block_kv_transfer": "paged_buffer_ptrs_tensor, lmcache_objects_ptrs, block_ids, device, direction, "
-                                     "shape_desc, lmcache_chunk_size, engine_kv_format, skip_prefix_n_blocks",
+                               "block_stride_elems=0, mem_obj_kv_layout=0, plane_slot_bytes=None",
     "execute_object_group_transfer": "direction, device, host_buffer_alignment, kernel_group_specs, batch_steps",
     "execute_cb_retrieve_plan_flat": "device, host_buffer_alignment, group_specs, staging, ropes, scatters, "
                                      "step_offsets",
-    "lmcache_memcpy_async": "dest, src, nbytes, direction, host_buffer_offset, host_buffer_alignments",
-    "batched_memcpy": "src_ptrs, dst_ptrs, sizes",
-    "alloc_pinned_ptr": "size, device_id=0", "free_pinned_ptr": "ptr",
-    "alloc_hugepage_pinned_ptr": "size, device_id=0", "free_hugepage_pinned_ptr": "ptr, size=0",
-    "alloc_numa_ptr": "size, numa_id=0", "free_numa_ptr": "ptr, size=None",
-    "alloc_pinned_numa_ptr": "size, numa_id=0", "free_pinned_numa_ptr": "ptr, size=None",
-    "alloc_hugepage_pinned_numa_ptr": "size, numa_id=0", "free_hugepage_pinned_numa_ptr": "ptr, size=0",
-    "alloc_shm_pinned_ptr": "size, shm_name=", "free_shm_pinned_ptr": "ptr, size=0, shm_name=",
     "alloc_pcie_bar_ptr": "bar_path, size, bar_offset", "free_pcie_bar_ptr": "ptr, size",
-    "get_gpu_pci_bus_id": "device_id=0",
-    "calculate_cdf": "input_tensor, num_bins",
-    "encode_fast_new": "cdf, input_sym, output_buffer, output_lengths",
-    "decode_fast_new": "cdf, bytestreams, lengths, output",
-    "decode_fast_prefsum": "cdf, bytestreams, lengths_prefsum, output",
-    "rotary_embedding_k_fused": "old_positions, new_positions, key, head_size, cos_sin_cache, is_neox",
     "rotary_embedding_k_fused_strided": "old_positions, new_positions, key, head_size, head_stride, cos_sin_cache, "
                                         "is_neox",
-    "record_event_on_stream": "cuda_stream_ptr, event_type_name, session_id, str_metadata, int_metadata",
-    "drain_recorded_events": "",
-    "record_completion_on_stream": "cuda_stream_ptr, kind, payload",
-    "drain_recorded_completions": "",
-    "set_shape_desc_dtype": "shape_desc, dtype",
-    **{name: "format" for name in ("is_cross_layer", "is_kv_list", "is_layer_list", "is_mla", "is_hnd",
-                                   "is_fused_packed", "is_two_major", "is_pbs_fused", "is_kv_second_tuple")},
+    "context": "",
+    **{name: "engine_kv_format" for name in ("is_hnd", "is_fused_packed", "is_two_major", "is_pbs_fused",
+                                             "is_kv_second_tuple")},
 }
 
 
-@pytest.mark.parametrize("name", sorted(SIGNATURES))
-def test_signature(name):
-    sig = inspect.signature(getattr(c_ops, name))
+@pytest.mark.parametrize("name", sorted(EXTRA_SIGNATURES))
+def test_extra_signature(name):
+    sig = inspect.signature(getattr(lmc_ext, name))
     params = []
     for p in sig.parameters.values():
         params.append(p.name if p.default is inspect.Parameter.empty else f"{p.name}={int(p.default)}"
                       if isinstance(p.default, bool) is False and isinstance(p.default, int) else f"{p.name}={p.default}")
-    assert ", ".join(params) == SIGNATURES[name]
+    assert ", ".join(params) == EXTRA_SIGNATURES[name]
+
+
+def test_lmcache_ops_has_lmcache_names_only():
+    """Every public name of lmcache_ops is in __all__ and the extras are not there (LMCache's own
+    test requires each of c_ops' callables to exist in its fallback)."""
+    public = {n for n, o in vars(c_ops).items() if not n.startswith("_") and getattr(o, "__module__", None) ==
+              c_ops.__name__}
+    assert public == set(c_ops.__all__)
+    assert not set(lmc_ext.__all__) - {"multi_layer_kv_transfer"} & set(c_ops.__all__)
 
 
 def test_enums_and_types():
     assert (int(c_ops.TransferDirection.H2D), int(c_ops.TransferDirection.D2H)) == (0, 1)
     assert c_ops.TransferDirection.D2H == 1
     assert c_ops.GPUKVFormat is c_ops.EngineKVFormat
-    for v in range(18):
-        assert c_ops.EngineKVFormat(v).name == kvcore.format_name(v)
-    assert int(c_ops.EngineKVFormat.NL_X_NP_X_NB_BS_ONE_HS) == 17
-    assert c_ops.EngineKVFormat.NL_X_TWO_X_NB_BS_HS is c_ops.EngineKVFormat.NL_X_NP_X_NB_BS_ONE_HS  # old name
-    assert [int(c_ops.EngineKVFormat[n]) for n in ("NL_X_NB_BSV_BSS", "NL_X_TWO_NB_NH_ONE_BS_HS",
-                                                  "NL_X_TWO_X_NB_BS_NH_HS")] == [14, 15, 16]
+    assert [int(m) for m in c_ops.EngineKVFormat] == list(range(11))  # LMCache's 0-10; 11-17 are kvcore.Format's
+    for m in c_ops.EngineKVFormat:
+        assert m.name == kvcore.format_name(int(m))
+    assert [int(m) for m in lmc_ext.MemObjKVLayout] == [0, 1, 2]
     d = c_ops.PageBufferShapeDesc()
+    assert (d.kv_size, d.nl, d.nb, d.bs, d.nh, d.hs, d.element_size, d.block_stride_elems, d.dtype) == \
+        (0, 0, 0, 0, 0, 0, 0, 0, None)
     d.kv_size, d.nl, d.nb, d.bs, d.nh, d.hs, d.element_size, d.block_stride_elems = 2, 1, 2, 3, 4, 5, 2, 0
-    d.dtype = "bf16"  # py::dynamic_attr: LMCache's fallback sets an extra attribute
+    d.kv_interleaved = True  # py::dynamic_attr: attributes of later LMCache versions may be added
     assert "nb=2" in repr(d)
-    lv = c_ops.LaunchVar(0, 8, 4, 2, 1)
+    lv = lmc_ext.LaunchVar(0, 8, 4, 2, 1)
     assert (lv.group_idx, lv.block_ids_offset, lv.total_blocks, lv.num_objects, lv.skip_prefix_n_blocks) == \
         (0, 8, 4, 2, 1)
-    st = c_ops.BatchStep(staging=[c_ops.StagingCopy(1, 2, 3, 4)], launches=[lv])
+    st = lmc_ext.BatchStep(staging=[lmc_ext.StagingCopy(1, 2, 3, 4)], launches=[lv])
     assert st.staging[0].host_offset == 4
-    assert len(c_ops.CBGroupSpec.__init__.__code__.co_varnames) and c_ops.CBGroupSpec().is_neox == 0
+    assert len(lmc_ext.CBGroupSpec.__init__.__code__.co_varnames) and lmc_ext.CBGroupSpec().is_neox == 0
     with pytest.raises(TypeError):
-        c_ops.StagingCopy(1, 2, 3, 4, 5)
+        lmc_ext.StagingCopy(1, 2, 3, 4, 5)
 
 
 def test_predicates():
@@ -101,11 +82,11 @@ def test_predicates():
     assert [f for f in range(18) if c_ops.is_layer_list(f)] == [1, 2, 3, 5, 6, 7] + list(range(10, 18))
     assert [f for f in range(18) if c_ops.is_mla(f)] == [3, 5, 14, 17]
     # LMCache's format_facts for the rest (engine_kv_format.h)
-    assert [f for f in range(18) if c_ops.is_hnd(f)] == [6, 7, 8, 10, 12, 15]
-    assert [f for f in range(18) if c_ops.is_two_major(f)] == [1, 6, 15]
-    assert [f for f in range(18) if c_ops.is_fused_packed(f)] == [10, 11, 12, 13]
-    assert [f for f in range(18) if c_ops.is_pbs_fused(f)] == [5]
-    assert [f for f in range(18) if c_ops.is_kv_second_tuple(f)] == [16, 17]
+    assert [f for f in range(18) if lmc_ext.is_hnd(f)] == [6, 7, 8, 10, 12, 15]
+    assert [f for f in range(18) if lmc_ext.is_two_major(f)] == [1, 6, 15]
+    assert [f for f in range(18) if lmc_ext.is_fused_packed(f)] == [10, 11, 12, 13]
+    assert [f for f in range(18) if lmc_ext.is_pbs_fused(f)] == [5]
+    assert [f for f in range(18) if lmc_ext.is_kv_second_tuple(f)] == [16, 17]
     for f in range(18):
         assert c_ops.is_cross_layer(f) + c_ops.is_kv_list(f) + c_ops.is_layer_list(f) == 1
     with raises_status("KVC_ERR_FORMAT"):
@@ -175,7 +156,7 @@ def test_unilateral(xp, fmt):
 @pytest.mark.parametrize("fmt", [f for f in range(17) if f != 14])
 def test_block_transfer_pointer_mode(xp, fmt):
     e, shape, view, planes, row = engine_for(fmt, np.float32)
-    desc = c_ops.PageBufferShapeDesc(kv_size=shape.kv_size, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs,
+    desc = shape_desc(kv_size=shape.kv_size, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs,
                                      element_size=4)
     ts, table = ptrs(e, xp)
     ctok = 2 * BS
@@ -200,7 +181,7 @@ def test_block_transfer_kv_interleaved(xp, fmt):
     rng = np.random.default_rng(fmt)
     for x in e:
         x[...] = rng.standard_normal(x.shape)
-    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4,
+    desc = shape_desc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4,
                                      kv_interleaved=True)
     ts, table = ptrs(e, xp)
     ctok = 2 * BS
@@ -218,7 +199,7 @@ def test_block_transfer_kv_interleaved(xp, fmt):
 
 
 def test_kv_interleaved_needs_two_planes():
-    d = c_ops.PageBufferShapeDesc(kv_size=1, nl=1, nb=1, bs=16, nh=1, hs=8, element_size=2, kv_interleaved=True)
+    d = shape_desc(kv_size=1, nl=1, nb=1, bs=16, nh=1, hs=8, element_size=2, kv_interleaved=True)
     obj = np.zeros((1, 16, 8), np.float16)
     with raises_status("KVC_ERR_FORMAT"):  # MLA: one plane, nothing to interleave
         c_ops.multi_layer_block_kv_transfer(np.array([np.zeros((1, 16, 8), np.float16).ctypes.data], np.int64),
@@ -235,7 +216,7 @@ def test_dsa_indexer_format_14(xp):
     ts, table = ptrs(e, xp)
     chunk = xp.asarray(np.zeros((1, NL, len(src), 132), np.uint8))
     c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(src), "cpu", pbs, c_ops.TransferDirection.D2H,
-                                  c_ops.EngineKVFormat.NL_X_NB_BSV_BSS, block_size=BS, head_size=0)
+                                  kvcore.Format.NL_X_NB_BSV_BSS, block_size=BS, head_size=0)
     got = xp.tonumpy(chunk)
     for l in range(NL):
         for i, s in enumerate(src):
@@ -250,7 +231,7 @@ def test_dsa_indexer_format_14(xp):
     for l in range(NL):
         for i, s in enumerate(dst):
             np.testing.assert_array_equal(read2(l, s), got[0, l, i])
-    desc = c_ops.PageBufferShapeDesc(kv_size=1, nl=NL, nb=NB, bs=BS, nh=1, hs=132, element_size=1)
+    desc = shape_desc(kv_size=1, nl=NL, nb=NB, bs=BS, nh=1, hs=132, element_size=1)
     obj = xp.asarray(np.zeros((NL, 2 * BS, 132), np.uint8))
     optr = obj.ctypes.data if xp.name == "numpy" else obj.data_ptr()
     c_ops.multi_layer_block_kv_transfer(table, [optr], xp.asarray(np.array([2, 0], np.int64)), "cpu",
@@ -310,7 +291,7 @@ def test_tuple_formats_16_17(xp):
             for i, s in enumerate(slots):
                 want = kvs[l][p][s // BS, s % BS].reshape(-1) if s >= 0 else np.zeros(nh * hs, np.float32)
                 np.testing.assert_array_equal(got[p, l, i], want)
-    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=nh, hs=hs, element_size=4)
+    desc = shape_desc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=nh, hs=hs, element_size=4)
     obj = xp.asarray(np.zeros((2, NL, BS, nh * hs), np.float32))
     c_ops.multi_layer_block_kv_transfer(table, [obj.ctypes.data if xp.name == "numpy" else obj.data_ptr()],
                                         xp.asarray(np.array([3], np.int64)), "cpu", 1, desc, BS, 16, 0)
@@ -326,7 +307,7 @@ def test_tuple_formats_16_17(xp):
     ts, table = ptrs([p for layer in e for p in layer], xp)  # latent_0, rope_0, dsa_0, latent_1, ...
     chunk = xp.asarray(np.zeros((1, NL, 4, 14), np.float16))  # 28-byte rows in fp16 elements
     widths = [16, 8, 4]
-    c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(slots), "cpu", pbs, 1, 17, plane_slot_bytes=widths)
+    lmc_ext.multi_layer_kv_transfer(chunk, table, xp.asarray(slots), "cpu", pbs, 1, 17, plane_slot_bytes=widths)
     got = xp.tonumpy(chunk)
     for l in range(NL):
         for i, s in enumerate(slots):
@@ -335,8 +316,8 @@ def test_tuple_formats_16_17(xp):
     with raises_status("KVC_ERR_SHAPE"):  # the widths are not optional with a pointer table
         c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(slots), "cpu", pbs, 1, 17)
     with raises_status("KVC_ERR_SHAPE"):  # nor may they disagree with the chunk row
-        c_ops.multi_layer_kv_transfer(chunk, table, xp.asarray(slots), "cpu", pbs, 1, 17, plane_slot_bytes=[16, 8, 6])
-    desc = c_ops.PageBufferShapeDesc(kv_size=1, nl=NL, nb=NB, bs=BS, nh=1, hs=14, element_size=2)
+        lmc_ext.multi_layer_kv_transfer(chunk, table, xp.asarray(slots), "cpu", pbs, 1, 17, plane_slot_bytes=[16, 8, 6])
+    desc = shape_desc(kv_size=1, nl=NL, nb=NB, bs=BS, nh=1, hs=14, element_size=2)
     desc.plane_slot_bytes = widths  # LMCache-Ascend's attribute
     obj = xp.asarray(np.zeros((NL, BS, 14), np.float16))
     c_ops.multi_layer_block_kv_transfer(table, [obj.ctypes.data if xp.name == "numpy" else obj.data_ptr()],
@@ -371,34 +352,34 @@ def _group_plan():
     """Format 1 engine, two temp objects of 2 blocks each, a host pool of 3 objects; two steps."""
     e, shape, view, planes, row = engine_for(1, np.float32)
     table = np.array([x.ctypes.data for x in e], np.int64)
-    desc = c_ops.PageBufferShapeDesc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4)
+    desc = shape_desc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4)
     ctok = 2 * BS
     temps = [np.zeros((2, NL, ctok, row), np.float32) for _ in range(2)]
     obj_bytes = temps[0].nbytes
     pool = np.zeros((3, 2, NL, ctok, row), np.float32)
     ids = np.array([4, 1, 5, 0, 2, 3], np.int64)
-    spec = c_ops.KernelGroupSpec(table.ctypes.data, [t.ctypes.data for t in temps], desc, ctok, 1, ids.ctypes.data,
+    spec = lmc_ext.KernelGroupSpec(table.ctypes.data, [t.ctypes.data for t in temps], desc, ctok, 1, ids.ctypes.data,
                                  len(ids))
     # step 0: objects 0 and 1 (blocks 0..3) through both temps; step 1: object 2 (blocks 4, 5) through temp 0
-    steps = [c_ops.BatchStep([c_ops.StagingCopy(pool[0].ctypes.data, temps[0].ctypes.data, obj_bytes, 0),
-                              c_ops.StagingCopy(pool[1].ctypes.data, temps[1].ctypes.data, obj_bytes, obj_bytes)],
-                             [c_ops.LaunchVar(0, 0, 4, 2, 0)]),
-             c_ops.BatchStep([c_ops.StagingCopy(pool[2].ctypes.data, temps[0].ctypes.data, obj_bytes,
+    steps = [lmc_ext.BatchStep([lmc_ext.StagingCopy(pool[0].ctypes.data, temps[0].ctypes.data, obj_bytes, 0),
+                              lmc_ext.StagingCopy(pool[1].ctypes.data, temps[1].ctypes.data, obj_bytes, obj_bytes)],
+                             [lmc_ext.LaunchVar(0, 0, 4, 2, 0)]),
+             lmc_ext.BatchStep([lmc_ext.StagingCopy(pool[2].ctypes.data, temps[0].ctypes.data, obj_bytes,
                                                 2 * obj_bytes)],
-                             [c_ops.LaunchVar(0, 4, 2, 1, 0)])]
+                             [lmc_ext.LaunchVar(0, 4, 2, 1, 0)])]
     return e, view, pool, ids, spec, steps, temps, row
 
 
 def test_execute_object_group_transfer_d2h_then_h2d():
     e, view, pool, ids, spec, steps, temps, row = _group_plan()
     # D2H: launches fill the temps, then staging copies them to the pool (the temps are reused)
-    c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], [steps[0]])
+    lmc_ext.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], [steps[0]])
     for f, b in enumerate(ids[:4]):
         o, j = divmod(f, 2)
         for l in range(NL):
             for p in range(2):
                 np.testing.assert_array_equal(pool[o, p, l, j * BS:(j + 1) * BS], view(l, p)[b].reshape(BS, -1))
-    c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], [steps[1]])
+    lmc_ext.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], [steps[1]])
     for f, b in enumerate(ids[4:]):
         for l in range(NL):
             for p in range(2):
@@ -407,9 +388,9 @@ def test_execute_object_group_transfer_d2h_then_h2d():
     saved = [[view(l, p).copy() for p in range(2)] for l in range(NL)]
     for x in e:
         x[...] = 0
-    back = [c_ops.BatchStep([c_ops.StagingCopy(sc.src, sc.dest, sc.nbytes, sc.host_offset) for sc in st.staging],
+    back = [lmc_ext.BatchStep([lmc_ext.StagingCopy(sc.src, sc.dest, sc.nbytes, sc.host_offset) for sc in st.staging],
                             st.launches) for st in steps]
-    c_ops.execute_object_group_transfer(0, "cpu", 1 << 20, [spec], back)
+    lmc_ext.execute_object_group_transfer(0, "cpu", 1 << 20, [spec], back)
     for l in range(NL):
         for p in range(2):
             np.testing.assert_array_equal(view(l, p)[ids], saved[l][p][ids])
@@ -417,12 +398,122 @@ def test_execute_object_group_transfer_d2h_then_h2d():
             assert not view(l, p)[untouched].any()
 
 
-@pytest.mark.parametrize("bad,status", [(c_ops.LaunchVar(1, 0, 2, 1, 0), "KVC_ERR_OUT_OF_RANGE"),
-                                        (c_ops.LaunchVar(0, 0, 2, 3, 0), "KVC_ERR_OUT_OF_RANGE"),
-                                        (c_ops.LaunchVar(0, 5, 2, 1, 0), "KVC_ERR_OUT_OF_RANGE")])
+@pytest.mark.parametrize("bad,status", [(lmc_ext.LaunchVar(1, 0, 2, 1, 0), "KVC_ERR_OUT_OF_RANGE"),
+                                        (lmc_ext.LaunchVar(0, 0, 2, 3, 0), "KVC_ERR_OUT_OF_RANGE"),
+                                        (lmc_ext.LaunchVar(0, 5, 2, 1, 0), "KVC_ERR_OUT_OF_RANGE")])
 def test_execute_object_group_transfer_checks_the_whole_plan_first(bad, status):
     e, view, pool, ids, spec, steps, temps, row = _group_plan()
-    plan = [steps[0], c_ops.BatchStep([], [bad])]
+    plan = [steps[0], lmc_ext.BatchStep([], [bad])]
     with raises_status(status):
-        c_ops.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], plan)
+        lmc_ext.execute_object_group_transfer(1, "cpu", 1 << 20, [spec], plan)
     assert not pool.any() and not any(t.any() for t in temps)  # step 0 did not run either
+
+
+# ---------------------------------------------------------------- LMCache's own code paths (issue: LMCache on kvcore)
+
+def _coded_window(nl2, t, c, bins, seed):
+    """Symbols [2NL, t, C] < bins, their CDF and per-stream code (LMCache's encode_fast_new layout)."""
+    r = np.random.default_rng(seed)
+    sym = r.integers(0, bins, (nl2, t, c)).astype(np.int8)
+    cdf = c_ops.calculate_cdf(sym, bins)
+    out = np.zeros((nl2, c, kvcore.encode_bound(t)), np.uint8)
+    lengths = np.zeros((nl2, c), np.int32)
+    c_ops.encode_fast_new(cdf, sym, out, lengths)
+    return sym, cdf, out, lengths
+
+
+def _packed(out, lengths):
+    data = np.concatenate([out[l, c, :lengths[l, c]] for l in range(out.shape[0]) for c in range(out.shape[1])])
+    return data, np.cumsum(lengths.reshape(-1).astype(np.int64)).reshape(lengths.shape)
+
+
+@pytest.mark.parametrize("decoder", ["decode_fast_new", "decode_fast_prefsum"])
+def test_decoders_write_a_window_of_a_larger_output(xp, decoder):
+    """LMCache decodes a chunk window by window into output[:, start:end, :] (a strided view):
+    three windows of 256, 256 and 88 tokens, each into its slice, every other byte untouched."""
+    nl2, c, bins, total = 4, 24, 32, 600
+    full = xp.asarray(np.full((nl2, total, c), 0xEE, np.uint8))
+    want = np.full((nl2, total, c), 0xEE, np.uint8)
+    for w, (start, end) in enumerate(((0, 256), (256, 512), (512, 600))):
+        sym, cdf, out, lengths = _coded_window(nl2, end - start, c, bins, w)
+        window = full[:, start:end, :]
+        assert not (window.flags.c_contiguous if xp.name == "numpy" else window.is_contiguous())
+        if decoder == "decode_fast_new":
+            c_ops.decode_fast_new(xp.asarray(cdf), xp.asarray(out), xp.asarray(lengths), window)
+        else:
+            data, prefsum = _packed(out, lengths)
+            c_ops.decode_fast_prefsum(xp.asarray(cdf), xp.asarray(data), xp.asarray(prefsum), window)
+        want[:, start:end, :] = sym.view(np.uint8)
+        np.testing.assert_array_equal(xp.tonumpy(full), want)
+
+
+def test_decoders_refuse_overlapping_views_and_write_nothing_on_failure():
+    nl2, t, c, bins = 2, 40, 8, 16
+    sym, cdf, out, lengths = _coded_window(nl2, t, c, bins, 7)
+    base = np.zeros(nl2 * t * c, np.uint8)
+    overlapping = np.lib.stride_tricks.as_strided(base, (nl2, t, c), (t * c, 1, 1))  # tokens overlap channels
+    with raises_status("KVC_ERR_SHAPE"):
+        c_ops.decode_fast_new(cdf, out, lengths, overlapping)
+    assert not base.any()
+    full = np.full((nl2, 2 * t, c), 7, np.uint8)
+    bad = lengths.copy()
+    bad[0, 0] = out.shape[2] + 1  # a length past the stream's buffer
+    with raises_status("KVC_ERR_CORRUPT"):
+        c_ops.decode_fast_new(cdf, out, bad, full[:, :t, :])
+    assert (full == 7).all()  # nothing of the view written
+
+
+def test_block_transfer_skip_past_the_end_is_nothing_to_do(xp):
+    """LMCache: a skip_prefix_n_blocks at or past the block count transfers nothing (no error)."""
+    e, shape, view, planes, row = engine_for(1, np.float32)
+    desc = shape_desc(kv_size=2, nl=NL, nb=NB, bs=BS, nh=shape.nh, hs=shape.hs, element_size=4)
+    obj = xp.asarray(np.full((planes, NL, 4 * BS, row), 3, np.float32))
+    for skip in (4, 10):
+        c_ops.multi_layer_block_kv_transfer([xp.asarray(x) for x in e], [obj], xp.asarray(np.arange(4, dtype=np.int64)),
+                                            "cpu", c_ops.TransferDirection.D2H, desc, 4 * BS, 1, skip)
+        assert (xp.tonumpy(obj) == 3).all()
+    with raises_status("KVC_ERR_OUT_OF_RANGE"):  # a negative skip is still an error
+        c_ops.multi_layer_block_kv_transfer([xp.asarray(x) for x in e], [obj], xp.asarray(np.arange(4, dtype=np.int64)),
+                                            "cpu", c_ops.TransferDirection.D2H, desc, 4 * BS, 1, -1)
+
+
+def test_token_transfer_skip_past_the_end_is_nothing_to_do():
+    layers = [np.ones((2, 10, 16), np.float32) for _ in range(2)]
+    table = np.array([x.ctypes.data for x in layers], np.int64)
+    kv = np.full((2, 2, 4, 16), 5, np.float32)
+    c_ops.multi_layer_kv_transfer(kv, table, np.array([0, 1, 2, 3], np.int64), "cpu", 10,
+                                  c_ops.TransferDirection.D2H, 1, 1, 16, 9)
+    assert (kv == 5).all()
+
+
+@pytest.mark.parametrize("pad", [0, 8])
+def test_block_transfer_of_a_padded_mla_pool(xp, pad):
+    """DeepSeek's MLA pool in vLLM: each layer's [NB, BS, HS] is a view of rows padded to the pool's
+    widest (tensor.stride(0) = BS*HS + pad), shape_desc.block_stride_elems = stride(0) as LMCache sets it."""
+    nl, nb, bs, hs = 2, 6, 4, 16
+    pools = [np.random.default_rng(l).standard_normal((nb, bs * hs + pad)).astype(np.float32) for l in range(nl)]
+    views = [xp.asarray(p)[:, :bs * hs].reshape(nb, bs, hs) if xp.name == "numpy" else
+             xp.asarray(p)[:, :bs * hs].unflatten(1, (bs, hs)) for p in pools]
+    desc = shape_desc(kv_size=1, nl=nl, nb=nb, bs=bs, nh=1, hs=hs, element_size=4,
+                      block_stride_elems=bs * hs + pad)
+    ids = np.array([4, 1, 5], np.int64)
+    obj = xp.asarray(np.zeros((nl, 4 * bs, hs), np.float32))
+    c_ops.multi_layer_block_kv_transfer(views, [obj], xp.asarray(ids), "cpu", c_ops.TransferDirection.D2H, desc,
+                                        4 * bs, 3, 0)
+    got = xp.tonumpy(obj)
+    for l in range(nl):
+        for f, b in enumerate(ids):
+            np.testing.assert_array_equal(got[l, f * bs:(f + 1) * bs], pools[l][b, :bs * hs].reshape(bs, hs))
+    for p in pools:  # and back: only the blocks' own elements, never the padding
+        p[...] = 0
+    c_ops.multi_layer_block_kv_transfer(views, [obj], xp.asarray(ids), "cpu", c_ops.TransferDirection.H2D, desc,
+                                        4 * bs, 3, 0)
+    for l in range(nl):
+        assert not pools[l][:, bs * hs:].any()
+        for f, b in enumerate(ids):
+            np.testing.assert_array_equal(pools[l][b, :bs * hs].reshape(bs, hs), got[l, f * bs:(f + 1) * bs])
+    desc.block_stride_elems = bs * hs + pad + 4  # disagreeing with the tensors
+    if pad:
+        with raises_status("KVC_ERR_SHAPE"):
+            c_ops.multi_layer_block_kv_transfer(views, [obj], xp.asarray(ids), "cpu", c_ops.TransferDirection.D2H,
+                                                desc, 4 * bs, 3, 0)

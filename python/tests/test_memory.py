@@ -10,6 +10,7 @@ import pytest
 
 import kvcore
 import kvcore.lmcache_ops as c_ops
+import kvcore.lmcache_extras as lmc_ext
 from conftest import needs_torch, raises_status
 
 
@@ -130,22 +131,22 @@ def test_lmcache_pcie_bar(tmp_path):
     resource file: the same open/fstat/mmap path) shared and writable at the offset."""
     bar = tmp_path / "resource0"
     bar.write_bytes(bytes(range(256)) * 64)  # 16 KiB
-    p = c_ops.alloc_pcie_bar_ptr(str(bar), 4096, 8192)
+    p = lmc_ext.alloc_pcie_bar_ptr(str(bar), 4096, 8192)
     view = (ctypes.c_uint8 * 4096).from_address(p)
     assert bytes(view[:4]) == bytes([0, 1, 2, 3])  # offset 8192 = 32 * 256
     view[0] = 0xEE
     with raises_status("KVC_ERR_INVALID_ARG"):
-        c_ops.free_pcie_bar_ptr(p, 8192)  # the wrong length
-    c_ops.free_pcie_bar_ptr(p, 4096)
+        lmc_ext.free_pcie_bar_ptr(p, 8192)  # the wrong length
+    lmc_ext.free_pcie_bar_ptr(p, 4096)
     assert bar.read_bytes()[8192] == 0xEE
     with raises_status("KVC_ERR_STATE"):
-        c_ops.free_pcie_bar_ptr(p, 4096)
+        lmc_ext.free_pcie_bar_ptr(p, 4096)
     with raises_status("KVC_ERR_OUT_OF_RANGE"):
-        c_ops.alloc_pcie_bar_ptr(str(bar), 4096, 16384)
+        lmc_ext.alloc_pcie_bar_ptr(str(bar), 4096, 16384)
     with raises_status("KVC_ERR_INVALID_ARG"):
-        c_ops.alloc_pcie_bar_ptr(str(bar), 4096, 100)  # not page aligned
+        lmc_ext.alloc_pcie_bar_ptr(str(bar), 4096, 100)  # not page aligned
     with raises_status("KVC_ERR_NOT_FOUND"):
-        c_ops.alloc_pcie_bar_ptr(str(tmp_path / "missing"), 4096, 0)
+        lmc_ext.alloc_pcie_bar_ptr(str(tmp_path / "missing"), 4096, 0)
 
 
 @pytest.mark.parametrize("off,n", [(0, 64), (32, 32), (32, 64), (0, 192), (64, 128), (16, 200)])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import kvcore.lmcache_ops as c_ops
+import kvcore.lmcache_extras as lmc_ext
 from conftest import raises_status, needs_torch
 from test_transfer import engine_for, NL, NB, BS
 
@@ -66,7 +67,7 @@ class Fixture:
         s0 = self.slots[0]
         es = s0.itemsize if isinstance(s0, np.ndarray) else s0.element_size()
         nbytes = es * self.planes * NL * ST * self.row
-        self.spec = c_ops.CBGroupSpec(self.ptrs.ctypes.data, [self.addr(s) for s in self.slots], NL, ST, self.row, es,
+        self.spec = lmc_ext.CBGroupSpec(self.ptrs.ctypes.data, [self.addr(s) for s in self.slots], NL, ST, self.row, es,
                                       fmt, NB * BS, BS, head_field, self.mapping.ctypes.data, len(self.mapping),
                                       self.cs if rope_on else 0, self.rot, self.heads, self.stride,
                                       SCALAR_TYPE[dt], dt != "bf16", self.off * es)
@@ -84,7 +85,7 @@ class Fixture:
         return x.ctypes.data if isinstance(x, np.ndarray) else x.data_ptr()
 
     def run(self):
-        c_ops.execute_cb_retrieve_plan_flat("cpu", 64, [self.spec], self.staging, self.ropes, self.scatters,
+        lmc_ext.execute_cb_retrieve_plan_flat("cpu", 64, [self.spec], self.staging, self.ropes, self.scatters,
                                             self.offsets)
 
     def oracle(self):
@@ -192,7 +193,7 @@ def test_cb_plan_field_order_and_defaults():
              "engine_kv_format", "page_buffer_size", "block_size", "head_size", "slot_mapping_base",
              "slot_mapping_capacity", "cos_sin_cache", "rot_dim", "rope_num_kv_heads", "rope_head_stride",
              "key_scalar_type", "is_neox", "rope_base_offset")
-    spec = c_ops.CBGroupSpec(*range(18))
+    spec = lmc_ext.CBGroupSpec(*range(18))
     assert [getattr(spec, n) for n in names] == list(range(18)) + [0]
 
 
@@ -203,7 +204,7 @@ def test_object_plan_is_one_c_call(monkeypatch):
     monkeypatch.setattr(c_ops._lib, "kvc_execute_object_plan", lambda *a: calls.append(a) or real(*a))
     monkeypatch.setattr(c_ops._lib, "kvc_transfer_blocks", None)
     monkeypatch.setattr(c_ops._lib, "kvc_memcpy_async", None)
-    c_ops.execute_object_group_transfer(0, "cpu", 64, [], [c_ops.BatchStep([], [])])
+    lmc_ext.execute_object_group_transfer(0, "cpu", 64, [], [lmc_ext.BatchStep([], [])])
     assert len(calls) == 1
 
 
@@ -224,11 +225,11 @@ def test_object_plan_errors_in_a_later_step_write_nothing(case, status):
         align = 0
     elif case == "copy_overlap":
         sc = steps[1].staging[0]
-        steps[1].staging[0] = c_ops.StagingCopy(sc.dest, sc.dest + 4, sc.nbytes, sc.host_offset)
+        steps[1].staging[0] = lmc_ext.StagingCopy(sc.dest, sc.dest + 4, sc.nbytes, sc.host_offset)
     else:
-        steps[1].launches[0] = c_ops.LaunchVar(0, 4, 2, 2, 0)  # 2 blocks fill one object, not two
+        steps[1].launches[0] = lmc_ext.LaunchVar(0, 4, 2, 2, 0)  # 2 blocks fill one object, not two
     for direction in (0, 1):
         with raises_status(status):
-            c_ops.execute_object_group_transfer(direction, "cpu", align, [spec], steps)
+            lmc_ext.execute_object_group_transfer(direction, "cpu", align, [spec], steps)
         assert not pool.any() and not any(t.any() for t in temps)
         assert all((x == b).all() for x, b in zip(e, before))
