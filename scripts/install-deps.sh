@@ -7,7 +7,8 @@
 #                            and its checks), valgrind, strace, cmake, python3 and man-db for the packaging
 #                            checks, numpy, pytest, torch (~80 MB) and hypothesis for the Python
 #                            binding's tests, python3-venv (its fresh-venv install test), mypy,
-#                            bash-completion (tests/test_completion.sh)
+#                            bash-completion (tests/test_completion.sh), and what LMCache's own test
+#                            suite imports (numba, fastapi, zmq, ...: tests/lmcache/run.sh)
 #   install-deps.sh --update-only  only refresh the package lists (waiting for the locks as below)
 # lmod and Environment Modules (tests/test_modulefiles.sh) conflict as Debian packages: the latter
 # is unpacked into /opt/kvcore-deps/environment-modules (--test), not installed.
@@ -18,9 +19,14 @@
 # lists' lock of apt-get update (which that option does not cover) by retrying while apt says
 # "Could not get lock".
 set -eu
+# What LMCache's own test suite imports (tests/lmcache/run.sh runs it against kvcore).
+lmcache_test="python3-numba python3-prometheus-client python3-aiofiles python3-cpuinfo python3-zmq python3-redis \
+python3-uvicorn python3-httptools python3-cachetools python3-fastapi python3-httpx python3-pytest-asyncio \
+python3-setuptools-scm python3-pytest-benchmark python3-xxhash python3-aiohttp python3-msgpack python3-yaml"
 lean="build-essential autoconf automake libtool pkg-config libhwloc-dev hwloc libsleef-dev zlib1g-dev libdeflate-dev"
 test_only="libcriterion-dev hipcc clang libclang-rt-14-dev valgrind strace cmake python3 man-db \
-python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy lmod tcl bash-completion"
+python3-numpy python3-pytest python3-torch python3-hypothesis python3-venv mypy lmod tcl bash-completion \
+$lmcache_test"
 mode=test
 case "${1:-}" in
 --lean) mode=lean ;;

@@ -20,21 +20,13 @@ fi
 . "$src/tests/python-sanitizers.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-py.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
-KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_abi" KVC_CLI="$build/kvcore" \
-    PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 \
-    "$py" -m pytest -p no:cacheprovider -q -rA "$src/python/tests" >"$tmp/out" 2>&1
+build=$(cd "$build" && pwd) src=$(cd "$src" && pwd)
+# Run from the temporary directory, with hypothesis's cache there too: test caches (.hypothesis,
+# which Debian's pydantic plugin makes hypothesis write, .benchmarks) stay out of the build tree.
+(cd "$tmp" && KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_abi" KVC_CLI="$build/kvcore" \
+    PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 HYPOTHESIS_STORAGE_DIRECTORY="$tmp/hypothesis" \
+    "$py" -m pytest -p no:cacheprovider -q -rA "$src/python/tests" >"$tmp/out" 2>&1)
 rc=$?
 sed 's/^/# /' "$tmp/out"
 [ -n "$sanitized" ] && echo "$sanitized"
-# -rA summary lines -> TAP: "PASSED file::test", "FAILED file::test - msg", "SKIPPED [n] file:line: reason"
-awk -v rc="$rc" '
-    /^PASSED /  { n++; line[n] = "ok " n " - " $2 }
-    /^XFAIL /   { n++; line[n] = "ok " n " - " $2 " # TODO expected failure" }
-    /^(FAILED|ERROR|XPASS) / { n++; bad = 1; line[n] = "not ok " n " - " $0 }
-    /^SKIPPED / { n++; r = $0; sub(/^SKIPPED \[[0-9]+\] /, "", r); line[n] = "ok " n " # SKIP " r }
-    END {
-        if (rc != 0 && !bad) { n++; line[n] = "not ok " n " - pytest exited with status " rc }
-        if (n == 0) { n = 1; line[1] = "not ok 1 - pytest ran no test" }
-        print "1.." n
-        for (i = 1; i <= n; i++) print line[i]
-    }' "$tmp/out"
+awk -v rc="$rc" -v root="$src" -f "$src/tests/pytest-tap.awk" "$tmp/out"
