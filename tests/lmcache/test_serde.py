@@ -52,9 +52,8 @@ def test_encoded_components_are_lmcaches(runs, gen):
     for ca, cb in zip(a.data_chunks, b.data_chunks):
         assert torch.equal(ca.bytestream_lengths, cb.bytestream_lengths)
         assert torch.equal(ca.bytestream, cb.bytestream)
-    # the serialised bytes themselves differ in torch.save's storage keys (memory addresses, which
-    # differ between any two runs); the same length
-    assert len(runs["kvcore"][f"{gen}_bytes"]) == len(runs["lmcache"][f"{gen}_bytes"])
+    # the serialised bytes themselves are not compared: torch.save names each storage by a memory
+    # address, which differs between any two runs, in value and in length
 
 
 @pytest.mark.parametrize("gen", ["legacy", "v1"])
