@@ -24,7 +24,7 @@ run --data "$s/bench/quality/data"
 if [ $? -eq 2 ] && grep -q "\-\-model and \-\-data are required" "$tmp/err"; then ok "--model is required"; else not_ok "--model is required"; fi
 
 if [ -z "${KVC_QUALITY_MODEL:-}" ] || [ ! -r "${KVC_QUALITY_MODEL:-}" ]; then
-    skip "the forward pass and a paired run" "KVC_QUALITY_MODEL does not name a readable stories260K.gguf"
+    skip "the forward pass and a paired run" "no model: make check QUALITY_MODEL=PATH/stories260K.gguf (ggml-org/models on Hugging Face, tinyllamas/stories260K.gguf; bench/quality/README.md)${KVC_QUALITY_MODEL:+; $KVC_QUALITY_MODEL is not readable}"
 else
     if run --model "$KVC_QUALITY_MODEL" --data "$s/bench/quality/data" --check-nll --config level0 --config level1 &&
        grep -q '"check":"story_prompt","mean_nll":1.2254' "$tmp/out" && grep -q '"check":"greedy_512","mean_nll":0.4868' "$tmp/out" &&
