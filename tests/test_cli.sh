@@ -20,6 +20,10 @@ status_is() { want=$1; desc=$2; shift 2; "$@" >"$tmp/out" 2>"$tmp/err"; got=$?; 
 has() { grep -q -- "$1" "$tmp/out"; }
 
 check "encode K V pair" "$kvcore" encode "$data/story_prompt_K.npy" "$data/story_prompt_V.npy" -o "$tmp/a.kvc" -q
+(cd "$tmp" && cp "$data/story_prompt_K.npy" k.npy && cp "$data/story_prompt_V.npy" v.npy &&
+    "$kvcore" encode k.npy v.npy) >"$tmp/out" 2>"$tmp/err"
+if [ $? -ne 0 ] && grep -q "if k.npy and v.npy are a K and a V file, encode them into one container: kvcore encode k.npy v.npy -o X.kvc" "$tmp/err"; then
+    ok "a K/V pair without -o: the error says to give -o X.kvc"; else not_ok "a K/V pair without -o: the error says to give -o X.kvc"; fi
 status_is 0 "encode --json" "$kvcore" encode "$data/story_prompt_K.npy" "$data/story_prompt_V.npy" -o "$tmp/b.kvc" --json
 if has '"output_bytes"' && has '"ratio"' && has '"layers": 5' && has '"tokens": 512'; then ok "encode --json fields"; else not_ok "encode --json fields"; fi
 if cmp -s "$tmp/a.kvc" "$tmp/b.kvc"; then ok "encoding is deterministic"; else not_ok "encoding is deterministic"; fi

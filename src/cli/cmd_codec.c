@@ -725,6 +725,10 @@ int kvc_cmd_encode(int argc, char **argv)
             printf("%s: %d files encoded, %d failed%s%s%s\n", op.label, o.nfiles - failed - skipped, failed,
                    skipped_text(skipped), o.out_bytes ? ", " : "", o.out_bytes ? size_line(o.in_bytes, o.out_bytes, o.in_bytes, o.seconds) : "");
     }
+    /* Two inputs without -o are two caches; when neither is one, they may well be a K/V pair. */
+    if (!rc && op.many && nin == 2 && failed == 2 && !to_stdout)
+        fprintf(stderr, "kvcore encode: if %s and %s are a K and a V file, encode them into one container: "
+                        "kvcore encode %s %s -o X.kvc\n", in[0], in[1], in[0], in[1]);
     /* One file: its own exit status (a bad --bins-k list is a usage error once NL is known). */
     if (!rc && (failed || skipped)) rc = o.nfiles == 1 ? last : CLI_EXIT_ERROR;
     plan_free(&op, nin);
