@@ -306,8 +306,10 @@ void bench_report(const bench_opts_t *o, const bench_result_t *r)
         /* 79 columns: the suite's header once, the baseline when it changes, a name longer than its
          * column on a line of its own (--json has every number exactly, and the pairs' count). */
         const char *base = r->baseline_name ? r->baseline_name : "-";
-        if (!cur.cases) printf("%s\n  %-27s %10s %-7s %10s %7s %7s %3s\n", r->suite, "case", "value", "unit", "baseline",
-                               "ratio", "median", "thr");
+        if (!cur.cases)
+            printf("%s\n  (ratio: the best runs, median: the median runs, -: timed once)"
+                   "\n  %-27s %10s %-7s %10s %7s %7s %3s\n", r->suite, "case", "value", "unit", "baseline",
+                   "ratio", "median", "thr");
         if (!cur.baseline || strcmp(cur.baseline, base)) printf("  [baseline: %s]\n", base);
         if (strlen(r->name) > 27) printf("  %s\n", r->name);
         printf("  %-27s %10.4g %-7.7s %10.4g %6.3fx", strlen(r->name) > 27 ? "" : r->name, r->value, r->unit,

@@ -51,6 +51,17 @@ fi
 # ---- the command-line tool, the man pages, the documentation
 check "kvcore --version" "$bindir/kvcore" --version
 check "kvcore demo (installed binary, embedded data)" "$bindir/kvcore" demo
+# The tool's run path names the library's directory whatever the prefix (libtool records none for
+# a directory the dynamic linker searches, /usr/local/lib, whose cache lacks a new library).
+if command -v readelf >/dev/null 2>&1; then
+    check "kvcore's run path names $libdir" sh -c "readelf -d '$bindir/kvcore' | grep -E 'R(UN)?PATH' | grep -qF '$libdir'"
+fi
+"$bindir/kvcore" info >"$tmp/out" 2>&1
+if grep -o "looked for [^ ]* in [^)]*" "$tmp/out" | sed 's/.* in //' | awk -F: '{ for (i = 1; i <= NF; i++) if (seen[NR, $i]++) d = 1 } END { exit !d }'; then
+    not_ok "installed kvcore info: a module directory listed twice"
+else
+    ok "installed kvcore info: each module directory listed once"
+fi
 for page in kvcore libkvcore; do
     if command -v man >/dev/null 2>&1; then
         check "man -M $mandir $page" sh -c "MANPAGER=cat PAGER=cat man -M '$mandir' $page | grep -q ."

@@ -72,6 +72,14 @@ for cmd in info demo encode decode inspect bench; do
 done
 status_is 0 "info -q" "$kvcore" info -q
 if [ "$(wc -l <"$tmp/out")" -eq 1 ]; then ok "info -q: one line"; else not_ok "info -q: one line"; fi
+# info's text: one column for the environment table; each figure of the LLC said once; no
+# directory listed twice where a module was looked for
+status_is 0 "info" "$kvcore" info
+if [ "$(sed -n '/^environment:/,$p' "$tmp/out" | awk '/^  [A-Z_]+ +=/ { print index($0, " = ") }' | sort -u | wc -l)" -eq 1 ]; then
+    ok "info: the environment table's '=' in one column"; else not_ok "info: the environment table's '=' in one column"; fi
+if has "last-level cache .* (from [a-zA-Z]*[;)]" && ! has "(sysfs; sysfs"; then ok "info: the LLC's source once"; else not_ok "info: the LLC's source once"; fi
+if ! grep -o "looked for [^ ]* in [^)]*" "$tmp/out" | sed 's/.* in //' | awk -F: '{ for (i = 1; i <= NF; i++) if (seen[NR, $i]++) d = 1 } END { exit !d }'; then
+    ok "info: no module directory searched twice"; else not_ok "info: no module directory searched twice"; fi
 status_is 0 "demo -q -v" "$kvcore" demo -q -v
 if [ "$(grep -c . "$tmp/out")" -eq 1 ] && has "^verify:"; then ok "demo -q: only the verification line"; else not_ok "demo -q: only the verification line"; fi
 status_is_e 2 "an option's missing value is a usage error" "$kvcore" decode "$tmp/a.kvc" -o

@@ -317,7 +317,7 @@ int kvc_cmd_demo(int argc, char **argv)
     if (!err) goto done;
     cli_error_stats(orig, check, KVC_DTYPE_F16, 2 * s.nl, s.t * C, err);
     const double q8 = (double)total_bytes / 2 + 2.0 * 2 * s.nl * s.t; /* int8 symbols + fp16 scale per row */
-    say("stages:\n");
+    say("stages (each timed once; `kvcore bench` measures speed):\n");
     for (int i = 0; i < nst; i++) report_stage(&stages[i]);
     say("\nsize:\n  fp16 K+V            %12zu bytes\n  8-bit quantisation  %12.0f bytes\n  CacheGen (.kvc)     %12zu bytes"
            "  -> %.2fx vs fp16, %.2fx vs 8-bit\n",

@@ -90,10 +90,16 @@ static void print_text(kvc_context_t *ctx)
     }
     printf("\ncpu: isa %s, %d threads\n", kvc_context_isa(ctx), kvc_context_num_threads(ctx));
     kvc_llc_info_t llc;
-    if (kvc_llc_info(&llc) == KVC_OK)
-        printf("  last-level cache %.1f MiB (%s; sysfs %.1f MiB, CPUID %.1f MiB): transfers over %.1f MiB stream\n",
-               (double)llc.bytes / (1 << 20), kvc_llc_source_name(llc.source), (double)llc.sysfs_bytes / (1 << 20),
-               (double)llc.cpuid_bytes / (1 << 20), (double)kvc_context_stream_min_bytes(ctx) / (1 << 20));
+    if (kvc_llc_info(&llc) == KVC_OK) {
+        /* The size used and where it came from; the other source's figure only where it differs. */
+        const char *src = kvc_llc_source_name(llc.source);
+        const int from_sysfs = !strcmp(src, "sysfs");
+        const int64_t other = from_sysfs ? llc.cpuid_bytes : llc.sysfs_bytes;
+        printf("  last-level cache %.1f MiB (from %s", (double)llc.bytes / (1 << 20), src);
+        if (other > 0 && other != llc.bytes)
+            printf("; %s says %.1f MiB", from_sysfs ? "CPUID" : "sysfs", (double)other / (1 << 20));
+        printf("): transfers over %.1f MiB stream\n", (double)kvc_context_stream_min_bytes(ctx) / (1 << 20));
+    }
     printf("\nnuma nodes%s:\n", kvc_topology_is_synthetic(ctx) ? " (topology from XML)" : "");
     for (int i = 0; i < kvc_topology_numa_count(ctx); i++) {
         kvc_numa_node_info_t n;
@@ -111,10 +117,16 @@ static void print_text(kvc_context_t *ctx)
         printf("  %s [%04x:%04x] class %04x numa node %d\n", g.bus_id, g.vendor_id, g.device_id, g.class_id, g.numa_node);
     }
     printf("\nenvironment:\n");
+    int width = 0; /* the longest knob name: one column for all */
     for (size_t i = 0; i < kvc_env_knob_count(); i++) {
         kvc_env_knob_t k;
         kvc_env_knob_get(i, &k);
-        printf("  %-20s = %-14s (default %s) %s\n", k.name, k.value ? k.value : "(unset)", k.default_value, k.help);
+        if ((int)strlen(k.name) > width) width = (int)strlen(k.name);
+    }
+    for (size_t i = 0; i < kvc_env_knob_count(); i++) {
+        kvc_env_knob_t k;
+        kvc_env_knob_get(i, &k);
+        printf("  %-*s = %-14s (default %s) %s\n", width, k.name, k.value ? k.value : "(unset)", k.default_value, k.help);
     }
 }
 

@@ -178,6 +178,8 @@ kvc_status_t kvc_backends_discover(kvc_context_t *ctx, const char *forced, const
     char dirs[3 * PATH_MAX + 3];
     char self_dir[2 * PATH_MAX + 1];
     if (module_path && *module_path) snprintf(dirs, sizeof(dirs), "%s", module_path);
+    else if (self_module_dir(self_dir, sizeof(self_dir)) == 0 && !strcmp(self_dir, KVC_MODULE_DIR))
+        snprintf(dirs, sizeof(dirs), "%s", self_dir); /* installed where configure said: one directory, once */
     else if (self_module_dir(self_dir, sizeof(self_dir)) == 0) snprintf(dirs, sizeof(dirs), "%s:%s", self_dir, KVC_MODULE_DIR);
     else snprintf(dirs, sizeof(dirs), "%s", KVC_MODULE_DIR);
 
