@@ -5,6 +5,7 @@ The package is pure Python, so a wheel is its files plus metadata. The version i
 (../VERSION in a source tree, else pkg-config's); when pkg-config finds kvcore at build time its
 libdir is recorded in kvcore/_config.py, the first place the package looks after KVCORE_LIBRARY."""
 import base64
+import ctypes.util
 import hashlib
 import os
 import subprocess
@@ -52,6 +53,13 @@ def _files() -> Dict[str, bytes]:
             with open(os.path.join(pkg, name), "rb") as f:
                 out[f"{_NAME}/{name}"] = f.read()
     libdir = _pkg_config("--variable=libdir")
+    if libdir is None and os.path.isfile(os.path.join(_HERE, "..", ".libs", "libkvcore.so")):
+        libdir = os.path.abspath(os.path.join(_HERE, "..", ".libs"))  # an in-tree build beside ./python
+    if libdir is None and not os.environ.get("KVCORE_LIBRARY") and ctypes.util.find_library("kvcore") is None:
+        raise SystemExit("kvcore: no libkvcore to record: pkg-config finds no kvcore and there is no in-tree build "
+                         "beside ./python nor a libkvcore on the system's library path. Build the library first, "
+                         "then point pkg-config at it (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig after make install, or "
+                         "PKG_CONFIG_PATH=BUILD-DIRECTORY before it), or set KVCORE_LIBRARY=/path/to/libkvcore.so")
     if libdir is not None:
         out[f"{_NAME}/_config.py"] = (f"# Written by kvcore_build.py from pkg-config: where libkvcore was found.\n"
                                       f"LIBDIR = {libdir!r}\n").encode()

@@ -24,7 +24,7 @@ fi
 . "$src/tests/python-sanitizers.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-pyinst.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
-echo "1..4"
+echo "1..5"
 [ -n "$sanitized" ] && echo "$sanitized"
 n=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
@@ -33,9 +33,9 @@ fail() { n=$((n + 1)); echo "not ok $n - $1"; sed 's/^/# /' "$tmp/log"; }
 # The README block, with its venv moved into this test's directory and the interpreter configure chose.
 awk '/<!-- python-install -->/ { grab = 1; next } grab && /^```sh/ { on = 1; next } on && /^```/ { exit } on' \
     "$src/README.md" | sed -e "s|/tmp/kvenv|$tmp/kvenv|g" -e "s|^/usr/bin/python3 |$py |" >"$tmp/install.sh"
-if [ "$(grep -c . "$tmp/install.sh")" -ne 3 ]; then
+if [ "$(grep -c . "$tmp/install.sh")" -ne 4 ]; then
     : >"$tmp/log"
-    fail "README.md has a <!-- python-install --> block of 3 commands"
+    fail "README.md has a <!-- python-install --> block of 4 commands"
     exit 0
 fi
 # Only the build tree's library may be found: no KVCORE_LIBRARY, pkg-config pointed at the build tree.
@@ -82,4 +82,19 @@ elif grep -q "No module named 'numpy'" "$tmp/log"; then
     ok "without numpy (a venv without --system-site-packages, offline) the import says numpy is missing"
 else
     fail "without numpy the import fails saying numpy is missing"
+fi
+
+# With no library to record (pkg-config finds none, no in-tree build beside the copy of ./python,
+# none on the system's path) the build stops and says what to do, instead of a package that
+# fails at import.
+mkdir -p "$tmp/lone" && cp "$src/VERSION" "$tmp/lone/" && cp -R "$src/python" "$tmp/lone/python" && rm -f "$tmp/lone/python/kvcore/_config.py"
+if "$py" -c 'import ctypes.util, sys; sys.exit(ctypes.util.find_library("kvcore") is None)'; then
+    n=$((n + 1)); echo "ok $n # SKIP a libkvcore is on the system's library path: the package would load it"
+elif (cd "$tmp" && env -u KVCORE_LIBRARY PKG_CONFIG_PATH="$tmp/none" PKG_CONFIG_LIBDIR="$tmp/none" PIP_NO_INDEX=1 \
+        PIP_DISABLE_PIP_VERSION_CHECK=1 "$tmp/kvenv/bin/pip" install --no-deps "$tmp/lone/python") >"$tmp/log" 2>&1; then
+    fail "pip install ./python with no libkvcore to record stops"
+elif grep -q "no libkvcore to record" "$tmp/log"; then
+    ok "pip install ./python with no libkvcore to record stops and says how to point it at one"
+else
+    fail "pip install ./python with no libkvcore to record stops saying why"
 fi
