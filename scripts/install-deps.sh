@@ -3,6 +3,7 @@
 # Install what kvcore needs on Debian (run as root); packages already present are left alone.
 #   install-deps.sh --lean   the library, the kvcore tool and its demo: compiler, autotools, hwloc,
 #                            SLEEF, zlib, libdeflate (a few hundred MB less, minutes faster)
+#   install-deps.sh --python the lean set and what the Python package needs: python3, numpy, venv
 #   install-deps.sh [--test] also what `make check` uses: Criterion, hipcc and clang (the HIP module
 #                            and its checks), valgrind, strace, cmake, python3 and man-db for the packaging
 #                            checks, numpy, pytest, torch (~80 MB) and hypothesis for the Python
@@ -30,10 +31,11 @@ $lmcache_test"
 mode=test
 case "${1:-}" in
 --lean) mode=lean ;;
+--python) mode=python ;;
 --test | "") ;;
 --update-only) mode=update ;;
 *)
-    echo "usage: install-deps.sh [--lean | --test | --update-only]" >&2
+    echo "usage: install-deps.sh [--lean | --python | --test | --update-only]" >&2
     exit 2
     ;;
 esac
@@ -60,6 +62,16 @@ apt_get() {
     done
 }
 
+# The package lists, refreshed once per run (before the first download).
+refreshed=
+refresh() {
+    [ -n "$refreshed" ] && return 0
+    export DEBIAN_FRONTEND=noninteractive
+    say "refreshing the package lists (apt-get update, usually under a minute)"
+    apt_get update -qq
+    refreshed=1
+}
+
 if [ "$mode" = update ]; then
     [ "$(id -u)" = 0 ] || { echo "install-deps: --update-only needs root" >&2; exit 1; }
     say "refreshing the package lists (apt-get update)"
@@ -67,13 +79,18 @@ if [ "$mode" = update ]; then
     exit 0
 fi
 pkgs=$lean
+[ "$mode" = python ] && pkgs="$lean python3 python3-numpy python3-venv"
 [ "$mode" = test ] && pkgs="$lean $test_only"
 envmod=/opt/kvcore-deps/environment-modules
 if [ "$mode" = test ] && ! [ -f /usr/lib/x86_64-linux-gnu/modulecmd.tcl ] \
     && ! [ -f "$envmod/usr/lib/x86_64-linux-gnu/modulecmd.tcl" ]; then
     [ "$(id -u)" = 0 ] || { echo "install-deps: environment-modules not unpacked in $envmod (run as root)" >&2; exit 1; }
     say "unpacking environment-modules in $envmod"
-    dl=$(mktemp -d) && chmod 755 "$dl" # apt-get download runs as _apt
+    refresh
+    dl=$(mktemp -d) && chmod 755 "$dl"
+    # apt downloads as the user _apt where it exists: the directory is its, or apt warns that it
+    # downloads "unsandboxed as root"
+    id _apt >/dev/null 2>&1 && chown _apt "$dl"
     (cd "$dl" && apt_get download -qq environment-modules) \
         && mkdir -p "$envmod" && dpkg-deb -x "$dl"/environment-modules_*.deb "$envmod"
     rm -rf "$dl"
@@ -90,11 +107,15 @@ if [ "$(id -u)" != 0 ]; then
     echo "install-deps: missing packages:$missing (run as root, or install them yourself)" >&2
     exit 1
 fi
-export DEBIAN_FRONTEND=noninteractive
-say "refreshing the package lists (apt-get update, usually under a minute)"
-apt_get update -qq
+refresh
+# What apt will do: the packages with everything they pull in, and the sizes it reports.
 # shellcheck disable=SC2086
-say "downloading and installing$missing ($(echo $missing | wc -w) packages$(case " $missing " in *" python3-torch "*) echo "; torch alone is ~80 MB" ;; esac); this takes a few minutes and prints nothing until done"
+plan=$(LC_ALL=C apt-get install --assume-no $missing 2>/dev/null || true)
+total=$(printf '%s\n' "$plan" | sed -n 's/^\([0-9]*\) upgraded, \([0-9]*\) newly installed.*/\2/p')
+get=$(printf '%s\n' "$plan" | sed -n 's/^Need to get \([0-9.,]* [kMG]*B\).*/\1/p')
+disk=$(printf '%s\n' "$plan" | sed -n 's/^After this operation, \([0-9.,]* [kMG]*B\) of additional.*/\1/p')
+say "installing $(echo $missing | wc -w) missing of the $mode set's $(echo $pkgs | wc -w) packages:$missing"
+say "with what they need: ${total:-?} packages, ${get:-?} to download, ${disk:-?} on disk; a few minutes, nothing is printed until apt is done"
 # shellcheck disable=SC2086
 apt_get install -y -qq $missing >/dev/null
 say "done"
