@@ -81,7 +81,7 @@ fi
 pkgs=$lean
 [ "$mode" = python ] && pkgs="$lean python3 python3-numpy python3-venv"
 [ "$mode" = test ] && pkgs="$lean $test_only"
-envmod=/opt/kvcore-deps/environment-modules
+envmod=${KVC_ENVMODULES_ROOT:-/opt/kvcore-deps/environment-modules} # where tests/test_modulefiles.sh looks
 if [ "$mode" = test ] && ! [ -f /usr/lib/x86_64-linux-gnu/modulecmd.tcl ] \
     && ! [ -f "$envmod/usr/lib/x86_64-linux-gnu/modulecmd.tcl" ]; then
     [ "$(id -u)" = 0 ] || { echo "install-deps: environment-modules not unpacked in $envmod (run as root)" >&2; exit 1; }

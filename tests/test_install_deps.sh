@@ -55,5 +55,24 @@ time.sleep(int(sys.argv[1]))' $hold >"$tmp/held" 2>&1 &
         not_ok "apt-get update waits for a held package lists lock"
     fi
 fi
+
+# The download of environment-modules (the test set unpacks it): as apt's own user where there is
+# one, so apt does not warn that it downloads "unsandboxed as root".
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    skip "environment-modules is downloaded and unpacked without apt's sandbox warning" "needs root and apt-get"
+elif [ -f /usr/lib/x86_64-linux-gnu/modulecmd.tcl ]; then
+    skip "environment-modules is downloaded and unpacked without apt's sandbox warning" "the system has environment-modules: the script downloads none"
+else
+    KVC_ENVMODULES_ROOT="$tmp/envmod" sh "$script" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if grep -q "Failed to fetch\|Temporary failure resolving\|Could not resolve" "$tmp/err"; then
+        skip "environment-modules is downloaded and unpacked without apt's sandbox warning" "no reachable package mirror"
+    elif [ $rc -eq 0 ] && [ -f "$tmp/envmod/usr/lib/x86_64-linux-gnu/modulecmd.tcl" ] && ! grep -qi "unsandboxed" "$tmp/out" "$tmp/err"; then
+        ok "environment-modules is downloaded and unpacked without apt's sandbox warning"
+    else
+        echo "exit $rc" >>"$tmp/err"
+        not_ok "environment-modules is downloaded and unpacked without apt's sandbox warning"
+    fi
+fi
 echo "1..$n"
 exit $fail
