@@ -307,7 +307,7 @@ void bench_report(const bench_opts_t *o, const bench_result_t *r)
          * column on a line of its own (--json has every number exactly, and the pairs' count). */
         const char *base = r->baseline_name ? r->baseline_name : "-";
         if (!cur.cases)
-            printf("%s\n  (ratio: the best runs, median: the median runs, -: timed once)"
+            printf("%s\n  (ratio: best run / baseline's best; median: median / median; -: timed once)"
                    "\n  %-27s %10s %-7s %10s %7s %7s %3s\n", r->suite, "case", "value", "unit", "baseline",
                    "ratio", "median", "thr");
         if (!cur.baseline || strcmp(cur.baseline, base)) printf("  [baseline: %s]\n", base);

@@ -24,6 +24,9 @@ if [ -s "$tmp/rates" ] && ! grep -v '"baseline_median":[0-9].*"samples":[1-9]' "
     ok "every rate carries the baseline's median and its sample count"
 else not_ok "every rate carries the baseline's median and its sample count"; fi
 # The codec's container size is a byte count: digits only (3.34755e+06 lost the last ones).
+# The text table says what its ratio and median columns are.
+if KVCORE_BACKEND=cpu "$kvcore" bench rope --quick --threads 1 >"$tmp/text" 2>&1 && grep -q "^  (ratio: best run / baseline's best; median: median / median" "$tmp/text"; then
+    ok "the table's legend says what ratio and median are"; else not_ok "the table's legend says what ratio and median are"; fi
 if grep '"case":"size_vs_fp16"' "$tmp/out" | grep -q '"value":[0-9][0-9]*,'; then ok "byte counts print as integers"; else not_ok "byte counts print as integers"; fi
 if ! grep -q '[0-9]e+[0-9]' "$tmp/out"; then ok "no large value in exponent form"; else not_ok "no large value in exponent form"; fi
 # Rates keep more than %.6g's six significant digits (23.0669 GB/s had four decimals).

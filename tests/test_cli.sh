@@ -37,6 +37,7 @@ status_is 1 "decoding a truncated container fails" "$kvcore" decode "$tmp/cut.kv
 if grep -q "corrupt" "$tmp/err" && [ ! -e "$tmp/cut.npy" ]; then ok "truncated: says corrupt, writes nothing"; else not_ok "truncated: says corrupt, writes nothing"; fi
 status_is 0 "demo passes its verification" "$kvcore" demo
 if has "^  3 CacheGen encode  *[0-9.]* ms  *[0-9.]* [KMG]*i*B/s$" && ! has "GB/s"; then ok "demo: stage rates in human units (no 0.00 GB/s)"; else not_ok "demo: stage rates in human units (no 0.00 GB/s)"; fi
+if has "^stages (each timed once; .kvcore bench. measures speed):"; then ok "demo: its stage times are said to be one-shot"; else not_ok "demo: its stage times are said to be one-shot"; fi
 status_is 0 "bench --case runs" "$kvcore" bench memory --quick --case split_copy_align_4KiB
 # rows: "  NAME  VALUE UNIT  BASELINE  RATIOx MEDIANx THREADS" under the suite's header
 rows=$(grep -cE '^  [^ ].* [0-9.e+-]+x +([0-9.e+-]+x|-) +[0-9]+$' "$tmp/out")
