@@ -74,7 +74,7 @@ if [ -n "${bashcompletiondir:-}" ]; then
     check "bash completion installed as $bashcompletiondir/kvcore, defines the kvcore completion" \
         bash -c ". '$bashcompletiondir/kvcore' && complete -p kvcore"
 fi
-for f in LICENSE NOTICE README.md docs/ARCHITECTURE.md docs/ERRORS.md; do
+for f in LICENSE NOTICE NEWS README.md docs/ARCHITECTURE.md docs/ERRORS.md; do
     check "installed $docdir/$f" test -s "$docdir/$f"
 done
 

@@ -27,6 +27,27 @@ else not_ok "every rate carries the baseline's median and its sample count"; fi
 # The text table says what its ratio and median columns are.
 if KVCORE_BACKEND=cpu "$kvcore" bench rope --quick --threads 1 >"$tmp/text" 2>&1 && grep -q "^  (ratio: best run / baseline's best; median: median / median" "$tmp/text"; then
     ok "the table's legend says what ratio and median are"; else not_ok "the table's legend says what ratio and median are"; fi
+# make performance's generator (scripts/performance.sh) on a copy of docs/PERFORMANCE.md: a table
+# per suite with a column per run, between the markers, and the same shape when run again.
+py=${KVC_PYTHON:-}
+if [ -z "$py" ]; then
+    n=$((n + 1)); echo "ok $n - make performance rewrites the tables between the markers # SKIP no python3 (configure found none)"
+else
+    cp "${KVC_TEST_SRCDIR:-.}/docs/PERFORMANCE.md" "$tmp/perf.md"
+    sed '/^<!-- performance-tables -->$/q' "$tmp/perf.md" >"$tmp/head"
+    sed -n '/^<!-- end of performance-tables -->$/,$p' "$tmp/perf.md" >"$tmp/tail"
+    gen() { sh "${KVC_TEST_SRCDIR:-.}/scripts/performance.sh" "$kvcore" "$py" "$tmp/perf.md" "scalar" "1 2" "cc 0" "rope --quick" 2>"$tmp/err"; }
+    if gen && gen && [ "$(grep -c '^<!-- performance-tables -->$' "$tmp/perf.md")" -eq 1 ] &&
+       [ "$(grep -c '^### rope$' "$tmp/perf.md")" -eq 1 ] && grep -q '^| case | unit | baseline | scalar, 1 thr | scalar, 2 thr |$' "$tmp/perf.md" &&
+       grep -q '^| fused f16 neox table-f32 | GB/s | memcpy | [0-9.e+-]* ([0-9.e+-]*x) | [0-9.e+-]* ([0-9.e+-]*x) |$' "$tmp/perf.md" &&
+       grep -q '^    KVCORE_ISA=scalar kvcore bench rope --quick --json --threads 2$' "$tmp/perf.md" &&
+       sed '/^<!-- performance-tables -->$/q' "$tmp/perf.md" | cmp -s - "$tmp/head" &&
+       sed -n '/^<!-- end of performance-tables -->$/,$p' "$tmp/perf.md" | cmp -s - "$tmp/tail"; then
+        ok "make performance rewrites the tables between the markers, the rest kept"
+    else
+        not_ok "make performance rewrites the tables between the markers, the rest kept"
+    fi
+fi
 if grep '"case":"size_vs_fp16"' "$tmp/out" | grep -q '"value":[0-9][0-9]*,'; then ok "byte counts print as integers"; else not_ok "byte counts print as integers"; fi
 if ! grep -q '[0-9]e+[0-9]' "$tmp/out"; then ok "no large value in exponent form"; else not_ok "no large value in exponent form"; fi
 # Rates keep more than %.6g's six significant digits (23.0669 GB/s had four decimals).
