@@ -19,19 +19,23 @@ import ctypes as _C
 import enum as _enum
 import os as _os
 import threading as _threading
-from typing import Any, List, TYPE_CHECKING
+from typing import Any, List, NoReturn, Optional, Sequence, TYPE_CHECKING, Tuple, Union
 
 import numpy as _np
 
 from . import Context as _Context, KvcoreError, _abi
 from ._lib import lib as _lib
 from .transfer import _CROSS, _FUSED, _KV_LIST, _MLA
-from ._array import buf as _buf, count as _count, require as _require
+from ._array import Buf, buf as _buf, count as _count, require as _require
+from ._base import Array, Index
 from ._lib import check as _lib_check
 from .enums import Format as _Format
 
 if TYPE_CHECKING:  # LMCache's annotations name torch types; nothing here imports torch at run time
     import torch
+# The engine side as LMCache's callers pass it: one data tensor, a pointer table, or a list of
+# per-layer tensors (SGLang: a K list and a V list).
+_Engine = Union[Array, Sequence[Any]]
 
 __all__ = [  # LMCache's public names (python_ops_fallback), nothing more
     "TransferDirection", "EngineKVFormat", "GPUKVFormat", "PageBufferShapeDesc", "set_shape_desc_dtype",
@@ -57,18 +61,19 @@ class TransferDirection(_enum.IntEnum):
 
 
 class EngineKVFormat(_enum.IntEnum):
-    """LMCache's EngineKVFormat at the commit kvcore follows (0-10); 11-17 are kvcore.Format's."""
-    NB_NL_TWO_BS_NH_HS = 0
-    NL_X_TWO_NB_BS_NH_HS = 1
-    NL_X_NB_TWO_BS_NH_HS = 2
-    NL_X_NB_BS_HS = 3
-    TWO_X_NL_X_NBBS_NH_HS = 4
-    NL_X_NBBS_ONE_HS = 5
-    NL_X_TWO_NB_NH_BS_HS = 6
-    NL_X_NB_TWO_NH_BS_HS = 7
-    NB_NL_TWO_NH_BS_HS = 8
-    TWO_X_NL_X_NB_BS_NH_HS = 9
-    NL_X_NB_NH_BS_TWO_HS = 10
+    """LMCache's EngineKVFormat at the commit kvcore follows: kvcore.Format's members 0-10 under the
+    same names, their values taken from it (11-17 are passed as integers; kvcore.Format names them)."""
+    NB_NL_TWO_BS_NH_HS = _Format.NB_NL_TWO_BS_NH_HS.value
+    NL_X_TWO_NB_BS_NH_HS = _Format.NL_X_TWO_NB_BS_NH_HS.value
+    NL_X_NB_TWO_BS_NH_HS = _Format.NL_X_NB_TWO_BS_NH_HS.value
+    NL_X_NB_BS_HS = _Format.NL_X_NB_BS_HS.value
+    TWO_X_NL_X_NBBS_NH_HS = _Format.TWO_X_NL_X_NBBS_NH_HS.value
+    NL_X_NBBS_ONE_HS = _Format.NL_X_NBBS_ONE_HS.value
+    NL_X_TWO_NB_NH_BS_HS = _Format.NL_X_TWO_NB_NH_BS_HS.value
+    NL_X_NB_TWO_NH_BS_HS = _Format.NL_X_NB_TWO_NH_BS_HS.value
+    NB_NL_TWO_NH_BS_HS = _Format.NB_NL_TWO_NH_BS_HS.value
+    TWO_X_NL_X_NB_BS_NH_HS = _Format.TWO_X_NL_X_NB_BS_NH_HS.value
+    NL_X_NB_NH_BS_TWO_HS = _Format.NL_X_NB_NH_BS_TWO_HS.value
 
 
 GPUKVFormat = EngineKVFormat  # LMCache's backward-compatible alias
@@ -114,7 +119,7 @@ _ctx = None
 _ctx_lock = _threading.Lock()
 
 
-def _context() -> Any:
+def _context() -> _Context:
     """The Context every op of this module (and of kvcore.lmcache_extras) runs on, created on first use."""
     global _ctx
     if _ctx is None:
@@ -127,7 +132,7 @@ def _context() -> Any:
 # ---------------------------------------------------------------- predicates
 # LMCache's format_facts; an unknown value raises (LMCache: std::invalid_argument).
 
-def _fact(fmt: Any, name: str) -> bool:
+def _fact(fmt: int, name: str) -> bool:
     f = int(fmt)
     if not _lib.kvc_format_is_valid(f):
         raise KvcoreError(_abi.KVC_ERR_FORMAT, f"unknown EngineKVFormat {f}")
@@ -156,11 +161,11 @@ def is_mla(engine_kv_format: EngineKVFormat) -> bool:
 
 # ---------------------------------------------------------------- helpers
 
-def _format(fmt: Any) -> Any:
+def _format(fmt: int) -> int:
     return int(fmt)
 
 
-def _planes(shape: Any, plane_slot_bytes: Any) -> None:
+def _planes(shape: _abi.PageShape, plane_slot_bytes: Optional[Sequence[int]]) -> None:
     """Format 17: the per-plane row bytes (LMCache-Ascend's plane_slot_bytes) into the PageShape."""
     if plane_slot_bytes is None:
         return
@@ -173,30 +178,30 @@ def _planes(shape: Any, plane_slot_bytes: Any) -> None:
         shape.plane_bytes[i] = w
 
 
-def _nptr(fmt: Any, shape: Any) -> Any:
-    n = _lib.kvc_shape_ptr_count(fmt, _C.byref(shape))
+def _nptr(fmt: int, shape: _abi.PageShape) -> int:
+    n = int(_lib.kvc_shape_ptr_count(fmt, _C.byref(shape)))
     if n < 0 and fmt == int(_Format.NL_X_NP_X_NB_BS_ONE_HS):
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"format 17 needs its planes' row bytes (plane_slot_bytes, 1.."
                                               f"{_abi.MAX_PLANES} planes); got {shape.num_planes} planes")
     return n
 
 
-def _direction(d: Any) -> Any:
+def _direction(d: int) -> int:
     d = int(d)
     if d not in (0, 1):
         raise KvcoreError(_abi.KVC_ERR_INVALID_ARG, f"direction {d} is neither H2D (0) nor D2H (1)")
     return d
 
 
-def _ptr_table(obj: Any, name: Any, count: Any) -> Any:
+def _ptr_table(obj: Array, name: str, count: int) -> Buf:
     """A 1-D int64/uint64 array of addresses (passed to kvcore as the pointer table itself)."""
-    b = _context()._arr(obj, name, dtypes=(_abi.DTYPE_I64, _abi.DTYPE_U64), ndim=1)
+    b: Buf = _context()._arr(obj, name, dtypes=(_abi.DTYPE_I64, _abi.DTYPE_U64), ndim=1)
     if b.shape[0] != count:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{name}: {b.shape[0]} addresses, the format takes {count}")
     return b
 
 
-def _is_ptr_table(obj: Any) -> bool:
+def _is_ptr_table(obj: _Engine) -> bool:
     """LMCache's rule: a 1-D int64/uint64 tensor holds addresses; any other tensor holds KV data."""
     if isinstance(obj, (list, tuple)):
         return False
@@ -204,12 +209,12 @@ def _is_ptr_table(obj: Any) -> bool:
     return len(b.shape) == 1 and b.dtype in (_abi.DTYPE_I64, _abi.DTYPE_U64)
 
 
-def _split(t: Any, n: Any) -> Any:
+def _split(t: Array, n: int) -> List[Array]:
     """n views t[0] .. t[n-1] along the first dimension (numpy and torch alike)."""
     return [t[i] for i in range(n)]
 
 
-def _engine_tensors(obj: Any, fmt: Any, nl: Any) -> Any:
+def _engine_tensors(obj: _Engine, fmt: int, nl: int) -> List[Any]:
     """Every container LMCache's callers pass for the engine side, as kvcore's tensor list:
     a list/tuple (SGLang's [[K_0..], [V_0..]] flattened K list then V list), or one data tensor
     (cross-layer: itself; K/V lists: [2, NL, ...]; per-layer formats: stacked [NL, ...])."""
@@ -227,7 +232,7 @@ def _engine_tensors(obj: Any, fmt: Any, nl: Any) -> Any:
     return _split(obj, nl)
 
 
-def _engine_table(obj: Any, name: Any, fmt: Any, shape: Any, nptr: Any) -> Any:
+def _engine_table(obj: _Engine, name: str, fmt: int, shape: _abi.PageShape, nptr: int) -> Tuple[int, int, object]:
     """(address of the pointer table, entry count, what keeps it alive): a pointer tensor is used
     as it is (raw addresses, LMCache's contract); tensors are checked against the geometry."""
     if _is_ptr_table(obj):
@@ -237,24 +242,25 @@ def _engine_table(obj: Any, name: Any, fmt: Any, shape: Any, nptr: Any) -> Any:
     return _C.addressof(ptrs), n, (ptrs, keep)
 
 
-def _slots(obj: Any, name: Any = 'slot_mapping') -> Any:
-    return _context()._index(obj, name)
+def _slots(obj: Index, name: str = 'slot_mapping') -> Buf:
+    b: Buf = _context()._index(obj, name)
+    return b
 
 
-def _max_slot(s: Any) -> Any:
+def _max_slot(s: Buf) -> int:
     if s.shape[0] == 0 or s.device[0] != "cpu":
         return -1
     a = _np.ctypeslib.as_array((_C.c_int64 * s.shape[0]).from_address(s.ptr))
     return int(a.max())
 
 
-def _past_end(skip: Any, n: int) -> Any:
+def _past_end(skip: int, n: int) -> int:
     """A prefix skip as LMCache takes it: one past the end leaves nothing to do (it is the end);
     a negative one goes to kvcore, which names it."""
     return n if isinstance(skip, (int, _np.integer)) and skip > n else skip
 
 
-def _stream(*tensors: Any) -> Any:
+def _stream(*tensors: Array) -> Optional[_C.c_void_p]:
     return _context()._stream(None, *tensors)
 
 
@@ -271,10 +277,10 @@ def multi_layer_kv_transfer(  # type: ignore[no-untyped-def]  # LMCache's has no
                     block_size, head_size, skip_prefix_n_tokens)
 
 
-def _token_transfer(key_value: Any, key_value_ptrs: Any, slot_mapping: Any, page_buffer_size: int, direction: Any,
-                    engine_kv_format: Any, block_size: int = 0, head_size: int = 0, skip_prefix_n_tokens: int = 0,
+def _token_transfer(key_value: Array, key_value_ptrs: _Engine, slot_mapping: Index, page_buffer_size: int,
+                    direction: int, engine_kv_format: int, block_size: int = 0, head_size: int = 0, skip_prefix_n_tokens: int = 0,
                     block_stride_elems: int = 0, mem_obj_kv_layout: int = _LAYOUT_UNSPECIFIED,
-                    plane_slot_bytes: Any = None) -> None:
+                    plane_slot_bytes: Optional[Sequence[int]] = None) -> None:
     """multi_layer_kv_transfer with kvcore's further arguments (kvcore.lmcache_extras)."""
     ctx = _context()
     fmt, d = _format(engine_kv_format), _direction(direction)
@@ -361,14 +367,14 @@ def multi_layer_kv_transfer_unilateral(  # type: ignore[no-untyped-def]  # LMCac
     _lib_check(_lib.kvc_transfer_tokens(ctx._handle(), _C.byref(a)))
 
 
-def _layer_geometry(fmt: Any, eng: Any) -> Any:
+def _layer_geometry(fmt: int, eng: Buf) -> Tuple[int, int, int, int, int]:
     """(kv_size, nb, bs, nh, hs) of one layer's engine tensor of format fmt."""
     sh = eng.shape
     n = len(sh)
 
-    def bad() -> None:
+    def bad() -> NoReturn:
         raise KvcoreError(_abi.KVC_ERR_SHAPE, f"{eng.name}: shape {list(sh)} is not a layer of "
-                                              f"{EngineKVFormat(fmt).name}")
+                                              f"{_Format(fmt).name}")
     if fmt in (1, 6) and n == 5 and sh[0] == 2:
         return (2, sh[1], sh[2], sh[3], sh[4]) if fmt == 1 else (2, sh[1], sh[3], sh[2], sh[4])
     if fmt in (2, 7) and n == 5 and sh[1] == 2:
@@ -450,12 +456,12 @@ def reshape_and_cache_back_flash(  # type: ignore[no-untyped-def]  # LMCache's h
     _context().reshape_and_cache_back_flash(key_value, key_cache, value_cache, slot_mapping, layer_idx)
 
 
-def _chunk_layout(desc: Any) -> Any:
+def _chunk_layout(desc: PageBufferShapeDesc) -> int:
     """kv_interleaved: LMCache's L2TD objects [NL, 2, C, D] (kvc_chunk_layout_t 3)."""
     return _abi.CHUNK_INTERLEAVED_KV if getattr(desc, "kv_interleaved", False) else _abi.CHUNK_DEFAULT
 
 
-def _page_shape(desc: Any, fmt: Any = None, es: Any = 0) -> Any:
+def _page_shape(desc: PageBufferShapeDesc, fmt: Optional[int] = None, es: int = 0) -> _abi.PageShape:
     """kvcore's PageShape of an LMCache PageBufferShapeDesc. kv_size 0 (LMCache's default) is what
     LMCache's CPU path assumes (1 for MLA and the slab formats 12/13, else 2); formats 10 and 11
     described as LMCache does (kv_size 2, hs = HS, split K/V objects) become kvcore's fused rows
@@ -476,7 +482,7 @@ def _page_shape(desc: Any, fmt: Any = None, es: Any = 0) -> Any:
 _TWO_HS = (int(_Format.NL_X_NB_NH_BS_TWO_HS), int(_Format.NL_X_NB_BS_NH_TWO_HS))
 
 
-def _element_size(desc: Any, *containers: Any) -> Any:
+def _element_size(desc: PageBufferShapeDesc, *containers: Any) -> int:
     """The element size when the descriptor leaves it 0: from desc.dtype (set_shape_desc_dtype),
     else from the first data tensor given."""
     if int(desc.element_size):
@@ -485,7 +491,7 @@ def _element_size(desc: Any, *containers: Any) -> Any:
     if dt is not None:
         if type(dt).__module__.startswith("torch"):
             import torch
-            return torch.empty((), dtype=dt).element_size()
+            return int(torch.empty((), dtype=dt).element_size())
         return _np.dtype(dt).itemsize
     for c in containers:
         while isinstance(c, (list, tuple)) and c:
@@ -539,10 +545,10 @@ def multi_layer_block_kv_transfer(
 
 # ---------------------------------------------------------------- copies
 
-def _addr_of(x: Any, name: Any) -> Any:
+def _addr_of(x: Union[int, Array], name: str) -> int:
     if isinstance(x, int):
         return x
-    return _context()._arr(x, name).ptr
+    return int(_context()._arr(x, name).ptr)
 
 
 def lmcache_memcpy_async(  # type: ignore[no-untyped-def]  # LMCache's has no return annotation
@@ -578,14 +584,14 @@ _allocs = {}
 _allocs_lock = _threading.Lock()
 
 
-def _alloc(size: Any, **kw: Any) -> int:
+def _alloc(size: int, **kw: Any) -> int:
     b = _context().alloc_host(size, **kw)
     with _allocs_lock:
         _allocs[b.ptr] = b
     return int(b.ptr)
 
 
-def _free(ptr: Any, size: Any = None, name: Any = None) -> None:
+def _free(ptr: int, size: Optional[int] = None, name: Optional[str] = None) -> None:
     ptr = int(ptr)
     with _allocs_lock:
         b = _allocs.get(ptr)
@@ -683,7 +689,7 @@ def get_gpu_pci_bus_id(device_id: int = 0) -> str | None:
 
 # ---------------------------------------------------------------- CacheGen
 
-def _like(src: Any, arr: Any) -> Any:
+def _like(src: Array, arr: _np.ndarray[Any, Any]) -> Array:
     """arr (numpy) in the container type of src: a torch tensor for torch input."""
     if type(src).__module__.startswith("torch"):
         import torch
@@ -701,7 +707,7 @@ def calculate_cdf(input_tensor: torch.Tensor, num_bins: int) -> torch.Tensor:
     return _like(input_tensor, out)
 
 
-def _dense(x: Any) -> Any:
+def _dense(x: Array) -> Array:
     """x itself when C-contiguous, else a dense copy: LMCache's encoder passes the window
     encode_input[:, start:end, :], which is strided for chunks longer than one window."""
     if _buf(x, "input_sym").contiguous():
@@ -741,7 +747,7 @@ def decode_fast_prefsum(cdf, bytestreams, lengths_prefsum, output):  # type: ign
 _UNIT_ROW_TOLERANCE = 1.0 / 64
 
 
-def _rope_as_given(key: Any, keys: Any, old: Any, new: Any, table: Any, neox: Any) -> None:
+def _rope_as_given(key: Array, keys: _abi.RopeKeys, old: Index, new: Index, table: Array, neox: bool) -> None:
     """LMCache's two steps, in float32, on the heads kvcore validated (keys: RopeKeys)."""
     n, nkv, hs, es = keys.num_tokens, keys.num_heads, keys.head_size, _buf(key, "key").itemsize
     rot, half = table.shape[1], table.shape[1] // 2
@@ -765,8 +771,8 @@ def _rope_as_given(key: Any, keys: Any, old: Any, new: Any, table: Any, neox: An
     k[..., :rot] = out.to(k.dtype) if hasattr(out, "to") else out.astype(k.dtype)
 
 
-def _rope(old_positions: Any, new_positions: Any, key: Any, cos_sin_cache: Any, is_neox: Any, head_size: Any = None,
-          head_stride: Any = None) -> None:
+def _rope(old_positions: Index, new_positions: Index, key: Array, cos_sin_cache: Array, is_neox: bool,
+          head_size: Optional[int] = None, head_stride: Optional[int] = None) -> None:
     ctx = _context()
     keys, _k = ctx._keys(key, head_size, head_stride)
     tb = ctx._arr(cos_sin_cache, "cos_sin_cache", ndim=2)

@@ -275,6 +275,17 @@ def test_single_layer_formats_14_15(xp):
                 np.testing.assert_array_equal(got[p, l, i], want)
 
 
+def test_single_layer_wrong_layer_shape_names_the_format(xp):
+    """An engine layer of the wrong rank for formats 11-15 (which LMCache's EngineKVFormat lacks) is
+    KVC_ERR_SHAPE naming kvcore's format, not a ValueError from the enum."""
+    slots = xp.asarray(np.array([0, 1], np.int64))
+    lmc = xp.asarray(np.zeros((2, 2, 8), np.float16))
+    for fmt, name in ((12, "NL_X_NB_NH_BS_CS"), (14, "NL_X_NB_BSV_BSS"), (15, "NL_X_TWO_NB_NH_ONE_BS_HS")):
+        with raises_status("KVC_ERR_SHAPE") as e:
+            c_ops.single_layer_kv_transfer(lmc, xp.asarray(np.zeros((2, 3), np.float16)), slots, 1, fmt)
+        assert f"is not a layer of {name}" in str(e.value)
+
+
 def test_tuple_formats_16_17(xp):
     """16: per-layer (K, V) with pointers K_0, V_0, K_1, V_1; 17: per-layer planes, chunk rows their
     concatenation; both through the per-token, block and single-layer ops."""
