@@ -113,6 +113,14 @@ int main(void)
         F(kvc_codec_info_t, lengths_bytes); F(kvc_codec_info_t, meta_bytes); F(kvc_codec_info_t, lmcache_bytes);
         F(kvc_codec_info_t, heads_known); F(kvc_codec_info_t, key_scaling);
         F(kvc_codec_info_t, lmcache_readable); F(kvc_codec_info_t, coder);
+    S(kvc_container_info_t); F(kvc_container_info_t, kind); F(kvc_container_info_t, version_major);
+        F(kvc_container_info_t, version_minor); F(kvc_container_info_t, flags); F(kvc_container_info_t, header_bytes);
+        F(kvc_container_info_t, container_bytes); F(kvc_container_info_t, needed_bytes); F(kvc_container_info_t, coder);
+        F(kvc_container_info_t, raw_cdf); F(kvc_container_info_t, heads_known); F(kvc_container_info_t, key_scaling);
+        F(kvc_container_info_t, meta); F(kvc_container_info_t, dtype); F(kvc_container_info_t, layout);
+        F(kvc_container_info_t, planes); F(kvc_container_info_t, num_layers); F(kvc_container_info_t, num_tokens);
+        F(kvc_container_info_t, num_heads); F(kvc_container_info_t, head_size); F(kvc_container_info_t, window_tokens);
+        F(kvc_container_info_t, num_windows); F(kvc_container_info_t, cdf_bins);
     S(kvc_rope_keys_t); F(kvc_rope_keys_t, data); F(kvc_rope_keys_t, dtype); F(kvc_rope_keys_t, num_tokens);
         F(kvc_rope_keys_t, num_heads); F(kvc_rope_keys_t, head_size); F(kvc_rope_keys_t, head_stride);
         F(kvc_rope_keys_t, token_stride);
@@ -177,7 +185,8 @@ int main(void)
     K(KVC_CODEC_PARAM_BINS); K(KVC_CODEC_PARAM_WINDOW); K(KVC_CODEC_PARAM_PROGRESS);
     K(KVC_CODEC_PARAM_HEADS_UNKNOWN); K(KVC_CODEC_PARAM_KEY_SCALING); K(KVC_CODEC_PARAM_BITS); K(KVC_CODEC_PARAM_CODER);
     K(KVC_CODER_AC); K(KVC_CODER_RANS); K(KVC_CODEC_SCALE_TOKEN);
-    K(KVC_CODEC_SCALE_CHANNEL); K(KVC_ROPE_NEOX); K(KVC_ROPE_GPTJ); K(KVC_ROPE_PARAM_STYLE); K(KVC_MEM_PLAIN);
+    K(KVC_CODEC_SCALE_CHANNEL); K(KVC_CONTAINER_HEADER_BYTES); K(KVC_CONTAINER_PROBE_BYTES); K(KVC_CONTAINER_NONE);
+    K(KVC_CONTAINER_INVALID); K(KVC_CONTAINER_PART); K(KVC_CONTAINER_ONE); K(KVC_CONTAINER_STREAM); K(KVC_ROPE_NEOX); K(KVC_ROPE_GPTJ); K(KVC_ROPE_PARAM_STYLE); K(KVC_MEM_PLAIN);
     K(KVC_MEM_PINNED); K(KVC_MEM_NUMA); K(KVC_MEM_SHARED); K(KVC_MEM_HUGEPAGE); K(KVC_MEM_DEVICE_FILE); K(KVC_MEM_TARGET_LOCAL);
     K(KVC_MEM_TARGET_NODE); K(KVC_MEM_TARGET_PCI); K(KVC_MEM_POLICY_PREFERRED); K(KVC_MEM_POLICY_STRICT);
     K(KVC_MEM_PARAM_KIND); K(KVC_MEM_PARAM_TARGET); K(KVC_MEM_PARAM_POLICY); K(KVC_MEM_PARAM_NAME);

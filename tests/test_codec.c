@@ -446,6 +446,255 @@ Test(codec, magic_and_version)
     kvc_context_destroy(ctx);
 }
 
+/* ---- kvc_container_probe: the one reader of the header outside the full parse ---- */
+
+/* A small container of another kind: coder, key scaling, head split, layout. */
+static uint8_t *kind_container(kvc_context_t *ctx, kvc_codec_coder_t coder, int channel_keys, int heads_unknown, int mla,
+                               size_t *len)
+{
+    uint16_t kv[2 * 2 * 40 * 6];
+    synth(kv, KVC_DTYPE_F16, sizeof(kv) / 2, 5);
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, 2, 40, heads_unknown ? 1 : 2, heads_unknown ? 6 : 3);
+    p.field_mask = KVC_CODEC_PARAM_WINDOW | KVC_CODEC_PARAM_CODER;
+    p.window_tokens = 16;
+    p.coder = coder;
+    if (channel_keys) {
+        p.field_mask |= KVC_CODEC_PARAM_KEY_SCALING;
+        p.key_scaling = KVC_CODEC_SCALE_CHANNEL;
+    }
+    if (heads_unknown) p.field_mask |= KVC_CODEC_PARAM_HEADS_UNKNOWN;
+    if (mla) {
+        p.layout = KVC_CODEC_MLA;
+        p.num_heads = 1;
+        p.head_size = 6;
+    }
+    uint8_t *buf;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, len), KVC_OK, "%s", kvc_last_error());
+    return buf;
+}
+
+/* The probe says what inspect says of the header and META. */
+static void assert_probe_matches_inspect(const uint8_t *buf, size_t len, const char *what)
+{
+    kvc_container_info_t pi;
+    kvc_codec_info_t ci;
+    cr_assert_eq(kvc_container_probe(buf, len, &pi), KVC_OK, "%s: %s", what, kvc_last_error());
+    cr_assert_eq(kvc_codec_inspect(buf, len, &ci), KVC_OK, "%s", what);
+    cr_assert_eq(pi.kind, KVC_CONTAINER_ONE, "%s", what);
+    cr_assert_eq(pi.version_major, ci.version_major, "%s", what);
+    cr_assert_eq(pi.version_minor, ci.version_minor, "%s", what);
+    cr_assert_eq(pi.header_bytes, (size_t)KVC_CONTAINER_HEADER_BYTES, "%s", what);
+    cr_assert_eq(pi.container_bytes, (uint64_t)len, "%s", what);
+    cr_assert_eq(pi.needed_bytes, (uint64_t)len, "%s", what);
+    cr_assert_eq(pi.coder, ci.coder, "%s", what);
+    cr_assert_eq(pi.raw_cdf, ci.raw_cdf, "%s", what);
+    cr_assert_eq(pi.heads_known, ci.heads_known, "%s", what);
+    cr_assert_eq(pi.key_scaling, ci.key_scaling, "%s", what);
+    cr_assert_eq(pi.meta, 1, "%s", what);
+    cr_assert_eq(pi.dtype, ci.dtype, "%s", what);
+    cr_assert_eq(pi.layout, ci.layout, "%s", what);
+    cr_assert_eq(pi.planes, ci.planes, "%s", what);
+    cr_assert_eq(pi.num_layers, ci.num_layers, "%s", what);
+    cr_assert_eq(pi.num_tokens, ci.num_tokens, "%s", what);
+    cr_assert_eq(pi.num_heads, ci.num_heads, "%s", what);
+    cr_assert_eq(pi.head_size, ci.head_size, "%s", what);
+    cr_assert_eq(pi.window_tokens, ci.window_tokens, "%s", what);
+    cr_assert_eq(pi.num_windows, ci.num_windows, "%s", what);
+    cr_assert_eq(pi.cdf_bins, ci.cdf_bins, "%s", what);
+    cr_assert_eq(pi.flags, rd32(buf + 12), "%s", what);
+}
+
+Test(codec, probe_says_each_kind)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len;
+    uint8_t *buf = small_container(ctx, &len);
+    assert_probe_matches_inspect(buf, len, "ac");
+    kvc_container_info_t pi;
+    cr_assert_eq(kvc_container_probe(buf, len, &pi), KVC_OK);
+    cr_assert_eq(pi.version_minor, 0u);
+    cr_assert_eq(pi.flags, 0u);
+    cr_assert_eq(pi.coder, KVC_CODER_AC);
+    cr_assert_eq(pi.num_tokens, 40u);
+    struct { kvc_codec_coder_t coder; int channel, unknown, mla; uint32_t flags; const char *what; } kinds[] = {
+        { KVC_CODER_RANS, 0, 0, 0, 8u | 16u | 32u, "rans" },
+        { KVC_CODER_AC, 1, 0, 0, 4u, "per-channel keys" },
+        { KVC_CODER_AC, 0, 1, 0, 2u, "head split unknown" },
+        { KVC_CODER_AC, 0, 0, 1, 0u, "MLA" },
+    };
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        size_t n;
+        uint8_t *b = kind_container(ctx, kinds[k].coder, kinds[k].channel, kinds[k].unknown, kinds[k].mla, &n);
+        assert_probe_matches_inspect(b, n, kinds[k].what);
+        cr_assert_eq(kvc_container_probe(b, n, &pi), KVC_OK);
+        cr_assert_eq(pi.flags, kinds[k].flags, "%s", kinds[k].what);
+        kvc_codec_free(b);
+    }
+    /* A stream: two containers back to back; the probe describes the first. */
+    uint8_t *two = malloc(2 * len);
+    memcpy(two, buf, len);
+    memcpy(two + len, buf, len);
+    cr_assert_eq(kvc_container_probe(two, 2 * len, &pi), KVC_OK);
+    cr_assert_eq(pi.kind, KVC_CONTAINER_STREAM);
+    cr_assert_eq(pi.container_bytes, (uint64_t)len);
+    cr_assert_eq(pi.meta, 1);
+    /* Part of one: the header alone, the header and a cut META, the header and META. */
+    const size_t meta_end = 48 + 16 + rd32(buf + 48 + 8);
+    for (size_t n = KVC_CONTAINER_HEADER_BYTES; n < len; n++) {
+        cr_assert_eq(kvc_container_probe(buf, n, &pi), KVC_OK, "%zu bytes: %s", n, kvc_last_error());
+        cr_assert_eq(pi.kind, KVC_CONTAINER_PART, "%zu bytes", n);
+        cr_assert_eq(pi.container_bytes, (uint64_t)len, "%zu bytes", n);
+        cr_assert_eq(pi.needed_bytes, (uint64_t)len, "%zu bytes", n);
+        cr_assert_eq(pi.meta, n >= meta_end, "%zu bytes", n);
+    }
+    free(two);
+    kvc_codec_free(buf);
+    kvc_context_destroy(ctx);
+}
+
+/* The probe reads no more than KVC_CONTAINER_PROBE_BYTES: that prefix of a large container, in a
+ * buffer of exactly that size (a read past it is a sanitizer's error), has the whole META. */
+Test(codec, probe_reads_at_most_probe_bytes)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t nl, t, nh, hs, len;
+    uint16_t *kv = real_kv(&nl, &t, &nh, &hs);
+    kvc_codec_params_t p = params_for(KVC_DTYPE_F16, nl, t, nh, hs);
+    uint8_t *buf;
+    cr_assert_eq(kvc_codec_encode(ctx, &p, kv, &buf, &len), KVC_OK);
+    cr_assert_gt(len, (size_t)KVC_CONTAINER_PROBE_BYTES);
+    uint8_t *head = malloc(KVC_CONTAINER_PROBE_BYTES);
+    memcpy(head, buf, KVC_CONTAINER_PROBE_BYTES);
+    kvc_container_info_t pi;
+    cr_assert_eq(kvc_container_probe(head, KVC_CONTAINER_PROBE_BYTES, &pi), KVC_OK, "%s", kvc_last_error());
+    cr_assert_eq(pi.kind, KVC_CONTAINER_PART);
+    cr_assert_eq(pi.container_bytes, (uint64_t)len);
+    cr_assert_eq(pi.meta, 1);
+    cr_assert_eq(pi.num_tokens, t);
+    cr_assert_eq(pi.num_layers, nl);
+    free(head);
+    kvc_codec_free(buf);
+    free(kv);
+    kvc_context_destroy(ctx);
+}
+
+/* A copy of good with header bytes [at, at + n) set to v, its header checksum resealed. */
+static uint8_t *header_edit(const uint8_t *good, size_t len, size_t at, const void *v, size_t n)
+{
+    uint8_t *b = malloc(len);
+    memcpy(b, good, len);
+    memcpy(b + at, v, n);
+    wr32(b + 44, (uint32_t)crc32(0, b, 44));
+    return b;
+}
+
+/* Each error with its exact status, the kind and the sizes the probe could still say, and the
+ * same status from inspect for the whole container. */
+static void assert_probe_error(const uint8_t *b, size_t len, kvc_status_t want, kvc_container_kind_t kind, const char *what)
+{
+    kvc_container_info_t pi;
+    cr_assert_eq(kvc_container_probe(b, len, &pi), want, "%s: %s", what, kvc_last_error());
+    cr_assert_eq(pi.kind, kind, "%s", what);
+    cr_assert_eq(pi.meta, 0, "%s", what);
+    kvc_codec_info_t ci;
+    cr_assert_eq(kvc_codec_inspect(b, len, &ci), want, "%s: inspect", what);
+}
+
+Test(codec, probe_errors_have_exact_statuses)
+{
+    kvc_context_t *ctx = kvc_test_cpu_context();
+    size_t len;
+    uint8_t *good = small_container(ctx, &len);
+    kvc_container_info_t pi;
+    cr_assert_eq(kvc_container_probe(good, len, NULL), KVC_ERR_INVALID_ARG);
+    cr_assert_eq(kvc_container_probe(NULL, 1, &pi), KVC_ERR_INVALID_ARG);
+    /* A header cut short, at every length: the magic's bytes as far as they go, then the rest. */
+    for (size_t n = 0; n < KVC_CONTAINER_HEADER_BYTES; n++) {
+        cr_assert_eq(kvc_container_probe(n ? good : NULL, n, &pi), KVC_ERR_CORRUPT, "%zu bytes", n);
+        cr_assert_eq(pi.kind, n < 8 ? KVC_CONTAINER_NONE : KVC_CONTAINER_INVALID, "%zu bytes", n);
+        cr_assert_eq(pi.needed_bytes, (uint64_t)KVC_CONTAINER_HEADER_BYTES, "%zu bytes", n);
+        cr_assert_eq(pi.container_bytes, 0u, "%zu bytes", n);
+    }
+    /* Another magic, any of its bytes, also in fewer bytes than the header */
+    for (size_t i = 0; i < 8; i++) {
+        uint8_t *b = malloc(len);
+        memcpy(b, good, len);
+        b[i] ^= 0x20;
+        assert_probe_error(b, len, KVC_ERR_CORRUPT, KVC_CONTAINER_NONE, "magic");
+        cr_assert_eq(kvc_container_probe(b, i + 1, &pi), KVC_ERR_CORRUPT);
+        cr_assert_eq(pi.kind, KVC_CONTAINER_NONE);
+        cr_assert_eq(pi.needed_bytes, 0u);
+        free(b);
+    }
+    /* The header's checksum, and a field changed without it */
+    for (size_t i = 8; i < 48; i++) {
+        uint8_t *b = malloc(len);
+        memcpy(b, good, len);
+        b[i] ^= 0x01;
+        assert_probe_error(b, len, KVC_ERR_CORRUPT, KVC_CONTAINER_INVALID, "header checksum");
+        free(b);
+    }
+    /* Each field, checksum resealed */
+    const uint8_t two[2] = { 2, 0 }, seven[2] = { 7, 0 }, four[2] = { 4, 0 }, one = 1;
+    const uint8_t flag40[4] = { 0x40, 0, 0, 0 }, index_only[4] = { 32, 0, 0, 0 }, hdr49[4] = { 49, 0, 0, 0 },
+                  sec4[4] = { 4, 0, 0, 0 }, small[8] = { 100 };
+    struct { size_t at; const void *v; size_t n; kvc_status_t st; const char *what; } edits[] = {
+        { 8, two, 2, KVC_ERR_VERSION, "major version 2" },
+        { 12, flag40, 4, KVC_ERR_CORRUPT, "an unknown flag at format 1.0" },
+        { 12, index_only, 4, KVC_ERR_CORRUPT, "a format 1.4 flag at format 1.0" },
+        { 16, hdr49, 4, KVC_ERR_CORRUPT, "header size 49" },
+        { 20, sec4, 4, KVC_ERR_CORRUPT, "4 sections" },
+        { 24, small, 8, KVC_ERR_CORRUPT, "a total of 100 bytes" },
+    };
+    for (size_t k = 0; k < sizeof(edits) / sizeof(edits[0]); k++) {
+        uint8_t *b = header_edit(good, len, edits[k].at, edits[k].v, edits[k].n);
+        assert_probe_error(b, len, edits[k].st, KVC_CONTAINER_INVALID, edits[k].what);
+        free(b);
+    }
+    for (size_t i = 32; i < 44; i++) {
+        uint8_t *b = header_edit(good, len, i, &one, 1);
+        assert_probe_error(b, len, KVC_ERR_CORRUPT, KVC_CONTAINER_INVALID, "a reserved byte");
+        free(b);
+    }
+    /* The version is said with KVC_ERR_VERSION; a newer minor is read, and its unknown flags are
+     * KVC_ERR_VERSION; a minor too old for the flags stays corrupt */
+    uint8_t *b = header_edit(good, len, 8, two, 2);
+    cr_assert_eq(kvc_container_probe(b, len, &pi), KVC_ERR_VERSION);
+    cr_assert_eq(pi.version_major, 2u);
+    cr_assert_eq(pi.container_bytes, (uint64_t)len); /* the checksum passed: the header's size stands */
+    b[44] ^= 1;
+    cr_assert_eq(kvc_container_probe(b, len, &pi), KVC_ERR_CORRUPT);
+    cr_assert_eq(pi.version_major, 0u); /* nothing from a header that fails its checksum */
+    cr_assert_eq(pi.container_bytes, 0u);
+    free(b);
+    b = header_edit(good, len, 10, seven, 2);
+    cr_assert_eq(kvc_container_probe(b, len, &pi), KVC_OK);
+    cr_assert_eq(pi.version_minor, 7u);
+    memcpy(b + 12, flag40, 4);
+    wr32(b + 44, (uint32_t)crc32(0, b, 44));
+    assert_probe_error(b, len, KVC_ERR_VERSION, KVC_CONTAINER_INVALID, "an unknown flag at format 1.7");
+    free(b);
+    b = header_edit(good, len, 10, four, 2);
+    memcpy(b + 12, index_only, 4);
+    wr32(b + 44, (uint32_t)crc32(0, b, 44));
+    assert_probe_error(b, len, KVC_ERR_CORRUPT, KVC_CONTAINER_INVALID, "the CDF index without rANS");
+    free(b);
+    /* A damaged META: the header's facts stand, the status is the parse's */
+    b = malloc(len);
+    memcpy(b, good, len);
+    b[48 + 16] ^= 0x01;
+    assert_probe_error(b, len, KVC_ERR_CORRUPT, KVC_CONTAINER_ONE, "META checksum");
+    cr_assert_eq(kvc_container_probe(b, len, &pi), KVC_ERR_CORRUPT);
+    cr_assert_eq(pi.container_bytes, (uint64_t)len);
+    b[48 + 16] ^= 0x01;
+    wr32(b + 48, 2); /* SCALES where META belongs: damage, even in bytes cut before META ends */
+    cr_assert_eq(kvc_container_probe(b, 48 + 16 + 1, &pi), KVC_ERR_CORRUPT);
+    cr_assert_eq(pi.kind, KVC_CONTAINER_PART);
+    free(b);
+    kvc_codec_free(good);
+    kvc_context_destroy(ctx);
+}
+
 /* Every META field set to an inconsistent value, with valid checksums: field validation rejects it. */
 Test(codec, every_meta_field_validated)
 {

@@ -291,6 +291,10 @@ Test(lmcache, a_cdf_not_made_from_counts_is_kept_verbatim)
     kvc_codec_info_t info;
     cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_OK);
     cr_assert_eq(info.raw_cdf, 1);
+    kvc_container_info_t pi; /* the probe tells an LMCache import from the header */
+    cr_assert_eq(kvc_container_probe(buf, len, &pi), KVC_OK);
+    cr_assert_eq(pi.raw_cdf, 1);
+    cr_assert_eq(pi.flags & 1u, 1u);
     uint16_t *dec = malloc(info.original_bytes);
     cr_assert_eq(kvc_codec_decode(ctx, buf, len, dec, info.original_bytes, NULL), KVC_OK, "%s", kvc_last_error());
     assert_dequantised(&o, dec);

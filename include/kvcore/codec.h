@@ -118,6 +118,52 @@ typedef struct kvc_codec_info {
     kvc_codec_coder_t coder;   /* the coder of its streams */
 } kvc_codec_info_t;
 
+/* ---- Probing bytes --------------------------------------------------------------------------------
+ * What a buffer's first bytes are, from the container header (docs/FORMAT.md "Header") and, when it
+ * is in the bytes, META, without reading the other sections: for telling a file's type, sizing a
+ * read from a pipe, or walking a stream (.kvcs) container by container. */
+#define KVC_CONTAINER_HEADER_BYTES 48   /* the header: what the probe needs to say more than the magic */
+#define KVC_CONTAINER_PROBE_BYTES 8288  /* the most the probe reads: the header and the largest META section */
+
+typedef enum kvc_container_kind {
+    KVC_CONTAINER_NONE = 0,    /* not a container: another magic, or fewer bytes than the magic's 8 */
+    KVC_CONTAINER_INVALID = 1, /* the magic, with a header cut short or failing a check (the status says which) */
+    KVC_CONTAINER_PART = 2,    /* a valid header; the bytes end before its total size (needed_bytes) */
+    KVC_CONTAINER_ONE = 3,     /* a valid header whose total size is exactly len */
+    KVC_CONTAINER_STREAM = 4,  /* a valid header and more bytes after its container: a stream, or trailing data */
+} kvc_container_kind_t;
+
+typedef struct kvc_container_info {
+    kvc_container_kind_t kind;
+    /* version and total size: as the header says them once its checksum passes (also when a
+     * later check fails: KVC_ERR_VERSION, a reserved byte, ...) */
+    unsigned version_major, version_minor;
+    uint32_t flags;            /* the header's flag bits (docs/FORMAT.md) */
+    size_t header_bytes;       /* the header's size (KVC_CONTAINER_HEADER_BYTES) */
+    uint64_t container_bytes;  /* the first container's total size */
+    uint64_t needed_bytes;     /* bytes to have: the header's with fewer, else container_bytes; 0 for NONE */
+    kvc_codec_coder_t coder;   /* of its streams */
+    int raw_cdf;               /* the CDF is LMCache's table (imported with kvc_codec_import_lmcache) */
+    int heads_known;           /* as kvc_codec_info_t */
+    kvc_codec_scaling_t key_scaling;
+    int meta;                  /* 1: the whole META section was in the bytes and valid; the fields below are set */
+    kvc_dtype_t dtype;
+    kvc_codec_layout_t layout;
+    size_t planes, num_layers, num_tokens, num_heads, head_size;
+    uint32_t window_tokens, num_windows, cdf_bins;
+} kvc_container_info_t;
+
+/* Describe the container that buf[0, len) starts with, reading at most KVC_CONTAINER_PROBE_BYTES:
+ * the magic, the header (its checksum and every check kvc_codec_inspect makes of it, but the total
+ * size, which may be more or less than len: kind) and, when all of it is in the bytes, META. info is
+ * filled as far as the bytes were read, also on an error. KVC_ERR_INVALID_ARG: info NULL, or buf
+ * NULL with len > 0. KVC_ERR_CORRUPT: another magic (kind NONE), fewer bytes than the header
+ * (needed_bytes = KVC_CONTAINER_HEADER_BYTES), a header checksum mismatch, unexpected header sizes,
+ * a total size smaller than a header and five sections, a non-zero reserved byte, flags that are
+ * unknown (at a minor version this kvcore reads) or inconsistent, a damaged META. KVC_ERR_VERSION:
+ * another major version, or a newer minor that sets flags this kvcore does not know. */
+KVC_API kvc_status_t kvc_container_probe(const void *buf, size_t len, kvc_container_info_t *info);
+
 /* Per (plane, layer) statistics of a container: coded bits per symbol and the empirical entropy of
  * the symbols (from the stored counts), both averaged over the layer's channels. */
 typedef struct kvc_codec_layer_stats {

@@ -230,6 +230,20 @@ class CodecInfo(C.Structure):
                 ("coder", C.c_int)]
 
 
+CONTAINER_HEADER_BYTES, CONTAINER_PROBE_BYTES = 48, 8288
+CONTAINER_NONE, CONTAINER_INVALID, CONTAINER_PART, CONTAINER_ONE, CONTAINER_STREAM = 0, 1, 2, 3, 4
+
+
+class ContainerInfo(C.Structure):
+    _fields_ = [("kind", C.c_int), ("version_major", C.c_uint), ("version_minor", C.c_uint), ("flags", C.c_uint32),
+                ("header_bytes", C.c_size_t), ("container_bytes", C.c_uint64), ("needed_bytes", C.c_uint64),
+                ("coder", C.c_int), ("raw_cdf", C.c_int), ("heads_known", C.c_int), ("key_scaling", C.c_int),
+                ("meta", C.c_int), ("dtype", C.c_int), ("layout", C.c_int), ("planes", C.c_size_t),
+                ("num_layers", C.c_size_t), ("num_tokens", C.c_size_t), ("num_heads", C.c_size_t),
+                ("head_size", C.c_size_t), ("window_tokens", C.c_uint32), ("num_windows", C.c_uint32),
+                ("cdf_bins", C.c_uint32)]
+
+
 # ---------------------------------------------------------------- rope.h
 ROPE_NEOX, ROPE_GPTJ = 0, 1
 ROPE_PARAM_STYLE = 1
@@ -353,7 +367,8 @@ STRUCTS = {
     "kvc_quant_params_t": QuantParams, "kvc_rope_params_t": RopeParams,
     "kvc_rans_tables_params_t": RansTablesParams, "kvc_rans_encode_params_t": RansEncodeParams,
     "kvc_rans_decode_params_t": RansDecodeParams,
-    "kvc_codec_params_t": CodecParams, "kvc_codec_info_t": CodecInfo, "kvc_rope_keys_t": RopeKeys,
+    "kvc_codec_params_t": CodecParams, "kvc_codec_info_t": CodecInfo, "kvc_container_info_t": ContainerInfo,
+    "kvc_rope_keys_t": RopeKeys,
     "kvc_rope_table_t": RopeTable, "kvc_completion_record_t": CompletionRecord, "kvc_str_meta_t": StrMeta,
     "kvc_int_meta_t": IntMeta, "kvc_event_record_t": EventRecord, "kvc_mem_params_t": MemParams,
     "kvc_mem_report_t": MemReport,
@@ -387,6 +402,9 @@ CONSTANTS = dict(
     KVC_CODEC_PARAM_BITS=CODEC_PARAM_BITS, KVC_CODEC_PARAM_CODER=CODEC_PARAM_CODER,
     KVC_CODER_AC=CODER_AC, KVC_CODER_RANS=CODER_RANS,
     KVC_CODEC_SCALE_TOKEN=CODEC_SCALE_TOKEN, KVC_CODEC_SCALE_CHANNEL=CODEC_SCALE_CHANNEL,
+    KVC_CONTAINER_HEADER_BYTES=CONTAINER_HEADER_BYTES, KVC_CONTAINER_PROBE_BYTES=CONTAINER_PROBE_BYTES,
+    KVC_CONTAINER_NONE=CONTAINER_NONE, KVC_CONTAINER_INVALID=CONTAINER_INVALID, KVC_CONTAINER_PART=CONTAINER_PART,
+    KVC_CONTAINER_ONE=CONTAINER_ONE, KVC_CONTAINER_STREAM=CONTAINER_STREAM,
     KVC_ROPE_NEOX=ROPE_NEOX, KVC_ROPE_GPTJ=ROPE_GPTJ, KVC_ROPE_PARAM_STYLE=ROPE_PARAM_STYLE,
     KVC_MEM_PLAIN=MEM_PLAIN, KVC_MEM_PINNED=MEM_PINNED, KVC_MEM_NUMA=MEM_NUMA, KVC_MEM_SHARED=MEM_SHARED,
     KVC_MEM_HUGEPAGE=MEM_HUGEPAGE, KVC_MEM_DEVICE_FILE=MEM_DEVICE_FILE, KVC_MEM_TARGET_LOCAL=MEM_TARGET_LOCAL, KVC_MEM_TARGET_NODE=MEM_TARGET_NODE,
@@ -454,6 +472,7 @@ PROTOTYPES = {
     "kvc_codec_level_params": (_S, [C.c_int, C.POINTER(CodecParams), _P]),
     "kvc_version_string": (C.c_char_p, []),
     "kvc_codec_inspect": (_S, [_P, _Z, C.POINTER(CodecInfo)]),
+    "kvc_container_probe": (_S, [_P, _Z, C.POINTER(ContainerInfo)]),
     "kvc_codec_decode": (_S, [_P, _P, _Z, _P, _Z, C.POINTER(CodecInfo)]),
     "kvc_rope_k_fused": (_S, [_P, _P, C.POINTER(RopeKeys), _P, _P, C.POINTER(RopeTable), C.POINTER(RopeParams)]),
     "kvc_rope_cache_build": (_S, [_P, _P, C.POINTER(RopeTable), C.c_double]),

@@ -15,19 +15,9 @@
 #include <omp.h>
 #endif
 
-#include "checksum.h"
 #include "common/checked.h"
 #include "container.h"
 #include "log.h"
-
-static uint64_t le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t le32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
 
 
 /* Chunks in flight: min(threads, 4, chunks). Each is coded by one thread of an outer team; the
@@ -193,10 +183,12 @@ static kvc_status_t read_container(kvc_codec_bytes_read_fn read, void *user, siz
         return kvc_error(KVC_ERR_CORRUPT, "codec stream: %s after %zu chunks (%zu of %d header bytes)",
                          got ? "truncated container header" : "empty stream", index, got, KVC_CONTAINER_HEADER_BYTES);
     /* The total size decides an allocation: trust it only from a header that checks out. */
-    if (memcmp(hdr, KVC_CONTAINER_MAGIC, 8) != 0 || kvc_crc32(hdr, 44) != le32(hdr + 44))
+    kvc_container_info_t ci;
+    if ((st = kvc_container_probe(hdr, sizeof(hdr), &ci)) == KVC_ERR_VERSION) return st;
+    if (st != KVC_OK)
         return kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu has no valid container header (magic or CRC)", index);
-    const uint64_t total = le64(hdr + 24);
-    if (total < KVC_CONTAINER_HEADER_BYTES || total > SIZE_MAX / 2)
+    const uint64_t total = ci.container_bytes;
+    if (total > SIZE_MAX / 2)
         return kvc_error(KVC_ERR_CORRUPT, "codec stream: chunk %zu claims %llu bytes", index, (unsigned long long)total);
     if (total > s->in_cap) {
         void *nb = realloc(s->in, (size_t)total);

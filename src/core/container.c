@@ -393,10 +393,14 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
 /* STREAMS sections from this size get their checksum on a second thread (kvc_container_parse_mt). */
 #define CRC_AHEAD_MIN (32u << 10)
 
-static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t *c)
+/* The smallest container: a header and five empty section headers (no valid one is that small). */
+#define MIN_CONTAINER_BYTES (KVC_CONTAINER_HEADER_BYTES + 5 * KVC_CONTAINER_SECTION_BYTES)
+
+/* The header's checks after its magic and length, shared by the parse and the probe so that both
+ * accept the same headers. exact: the total size must be len (a parse); else (a probe, whose bytes
+ * may end before the container or go past it) at least MIN_CONTAINER_BYTES. */
+static kvc_status_t check_header(const uint8_t *buf, size_t len, int exact, kvc_container_t *c)
 {
-    if (len < KVC_CONTAINER_HEADER_BYTES) return kvc_error(KVC_ERR_CORRUPT, "container of %zu bytes is shorter than its header", len);
-    if (memcmp(buf, KVC_CONTAINER_MAGIC, 8)) return kvc_error(KVC_ERR_CORRUPT, "not a kvcore container (bad magic)");
     if (get_u32(buf + 44) != crc(buf, 44)) return kvc_error(KVC_ERR_CORRUPT, "container header checksum mismatch");
     const unsigned major = get_u16(buf + 8);
     if (major != KVC_CONTAINER_VERSION_MAJOR)
@@ -405,8 +409,10 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
     if (get_u32(buf + 16) != KVC_CONTAINER_HEADER_BYTES || get_u32(buf + 20) != 5)
         return kvc_error(KVC_ERR_CORRUPT, "container header has unexpected sizes");
     const uint64_t total = get_u64(buf + 24);
-    if (total != len)
+    if (exact && total != len)
         return kvc_error(KVC_ERR_CORRUPT, "container says %llu bytes, %zu given (truncated or padded)", (unsigned long long)total, len);
+    if (!exact && total < MIN_CONTAINER_BYTES)
+        return kvc_error(KVC_ERR_CORRUPT, "container says %llu bytes, fewer than its header and sections", (unsigned long long)total);
     for (unsigned i = 32; i < 44; i++)
         if (buf[i]) return kvc_error(KVC_ERR_CORRUPT, "container header reserved byte %u is 0x%02x, must be 0", i, buf[i]);
     c->flags = get_u32(buf + 12);
@@ -438,6 +444,13 @@ static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t
     if ((c->flags & KVC_CONTAINER_FLAG_RANS) && (c->flags & KVC_CONTAINER_FLAG_RAW_CDF))
         return kvc_error(KVC_ERR_CORRUPT, "container has rANS streams with a raw CDF table (flags 0x%x)", c->flags);
     return KVC_OK;
+}
+
+static kvc_status_t parse_header(const uint8_t *buf, size_t len, kvc_container_t *c)
+{
+    if (len < KVC_CONTAINER_HEADER_BYTES) return kvc_error(KVC_ERR_CORRUPT, "container of %zu bytes is shorter than its header", len);
+    if (memcmp(buf, KVC_CONTAINER_MAGIC, 8)) return kvc_error(KVC_ERR_CORRUPT, "not a kvcore container (bad magic)");
+    return check_header(buf, len, 1, c);
 }
 
 /* Next section: checks type, bounds and checksum; returns its payload. */
@@ -529,6 +542,72 @@ kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_contai
     const uint8_t *m;
     st = next_section(buf, len, &pos, KVC_SECTION_META, &m, &n);
     return st != KVC_OK ? st : parse_meta(m, n, c);
+}
+
+/* The probe reads at most the header and the largest META (32 bytes and the bins). */
+_Static_assert(KVC_CONTAINER_PROBE_BYTES == KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + 32 +
+                                               sizeof(((kvc_container_t *)0)->bins),
+               "KVC_CONTAINER_PROBE_BYTES is the header and the largest META section");
+
+/* The probe: the magic on as many bytes as there are, then the parse's header checks, then META
+ * when the whole section is in the bytes (a section cut short is left to the parse). */
+KVC_API kvc_status_t kvc_container_probe(const void *bytes, size_t len, kvc_container_info_t *info)
+{
+    if (!info || (!bytes && len)) return kvc_error(KVC_ERR_INVALID_ARG, "container probe: buf (with len > 0) and info must not be NULL");
+    memset(info, 0, sizeof(*info));
+    const uint8_t *buf = bytes;
+    if (len && memcmp(buf, KVC_CONTAINER_MAGIC, len < 8 ? len : 8))
+        return kvc_error(KVC_ERR_CORRUPT, "not a kvcore container (bad magic)");
+    if (len >= 8) info->kind = KVC_CONTAINER_INVALID;
+    if (len < KVC_CONTAINER_HEADER_BYTES) {
+        info->needed_bytes = KVC_CONTAINER_HEADER_BYTES;
+        return kvc_error(KVC_ERR_CORRUPT, "container of %zu bytes is shorter than its header", len);
+    }
+    kvc_container_t *c = calloc(1, sizeof(*c));
+    if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "container probe: no memory");
+    const uint64_t total = get_u64(buf + 24);
+    if (get_u32(buf + 44) == crc(buf, 44)) { /* what the header says, also when a check fails next */
+        info->version_major = get_u16(buf + 8);
+        info->version_minor = get_u16(buf + 10);
+        info->container_bytes = total;
+    }
+    kvc_status_t st = check_header(buf, len, 0, c);
+    if (st != KVC_OK) goto done;
+    info->kind = total > len ? KVC_CONTAINER_PART : total == len ? KVC_CONTAINER_ONE : KVC_CONTAINER_STREAM;
+    info->flags = c->flags;
+    info->header_bytes = KVC_CONTAINER_HEADER_BYTES;
+    info->needed_bytes = total;
+    info->coder = c->flags & KVC_CONTAINER_FLAG_RANS ? KVC_CODER_RANS : KVC_CODER_AC;
+    info->raw_cdf = !!(c->flags & KVC_CONTAINER_FLAG_RAW_CDF);
+    info->heads_known = !(c->flags & KVC_CONTAINER_FLAG_NO_HEADS);
+    info->key_scaling = c->flags & KVC_CONTAINER_FLAG_CHANNEL_KEYS ? KVC_CODEC_SCALE_CHANNEL : KVC_CODEC_SCALE_TOKEN;
+    const size_t end = total < len ? (size_t)total : len; /* the first container's bytes only */
+    const uint8_t *h = buf + KVC_CONTAINER_HEADER_BYTES;
+    if (end - KVC_CONTAINER_HEADER_BYTES < KVC_CONTAINER_SECTION_BYTES) goto done;
+    /* In bytes cut before the container's end, a META that goes past them is not damage (a wrong
+     * section type is, and a size no META has) */
+    const uint64_t meta_n = get_u64(h + 8);
+    if (total > len && get_u32(h) == KVC_SECTION_META && meta_n <= KVC_CONTAINER_PROBE_BYTES - KVC_CONTAINER_HEADER_BYTES - KVC_CONTAINER_SECTION_BYTES &&
+        meta_n > end - KVC_CONTAINER_HEADER_BYTES - KVC_CONTAINER_SECTION_BYTES)
+        goto done;
+    size_t pos = KVC_CONTAINER_HEADER_BYTES, n;
+    const uint8_t *m;
+    if ((st = next_section(buf, end, &pos, KVC_SECTION_META, &m, &n)) != KVC_OK || (st = parse_meta(m, n, c)) != KVC_OK)
+        goto done;
+    info->meta = 1;
+    info->dtype = (kvc_dtype_t)c->dtype;
+    info->layout = c->layout == KVC_CT_LAYOUT_MLA ? KVC_CODEC_MLA : KVC_CODEC_KV_2LTD;
+    info->planes = c->kvs;
+    info->num_layers = c->num_layers;
+    info->num_tokens = c->num_tokens;
+    info->num_heads = c->num_heads;
+    info->head_size = c->head_size;
+    info->window_tokens = c->window_tokens;
+    info->num_windows = c->num_windows;
+    info->cdf_bins = c->cdf_bins;
+done:
+    free(c);
+    return st;
 }
 
 /* SCALES and CDF, in order: the scales checked, a raw CDF checked, the coded counts' parts found

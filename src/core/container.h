@@ -7,13 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <kvcore/codec.h>
 #include <kvcore/status.h>
 #include <kvcore/types.h>
 
 #define KVC_CONTAINER_MAGIC "\x89KVC\r\n\x1a\n"
 #define KVC_CONTAINER_VERSION_MAJOR 1
 #define KVC_CONTAINER_VERSION_MINOR 4 /* the newest minor this kvcore reads and writes */
-#define KVC_CONTAINER_HEADER_BYTES 48
+/* KVC_CONTAINER_HEADER_BYTES and the probe: <kvcore/codec.h> */
 #define KVC_CONTAINER_SECTION_BYTES 16
 #define KVC_CONTAINER_MAX_BINS 64
 #define KVC_CONTAINER_FLAG_RAW_CDF 1u /* CDF stored as LMCache's uint16 table (imported streams) */
