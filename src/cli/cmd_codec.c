@@ -806,13 +806,6 @@ static int write_tensors(const char *out, cli_format_t fmt, const kvc_named_tens
 
 /* ---- streams: a file of several containers (kvcore encode --chunk-tokens) */
 
-static uint64_t get_le(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = v << 8 | p[i];
-    return v;
-}
-
 /* Where a stream's bytes are: a regular file (read in place with pread, so memory holds a few
  * chunks whatever its size) or memory (standard input, a pipe, a device: read fully first). */
 typedef struct {
@@ -832,30 +825,66 @@ static int src_pread(const stream_src_t *s, void *buf, size_t n, uint64_t off)
     return pread(s->fd, buf, n, (off_t)off) == (ssize_t)n;
 }
 
-/* The whole stream's token count, from each container's META (at 48 + 16; T at META + 8), so the
- * .npy header can be written first. Damage is left to the decoder to report; 0 here only means
- * the walk did not reach the end cleanly, at byte *stop (a cut container or trailing bytes). */
-static size_t stream_tokens(const stream_src_t *s, uint64_t *stop)
+/* Where a walk over a stream's headers stopped: at byte stop, after `chunks` whole containers;
+ * st KVC_OK: a cut container or trailing bytes, else the probe's status for a damaged header or
+ * META (its message in kvc_last_error) and bytes that container's size when its header says it. */
+typedef struct {
+    uint64_t stop, bytes;
+    size_t chunks;
+    kvc_status_t st;
+} stream_walk_t;
+
+/* The whole stream's token count, from each container's META (kvc_container_probe), so the .npy
+ * header can be written first; 0 when the walk did not reach the end cleanly (*w says where and
+ * why). Damage the probe does not see is left to the decoder to report. */
+static size_t stream_tokens(const stream_src_t *s, stream_walk_t *w)
 {
     uint64_t off = 0, T = 0;
-    for (*stop = 0; off < s->size; *stop = off) {
-        uint8_t h[48 + 16 + 12];
-        if (!src_pread(s, h, sizeof(h), off) || memcmp(h, "\x89KVC\r\n\x1a\n", 8)) return 0;
-        const uint64_t total = get_le(h + 24, 8);
-        if (total < sizeof(h) || total > s->size - off) return 0;
-        T += get_le(h + 48 + 16 + 8, 4);
-        off += total;
+    uint8_t h[KVC_CONTAINER_PROBE_BYTES];
+    memset(w, 0, sizeof(*w));
+    for (; off < s->size; w->stop = off, w->chunks++) {
+        const size_t n = s->size - off < sizeof(h) ? (size_t)(s->size - off) : sizeof(h);
+        kvc_container_info_t ci;
+        if (!src_pread(s, h, n, off)) return 0;
+        const kvc_status_t st = kvc_container_probe(h, n, &ci);
+        if (ci.kind == KVC_CONTAINER_NONE || n < KVC_CONTAINER_HEADER_BYTES ||
+            (ci.kind != KVC_CONTAINER_INVALID && ci.container_bytes > s->size - off))
+            return 0;
+        if (st != KVC_OK) {
+            w->st = st;
+            w->bytes = ci.container_bytes;
+            return 0;
+        }
+        T += ci.num_tokens;
+        off += ci.container_bytes;
     }
     return (size_t)T;
 }
 
-/* "corrupt ...: IN: after N bytes of whole containers, M bytes that are not one (...)". */
-static int stream_cut(const char *cmd, const char *in_path, uint64_t stop, uint64_t size)
+/* A walk that stopped: "corrupt ...: IN: after N bytes of whole containers, M bytes that are not
+ * one (...)", or the damaged container's error (inspect: with its chunk and bytes, as its loop
+ * over the chunks says it). */
+static int stream_stopped(const char *cmd, const char *in_path, const stream_walk_t *w, uint64_t size)
 {
-    fprintf(stderr, "kvcore %s: %s: %s: after %llu bytes of whole containers, %llu bytes that are not a whole "
-                    "container (trailing data, or a container cut short)\n", cmd, kvc_status_string(KVC_ERR_CORRUPT),
-            in_path, (unsigned long long)stop, (unsigned long long)(size - stop));
+    if (w->st == KVC_OK)
+        fprintf(stderr, "kvcore %s: %s: %s: after %llu bytes of whole containers, %llu bytes that are not a whole "
+                        "container (trailing data, or a container cut short)\n", cmd, kvc_status_string(KVC_ERR_CORRUPT),
+                in_path, (unsigned long long)w->stop, (unsigned long long)(size - w->stop));
+    else if (strcmp(cmd, "inspect")) cli_fail(cmd, w->st);
+    else if (w->bytes)
+        fprintf(stderr, "kvcore %s: %s: %s: chunk %zu (bytes %llu to %llu): %s\n", cmd, kvc_status_string(w->st), in_path,
+                w->chunks, (unsigned long long)w->stop, (unsigned long long)(w->stop + w->bytes), kvc_last_error());
+    else
+        fprintf(stderr, "kvcore %s: %s: %s: chunk %zu (from byte %llu): %s\n", cmd, kvc_status_string(w->st), in_path,
+                w->chunks, (unsigned long long)w->stop, kvc_last_error());
     return CLI_EXIT_ERROR;
+}
+
+/* The size of the container at buf[0, len), one of a stream stream_tokens walked. */
+static size_t container_at(const uint8_t *buf, size_t len)
+{
+    kvc_container_info_t ci;
+    return kvc_container_probe(buf, len, &ci) == KVC_OK ? (size_t)ci.container_bytes : len;
 }
 
 typedef struct {
@@ -919,16 +948,17 @@ static int decode_stream_one(kvc_context_t *ctx, const decode_opts_t *o, const c
                         "place, chunk by chunk), not to safetensors or standard output\n", in_path);
         return CLI_EXIT_ERROR;
     }
-    uint64_t stop;
-    stream_dec_t d = { .src = src, .T = stream_tokens(src, &stop), .quiet = o->c.quiet || o->as_json };
-    if (!d.T && stop < src->size) return stream_cut("decode", in_path, stop, src->size);
+    stream_walk_t walk;
+    stream_dec_t d = { .src = src, .T = stream_tokens(src, &walk), .quiet = o->c.quiet || o->as_json };
+    if (!d.T && walk.stop < src->size) return stream_stopped("decode", in_path, &walk, src->size);
     /* The first container gives the array's kind; the decoder checks that every chunk matches it. */
-    uint8_t h[48];
+    uint8_t h[KVC_CONTAINER_HEADER_BYTES];
+    kvc_container_info_t ci;
     kvc_codec_info_t info;
-    kvc_status_t st = KVC_ERR_CORRUPT;
     uint8_t *first = NULL;
-    const uint64_t c0 = src_pread(src, h, sizeof(h), 0) ? get_le(h + 24, 8) : 0;
-    if (d.T && c0 >= sizeof(h) && c0 <= SIZE_MAX && (first = malloc((size_t)c0)) &&
+    const uint64_t c0 = src_pread(src, h, sizeof(h), 0) && kvc_container_probe(h, sizeof(h), &ci) == KVC_OK ? ci.container_bytes : 0;
+    kvc_status_t st = KVC_ERR_CORRUPT;
+    if (d.T && c0 && c0 <= SIZE_MAX && (first = malloc((size_t)c0)) &&
         src_pread(src, first, (size_t)c0, 0) && (st = kvc_codec_inspect(first, (size_t)c0, &info)) != KVC_OK) {
         free(first);
         return cli_fail("decode", st);
@@ -994,7 +1024,7 @@ static int decode_one(kvc_context_t *ctx, const decode_opts_t *o, const char *in
      * whether it is a stream. */
     if (strcmp(in_path, "-") && stat(in_path, &sb) == 0 && S_ISREG(sb.st_mode)) {
         const int fd = open(in_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-        uint8_t h[48];
+        uint8_t h[KVC_CONTAINER_HEADER_BYTES];
         if (fd >= 0 && fstat(fd, &sb) == 0 && pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
             cli_kvc_is_stream(h, (size_t)sb.st_size)) {
             stream_src_t src = { .fd = fd, .size = (uint64_t)sb.st_size };
@@ -1315,15 +1345,14 @@ static int inspect_stream(const char *in_path, const char *label, const uint8_t 
                           int chart, const char *svg)
 {
     const stream_src_t src = { .fd = -1, .data = buf, .size = len };
-    uint64_t stop;
-    if (!stream_tokens(&src, &stop) && stop < len) return stream_cut("inspect", label, stop, len);
-    size_t n = 0;
-    for (size_t off = 0; off < len; off += (size_t)get_le(buf + off + 24, 8)) n++;
+    stream_walk_t walk;
+    if (!stream_tokens(&src, &walk) && walk.stop < len) return stream_stopped("inspect", label, &walk, len);
+    const size_t n = walk.chunks;
     kvc_codec_info_t *ci = calloc(n, sizeof(*ci));
     if (!ci) return cli_fail("inspect", KVC_ERR_NO_MEMORY);
     size_t off = 0, T = 0, orig = 0;
     for (size_t i = 0; i < n; i++) {
-        const size_t total = (size_t)get_le(buf + off + 24, 8);
+        const size_t total = container_at(buf + off, len - off);
         kvc_status_t st = kvc_codec_inspect(buf + off, total, &ci[i]);
         if (st != KVC_OK) {
             fprintf(stderr, "kvcore inspect: %s: %s: chunk %zu (bytes %zu to %zu): %s\n", kvc_status_string(st), label, i,

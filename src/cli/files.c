@@ -16,9 +16,6 @@
 #include <kvcore.h>
 
 #define NPY_MAGIC "\x93NUMPY"
-#define KVC_MAGIC "\x89KVC\r\n\x1a\n"
-#define KVC_HEADER 48
-#define KVC_SECTION 16
 
 static uint64_t le64(const uint8_t *p)
 {
@@ -29,7 +26,9 @@ static uint64_t le64(const uint8_t *p)
 
 cli_format_t cli_sniff(const uint8_t *head, size_t n)
 {
-    if (n >= 8 && !memcmp(head, KVC_MAGIC, 8)) return CLI_FMT_KVC;
+    kvc_container_info_t ci;
+    kvc_container_probe(head, n, &ci); /* the kind: its status is the decoder's to report */
+    if (ci.kind != KVC_CONTAINER_NONE) return CLI_FMT_KVC;
     if (n >= 6 && !memcmp(head, NPY_MAGIC, 6)) return CLI_FMT_NPY;
     /* safetensors: an 8-byte header length, then the JSON header's '{' */
     if (n >= 9 && le64(head) >= 2 && le64(head) <= KVC_SAFETENSORS_MAX_HEADER && head[8] == '{')
@@ -85,34 +84,34 @@ static ssize_t append(cli_input_t *in, int fd, size_t n, size_t *cap)
     return r;
 }
 
-/* Containers from a stream, back to back (a .kvcs is a file of them): each read as its header
- * declares, so /dev/zero or an endless pipe of junk is not read without bound; after a complete
- * container, the next one if the bytes that follow start one. Bytes that do not (trailing junk, up
- * to one header's worth) and a structure that does not add up stop the read and stay in the buffer,
- * for the decoder to reject exactly as it rejects the same bytes in a regular file. */
+/* Containers from a stream, back to back (a .kvcs is a file of them): each read as far as its
+ * header (kvc_container_probe) declares, so /dev/zero or an endless pipe of junk is not read
+ * without bound; after a complete container, the next one if the bytes that follow start one.
+ * Bytes that do not (trailing junk, up to one header's worth) and a container cut short stop the
+ * read and stay in the buffer, for the decoder to reject exactly as it rejects the same bytes in a
+ * regular file. */
 static ssize_t read_container_stream(cli_input_t *in, int fd)
 {
     size_t cap = 0;
     for (;;) {
         const size_t start = in->len;
-        ssize_t r = append(in, fd, KVC_HEADER, &cap);
-        if (r < KVC_HEADER || memcmp(in->data + start, KVC_MAGIC, 8)) return r < 0 ? r : 0;
-        const uint64_t total = le64(in->data + start + 24);
-        for (uint32_t type = 1; type <= 5 && in->len - start + KVC_SECTION <= total; type++) {
-            if ((r = append(in, fd, KVC_SECTION, &cap)) < KVC_SECTION) return r < 0 ? r : 0;
-            const uint8_t *h = in->data + in->len - KVC_SECTION;
-            const uint64_t size = le64(h + 8);
-            if ((h[0] | h[1] << 8 | h[2] << 16 | (uint32_t)h[3] << 24) != type || size > total - (in->len - start))
-                return 0;
-            if ((r = append(in, fd, (size_t)size, &cap)) < 0 || (uint64_t)r < size) return r < 0 ? r : 0;
+        ssize_t r = append(in, fd, KVC_CONTAINER_HEADER_BYTES, &cap);
+        kvc_container_info_t ci;
+        if (r < 0 || kvc_container_probe(in->data + start, in->len - start, &ci) != KVC_OK) return r < 0 ? r : 0;
+        /* the rest in steps, so memory grows with the bytes that come, not with what a header claims */
+        while (in->len - start < ci.container_bytes) {
+            const uint64_t left = ci.container_bytes - (in->len - start);
+            const size_t step = left < (1u << 20) ? (size_t)left : 1u << 20;
+            if ((r = append(in, fd, step, &cap)) < 0 || (size_t)r < step) return r < 0 ? r : 0;
         }
-        if (in->len - start != total) return 0;
     }
 }
 
 int cli_kvc_is_stream(const uint8_t *data, size_t len)
 {
-    return len >= KVC_HEADER && !memcmp(data, KVC_MAGIC, 8) && le64(data + 24) < (uint64_t)len;
+    kvc_container_info_t ci;
+    return len >= KVC_CONTAINER_HEADER_BYTES && kvc_container_probe(data, KVC_CONTAINER_HEADER_BYTES, &ci) == KVC_OK &&
+           ci.container_bytes < len;
 }
 
 /* A tensor file from a stream: its type from the first bytes, then the rest to its end. */

@@ -41,7 +41,7 @@ int cli_input_load(const char *cmd, cli_input_t *in);
 void cli_input_close(cli_input_t *in);
 /* Do these bytes hold more than their first container (a stream, or a container with trailing
  * bytes, which the stream reader then rejects)? Decided from the bytes, whatever the input's type;
- * only the first 48 bytes of data are read, len is the input's whole length. */
+ * only the header (KVC_CONTAINER_HEADER_BYTES of data) is read, len is the input's whole length. */
 int cli_kvc_is_stream(const uint8_t *data, size_t len);
 
 /* Before any work: may `out` be written? Refuses an existing file without force, a directory, the
