@@ -10,7 +10,7 @@ from . import _abi, errors
 from ._lib import KvcoreError, UnsupportedError, path as library_path
 from .codec import StreamReader, StreamWriter, compress, decompress, default_bins, default_context, encode_bound, \
     rans_encode_bound, \
-    inspect, load_kvcache, open, save_kvcache
+    inspect, load_kvcache, open, probe, save_kvcache
 from .context import Context, recorder_now, status_name
 from .enums import ChunkLayout, DType, Direction, Format, KeyScaling, RopeStyle
 from .errors import KvcoreFileExistsError, KvcoreFileNotFoundError, KvcoreMemoryError, KvcoreOSError, \
@@ -22,7 +22,7 @@ from ._lib import lib as _lib  # kvcore._lib is the loaded library (lmcache_ops 
 
 __all__ = ["Context", "Engine", "HostBuffer", "DeviceBuffer", "DeviceArray", "KvcoreError", "UnsupportedError",
            "PageShape", "library_path", "H2D", "D2H", "NEOX", "GPTJ", "encode_bound", "rans_encode_bound", "default_bins",
-           "inspect",
+           "inspect", "probe",
            "recorder_now", "format_name", "format_ptr_count", "shape_ptr_count", "status_name", "load_kvcache",
            "save_kvcache", "__version__", "compress", "decompress", "open", "default_context", "StreamReader",
            "StreamWriter", "ChunkLayout", "DType", "Direction", "Format", "KeyScaling", "RopeStyle", "errors",

@@ -10,9 +10,7 @@ MLA [NL, T, HS] as [NL, T, HS], in the same dtype. decompress returns numpy unle
 import builtins as _builtins
 import ctypes as _C
 import os as _os
-import struct as _struct
 import threading as _threading
-import zlib as _zlib
 from typing import Any, Dict, IO, Iterator, List, Literal, Optional, overload, Sequence, Tuple, Union
 
 import numpy as _np
@@ -28,8 +26,7 @@ from .errors import KvcoreError, type_error
 __all__ = ["compress", "decompress", "open", "StreamWriter", "StreamReader", "default_context"]
 
 Bins = Union[int, Sequence[int], None]
-_MAGIC = b"\x89KVC\r\n\x1a\n"
-_HEADER = 48
+_HEADER = _abi.CONTAINER_HEADER_BYTES
 _default = None
 _NAMES = {DType.F16: "float16", DType.BF16: "bfloat16", DType.F32: "float32"}
 _default_lock = _threading.Lock()
@@ -221,6 +218,35 @@ def _inspect(mv: memoryview, addr: Optional[int]) -> Any:
     return info
 
 
+def _probe(data: Any) -> Tuple[int, Any]:
+    """(status, ContainerInfo) of kvc_container_probe on a bytes-like; the status is not raised."""
+    mv = _bytes_view(data)
+    info = _abi.ContainerInfo()
+    return _lib.kvc_container_probe(_addr(mv), len(mv), _C.byref(info)), info
+
+
+_KINDS = {_abi.CONTAINER_NONE: "none", _abi.CONTAINER_INVALID: "invalid", _abi.CONTAINER_PART: "part",
+          _abi.CONTAINER_ONE: "one", _abi.CONTAINER_STREAM: "stream"}
+
+
+def probe(data: Any) -> Dict[str, Any]:
+    """What a bytes-like's first bytes are (kvc_container_probe: the header and, when it is all
+    there, META; at most CONTAINER_PROBE_BYTES read) as a dict: "kind" ("one" container, a "stream"
+    of them or one with trailing bytes, "part" of one, whose "container_bytes" say how long it is),
+    the version, flags and sizes, and with "meta" the chunk's shape. Raises KvcoreError as the call
+    fails: not a container, a header cut short or damaged, another version."""
+    st, info = _probe(data)
+    _check(st)
+    d = {name: getattr(info, name) for name, _ in _abi.ContainerInfo._fields_}
+    d["kind"] = _KINDS[info.kind]
+    d["coder"] = "rans" if info.coder == _abi.CODER_RANS else "ac"
+    d["key_scaling"] = "channel" if info.key_scaling == _abi.CODEC_SCALE_CHANNEL else "token"
+    d["meta"] = bool(info.meta)
+    d["dtype"] = _DTYPE_NAMES.get(info.dtype, "invalid") if info.meta else None
+    d["layout"] = ("mla" if info.layout == _abi.CODEC_MLA else "kv_2ltd") if info.meta else None
+    return d
+
+
 def _check_out(out: Any, shape: Tuple[int, ...], dt: DType) -> None:
     """out must hold the chunk: its shape (or the same with the head split flattened) and dtype."""
     if not hasattr(out, "shape") or not hasattr(out, "dtype"):
@@ -313,13 +339,13 @@ class StreamReader:
         if not head:
             return None
         at = self.offset
-        if len(head) < _HEADER or head[:8] != _MAGIC or \
-                _struct.unpack_from("<I", head, 44)[0] != _zlib.crc32(head[:44]):
+        st, info = _probe(head)
+        if st == _abi.KVC_ERR_VERSION:  # a newer format says so, not "bad magic or CRC"
+            _check(st)
+        if st != 0:
             raise KvcoreError(_abi.KVC_ERR_CORRUPT, f"stream: no valid container header at byte {at} "
                                                     f"({'truncated' if len(head) < _HEADER else 'bad magic or CRC'})")
-        total = _struct.unpack_from("<Q", head, 24)[0]
-        if total < _HEADER:
-            raise KvcoreError(_abi.KVC_ERR_CORRUPT, f"stream: container at byte {at} says {total} bytes")
+        total = info.container_bytes
         rest = _read_exact(self._f, total - _HEADER)
         if len(rest) != total - _HEADER:
             raise KvcoreError(_abi.KVC_ERR_CORRUPT, f"stream: the container at byte {at} is truncated "

@@ -10,11 +10,13 @@ import os
 import subprocess
 import sys
 import typing
+import zlib
 
 import numpy as np
 import pytest
 
 import kvcore
+from kvcore import _abi
 from conftest import needs_torch
 
 NL, T, NH, HS = 3, 300, 2, 16
@@ -30,7 +32,7 @@ def kv_data(shape=(2, NL, T, NH, HS), dtype=np.float16, seed=0):
 def test_numpy_round_trip_keeps_shape_and_dtype(shape, dtype):
     kv = kv_data(shape, dtype)
     data = kvcore.compress(kv)
-    assert isinstance(data, bytes) and data[:4] == b"\x89KVC"
+    assert isinstance(data, bytes) and kvcore.probe(data)["kind"] == "one"
     out = kvcore.decompress(data)
     assert type(out) is np.ndarray and out.shape == kv.shape and out.dtype == kv.dtype
     # lossy, but close: CacheGen's quantisation error is a small fraction of the range
@@ -204,6 +206,53 @@ def test_stream_errors(tmp_path):
         kvcore.open(tmp_path / "missing.kvcs")
 
 
+def test_probe_says_what_the_bytes_are():
+    kv = kv_data()
+    one, rans = kvcore.compress(kv), kvcore.compress(kv, coder="rans")
+    d = kvcore.probe(one)
+    assert d["kind"] == "one" and d["container_bytes"] == d["needed_bytes"] == len(one)
+    assert (d["version_major"], d["version_minor"], d["flags"], d["header_bytes"]) == (1, 0, 0, 48)
+    assert d["meta"] and (d["dtype"], d["layout"], d["coder"], d["key_scaling"]) == ("float16", "kv_2ltd", "ac", "token")
+    assert (d["planes"], d["num_layers"], d["num_tokens"], d["num_heads"], d["head_size"]) == (2, NL, T, NH, HS)
+    assert d["heads_known"] == 1 and d["raw_cdf"] == 0
+    info = kvcore.inspect(one)
+    assert all(d[k] == info[k] for k in ("window_tokens", "num_windows", "cdf_bins", "version_minor"))
+    d = kvcore.probe(rans)
+    assert d["coder"] == "rans" and d["version_minor"] == 4 and d["flags"] == 8 | 16 | 32
+    assert kvcore.probe(kvcore.compress(kv, key_scaling="channel"))["key_scaling"] == "channel"
+    assert kvcore.probe(kvcore.compress(kv_data((NL, T, HS))))["layout"] == "mla"
+    assert kvcore.probe(one + rans)["kind"] == "stream" and kvcore.probe(one + rans)["container_bytes"] == len(one)
+    part = kvcore.probe(memoryview(one)[:48])
+    assert part["kind"] == "part" and part["needed_bytes"] == len(one) and not part["meta"] and part["dtype"] is None
+    assert kvcore.probe(one[:_abi.CONTAINER_PROBE_BYTES])["meta"]
+
+
+def test_probe_errors():
+    one = kvcore.compress(kv_data())
+    for n in range(48):  # a header cut short, at every length
+        with pytest.raises(ValueError, match="shorter than its header") as e:
+            kvcore.probe(one[:n])
+        assert e.value.name == "KVC_ERR_CORRUPT"
+    with pytest.raises(ValueError, match="bad magic") as e:
+        kvcore.probe(b"x" * 60)
+    assert e.value.name == "KVC_ERR_CORRUPT"
+    bad = bytearray(one)
+    bad[30] ^= 1
+    with pytest.raises(ValueError, match="header checksum") as e:
+        kvcore.probe(bad)
+    assert e.value.name == "KVC_ERR_CORRUPT"
+    bad = bytearray(one)
+    bad[8] = 2  # major version 2, checksum resealed
+    bad[44:48] = zlib.crc32(bytes(bad[:44])).to_bytes(4, "little")
+    with pytest.raises(kvcore.KvcoreError, match="format version 2.0") as e:
+        kvcore.probe(bad)
+    assert e.value.name == "KVC_ERR_VERSION"
+    # the stream reader reads headers through the probe: another version is said as such
+    with pytest.raises(kvcore.KvcoreError) as e:
+        kvcore.open(io.BytesIO(bytes(bad))).read()
+    assert e.value.name == "KVC_ERR_VERSION"
+
+
 def test_stream_mla():
     kv = kv_data((NL, 150, HS), np.float32)
     buf = io.BytesIO()
@@ -249,7 +298,7 @@ def test_errors_are_builtin_classes(ctx, tmp_path):
         kvcore.load_kvcache(str(tmp_path / "nope.npy"))
     assert e.value.errno == errno.ENOENT and e.value.name == "KVC_ERR_NOT_FOUND"
     with pytest.raises(ValueError) as e:
-        kvcore.decompress(b"\x89KVC\r\n\x1a\n" + b"\0" * 60)
+        kvcore.decompress(kvcore.compress(kv_data())[:8] + b"\0" * 60)  # the magic, then zeros
     assert e.value.name == "KVC_ERR_CORRUPT"
     with pytest.raises(TypeError) as e:
         ctx.codec_encode(np.zeros((2, 1, 4, 8), np.int32))
