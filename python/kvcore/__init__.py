@@ -8,9 +8,9 @@ PageShape, Engine), memory (host and device buffers, copies), rope, enums, error
 call releases the GIL. See docs/PYTHON.md."""
 from . import _abi, errors
 from ._lib import KvcoreError, UnsupportedError, path as library_path
-from .codec import StreamReader, StreamWriter, compress, decompress, default_bins, default_context, encode_bound, \
-    rans_encode_bound, \
-    inspect, load_kvcache, open, probe, save_kvcache
+from ._codec_ops import encode_bound, rans_encode_bound
+from .codec import StreamReader, StreamWriter, compress, decompress, default_bins, default_context, inspect, \
+    load_kvcache, open, probe, save_kvcache
 from .context import Context, recorder_now, status_name
 from .enums import ChunkLayout, DType, Direction, Format, KeyScaling, RopeStyle
 from .errors import KvcoreFileExistsError, KvcoreFileNotFoundError, KvcoreMemoryError, KvcoreOSError, \

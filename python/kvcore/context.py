@@ -3,10 +3,10 @@
 import ctypes as _C
 from typing import Any, Dict, List, Optional, Tuple
 
-
 from . import _abi
 from ._array import cstr as _cstr
 from ._base import ContextBase, Stream
+from ._codec_ops import CodecOps
 from ._lib import check as _check, lib as _lib
 from .errors import KvcoreError
 from .memory import MemoryOps
@@ -22,9 +22,6 @@ def status_name(status: int) -> str:
 def recorder_now() -> float:
     """The recorders' clock: monotonic Unix-epoch seconds."""
     return float(_lib.kvc_recorder_now())
-
-
-from .codec import CodecOps  # noqa: E402
 
 
 class Context(TransferOps, CodecOps, RopeOps, MemoryOps, ContextBase):

@@ -446,3 +446,34 @@ def test_python_example_runs(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "read back 600 tokens" in r.stdout
+
+
+# ---------------------------------------------------------------- the package's own imports
+def test_no_module_of_the_package_imports_itself_back():
+    """The modules' imports of one another (at the top or inside a function) form no cycle, so no
+    module works only because of the order the others are imported in."""
+    import ast
+    pkg = os.path.dirname(kvcore.__file__)
+    names = {f[:-3] for f in os.listdir(pkg) if f.endswith(".py")}
+    graph = {}
+    for name in names:
+        with open(os.path.join(pkg, name + ".py"), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                deps |= {node.module} if node.module else {a.name for a in node.names}
+        graph[name] = {d.split(".")[0] for d in deps if d.split(".")[0] in names} - {"__init__"}
+
+    def cycle_from(start, path):
+        for d in sorted(graph[path[-1]]):
+            if d == start:
+                return path + [d]
+            if d not in path:
+                found = cycle_from(start, path + [d])
+                if found:
+                    return found
+        return None
+
+    cycles = [" -> ".join(c) for c in (cycle_from(n, [n]) for n in sorted(names - {"__init__"})) if c]
+    assert not cycles, cycles
