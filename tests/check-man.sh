@@ -56,9 +56,13 @@ result "no placeholder left unfilled" "$missing"
 
 if command -v groff >/dev/null 2>&1; then
     for p in kvcore.1 libkvcore.3; do
-        # -Wbreak: a long install path may not fit a line; that is not an error in the page.
-        groff -man -Tutf8 -ww -Wbreak -z "$b/man/$p" >"$tmp/warn" 2>&1
-        result "$p formats without groff warnings" "$(tr '\n' ' ' <"$tmp/warn")"
+        # At the widths of a narrow, a usual and a wide terminal (man formats at the terminal's): a
+        # long install path must break at its slashes, not leave a line it "cannot adjust".
+        : >"$tmp/warn"
+        for w in 60 80 120; do
+            groff -man -Tutf8 -ww -z -rLL=${w}n "$b/man/$p" 2>&1 | sed "s/^/(width $w) /" >>"$tmp/warn"
+        done
+        result "$p formats without groff warnings at 60, 80 and 120 columns" "$(tr '\n' ' ' <"$tmp/warn")"
     done
 else
     n=$((n + 1)); echo "ok $n # SKIP groff not found (Debian: groff-base)"
