@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Scalar reference CacheGen coder: the CDF, encoder and decoder written one bit at a time from
  * LMCache's definitions (docs/CACHEGEN.md). Deliberately simple and slow: the baseline of the coder
- * benchmark (bench_coder.c) and the oracle of the coder tests (tests/test_cachegen.c). */
+ * benchmark (bench_coder.c) and the oracle of the coder tests (tests/unit/test_cachegen.c). */
 #ifndef KVC_BENCH_REF_CODER_H
 #define KVC_BENCH_REF_CODER_H
 

@@ -8,10 +8,10 @@
 #                            and its checks), valgrind, strace, cmake, python3 and man-db for the packaging
 #                            checks, numpy, pytest, torch (~80 MB) and hypothesis for the Python
 #                            binding's tests, python3-venv (its fresh-venv install test), mypy,
-#                            bash-completion (tests/test_completion.sh), and what LMCache's own test
+#                            bash-completion (tests/shell/test_completion.sh), and what LMCache's own test
 #                            suite imports (numba, fastapi, zmq, ...: tests/lmcache/run.sh)
 #   install-deps.sh --update-only  only refresh the package lists (waiting for the locks as below)
-# lmod and Environment Modules (tests/test_modulefiles.sh) conflict as Debian packages: the latter
+# lmod and Environment Modules (tests/shell/test_modulefiles.sh) conflict as Debian packages: the latter
 # is unpacked into /opt/kvcore-deps/environment-modules (--test), not installed.
 # The CUDA Toolkit is not a Debian package here: when nvcc is found (PATH or /usr/local/cuda)
 # configure builds the CUDA module, otherwise it is skipped and says so.
@@ -81,7 +81,7 @@ fi
 pkgs=$lean
 [ "$mode" = python ] && pkgs="$lean python3 python3-numpy python3-venv"
 [ "$mode" = test ] && pkgs="$lean $test_only"
-envmod=${KVC_ENVMODULES_ROOT:-/opt/kvcore-deps/environment-modules} # where tests/test_modulefiles.sh looks
+envmod=${KVC_ENVMODULES_ROOT:-/opt/kvcore-deps/environment-modules} # where tests/shell/test_modulefiles.sh looks
 if [ "$mode" = test ] && ! [ -f /usr/lib/x86_64-linux-gnu/modulecmd.tcl ] \
     && ! [ -f "$envmod/usr/lib/x86_64-linux-gnu/modulecmd.tcl" ]; then
     [ "$(id -u)" = 0 ] || { echo "install-deps: environment-modules not unpacked in $envmod (run as root)" >&2; exit 1; }

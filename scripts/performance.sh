@@ -5,7 +5,7 @@
 # from those runs by scripts/performance-tables.py. Run it on a quiet machine; it takes minutes.
 #   performance.sh KVCORE PYTHON DOC "TIERS" "THREADS" COMPILER ["BENCH ARGUMENTS"]
 # TIERS empty: the best tier the CPU has, and avx2 as well where the best is avx512. The bench
-# arguments default to `all` (tests/test_bench.sh passes one suite and --quick).
+# arguments default to `all` (tests/shell/test_bench.sh passes one suite and --quick).
 set -eu
 kvcore=$1 py=$2 doc=$3 tiers=$4 threads=$5 compiler=$6 args=${7:-all}
 here=$(cd "$(dirname "$0")" && pwd)

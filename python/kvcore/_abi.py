@@ -2,7 +2,7 @@
 """The C ABI of libkvcore as ctypes declarations: enum values, struct layouts, prototypes.
 
 This is the only module that mirrors kvcore's headers; every other module uses its names. The
-layouts are checked against the compiled headers by tests/python_abi.c (see test_abi.py), so a
+layouts are checked against the compiled headers by tests/harness/python_abi.c (see test_abi.py), so a
 header change that is not mirrored here fails `make check`.
 """
 import ctypes as C
@@ -356,7 +356,7 @@ class CbPlan(C.Structure):
                 ("stream", C.c_void_p)]
 
 
-# Every struct mirrored above, by its C name, for the layout check (tests/python_abi.c).
+# Every struct mirrored above, by its C name, for the layout check (tests/harness/python_abi.c).
 STRUCTS = {
     "kvc_tensor_t": Tensor, "kvc_kvcache_io_params_t": KvcacheIoParams, "kvc_kvcache_dims_t": KvcacheDims,
     "kvc_context_params_t": ContextParams, "kvc_page_shape_t": PageShape,

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The ctypes mirror (kvcore._abi) against the compiled headers: every struct's size, every field's
-offset and size, every constant's value, as printed by tests/python_abi (built by make check)."""
+offset and size, every constant's value, as printed by tests/harness/python_abi (built by make check)."""
 import ctypes
 import os
 import subprocess
@@ -14,7 +14,7 @@ from kvcore import _abi
 def probe():
     exe = os.environ.get("KVC_ABI_PROBE")
     if not exe:
-        pytest.skip("KVC_ABI_PROBE is not set (make check builds tests/python_abi and sets it)")
+        pytest.skip("KVC_ABI_PROBE is not set (make check builds tests/harness/python_abi and sets it)")
     out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
     structs, fields, consts = {}, {}, {}
     for line in out.splitlines():
@@ -37,7 +37,7 @@ def test_field_offsets(probe):
         for fname, ftype in cls._fields_:
             key = f"{name}.{fname}"
             seen.add(key)
-            assert key in fields, f"{key} is not printed by tests/python_abi.c"
+            assert key in fields, f"{key} is not printed by tests/harness/python_abi.c"
             assert (getattr(cls, fname).offset, ctypes.sizeof(ftype)) == fields[key], key
     assert seen == set(fields)
 

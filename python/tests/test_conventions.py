@@ -155,7 +155,7 @@ def test_compress_bits_target(tmp_path):
 def cli():
     path = os.environ.get("KVC_CLI")
     if not path or not os.access(path, os.X_OK):
-        pytest.skip("the kvcore CLI is not built (KVC_CLI unset: tests/test_python.sh sets it)")
+        pytest.skip("the kvcore CLI is not built (KVC_CLI unset: tests/shell/test_python.sh sets it)")
     return path
 
 

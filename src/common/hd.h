@@ -2,7 +2,7 @@
 /* Host/device helpers of src/common: KVC_HD marks a function that nvcc/hipcc compile for both the
  * host and the device and that a plain C compiler compiles as static inline. Arithmetic that the CPU
  * backend, the GPU kernels and the core must compute identically is written once on top of these
- * (the headers of src/common), so tests/test_gpu.c can run the exact code the kernels run on the CPU. Only C
+ * (the headers of src/common), so tests/unit/test_gpu.c can run the exact code the kernels run on the CPU. Only C
  * that nvcc, hipcc and gcc all accept goes in src/common, and nothing here includes a project or
  * vendor header (docs/ARCHITECTURE.md). */
 #ifndef KVC_COMMON_HD_H

@@ -5,7 +5,7 @@
  *
  *   replay_<target> [--tap=-] [FILE|DIR ...]
  * Without paths it replays $KVC_TEST_SRCDIR/tests/fuzz/corpus/<target> (KVC_FUZZ_SRCDIR when the
- * variable is unset). --tap=- is accepted (and ignored) for tests/criterion-tap.sh. */
+ * variable is unset). --tap=- is accepted (and ignored) for tests/harness/criterion_tap.sh. */
 #include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>

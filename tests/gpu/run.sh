@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # GPU check in one go (docs/GPU.md), for a machine with an NVIDIA GPU (H200: sm_90) and nvcc:
 # configure a separate build directory with the CUDA module for one architecture and no HIP, build,
-# run the GPU comparison suite (tests/test_gpu on the CUDA module against the CPU backend), the
-# codec suite (tests/test_codec) and the CLI tests (tests/test_cli.sh: encode / decode / inspect /
+# run the GPU comparison suite (tests/unit/test_gpu on the CUDA module against the CPU backend), the
+# codec suite (tests/unit/test_codec) and the CLI tests (tests/shell/test_cli.sh: encode / decode / inspect /
 # demo) on a CUDA context, an encode / decode round trip compared with the CPU backend's bytes,
 # then `kvcore bench transfer coder_dev --json` on the CUDA backend (each op next to the device's
 # own device-to-device copy), and print a summary. Works from a fresh copy of the tree (runs
@@ -54,13 +54,13 @@ if [ ! -x "$src/configure" ]; then (cd "$src" && autoreconf -fi) >>"$log" 2>&1 |
 sed -n '/configuration summary/,$p' "$log" >"$out/config-summary.txt"
 step "build (-j$jobs)"
 lim 240 make -C "$build" -j"$jobs" all >>"$log" 2>&1 || fail build
-lim 120 make -C "$build" -j"$jobs" tests/test_gpu tests/test_codec tests/modules/gpu_emu.la >>"$log" 2>&1 ||
+lim 120 make -C "$build" -j"$jobs" tests/unit/test_gpu tests/unit/test_codec tests/modules/gpu_emu.la >>"$log" 2>&1 ||
     fail "build tests"
 t_build=$(date +%s)
 
-step "GPU suite (tests/test_gpu, KVC_TEST_GPU=$KVC_TEST_GPU)"
+step "GPU suite (tests/unit/test_gpu, KVC_TEST_GPU=$KVC_TEST_GPU)"
 (cd "$build" && lim 120 env KVCORE_MODULE_PATH="$build/.libs" KVC_TEST_BUILDDIR="$build" KVC_TEST_SRCDIR="$src" \
-    KVC_TEST_DATA="$src/tests/data" "$build/tests/test_gpu" --verbose=0 -j1 --tap="$out/test_gpu.tap") >>"$log" 2>&1
+    KVC_TEST_DATA="$src/tests/data" "$build/tests/unit/test_gpu" --verbose=0 -j1 --tap="$out/test_gpu.tap") >>"$log" 2>&1
 suite_rc=$?
 pass=$(grep -c '^ok ' "$out/test_gpu.tap" 2>/dev/null)
 skip=$(grep -c '# SKIP' "$out/test_gpu.tap" 2>/dev/null)
@@ -72,11 +72,11 @@ t_tests=$(date +%s)
 export KVCORE_MODULE_PATH="$build/.libs" KVC_TEST_BUILDDIR="$build" KVC_TEST_SRCDIR="$src" KVC_TEST_DATA="$src/tests/data"
 host_rc=0
 if [ -z "$gpu_skip" ]; then
-    step "codec suite on a cuda context (tests/test_codec, KVC_TEST_BACKEND=cuda)"
-    (cd "$build" && lim 90 env KVC_TEST_BACKEND=cuda "$build/tests/test_codec" --verbose=0 -j1 \
+    step "codec suite on a cuda context (tests/unit/test_codec, KVC_TEST_BACKEND=cuda)"
+    (cd "$build" && lim 90 env KVC_TEST_BACKEND=cuda "$build/tests/unit/test_codec" --verbose=0 -j1 \
         --tap="$out/test_codec.tap") >>"$log" 2>&1 || host_rc=1
-    step "CLI tests on the cuda backend (tests/test_cli.sh: encode, decode, inspect, demo)"
-    (cd "$build" && lim 90 env KVCORE_BACKEND=cuda sh "$src/tests/test_cli.sh" >"$out/cli.tap") 2>>"$log" ||
+    step "CLI tests on the cuda backend (tests/shell/test_cli.sh: encode, decode, inspect, demo)"
+    (cd "$build" && lim 90 env KVCORE_BACKEND=cuda sh "$src/tests/shell/test_cli.sh" >"$out/cli.tap") 2>>"$log" ||
         host_rc=1
     step "encode / decode round trip: cuda against cpu"
     kv="$src/tests/data/kvdata/story_prompt"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A program built against an installed kvcore (make installcheck, tests/installcheck.sh): the
+/* A program built against an installed kvcore (make installcheck, tests/installcheck/run.sh): the
  * headers and the library it links must be the same release, and a context must start on the CPU
  * backend. Exit 0 only when all of that holds. */
 #include <kvcore.h>

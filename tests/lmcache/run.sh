@@ -40,7 +40,7 @@ fi
     "$py" -m pytest -p kvwire -p no:cacheprovider -q -rA -s "$src/tests/lmcache" >"$tmp/own.out" 2>&1)
 rc=$?
 grep -v ' LMCache INFO:' "$tmp/own.out" | sed 's/^/# /'
-awk -v rc="$rc" -v root="$src" -f "$src/tests/pytest-tap.awk" "$tmp/own.out" >"$tmp/own.tap"
+awk -v rc="$rc" -v root="$src" -f "$src/tests/harness/pytest_tap.awk" "$tmp/own.out" >"$tmp/own.tap"
 summary=$(tail -n 1 "$tmp/suite.out")
 awk -v suite="$suite" -v summary="$summary" '
     NR == 1 { n = substr($0, 4) + 0; next }

@@ -2,8 +2,8 @@
 /* A backend module that runs the GPU kernels' arithmetic on the CPU and models a GPU's memory
  * spaces. The transfer addressing (gpu_transfer.h), the per-stream coder (gpu_coder.h) and the
  * quantiser's per-element code (gpu_quant.h) are the very functions the CUDA/HIP kernels call,
- * compiled here by gcc and driven by plain loops in place of the grid. tests/test_gpu.c and
- * tests/test_cli_emu.sh load it as the "cuda" module.
+ * compiled here by gcc and driven by plain loops in place of the grid. tests/unit/test_gpu.c and
+ * tests/shell/test_cli_emu.sh load it as the "cuda" module.
  *
  * Memory spaces, as the real runtimes present them:
  *   - device memory comes from a separate arena: a memfd mapped twice, once PROT_NONE (the
@@ -656,7 +656,7 @@ static kvc_status_t emu_rope_delta(kvc_backend_ctx_t *b, const struct kvc_rope_d
 }
 
 static unsigned long plans;
-/* Plans the module ran (tests/test_gpu.c: a plan reached run_plan, not the single-op slots). */
+/* Plans the module ran (tests/unit/test_gpu.c: a plan reached run_plan, not the single-op slots). */
 KVC_API unsigned long kvc_emu_plans(void);
 KVC_API unsigned long kvc_emu_plans(void) { return __atomic_load_n(&plans, __ATOMIC_RELAXED); }
 

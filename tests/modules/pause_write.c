@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* LD_PRELOAD shim for tests/test_faults.sh: the first write() of at least 4 KiB to a regular file
+/* LD_PRELOAD shim for tests/shell/test_faults.sh: the first write() of at least 4 KiB to a regular file
  * (the bulk of an output file; messages are shorter) creates the file named by KVC_FAULT_MARKER and
  * then waits in pause() for the signal the test sends. This holds a write half done, so that
  * SIGKILL / SIGINT land exactly there rather than at a random point. */

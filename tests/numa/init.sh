@@ -1,6 +1,6 @@
 #!/bin/busybox sh
 # SPDX-License-Identifier: BSD-3-Clause
-# /init of the NUMA test VM (tests/numa/run-vm.sh builds the initramfs around it). Runs the
+# /init of the NUMA test VM (tests/numa/run_vm.sh builds the initramfs around it). Runs the
 # placement checks and the CLI checks, prints TAP between the KVC-NUMA markers on the serial
 # console, and powers off. Any line outside the markers is ignored by the host.
 /bin/busybox --install -s /bin

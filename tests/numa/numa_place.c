@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* NUMA placement on a real two-node kernel (run inside the VM that tests/numa/run-vm.sh boots; see
+/* NUMA placement on a real two-node kernel (run inside the VM that tests/numa/run_vm.sh boots; see
  * docs/MEMORY.md). Each allocation goes through kvcore's public API and is then checked page by
  * page with the kernel's own answers: move_pages(2) with no target nodes (where is each page),
  * get_mempolicy(2) with MPOL_F_ADDR (which policy covers the range), the per-node numastat

@@ -1,6 +1,6 @@
 -- SPDX-License-Identifier: BSD-3-Clause
 -- Lmod module file for kvcore 0.1.0: copy it to $MODULEPATH/kvcore/0.1.0.lua and set root to the
--- install prefix (docs/PACKAGING.md). tests/test_modulefiles.sh loads it with Lmod.
+-- install prefix (docs/PACKAGING.md). tests/shell/test_modulefiles.sh loads it with Lmod.
 local root = "/opt/apps/kvcore/0.1.0"
 whatis("kvcore 0.1.0: KV-cache kernels for LLM serving (library, CLI, Python package)")
 -- hwloc, SLEEF and zlib usually come from the system; load hwloc where the site has it as a module

@@ -150,7 +150,7 @@ thread_local block_runner runner_of_thread; /* per OS thread, kept for its stack
 
 #ifdef HOST_ASAN
 /* The C library's swapcontext, not ASan's interceptor (which warns once per process, a report for
- * tests/criterion-tap.sh): every switch here is annotated for ASan (__sanitizer_*_switch_fiber). */
+ * tests/harness/criterion_tap.sh): every switch here is annotated for ASan (__sanitizer_*_switch_fiber). */
 int switch_context(ucontext_t *from, const ucontext_t *to)
 {
     static int (*real)(ucontext_t *, const ucontext_t *) = [] {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* A stand-in for the part of Criterion the thread-safety suites use (tests/test_recorder.c,
- * tests/test_context.c), so that they run under ThreadSanitizer: Criterion's own runner cannot
+/* A stand-in for the part of Criterion the thread-safety suites use (tests/unit/test_recorder.c,
+ * tests/unit/test_context.c), so that they run under ThreadSanitizer: Criterion's own runner cannot
  * start under TSan (Snaipe/Criterion#274). Each Test() registers itself; tests/tsan/runner.c runs
  * every test in a forked child (Criterion's isolation: a test may setenv or crash) and prints TAP.
  * Assertion failure: exit 1; cr_skip_test: exit 77. Test options (.timeout, ...) are ignored. */

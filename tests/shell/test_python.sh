@@ -17,16 +17,16 @@ if ! "$py" -c 'import numpy, pytest' 2>/dev/null; then
          "or configure with PYTHON=/usr/bin/python3)"
     exit 0
 fi
-. "$src/tests/python-sanitizers.sh"
+. "$src/tests/harness/python_sanitizers.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-py.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 build=$(cd "$build" && pwd) src=$(cd "$src" && pwd)
 # Run from the temporary directory, with hypothesis's cache there too: test caches (.hypothesis,
 # which Debian's pydantic plugin makes hypothesis write, .benchmarks) stay out of the build tree.
-(cd "$tmp" && KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/python_abi" KVC_CLI="$build/kvcore" \
+(cd "$tmp" && KVCORE_LIBRARY="$build/.libs/libkvcore.so" KVC_ABI_PROBE="$build/tests/harness/python_abi" KVC_CLI="$build/kvcore" \
     PYTHONPATH="$src/python${PYTHONPATH:+:$PYTHONPATH}" PYTHONDONTWRITEBYTECODE=1 HYPOTHESIS_STORAGE_DIRECTORY="$tmp/hypothesis" \
     "$py" -m pytest -p no:cacheprovider -q -rA "$src/python/tests" >"$tmp/out" 2>&1)
 rc=$?
 sed 's/^/# /' "$tmp/out"
 [ -n "$sanitized" ] && echo "$sanitized"
-awk -v rc="$rc" -v root="$src" -f "$src/tests/pytest-tap.awk" "$tmp/out"
+awk -v rc="$rc" -v root="$src" -f "$src/tests/harness/pytest_tap.awk" "$tmp/out"

@@ -56,7 +56,7 @@ echo 'setenv("KVC_TEST_HWLOC_MODULE", "loaded")' >"$tmp/hw-lua/hwloc/2.lua"
 printf '#%%Module1.0\nsetenv KVC_TEST_HWLOC_MODULE loaded\n' >"$tmp/hw-tcl/hwloc/2"
 
 # A library built with --enable-sanitizers needs the ASan/UBSan runtimes loaded before it in Python
-# (as in tests/test_python.sh); LD_PRELOAD is otherwise left as it was.
+# (as in tests/shell/test_python.sh); LD_PRELOAD is otherwise left as it was.
 san=${LD_PRELOAD:-}
 case "${KVC_SAN_FLAGS:-}" in
 *address*)

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Checks the Spack and EasyBuild recipes in contrib/ against this source tree (TAP on stdout).
 
-  check_recipes.py SRCDIR CONFIGURE_HELP_FILE       the checks (tests/check-recipes.sh runs them)
+  check_recipes.py SRCDIR CONFIGURE_HELP_FILE       the checks (tests/lint/check_recipes.sh runs them)
   check_recipes.py --eb-paths EASYCONFIG             print an easyconfig's sanity_check_paths, one
                                                      "f PATH" / "d PATH" a line (make installcheck;
                                                      paths with EasyBuild templates are left out)

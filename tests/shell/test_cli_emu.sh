@@ -1,13 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# tests/test_cli.sh again, on a GPU context: the emulated device (tests/modules/gpu_emu.c, whose
+# tests/shell/test_cli.sh again, on a GPU context: the emulated device (tests/modules/gpu_emu.c, whose
 # device memory the host cannot dereference and whose ops refuse pageable host memory) loaded as
 # the "cuda" module and forced with KVCORE_BACKEND=cuda. encode / decode / inspect / demo must work
 # there (host data runs on the CPU ops, docs/ARCHITECTURE.md) and give the CPU backend's bytes.
 set -u
 build="${KVC_TEST_BUILDDIR:-.}"
 src="$(dirname "$0")"
-# KVC_EMU_MODULE: another module file in its place (tests/test_cli_host.sh: tests/modules/gpu_host.so)
+# KVC_EMU_MODULE: another module file in its place (tests/shell/test_cli_host.sh: tests/modules/gpu_host.so)
 emu="${KVC_EMU_MODULE:-$build/tests/modules/.libs/gpu_emu.so}"
 [ -f "$emu" ] || { echo "1..0 # SKIP $emu not built"; exit 0; }
 mods=$(mktemp -d "${TMPDIR:-/tmp}/kvc-cli-emu.XXXXXX") || exit 99

@@ -297,7 +297,7 @@ check "decode a 64-stream concatenation" "$kvcore" decode "$tmp/big.kvcs" -o "$t
 if [ "$(wc -c <"$tmp/big.npy")" -eq $((2 * 5 * 32768 * 32 * 2 + 128)) ]; then ok "concatenation: 32768 tokens"; else not_ok "concatenation: 32768 tokens"; fi
 # Memory: under a 64 MiB address-space limit the stream codes the 20 MiB cache both ways, while
 # the one-container path (which holds the whole tensor and its coding buffers) cannot.
-if [ "$("${KVC_TEST_BUILDDIR:-.}/tests/limits_helper" config 2>/dev/null)" = "sanitizers=yes" ]; then
+if [ "$("${KVC_TEST_BUILDDIR:-.}/tests/harness/limits_helper" config 2>/dev/null)" = "sanitizers=yes" ]; then
     n=$((n + 1)); echo "ok $n - stream memory bound # SKIP sanitizer build (ASan needs its shadow address space)"
 elif [ "${KVCORE_BACKEND:-cpu}" != cpu ]; then
     n=$((n + 1)); echo "ok $n - stream memory bound # SKIP backend ${KVCORE_BACKEND}: a device backend maps its own memory (the emulated one a 2 GiB arena)"

@@ -93,7 +93,7 @@ if [ "$libdir" = "$prefix/lib" ] && [ "$docdir" = "$prefix/share/doc/kvcore" ] &
     for eb in "$srcdir"/contrib/easybuild/kvcore-*.eb; do
         [ -e "$eb" ] || continue  # a release tarball has no recipes
         case $eb in *-CUDA-*) [ -e "$libdir/kvcore/kvcore_cuda.so" ] || continue ;; esac
-        missing=$(python3 "$srcdir/tests/check_recipes.py" --eb-paths "$eb" | while read -r kind path; do
+        missing=$(python3 "$srcdir/tests/lint/check_recipes.py" --eb-paths "$eb" | while read -r kind path; do
             if [ "$kind" = f ]; then [ -f "$prefix/$path" ] || echo "$path"; else [ -d "$prefix/$path" ] || echo "$path/"; fi
         done)
         echo "$missing" >"$tmp/err"

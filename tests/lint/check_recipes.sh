@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The Spack and EasyBuild recipes (contrib/) against this tree's ./configure --help: every option
 # they pass must exist, the Spack recipe's configure_args() is run for CPU, CUDA, ROCm and ~openmp
-# specs, the easyconfigs' names, versions and fields are checked (tests/check_recipes.py; TAP).
+# specs, the easyconfigs' names, versions and fields are checked (tests/lint/check_recipes.py; TAP).
 set -u
 srcdir="${KVC_TEST_SRCDIR:-.}"
 # The recipes record the release tarball's checksum, so the tarball does not ship them.
@@ -12,4 +12,4 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-recipes.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 # configure lives in the source tree (release tarballs ship it; a git checkout after autoreconf).
 "$srcdir/configure" --help >"$tmp/help" 2>&1 || { echo "Bail out! $srcdir/configure --help failed"; exit 1; }
-exec "$py" "$srcdir/tests/check_recipes.py" "$srcdir" "$tmp/help"
+exec "$py" "$srcdir/tests/lint/check_recipes.py" "$srcdir" "$tmp/help"

@@ -2,13 +2,13 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Fault injection under resource limits (issue #20), TAP on stdout: RLIMIT_AS, RLIMIT_MEMLOCK,
 # RLIMIT_NPROC with many threads, a small /dev/shm in a private mount namespace, and a SIGKILLed
-# shared-memory creator followed by attach and reclaim. Each case runs tests/limits_helper under
+# shared-memory creator followed by attach and reclaim. Each case runs tests/harness/limits_helper under
 # the limit and asserts the exact outcome: the library's status, the process still alive (exit 0),
 # and what is left in /dev/shm. Parts that need root (a private mount, dropping capabilities,
 # switching user) are skipped with the reason otherwise; parts a sanitizer build cannot run under
 # (RLIMIT_AS: ASan reserves terabytes of shadow) likewise.
 set -u
-helper="${KVC_TEST_BUILDDIR:-.}/tests/limits_helper"
+helper="${KVC_TEST_BUILDDIR:-.}/tests/harness/limits_helper"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-limits.XXXXXX") || exit 99
 shm="/kvc-limits-$$"
 pids=""

@@ -21,7 +21,7 @@ if ! command -v pkg-config >/dev/null 2>&1; then
     echo "1..0 # SKIP no pkg-config (Debian: apt-get install pkg-config)"
     exit 0
 fi
-. "$src/tests/python-sanitizers.sh"
+. "$src/tests/harness/python_sanitizers.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvc-pyinst.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 echo "1..5"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Driven by tests/test_faults_limits.sh under resource limits the script sets (prlimit, a private
+/* Driven by tests/shell/test_faults_limits.sh under resource limits the script sets (prlimit, a private
  * /dev/shm, SIGKILL): one library call per command, its status name on stdout, exit 0 whenever the
  * call returned (whatever its status) so the script can tell a clean error from a dead process.
  *

@@ -2,12 +2,12 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The dependency rules of docs/ARCHITECTURE.md ("Who may include whom"), checked on the #include
 # lines of the source tree. Prints TAP: one test per folder, and one for the installed program's
-# file list. Run by `make check`; `sh tests/check-deps.sh [SRCDIR]` by hand.
+# file list. Run by `make check`; `sh tests/lint/check_deps.sh [SRCDIR]` by hand.
 #
 # Each quoted include is resolved as the compiler would find it (the including file's folder, then
 # src/ for "common/...", src/core, src/backends/gpu), and classified by the folder it lands in;
 # angle includes are the public API (<kvcore/...>), a GPU vendor's headers, or the system.
-top=${1:-${KVC_TEST_SRCDIR:-$(dirname "$0")/..}}
+top=${1:-${KVC_TEST_SRCDIR:-$(dirname "$0")/../..}}
 top=$(cd "$top" && pwd) || exit 1 # normalised: the resolved include paths are compared with it
 cd "$top" || exit 1
 

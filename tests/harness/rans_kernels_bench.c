@@ -3,8 +3,8 @@
  * of one full group (8 channels) x 256 tokens, 31 of 32 symbols in use (the real K/V's range),
  * coded by the portable encoder, then decoded by each kernel size (AVX-512: 2 to 12 streams at
  * once; AVX2: a pair, a four, a six) as many times as REPS; prints the best ns a symbol and checks
- * the symbols. Kernels this CPU lacks are skipped. Built on demand: make tests/rans_kernels_bench;
- * usage: tests/rans_kernels_bench [REPS (3000)]. It links its own copy of the coder, as tests/test_rans. */
+ * the symbols. Kernels this CPU lacks are skipped. Built on demand: make tests/harness/rans_kernels_bench;
+ * usage: tests/harness/rans_kernels_bench [REPS (3000)]. It links its own copy of the coder, as tests/unit/test_rans. */
 #include "config.h"
 
 #include <stdio.h>

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Runs libFuzzer targets for a set time each: run-fuzz.sh BUILD_DIR FUZZ_SRC_DIR SECONDS NAME...
+# Runs libFuzzer targets for a set time each: run_fuzz.sh BUILD_DIR FUZZ_SRC_DIR SECONDS NAME...
 # BUILD_DIR holds the fuzz_<name> binaries; new inputs go to BUILD_DIR/corpus/<name> (the committed
 # seeds in FUZZ_SRC_DIR/corpus/<name> are read, never written), crash inputs to BUILD_DIR/artifacts,
 # the log to BUILD_DIR/<name>.log. Exits non-zero when a target finds a crash, leak or timeout.

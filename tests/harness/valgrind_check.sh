@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# valgrind-check.sh PROGRAM [ARG...]: run PROGRAM (a libtool wrapper is fine) under valgrind memcheck
+# valgrind_check.sh PROGRAM [ARG...]: run PROGRAM (a libtool wrapper is fine) under valgrind memcheck
 # with full leak checking, following child processes (Criterion runs each test in a worker process
 # and ignores the worker's exit status, so valgrind's --error-exitcode alone would miss errors
 # there). Writes one log per process; fails when the program fails or any process reports an

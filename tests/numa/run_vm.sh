@@ -3,7 +3,7 @@
 # make check-numa: boot a two-socket, two-node Linux guest under qemu and run kvcore's placement
 # checks inside it (docs/MEMORY.md, "Proof on a two-node kernel").
 #
-#   run-vm.sh SRCDIR BUILDDIR
+#   run_vm.sh SRCDIR BUILDDIR
 #
 # The guest: q35, 2 sockets with one CPU each, node 0 = socket 0 + 1 GiB, node 1 = socket 1 +
 # 512 MiB (smaller on purpose), distance 21; a pxb-pcie expander bus on node 1 carrying a PCIe root
@@ -20,8 +20,8 @@
 # 170), KVC_NUMA_LOG (a file to keep the guest's console log in), KVC_NUMA_ACCEL (tcg or kvm; default kvm only when a kvm_intel/kvm_amd module is loaded,
 # which the paravirtual /dev/kvm of some cloud VMs is not: a stock kernel hangs there).
 set -u
-srcdir=${1:?usage: run-vm.sh SRCDIR BUILDDIR}
-builddir=${2:?usage: run-vm.sh SRCDIR BUILDDIR}
+srcdir=${1:?usage: run_vm.sh SRCDIR BUILDDIR}
+builddir=${2:?usage: run_vm.sh SRCDIR BUILDDIR}
 
 skip() { echo "SKIP: check-numa: $*"; exit 77; }
 

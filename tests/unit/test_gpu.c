@@ -11,7 +11,7 @@
  *             reason when kvc_context_create reports no device or no module);
  *   - "emu":  on tests/modules/gpu_emu.so, the kernels' per-element / per-stream code compiled for
  *             the CPU (see that file for what it does and does not cover).
- * KVC_TEST_GPU_MODULE=<file> runs the "gpu" tests on that module file, loaded as "cuda": tests/test_gpu_host.sh
+ * KVC_TEST_GPU_MODULE=<file> runs the "gpu" tests on that module file, loaded as "cuda": tests/shell/test_gpu_host.sh
  * runs them on tests/modules/gpu_host.so, the GPU module's own source (kernels and glue) built for
  * the CPU. */
 #include <dlfcn.h>
