@@ -243,7 +243,7 @@ struct kvc_quant_args {
 /* Arguments of the rans_tables / rans_encode / rans_decode slots: interleaved rANS streams
  * (docs/FORMAT.md "rANS streams"), for the public calls of cachegen.h (kvc_rans_*) and one window
  * of the codec's coder=rans containers. A stream codes `groups_per_stream` groups of 8 channels
- * (4 for the public calls and format 1.3 containers, 1 for format 1.2 ones): stream k is
+ * (4: the public calls and the codec's rANS containers): stream k is
  * (layer k / Q, channels [S (k mod Q), +S)), S = 8 * groups_per_stream, Q = ceil(channels / S),
  * with 8 states, state i coding channel 8g + i of each group g of the stream; cum holds each channel's frequency table ([layers, channels,
  * num_bins + 1], kvc_rans_cum_from_counts). The core validates shapes and sizes and routes a

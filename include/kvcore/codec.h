@@ -41,9 +41,8 @@ enum {
 };
 
 /* The entropy coder of the STREAMS section. KVC_CODER_AC is LMCache's arithmetic coder (LMCache
- * reads the container). KVC_CODER_RANS is kvcore's interleaved rANS (container format 1.3; the
- * same symbols and counts, one stream of 8 states per 32 channels; LMCache and kvcore before
- * format 1.3 cannot read it, and format 1.2 containers, 8 channels a stream, still decode:
+ * reads the container). KVC_CODER_RANS is kvcore's interleaved rANS (container format 1.4; the
+ * same symbols and counts, one stream of 8 states per 32 channels; LMCache cannot read it:
  * docs/CACHEGEN.md "rANS coder"). */
 typedef enum kvc_codec_coder {
     KVC_CODER_AC = 0,

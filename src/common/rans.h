@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Interleaved rANS, the container's second coder (format 1.3, docs/FORMAT.md "rANS streams",
+/* Interleaved rANS, the container's second coder (format 1.4, docs/FORMAT.md "rANS streams",
  * docs/CACHEGEN.md "rANS coder"): the constants and the frequency tables, shared by the codec in
  * the core and the coder in the CPU backend (src/backends/simd/cpu_rans.c). The same quantised
  * symbols and per-(plane, layer, channel) counts as the arithmetic coder; one coded stream per
  * (window, plane and layer, 32 consecutive channels), 8 states of 32 bits each coding 4 channels
- * one after another (format 1.3; 8 channels, a state each, in format 1.2). */
+ * one after another. */
 #ifndef KVC_COMMON_RANS_H
 #define KVC_COMMON_RANS_H
 
@@ -17,7 +17,7 @@
 #define KVC_RANS_PROB_SCALE (1u << KVC_RANS_PROB_BITS)
 #define KVC_RANS_L (1u << 16)                    /* states live in [2^16, 2^32); 16-bit renormalisation */
 #define KVC_RANS_GROUP 8u                        /* states per coded stream: channels per group */
-#define KVC_RANS_STREAM_GROUPS 4u                /* groups per stream (format 1.3, the tensor calls); 1 in format 1.2 */
+#define KVC_RANS_STREAM_GROUPS 4u                /* groups per stream (rANS containers, the tensor calls) */
 #define KVC_RANS_MAX_WINDOW (1u << 24)           /* tokens per window: a stream of 32 channels stays below 2^31 bytes */
 
 /* Coded streams per (plane, layer) of `channels` with `groups` groups of 8 channels a stream. */

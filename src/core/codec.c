@@ -299,23 +299,23 @@ typedef struct {
 
 /* The inverse, for nw consecutive windows of tw tokens each in one call (more streams for the
  * threads and the SIMD kernels to share than a window has): their streams (lengths wl[nw * L * Q],
- * packed from bytes; `groups` groups of 8 channels a stream, by the container's format) into sym
+ * packed from bytes) into sym
  * [L, tw, C] per window (window w's layer l at sym + w * tw * C + l * stride). */
 static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes, const uint32_t *wl, int64_t *ends, size_t nw,
-                                        size_t L, size_t tw, size_t C, unsigned groups, const uint32_t *counts, const uint16_t *freq,
+                                        size_t L, size_t tw, size_t C, const uint32_t *counts, const uint16_t *freq,
                                         uint64_t total, unsigned B, uint8_t *sym, size_t stride, const team_extras_t *x)
 {
     int64_t sum = (int64_t)x->nbytes;
     if (!x->before) {
         sum = 0;
-        for (size_t k = 0; k < nw * L * kvc_rans_streams(C, groups); k++) ends[k] = sum += wl[k];
+        for (size_t k = 0; k < nw * L * kvc_rans_streams(C, KVC_RANS_STREAM_GROUPS); k++) ends[k] = sum += wl[k];
     }
     const kvc_backend_ops_t *ops;
     kvc_backend_ctx_t *b;
     rans_ops(ctx, &ops, &b);
     const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .counts = counts, .freq = freq, .count_total = total,
                                             .symbols = sym, .layers = L, .tokens = tw,
-                                            .channels = C, .groups_per_stream = groups, .num_bins = B, .layer_stride = stride,
+                                            .channels = C, .groups_per_stream = KVC_RANS_STREAM_GROUPS, .num_bins = B, .layer_stride = stride,
                                             .nbytes = (size_t)sum, .windows = nw, .window_stride = tw * C,
                                             .trusted = 1 /* the parsed counts, ends from the checked lengths */,
                                             .then_dequantise = x->dq, .then_scales = x->dq_scales, .before = x->before,
@@ -726,7 +726,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, kvc_container_t *c, voi
         if (rans) { /* the windows of W tokens in one call, then a shorter last one */
             const size_t nw = tw == W ? (T - t0) / W : 1;
             st = rans_decode_windows(ctx, c->streams + off, x.before ? NULL : c->lengths + (size_t)w * NS, prefsum, nw, L, tw, C,
-                                     kvc_container_rans_groups(c), c->counts, freq, T, c->cdf_bins, symbols + t0 * C, T * C, &x);
+                                     c->counts, freq, T, c->cdf_bins, symbols + t0 * C, T * C, &x);
             if (x.before && !kvc_container_parse_end(c, pend)) {
                 *team_parse_failed = 1;
                 goto done;
@@ -830,7 +830,7 @@ KVC_API kvc_status_t kvc_codec_layer_stats(const void *buf, size_t len, kvc_code
     }
     uint16_t *cdf = NULL;
     if (c->flags & KVC_CONTAINER_FLAG_RAW_CDF && (st = container_cdf(c, S, &cdf)) != KVC_OK) goto done;
-    const size_t NS = kvc_container_coded_per_window(c), per_layer = NS / L; /* C streams, or C/8 groups with rANS */
+    const size_t NS = kvc_container_coded_per_window(c), per_layer = NS / L; /* C streams, or C/32 with rANS */
     for (size_t l = 0; l < L; l++) {
         uint64_t bytes = 0;
         double h = 0;

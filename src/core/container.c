@@ -95,7 +95,7 @@ static void put_counts(kvc_bitwriter_t *w, const kvc_container_t *c, uint64_t s0
 }
 
 /* The coded counts in parts of streams, written by threads at once (a 7B-class chunk has 64 K
- * streams). Without the index (ac containers; formats 1.0-1.3) the section is one bit stream: each
+ * streams). Without the index (ac containers) the section is one bit stream: each
  * part is sized, then written into its own buffer at the bit phase of its final position, and the
  * parts are joined by OR-ing one boundary byte and copying the rest. With the index (rANS, format
  * 1.4) each part starts on a byte, behind varints of the part count and of every part's size but
@@ -340,11 +340,7 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
     memcpy(out, KVC_CONTAINER_MAGIC, 8);
     put_u16(out + 8, KVC_CONTAINER_VERSION_MAJOR);
     /* The oldest minor that has every feature used: format 1.0 containers stay byte-identical. */
-    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_MINOR4   ? 4
-                      : c->flags & KVC_CONTAINER_FLAGS_MINOR3 ? 3
-                      : c->flags & KVC_CONTAINER_FLAGS_MINOR2 ? 2
-                      : c->flags & KVC_CONTAINER_FLAGS_MINOR1 ? 1
-                                                              : 0);
+    put_u16(out + 10, c->flags & KVC_CONTAINER_FLAGS_RANS ? 4 : c->flags & KVC_CONTAINER_FLAGS_MINOR1 ? 1 : 0);
     put_u32(out + 12, c->flags);
     put_u32(out + 16, KVC_CONTAINER_HEADER_BYTES);
     put_u32(out + 20, 5);
@@ -427,15 +423,6 @@ static kvc_status_t check_header(const uint8_t *buf, size_t len, int exact, kvc_
     if ((c->flags & KVC_CONTAINER_FLAGS_MINOR1) && c->version_minor < 1)
         return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.1 features)", c->version_minor,
                          c->flags);
-    if ((c->flags & KVC_CONTAINER_FLAGS_MINOR2) && c->version_minor < 2)
-        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.2 features)", c->version_minor,
-                         c->flags);
-    if ((c->flags & KVC_CONTAINER_FLAGS_MINOR3) && c->version_minor < 3)
-        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.3 features)", c->version_minor,
-                         c->flags);
-    if ((c->flags & KVC_CONTAINER_FLAGS_MINOR4) && c->version_minor < 4)
-        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.4 features)", c->version_minor,
-                         c->flags);
     if ((c->flags & KVC_CONTAINER_FLAG_CDF_INDEX) && !(c->flags & KVC_CONTAINER_FLAG_RANS))
         return kvc_error(KVC_ERR_CORRUPT, "container has the CDF index flag without rANS streams (flags 0x%x)", c->flags);
     if ((c->flags & KVC_CONTAINER_FLAG_RANS_SPAN4) && !(c->flags & KVC_CONTAINER_FLAG_RANS))
@@ -443,6 +430,19 @@ static kvc_status_t check_header(const uint8_t *buf, size_t len, int exact, kvc_
     /* rANS frequencies come from the counts: a raw LMCache table has none. */
     if ((c->flags & KVC_CONTAINER_FLAG_RANS) && (c->flags & KVC_CONTAINER_FLAG_RAW_CDF))
         return kvc_error(KVC_ERR_CORRUPT, "container has rANS streams with a raw CDF table (flags 0x%x)", c->flags);
+    const uint32_t rans = c->flags & KVC_CONTAINER_FLAGS_RANS;
+    /* The rANS layouts of formats 1.2 (8-channel streams) and 1.3 (the counts without the index)
+     * came before any release and are not read (docs/FORMAT.md "Versions"). */
+    if ((c->version_minor == 2 && rans == KVC_CONTAINER_FLAG_RANS) ||
+        (c->version_minor == 3 && rans == (KVC_CONTAINER_FLAG_RANS | KVC_CONTAINER_FLAG_RANS_SPAN4)))
+        return kvc_error(KVC_ERR_VERSION, "container format 1.%u has a pre-release rANS layout this kvcore does not read (only 1.4's): "
+                         "encode the chunk again", c->version_minor);
+    if (rans && c->version_minor < 4)
+        return kvc_error(KVC_ERR_CORRUPT, "container format 1.%u cannot have flags 0x%x (format 1.4 features)", c->version_minor,
+                         c->flags);
+    if (rans && rans != KVC_CONTAINER_FLAGS_RANS)
+        return kvc_error(KVC_ERR_CORRUPT, "container has rANS flags 0x%x; a rANS container has all of 0x%x", rans,
+                         KVC_CONTAINER_FLAGS_RANS);
     return KVC_OK;
 }
 

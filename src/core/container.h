@@ -20,20 +20,17 @@
 #define KVC_CONTAINER_FLAG_RAW_CDF 1u /* CDF stored as LMCache's uint16 table (imported streams) */
 #define KVC_CONTAINER_FLAG_NO_HEADS 2u /* head split unknown: NH = 1, HS = C are nominal */
 #define KVC_CONTAINER_FLAG_CHANNEL_KEYS 4u /* plane 0 scaled per (layer, channel): format 1.1 */
-#define KVC_CONTAINER_FLAG_RANS 8u /* STREAMS are interleaved rANS, one per 8 channels: format 1.2 */
-#define KVC_CONTAINER_FLAG_RANS_SPAN4 16u /* with RANS: one stream per 32 channels (4 groups of 8): format 1.3 */
-/* with RANS: the coded CDF in byte-aligned parts of streams behind an index of their sizes, so
- * that threads parse the parts at once: format 1.4 */
+/* rANS containers (format 1.4) set all three of these bits: */
+#define KVC_CONTAINER_FLAG_RANS 8u /* STREAMS are interleaved rANS */
+#define KVC_CONTAINER_FLAG_RANS_SPAN4 16u /* one stream per 32 channels (4 groups of 8) */
+/* the coded CDF in byte-aligned parts of streams behind an index of their sizes, so that threads
+ * parse the parts at once */
 #define KVC_CONTAINER_FLAG_CDF_INDEX 32u
 #define KVC_CONTAINER_MAX_CDF_PARTS 4096 /* an index with more parts is corrupt */
-/* Flags that need format 1.1 (1.2, 1.3, 1.4): an older file cannot carry them. */
+#define KVC_CONTAINER_FLAGS_RANS (KVC_CONTAINER_FLAG_RANS | KVC_CONTAINER_FLAG_RANS_SPAN4 | KVC_CONTAINER_FLAG_CDF_INDEX)
+/* Flags that need format 1.1 (the rANS ones need 1.4): an older file cannot carry them. */
 #define KVC_CONTAINER_FLAGS_MINOR1 (KVC_CONTAINER_FLAG_NO_HEADS | KVC_CONTAINER_FLAG_CHANNEL_KEYS)
-#define KVC_CONTAINER_FLAGS_MINOR2 KVC_CONTAINER_FLAG_RANS
-#define KVC_CONTAINER_FLAGS_MINOR3 KVC_CONTAINER_FLAG_RANS_SPAN4
-#define KVC_CONTAINER_FLAGS_MINOR4 KVC_CONTAINER_FLAG_CDF_INDEX
-#define KVC_CONTAINER_FLAGS_KNOWN                                                                                      \
-    (KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAGS_MINOR1 | KVC_CONTAINER_FLAGS_MINOR2 | KVC_CONTAINER_FLAGS_MINOR3 | \
-     KVC_CONTAINER_FLAGS_MINOR4)
+#define KVC_CONTAINER_FLAGS_KNOWN (KVC_CONTAINER_FLAG_RAW_CDF | KVC_CONTAINER_FLAGS_MINOR1 | KVC_CONTAINER_FLAGS_RANS)
 
 enum { KVC_SECTION_META = 1, KVC_SECTION_SCALES = 2, KVC_SECTION_CDF = 3, KVC_SECTION_LENGTHS = 4, KVC_SECTION_STREAMS = 5 };
 enum { KVC_CT_LAYOUT_KV_2LTD = 0, KVC_CT_LAYOUT_MLA = 1 };
@@ -68,19 +65,12 @@ static inline uint64_t kvc_container_streams_per_window(const kvc_container_t *c
     return (uint64_t)c->kvs * c->num_layers * c->num_heads * c->head_size;
 }
 
-/* Groups of 8 channels a rANS stream codes: 4 from format 1.3, 1 in format 1.2. */
-static inline unsigned kvc_container_rans_groups(const kvc_container_t *c)
-{
-    return c->flags & KVC_CONTAINER_FLAG_RANS_SPAN4 ? 4u : 1u;
-}
-
 /* Coded streams (LENGTHS entries) per window: one per CDF stream for the arithmetic coder, one per
- * (plane, layer, 8 * kvc_container_rans_groups channels) for rANS. */
+ * (plane, layer, 32 channels) for rANS. */
 static inline uint64_t kvc_container_coded_per_window(const kvc_container_t *c)
 {
     if (!(c->flags & KVC_CONTAINER_FLAG_RANS)) return kvc_container_streams_per_window(c);
-    const uint64_t span = 8u * kvc_container_rans_groups(c);
-    return (uint64_t)c->kvs * c->num_layers * (((uint64_t)c->num_heads * c->head_size + span - 1) / span);
+    return (uint64_t)c->kvs * c->num_layers * (((uint64_t)c->num_heads * c->head_size + 31) / 32);
 }
 
 /* Scales the SCALES section holds: per (plane, layer) T, or C for plane 0 with CHANNEL_KEYS. */

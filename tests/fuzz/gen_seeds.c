@@ -112,24 +112,6 @@ static void container_seed(const char *name, kvc_dtype_t dt, kvc_codec_layout_t 
     free(kv);
 }
 
-/* rANS containers of older formats, from tests/data: 1.2 (8-channel streams, written before format
- * 1.3; a partial group of 4 channels) and 1.3 (the counts without the index of 1.4). */
-static void rans_old_seed(int minor)
-{
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/tests/data/rans_v1%d/rans_v1%d_case1.kvc", srcdir, minor, minor);
-    FILE *f = fopen(path, "rb");
-    uint8_t buf[16384];
-    const size_t len = f ? fread(buf, 1, sizeof(buf), f) : 0;
-    if (!f || len == 0 || len == sizeof(buf)) die(path, KVC_ERR_IO);
-    fclose(f);
-    for (uint8_t mode = 0; mode < 4; mode += 3) {
-        char name[64];
-        snprintf(name, sizeof(name), "rans-v1%d-mode%u", minor, mode);
-        put("container", name, &mode, 1, buf, len);
-    }
-}
-
 /* An LMCache import: raw uint16 CDF table (flag bit 0), built by hand as docs/FORMAT.md describes:
  * KV_2LTD f16, NL = 1, T = 8, NH = 1, HS = 2, one window, 4 bins, every symbol 1 (CDF 0, 1, 65534
  * ... strictly increasing), streams of 1 byte each. */
@@ -445,8 +427,6 @@ int main(int argc, char **argv)
     container_seed("f16-2ltd-rans", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 2, 40, 4, 8, 16, chunk, KVC_CODER_RANS);
     /* 256 streams: the CDF index's two parts, which a two-thread decode parses at once */
     container_seed("f16-2ltd-rans-parts", KVC_DTYPE_F16, KVC_CODEC_KV_2LTD, 4, 6, 4, 8, 16, wide, KVC_CODER_RANS);
-    rans_old_seed(2);
-    rans_old_seed(3);
     const uint8_t lengths[] = { 1, 1, 1, 1 };
     raw_cdf_seed("raw-cdf", lengths, 4, KVC_OK);
     /* LENGTHS varints the parser must refuse: 1 + 2^32 (wraps to 1 in 32 bits) and 1 spelled in two

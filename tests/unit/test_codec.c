@@ -1323,10 +1323,10 @@ Test(codec, format_minor_versions)
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
     buf[10] = 2;
-    wr32(buf + 12, 4u | 8u | 16u); /* the 32-channel rANS streams of format 1.3 in a 1.2 header */
+    wr32(buf + 12, 4u | 8u | 16u); /* rANS flags that no format (1.2 had bit 3 alone) sets in a 1.2 header */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
-    cr_assert(strstr(kvc_last_error(), "format 1.3 features"), "%s", kvc_last_error());
+    cr_assert(strstr(kvc_last_error(), "format 1.4 features"), "%s", kvc_last_error());
     buf[10] = 3;
     wr32(buf + 12, 4u | 16u); /* the rANS stream span flag without rANS streams */
     reseal(buf, 48);
@@ -1340,6 +1340,10 @@ Test(codec, format_minor_versions)
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
     cr_assert(strstr(kvc_last_error(), "CDF index flag without rANS"), "%s", kvc_last_error());
+    wr32(buf + 12, 4u | 8u | 32u); /* rANS without the 32-channel streams: not a layout of any format */
+    reseal(buf, 48);
+    cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
+    cr_assert(strstr(kvc_last_error(), "a rANS container has all of"), "%s", kvc_last_error());
     wr32(buf + 12, 4u | 64u); /* a flag no 1.4 container can have */
     reseal(buf, 48);
     cr_assert_eq(try_decode(ctx, buf, len), KVC_ERR_CORRUPT);
@@ -2176,8 +2180,8 @@ Test(container, rice_runs_read_like_single_codes)
 #undef NEXT
 }
 
-/* The inputs of tests/data/rans_v12 and rans_v13 (README.md there): real K/V and a synthetic chunk of 20 channels. */
-static uint16_t *v12_input(int cs, kvc_codec_params_t *p, size_t *n)
+/* Real K/V and a synthetic chunk of 20 channels (a partial group), as rANS containers. */
+static uint16_t *rans_input(int cs, kvc_codec_params_t *p, size_t *n)
 {
     if (cs == 0) {
         size_t nl, t, nh, hs;
@@ -2191,7 +2195,7 @@ static uint16_t *v12_input(int cs, kvc_codec_params_t *p, size_t *n)
         *n = 2 * nl * T * C;
         return x;
     }
-    const size_t nl = 3, T = 70, nh = 5, hs = 4; /* 20 channels: a partial group */
+    const size_t nl = 3, T = 70, nh = 5, hs = 4;
     *n = 2 * nl * T * nh * hs;
     uint16_t *x = malloc(*n * 2);
     synth(x, KVC_DTYPE_F16, *n, 12);
@@ -2199,35 +2203,44 @@ static uint16_t *v12_input(int cs, kvc_codec_params_t *p, size_t *n)
     return x;
 }
 
-/* Older rANS containers still decode: format 1.2 (streams of 8 channels, before format 1.3 chained
- * 4 groups into a stream) and format 1.3 (its counts without the index of format 1.4), to the
- * values of the arithmetic coder's container of the same input. */
-Test(codec, older_rans_containers_still_decode)
+/* The rANS layouts of formats 1.2 (8-channel streams, flag bit 3 alone) and 1.3 (bits 3 and 4,
+ * the counts without the index) came before any release: their headers are refused as a version
+ * this kvcore does not read, by every reader, before anything else is looked at. */
+Test(codec, pre_release_rans_formats_are_refused)
 {
     kvc_context_t *ctx = kvc_test_cpu_context();
     for (int k = 0; k < 4; k++) {
         const int cs = k % 2, minor = 2 + k / 2;
         kvc_codec_params_t p;
-        size_t n, len, alen;
-        uint16_t *x = v12_input(cs, &p, &n), *got = malloc(n * 2), *want = malloc(n * 2);
-        char name[64];
-        snprintf(name, sizeof name, "rans_v1%d/rans_v1%d_case%d.kvc", minor, minor, cs);
-        uint8_t *old = read_all(kvc_test_data(name), &len);
-        kvc_codec_info_t info;
-        cr_assert_eq(kvc_codec_inspect(old, len, &info), KVC_OK, "%s", kvc_last_error());
-        cr_assert_eq(info.coder, KVC_CODER_RANS);
-        cr_assert_eq(info.version_minor, (unsigned)minor, "%s", name);
-        cr_assert_eq(kvc_codec_decode(ctx, old, len, got, n * 2, NULL), KVC_OK, "%s: %s", name, kvc_last_error());
-        p.field_mask |= KVC_CODEC_PARAM_WINDOW;
+        size_t n, len;
+        uint16_t *x = rans_input(cs, &p, &n), *got = malloc(n * 2);
+        p.field_mask |= KVC_CODEC_PARAM_WINDOW | KVC_CODEC_PARAM_CODER;
         p.window_tokens = 32;
-        uint8_t *ac = encode_ok(ctx, &p, x, &alen);
-        cr_assert_eq(kvc_codec_decode(ctx, ac, alen, want, n * 2, NULL), KVC_OK);
-        cr_assert(memcmp(got, want, n * 2) == 0, "%s decodes to other values", name);
-        kvc_codec_free(ac);
-        free(old);
+        p.coder = KVC_CODER_RANS;
+        uint8_t *buf = encode_ok(ctx, &p, x, &len);
+        cr_assert_eq(buf[10], 4);
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, got, n * 2, NULL), KVC_OK, "%s", kvc_last_error());
+        buf[10] = (uint8_t)minor;
+        wr32(buf + 12, minor == 2 ? 8u : 8u | 16u);
+        reseal(buf, 48);
+        kvc_codec_info_t info;
+        kvc_codec_layer_stats_t ls[16];
+        cr_assert_eq(kvc_codec_inspect(buf, len, &info), KVC_ERR_VERSION, "format 1.%d", minor);
+        cr_assert(strstr(kvc_last_error(), "pre-release rANS layout"), "%s", kvc_last_error());
+        cr_assert_eq(kvc_codec_decode(ctx, buf, len, got, n * 2, NULL), KVC_ERR_VERSION, "format 1.%d", minor);
+        cr_assert_eq(kvc_codec_layer_stats(buf, len, ls, 16), KVC_ERR_VERSION, "format 1.%d", minor);
+        cr_assert_eq(try_export(buf, len), KVC_ERR_VERSION, "format 1.%d", minor);
+        /* The probe says what the full parse says, on the whole container and on its header alone */
+        kvc_container_info_t pi;
+        cr_assert_eq(kvc_container_probe(buf, len, &pi), KVC_ERR_VERSION, "format 1.%d", minor);
+        cr_assert(strstr(kvc_last_error(), "pre-release rANS layout"), "%s", kvc_last_error());
+        cr_assert_eq(pi.kind, KVC_CONTAINER_INVALID);
+        cr_assert_eq(pi.version_major, 1u);
+        cr_assert_eq(pi.version_minor, (unsigned)minor);
+        cr_assert_eq(kvc_container_probe(buf, KVC_CONTAINER_HEADER_BYTES, &pi), KVC_ERR_VERSION, "format 1.%d", minor);
+        kvc_codec_free(buf);
         free(x);
         free(got);
-        free(want);
     }
     kvc_context_destroy(ctx);
 }

@@ -299,7 +299,7 @@ Test(rans, a_constant_channel_costs_only_its_state)
 Test(rans, size_is_near_the_entropy)
 {
     /* Within the table's cross-entropy plus 4 bytes a state: 8 states for 8 channels, and for 32
-     * (a stream's 4 groups share them: format 1.3). */
+     * (a stream's 4 groups share them, as in rANS containers). */
     for (unsigned g = 8; g <= 32; g += 24) {
         case_t k = make_case(4096, g, 32, 0);
         double bits = 0;

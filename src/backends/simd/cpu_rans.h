@@ -24,7 +24,7 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
 typedef void (*kvc_cpu_then_fn)(kvc_backend_ctx_t *b, const struct kvc_quant_args *a, const uint8_t *halves);
 kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a, kvc_cpu_then_fn then);
 
-/* A stream codes nch channels (1 .. 8 * KVC_RANS_STREAM_GROUPS; 1 .. 8 in format 1.2 containers)
+/* A stream codes nch channels (1 .. 8 * KVC_RANS_STREAM_GROUPS)
  * with min(8, nch) states: its groups of 8 channels one after another, state i coding channel
  * 8k + i of group k (docs/FORMAT.md "rANS streams"). A stream is coded a group at a time by the
  * kernels below, which take and leave the states in these cursors, so groups of different streams
