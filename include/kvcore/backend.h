@@ -6,11 +6,17 @@
  * arguments the core has already validated (shapes, ranges, sizes): backends only do the work, so
  * every device returns the same errors for the same bad call.
  *
- * ABI rules: KVC_BACKEND_ABI_VERSION changes when an existing slot changes meaning or signature.
- * New slots are appended to kvc_backend_ops_t; struct_size tells the core how many slots a module
- * has, and slots a module lacks (or leaves NULL) are resolved to a stub returning
- * KVC_ERR_UNSUPPORTED, so the core never calls through NULL. This number is independent of the
- * library's libtool version.
+ * The ABI is what a backend computes for the public ops: every field here is one some public call
+ * fills, and a GPU module implements each slot. (What the codec asks only of the built-in CPU
+ * backend is a private interface inside libkvcore, src/backends/simd/cpu_codec.h.)
+ *
+ * ABI rules: KVC_BACKEND_ABI_VERSION changes, once per release at most, when a slot changes its
+ * meaning or signature, or a struct here changes its layout (a field added, removed, reordered or
+ * retyped). Appending a slot to the end of kvc_backend_ops_t does not change it: struct_size tells
+ * the core how many slots a module has, and slots a module lacks (or leaves NULL) are resolved to
+ * a stub returning KVC_ERR_UNSUPPORTED, so the core never calls through NULL. The core refuses a
+ * module of another number (KVC_ERR_ABI). The number is independent of the library's libtool
+ * version; NEWS says when it changed.
  *
  * Thread safety: the core calls the ops of one kvc_backend_ctx_t from any number of threads at
  * once (the public headers promise that, context.h); a backend guards whatever state it shares
@@ -34,11 +40,7 @@
 extern "C" {
 #endif
 
-#define KVC_BACKEND_ABI_VERSION 4u /* 2: the rANS slots' streams of several groups (groups_per_stream);
-                                      3: windows in one rans_encode call (windows, window_stride), and
-                                      kvc_quant_args.trusted;
-                                      4: kvc_rans_decode_args.then_dequantise, counts;
-                                      5: kvc_rans_decode_args.then_scales, before */
+#define KVC_BACKEND_ABI_VERSION 6u
 
 /* Priorities (higher wins among usable backends): GPU backends above the CPU fallback. */
 #define KVC_BACKEND_PRIORITY_CUDA 50
@@ -236,22 +238,19 @@ struct kvc_quant_args {
     float *scales;          /* [layers, tokens]: written by quantise, read by dequantise */
     const uint32_t *bins;   /* [layers] (host memory), each in [4, 64] */
     size_t layers, tokens, channels;
-    int trusted;            /* dequantise: nonzero when the core knows every symbol <= 2M and every scale finite
-                               and >= 0 (the codec's rANS decode): the data checks may be skipped */
 };
 
-/* Arguments of the rans_tables / rans_encode / rans_decode slots: interleaved rANS streams
- * (docs/FORMAT.md "rANS streams"), for the public calls of cachegen.h (kvc_rans_*) and one window
- * of the codec's coder=rans containers. A stream codes `groups_per_stream` groups of 8 channels
- * (4: the public calls and the codec's rANS containers): stream k is
- * (layer k / Q, channels [S (k mod Q), +S)), S = 8 * groups_per_stream, Q = ceil(channels / S),
- * with 8 states, state i coding channel 8g + i of each group g of the stream; cum holds each channel's frequency table ([layers, channels,
- * num_bins + 1], kvc_rans_cum_from_counts). The core validates shapes and sizes and routes a
- * public call by where its pointers live (the codec calls the CPU backend's table); the checks
- * that read the data are the slots': a symbol >= num_bins (tables) or without frequency
- * (encode) KVC_ERR_OUT_OF_RANGE, a table that is not one (cum[0] = 0, non-decreasing,
- * cum[num_bins] = 4096) KVC_ERR_INVALID_ARG to the encoder and KVC_ERR_CORRUPT to the decoder,
- * bad end offsets and damaged streams KVC_ERR_CORRUPT. */
+/* Arguments of the rans_tables / rans_encode / rans_decode slots: the public calls of cachegen.h
+ * (kvc_rans_*) on [layers, tokens, channels] tensors of interleaved rANS streams (docs/FORMAT.md
+ * "rANS streams"). A stream codes 32 channels, 4 groups of 8: stream k
+ * is (layer k / Q, channels [32 (k mod Q), +32)), Q = ceil(channels / 32), with 8 states, state i
+ * coding channel 8g + i of each group g of the stream; cum holds each channel's frequency table
+ * ([layers, channels, num_bins + 1], kvc_rans_cum_from_counts). The core validates shapes and
+ * sizes and routes a call by where its pointers live; the checks that read the data are the
+ * slots': a symbol >= num_bins (tables) or without frequency (encode) KVC_ERR_OUT_OF_RANGE, a
+ * table that is not one (cum[0] = 0, non-decreasing, cum[num_bins] = 4096) KVC_ERR_INVALID_ARG to
+ * the encoder and KVC_ERR_CORRUPT to the decoder, bad end offsets and damaged streams
+ * KVC_ERR_CORRUPT. */
 struct kvc_rans_tables_args {
     const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins */
     uint16_t *cum;          /* out: [layers, channels, num_bins + 1] */
@@ -260,66 +259,23 @@ struct kvc_rans_tables_args {
 };
 
 struct kvc_rans_encode_args {
-    const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins; layer l at symbols + l * layer_stride */
+    const uint8_t *symbols; /* [layers, tokens, channels], each < num_bins */
     const uint16_t *cum;
     uint8_t *streams;       /* out: stream k at streams + k * capacity */
-    int32_t *lengths;       /* out: [windows * layers * Q] */
+    int32_t *lengths;       /* out: [layers * Q] */
     size_t layers, tokens, channels;
-    size_t capacity;        /* >= 32 + 16 * S * tokens (a full stream's bound) */
-    unsigned groups_per_stream; /* 1 .. 4 */
+    size_t capacity;        /* >= kvc_rans_encode_bound(tokens) */
     unsigned num_bins;
-    size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is coded in place */
-    int trusted;            /* nonzero: the core counted cum from these very symbols (the codec): no data checks */
-    size_t windows;         /* windows of `tokens` tokens each (0 reads as 1), window w's layer l at
-                               symbols + w * window_stride + l * layer_stride, its streams after
-                               window w - 1's (as kvc_rans_decode_args: the codec's windows in one
-                               call); the public call: 1 */
-    size_t window_stride;
 };
 
 struct kvc_rans_decode_args {
     const uint8_t *bytes;   /* the streams, back to back */
     const int64_t *ends;    /* [layers * Q]: end offset of each stream in bytes (non-decreasing, <= nbytes) */
     const uint16_t *cum;
-    uint8_t *symbols;       /* out: [layers, tokens, channels]; layer l at symbols + l * layer_stride */
+    uint8_t *symbols;       /* out: [layers, tokens, channels] */
     size_t layers, tokens, channels;
-    unsigned groups_per_stream; /* 1 .. 4 */
     unsigned num_bins;
-    size_t layer_stride;    /* >= tokens * channels: a window of a chunk's symbols is decoded in place */
     size_t nbytes;          /* bytes given */
-    size_t windows;         /* >= 1: windows of `tokens` tokens each, window w's layer l at
-                               symbols + w * window_stride + l * layer_stride, its streams after
-                               window w - 1's (the codec's full windows in one call: more streams
-                               to share among threads and SIMD kernels); the public call: 1 */
-    size_t window_stride;
-    int trusted;            /* nonzero: the core made cum and ends itself (the codec): no table or end checks */
-    /* Optional (the codec's decode, trusted, on the CPU backend), in place of cum (NULL): the
-     * counts the tables are made from ([layers, channels, num_bins], each channel's adding up to
-     * count_total; freq: kvc_rans_freq_table(count_total), or NULL), each task's tables by the
-     * thread that decodes it, in its cache, with no team of their own. */
-    const uint32_t *counts;
-    const uint16_t *freq;
-    uint64_t count_total;
-    /* Optional (the codec's decode, trusted, on the CPU backend): when every stream decodes, the
-     * trusted dequantise of these args (whose symbols are the ones decoded here) in the same
-     * thread team, so that a small chunk pays one fork and join, not two. A backend that does not
-     * do it returns KVC_ERR_UNSUPPORTED when it is set. */
-    const struct kvc_quant_args *then_dequantise;
-    /* Optional, with then_dequantise only: its scales as the container holds them, 2-byte fp16 or
-     * bf16 (then_dequantise->dtype), little-endian, finite and >= 0; each block's are converted
-     * into then_dequantise->scales by the thread that dequantises it (in the team, not before it:
-     * the serial conversion was 2.5 % of a small chunk's two-thread decode). NULL: the scales
-     * are already there. */
-    const uint8_t *then_scales;
-    /* Optional (the codec's decode, trusted, on the CPU backend): called by every thread of the
-     * decode's team before its first task, with before_arg; it may share work among the team
-     * with an orphaned `omp for` (the container's parse, which writes the counts and ends these
-     * args point to: nothing but the sizes is read before it), and returns, the same on every
-     * thread, nonzero to go on. On 0 no stream is read and nothing is written: the slot returns
-     * KVC_ERR_CORRUPT (the caller says why). A backend without a CPU team refuses it with
-     * KVC_ERR_UNSUPPORTED. */
-    int (*before)(void *arg);
-    void *before_arg;
 };
 
 /* ---------------------------------------------------------------- RoPE (rope.h) */

@@ -209,9 +209,7 @@ KVC_API kvc_status_t kvc_rans_encode(kvc_context_t *ctx, const kvc_rans_encode_p
                          a->layers, Q, a->capacity);
     const struct kvc_rans_encode_args op = { .symbols = a->symbols, .cum = a->cum, .streams = a->streams,
                                              .lengths = a->lengths, .layers = a->layers, .tokens = a->tokens,
-                                             .channels = a->channels, .capacity = a->capacity,
-                                             .groups_per_stream = KVC_RANS_STREAM_GROUPS, .num_bins = a->num_bins,
-                                             .layer_stride = a->tokens * a->channels, .windows = 1 };
+                                             .channels = a->channels, .capacity = a->capacity, .num_bins = a->num_bins };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "rans_encode");
     kvc_res_add(&r, "cum", -1, a->cum);
@@ -235,8 +233,7 @@ KVC_API kvc_status_t kvc_rans_decode(kvc_context_t *ctx, const kvc_rans_decode_p
         return kvc_error(KVC_ERR_INVALID_ARG, "rans_decode: nbytes %zu above INT64_MAX", a->nbytes);
     const struct kvc_rans_decode_args op = { .bytes = a->bytes, .ends = a->ends, .cum = a->cum, .symbols = a->symbols,
                                              .layers = a->layers, .tokens = a->tokens, .channels = a->channels,
-                                             .groups_per_stream = KVC_RANS_STREAM_GROUPS, .num_bins = a->num_bins,
-                                             .layer_stride = a->tokens * a->channels, .nbytes = a->nbytes, .windows = 1 };
+                                             .num_bins = a->num_bins, .nbytes = a->nbytes };
     kvc_residence_t r;
     kvc_res_init(&r, ctx, "rans_decode");
     kvc_res_add(&r, "cum", -1, a->cum);
@@ -302,26 +299,22 @@ KVC_API kvc_status_t kvc_quantise(kvc_context_t *ctx, const kvc_quant_params_t *
     return to.ops->quantise(to.b, &op);
 }
 
-kvc_status_t kvc_dequantise_route(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted, struct kvc_quant_args *op,
-                                  kvc_route_t *to)
+kvc_status_t kvc_dequantise_route(kvc_context_t *ctx, const kvc_quant_params_t *a, struct kvc_quant_args *op, kvc_route_t *to)
 {
     kvc_status_t st = check_quant("dequantise", a);
     if (st != KVC_OK) return st;
     *op = quant_op(a);
-    op->trusted = trusted;
     return route_quant(ctx, "dequantise", a, to);
 }
 
-kvc_status_t kvc_dequantise_codec(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted)
+KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a)
 {
     if (!ctx || !a) return kvc_error(KVC_ERR_INVALID_ARG, "dequantise: ctx and args must not be NULL");
     struct kvc_quant_args op;
     kvc_route_t to;
-    const kvc_status_t st = kvc_dequantise_route(ctx, a, trusted, &op, &to);
+    const kvc_status_t st = kvc_dequantise_route(ctx, a, &op, &to);
     return st != KVC_OK ? st : to.ops->dequantise(to.b, &op);
 }
-
-KVC_API kvc_status_t kvc_dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a) { return kvc_dequantise_codec(ctx, a, 0); }
 
 KVC_API kvc_status_t kvc_cg_default_bins(size_t num_layers, uint32_t *bins)
 {

@@ -20,6 +20,7 @@
 #include "internal.h"
 #include "log.h"
 #include "common/rans.h"
+#include "backends/simd/cpu_codec.h"
 
 #define DEFAULT_WINDOW KVC_CODEC_LMCACHE_WINDOW
 
@@ -170,6 +171,22 @@ static void transpose(const void *src, void *dst, size_t n, size_t rows, size_t 
     }
 }
 
+/* The built-in CPU backend's context: the context's own, or the one a GPU context keeps. The
+ * codec's buffers are host memory, so its rANS work and its trusted dequantise run there, through
+ * the private calls of cpu_codec.h. */
+static kvc_backend_ctx_t *cpu_backend(kvc_context_t *ctx) { return ctx->cpu_bctx ? ctx->cpu_bctx : ctx->bctx; }
+
+/* kvc_dequantise; trusted: the rANS decode's symbols and the parsed container's scales, whose
+ * checks the CPU backend then skips (a backend elsewhere, for device output, checks them). */
+static kvc_status_t dequantise(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted)
+{
+    struct kvc_quant_args op;
+    kvc_route_t to;
+    const kvc_status_t st = kvc_dequantise_route(ctx, a, &op, &to);
+    if (st != KVC_OK) return st;
+    return trusted && to.b == cpu_backend(ctx) ? kvc_cpu_dequantise_trusted(to.b, &op) : to.ops->dequantise(to.b, &op);
+}
+
 /* Quantise (or dequantise) plane 0 with per-(layer, channel) scales: the per-token quantiser run on
  * the transposed plane [NL, C, T], so every ISA tier and backend that matches the per-token
  * quantiser matches this mode too. symbols [NL, T, C]; scales [NL, C]. */
@@ -185,7 +202,7 @@ static kvc_status_t channel_plane(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t
     kvc_status_t st;
     if (decode) {
         transpose(symbols, ts, NL, T, C, 1, ctx->num_threads);
-        if ((st = kvc_dequantise_codec(ctx, &q, trusted)) == KVC_OK) transpose(tv, values, NL, C, T, es, ctx->num_threads);
+        if ((st = dequantise(ctx, &q, trusted)) == KVC_OK) transpose(tv, values, NL, C, T, es, ctx->num_threads);
     } else {
         transpose(values, tv, NL, T, C, es, ctx->num_threads);
         if ((st = kvc_quantise(ctx, &q)) == KVC_OK) transpose(ts, symbols, NL, C, T, 1, ctx->num_threads);
@@ -194,13 +211,13 @@ static kvc_status_t channel_plane(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t
 }
 
 /* Quantise or dequantise a whole chunk: planes per token, or plane 0 per channel. trusted (decode
- * only): kvc_quant_args.trusted, the rANS decode's symbols and the parsed container's scales. */
+ * only): the rANS decode's symbols and the parsed container's scales (dequantise). */
 static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t dt, void *values, uint8_t *symbols, float *scales,
                                 const uint32_t *bins, const dims_t *d, int channel_keys, int decode, int trusted)
 {
     kvc_quant_params_t q = { .dtype = dt, .values = values, .symbols = symbols, .scales = scales, .bins = (uint32_t *)bins,
                            .layers = d->layers, .tokens = d->tokens, .channels = d->channels };
-    if (!channel_keys) return decode ? kvc_dequantise_codec(ctx, &q, trusted) : kvc_quantise(ctx, &q);
+    if (!channel_keys) return decode ? dequantise(ctx, &q, trusted) : kvc_quantise(ctx, &q);
     const size_t NL = d->layers / d->planes, T = d->tokens, C = d->channels, es = dt == KVC_DTYPE_F32 ? 4 : 2;
     kvc_status_t st = channel_plane(ctx, sc, dt, values, symbols, scales, bins, NL, T, C, decode, trusted);
     if (st != KVC_OK || d->planes == 1) return st;
@@ -209,7 +226,7 @@ static kvc_status_t quant_chunk(kvc_context_t *ctx, scratch_t *sc, kvc_dtype_t d
     q.scales = scales + NL * C;
     q.bins = (uint32_t *)bins + NL;
     q.layers = NL;
-    return decode ? kvc_dequantise_codec(ctx, &q, trusted) : kvc_quantise(ctx, &q);
+    return decode ? dequantise(ctx, &q, trusted) : kvc_quantise(ctx, &q);
 }
 
 /* Counts over the whole chunk (stored in the container), then the coder's table from them:
@@ -259,14 +276,6 @@ static void count_and_cdf(const uint8_t *symbols, const dims_t *d, unsigned B, u
     kvc_rans_freq_done(freq, fbuf);
 }
 
-/* The CPU backend's rANS window ops (the core's codec buffers are host memory; on a GPU context
- * the context keeps the CPU backend's table too). */
-static void rans_ops(kvc_context_t *ctx, const kvc_backend_ops_t **ops, kvc_backend_ctx_t **b)
-{
-    *ops = ctx->cpu_bctx ? &ctx->cpu_ops : &ctx->ops;
-    *b = ctx->cpu_bctx ? ctx->cpu_bctx : ctx->bctx;
-}
-
 /* Streams a rANS encode call codes at least, when the chunk has that many (whole windows). */
 #define RANS_CALL_STREAMS 64
 
@@ -276,17 +285,13 @@ static void rans_ops(kvc_context_t *ctx, const kvc_backend_ops_t **ops, kvc_back
 static kvc_status_t rans_encode_windows(kvc_context_t *ctx, const uint8_t *sym, size_t stride, size_t nw, size_t L, size_t tw,
                                         size_t C, const uint16_t *cum, unsigned B, uint8_t *streams, size_t cap, int32_t *lens)
 {
-    const kvc_backend_ops_t *ops;
-    kvc_backend_ctx_t *b;
-    rans_ops(ctx, &ops, &b);
     const struct kvc_rans_encode_args a = { .symbols = sym, .cum = cum, .streams = streams, .lengths = lens, .layers = L,
-                                            .tokens = tw, .channels = C, .capacity = cap, .groups_per_stream = KVC_RANS_STREAM_GROUPS,
-                                            .num_bins = B, .layer_stride = stride, .trusted = 1 /* cum counted from these symbols */,
-                                            .windows = nw, .window_stride = tw * C };
-    return ops->rans_encode(b, &a);
+                                            .tokens = tw, .channels = C, .capacity = cap, .num_bins = B };
+    const struct kvc_cpu_windows wn = { .windows = nw, .window_stride = tw * C, .layer_stride = stride };
+    return kvc_cpu_rans_encode_windows(cpu_backend(ctx), &a, &wn); /* trusted: cum counted from these symbols */
 }
 
-/* What the decode's team does besides the decode (kvc_rans_decode_args): the parse's rest before
+/* What the decode's team does besides the decode (kvc_cpu_decode_extras): the parse's rest before
  * it (before: the ends are then its, from LENGTHS, and nbytes STREAMS' size), the dequantiser
  * after it. */
 typedef struct {
@@ -310,17 +315,12 @@ static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes
         sum = 0;
         for (size_t k = 0; k < nw * L * kvc_rans_streams(C, KVC_RANS_STREAM_GROUPS); k++) ends[k] = sum += wl[k];
     }
-    const kvc_backend_ops_t *ops;
-    kvc_backend_ctx_t *b;
-    rans_ops(ctx, &ops, &b);
-    const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .counts = counts, .freq = freq, .count_total = total,
-                                            .symbols = sym, .layers = L, .tokens = tw,
-                                            .channels = C, .groups_per_stream = KVC_RANS_STREAM_GROUPS, .num_bins = B, .layer_stride = stride,
-                                            .nbytes = (size_t)sum, .windows = nw, .window_stride = tw * C,
-                                            .trusted = 1 /* the parsed counts, ends from the checked lengths */,
-                                            .then_dequantise = x->dq, .then_scales = x->dq_scales, .before = x->before,
-                                            .before_arg = x->before_arg };
-    return ops->rans_decode(b, &a);
+    const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .symbols = sym, .layers = L, .tokens = tw,
+                                            .channels = C, .num_bins = B, .nbytes = (size_t)sum };
+    const struct kvc_cpu_windows wn = { .windows = nw, .window_stride = tw * C, .layer_stride = stride };
+    const struct kvc_cpu_decode_extras e = { .counts = counts, .freq = freq, .count_total = total, .then_dequantise = x->dq,
+                                             .then_scales = x->dq_scales, .before = x->before, .before_arg = x->before_arg };
+    return kvc_cpu_rans_decode_windows(cpu_backend(ctx), &a, &wn, &e); /* trusted: the parsed counts, ends from the checked lengths */
 }
 
 KVC_API kvc_status_t kvc_codec_level_params(int level, kvc_codec_params_t *p, uint32_t *bins)
@@ -636,7 +636,7 @@ static kvc_status_t finish_parse(kvc_context_t *ctx, kvc_container_t *c, kvc_con
     return st != KVC_OK ? st : other;
 }
 
-/* The decode's team runs the parse's rest first (kvc_rans_decode_args.before). */
+/* The decode's team runs the parse's rest first (kvc_cpu_decode_extras.before). */
 typedef struct {
     kvc_container_t *c;
     kvc_container_pending_t *pend;
@@ -685,22 +685,19 @@ static kvc_status_t decode_container(kvc_context_t *ctx, kvc_container_t *c, voi
     }
     uint32_t bins[2 * 4096];
     for (size_t i = 0; i < L; i++) bins[i] = c->bins[i];
-    /* rANS, per-token scales, every window in one decode call, and the dequantiser on the coder's
-     * backend: the backend dequantises in the decode's thread team (then_dequantise), one fork
-     * and join less (3 us each on a 2-vCPU VM, 2-3 % of a small chunk's decode). */
+    /* rANS, per-token scales, every window in one decode call, and the dequantiser on the CPU
+     * backend (host output): the backend dequantises in the decode's thread team
+     * (then_dequantise), one fork and join less. */
     struct kvc_quant_args then_dq, *then = NULL;
     if (rans && !chan && (T % W == 0 || T < W)) {
         const kvc_quant_params_t q = { .dtype = (kvc_dtype_t)c->dtype, .values = out, .symbols = symbols, .scales = scales,
                                        .bins = bins, .layers = L, .tokens = T, .channels = C };
-        const kvc_backend_ops_t *ops;
-        kvc_backend_ctx_t *b;
         kvc_route_t to;
-        rans_ops(ctx, &ops, &b);
-        if ((st = kvc_dequantise_route(ctx, &q, 1, &then_dq, &to)) != KVC_OK) {
+        if ((st = kvc_dequantise_route(ctx, &q, &then_dq, &to)) != KVC_OK) {
             st = finish_parse(ctx, c, &pend, st);
             goto done;
         }
-        if (to.b == b) then = &then_dq;
+        if (to.b == cpu_backend(ctx)) then = &then_dq;
     }
     parse_in_team_t pt = { c, pend, prefsum };
     team_extras_t x = { .dq = then };

@@ -91,12 +91,9 @@ void kvc_res_init(kvc_residence_t *r, kvc_context_t *ctx, const char *op);
 /* Adds one data pointer of the call (NULL is ignored); index >= 0 names an array element. */
 void kvc_res_add(kvc_residence_t *r, const char *name, long long index, const void *p);
 kvc_status_t kvc_res_route(const kvc_residence_t *r, kvc_route_t *out);
-/* kvc_dequantise for the codec: trusted as kvc_quant_args.trusted (its rANS decode). */
-kvc_status_t kvc_dequantise_codec(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted);
-/* Its checks and route alone (what it then calls to.ops->dequantise with): also for the codec's
- * rANS decode to hand the dequantise to the backend's decode (kvc_rans_decode_args.then_dequantise). */
-kvc_status_t kvc_dequantise_route(kvc_context_t *ctx, const kvc_quant_params_t *a, int trusted, struct kvc_quant_args *op,
-                                  kvc_route_t *to);
+/* kvc_dequantise's checks and route alone (what it then calls to.ops->dequantise with): for the
+ * codec, whose trusted dequantise on the CPU backend goes through src/backends/simd/cpu_codec.h. */
+kvc_status_t kvc_dequantise_route(kvc_context_t *ctx, const kvc_quant_params_t *a, struct kvc_quant_args *op, kvc_route_t *to);
 /* 1 when p is device memory on a GPU context whose module answers pointer_kind (index tables the
  * core then leaves to the module to validate). */
 int kvc_res_on_device(kvc_context_t *ctx, const void *p);

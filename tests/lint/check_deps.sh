@@ -37,6 +37,7 @@ classify() {
             path=${path#"$top"/}
             case $path in
             src/common/*) echo common ;;
+            src/backends/simd/cpu_codec.h) echo cpu-codec ;;
             src/core/*) echo core ;;
             src/io/*) echo io ;;
             src/cli/*) echo cli ;;
@@ -56,6 +57,22 @@ classify() {
 }
 
 n=0
+# report DESCRIPTION: test n's TAP line, "not ok" with what $tmp holds when it is not empty
+report() {
+    if [ -s "$tmp" ]; then
+        echo "not ok $n - $1"
+        cat "$tmp"
+    else
+        echo "ok $n - $1"
+    fi
+}
+
+# words MAKEFILE-VARIABLE-REGEX: the words of the Makefile.am variables whose names match (noinst_*
+# aside), one a line
+words() {
+    awk -v re="^($1) *[+]?= *" '$0 ~ re && $0 !~ /^noinst_/ { on = 1 } on { print; if ($0 !~ /\\$/) on = 0 }' Makefile.am | tr ' \t\\' '\n\n\n'
+}
+
 # check FOLDER "ALLOWED LAYERS" DESCRIPTION
 check() {
     folder=$1
@@ -72,22 +89,17 @@ check() {
             esac
         done
     done >"$tmp"
-    if [ -s "$tmp" ]; then
-        echo "not ok $n - $what"
-        cat "$tmp"
-    else
-        echo "ok $n - $what"
-    fi
+    report "$what"
 }
 
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT INT TERM
 
-echo "1..11"
+echo "1..12"
 check src/common "common system" "src/common includes only itself and the C library"
-check src/core "core common public system build" "src/core includes no src/io, src/cli, backend or vendor header"
+check src/core "core common public system build cpu-codec" "src/core includes no src/io, src/cli, vendor or backend header but the codec's private CPU interface"
 check src/io "io core common public system build" "src/io builds on src/core and src/common only"
-check src/backends/simd "simd common public system build" "the CPU backend sees the core only through the backend ABI"
+check src/backends/simd "simd cpu-codec common public system build" "the CPU backend sees the core only through the backend ABI and the codec's private interface"
 check src/backends/gpu "gpu common public system vendor-runtime" "src/backends/gpu includes no vendor header and no core header"
 check src/backends/cuda "cuda gpu common public system vendor" "src/backends/cuda stands on src/backends/gpu only"
 check src/backends/hip "hip gpu common public system vendor" "src/backends/hip stands on src/backends/gpu only"
@@ -101,13 +113,22 @@ n=$((n + 1))
 {
     grep -ln '#include <kvcore/backend.h>' include/kvcore.h include/kvcore/*.h | grep -v '^include/kvcore/backend.h$' |
         sed 's/^/#   includes the backend ABI: /'
-    awk '/^kvcore_SOURCES *=/ { on = 1 } on { print; if ($0 !~ /\\$/) on = 0 }' Makefile.am | tr ' \t\\' '\n\n\n' |
-        grep '^tests/' | sed 's/^/#   kvcore_SOURCES lists test code: /'
+    words kvcore_SOURCES | grep '^tests/' | sed 's/^/#   kvcore_SOURCES lists test code: /'
 } >"$tmp"
-if [ -s "$tmp" ]; then
-    echo "not ok $n - user headers stay off the backend ABI; the kvcore program links no test code"
-    cat "$tmp"
-else
-    echo "ok $n - user headers stay off the backend ABI; the kvcore program links no test code"
-fi
+report "user headers stay off the backend ABI; the kvcore program links no test code"
+
+# The codec's private interface to the CPU backend (src/backends/simd/cpu_codec.h) is included by
+# src/core/codec.c and the CPU backend alone (the folder rules above keep it from the GPU modules,
+# the CLI and the public headers), and is not installed.
+n=$((n + 1))
+{
+    for f in $(ls src/*/*.c src/*/*.h src/*/*/*.c src/*/*/*.h src/*/*/*.cu include/*.h include/kvcore/*.h bench/*.c tests/*.c tests/*.h 2>/dev/null); do
+        case $f in src/core/codec.c | src/backends/simd/*) continue ;; esac
+        grep -n '^[[:space:]]*#[[:space:]]*include' "$f" | while IFS= read -r l; do
+            if [ "$(classify "$f" "$l")" = cpu-codec ]; then echo "#   $f:${l%%:*}: ${l#*:} (only src/core/codec.c and the CPU backend)"; fi
+        done
+    done
+    words '[a-z_]*_HEADERS' | grep 'cpu_codec\.h' | sed 's/^/#   an installed header: /'
+} >"$tmp"
+report "the codec's private CPU interface is codec.c's and the CPU backend's alone, not installed"
 exit 0

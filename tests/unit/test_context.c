@@ -7,6 +7,7 @@
 
 #include <criterion/criterion.h>
 #include <kvcore.h>
+#include <kvcore/backend.h> /* KVC_BACKEND_ABI_VERSION */
 
 #include "test_util.h"
 
@@ -102,6 +103,9 @@ Test(context, wrong_abi_module_rejected)
     kvc_context_t *ctx;
     cr_assert_eq(create_forced("cuda", &ctx), KVC_ERR_ABI, "%s", kvc_last_error());
     cr_assert(strstr(kvc_last_error(), "999"), "%s", kvc_last_error());
+    /* One number, the one NEWS, docs/ARCHITECTURE.md and backend.h name (6) */
+    cr_assert_eq(KVC_BACKEND_ABI_VERSION, 6u);
+    cr_assert(strstr(kvc_last_error(), "this kvcore needs 6"), "%s", kvc_last_error());
     /* Not forced: the bad module is skipped and the CPU backend still works. */
     use_topology(TOPO_NV_AMD);
     cr_assert_eq(kvc_context_create(NULL, &ctx), KVC_OK);

@@ -185,7 +185,7 @@ static kvc_status_t rans_tables_on_device(kvc_backend_ctx_t *b, const struct kvc
 
 static kvc_status_t rans_encode_on_device(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
 {
-    const uint64_t L = a->layers, T = a->tokens, C = a->channels, nsym = L * T * C, G = kvc_rans_streams(C, a->groups_per_stream);
+    const uint64_t L = a->layers, T = a->tokens, C = a->channels, nsym = L * T * C, G = kvc_rans_streams(C, KVC_RANS_STREAM_GROUPS);
     gpu_stage_t s;
     rans_result_t *dres = NULL;
     kvc_status_t st = result_begin(b, &s, &dres);
@@ -203,7 +203,7 @@ static kvc_status_t rans_encode_on_device(kvc_backend_ctx_t *b, const struct kvc
         st = symbol_error(b, "rans_encode", a->symbols, a->cum, h->bad_sym, a->tokens, a->channels, a->num_bins);
     if (st == KVC_OK) {
         gpuLaunch(encode_kernel, kvc_gpu_grid(b, L * G, RANS_THREADS), RANS_THREADS, 0)(
-            a->cum, a->symbols, a->streams, a->lengths, L, T, C, a->capacity, a->groups_per_stream, a->num_bins);
+            a->cum, a->symbols, a->streams, a->lengths, L, T, C, a->capacity, KVC_RANS_STREAM_GROUPS, a->num_bins);
         st = kvc_gpu_launch_status(b, "rans_encode");
         if (st == KVC_OK) st = KVC_GPU_CALL(b, gpuStreamSynchronize(0), 1);
     }
@@ -212,7 +212,7 @@ static kvc_status_t rans_encode_on_device(kvc_backend_ctx_t *b, const struct kvc
 
 static kvc_status_t rans_decode_on_device(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
 {
-    const uint64_t L = a->layers, T = a->tokens, C = a->channels, G = kvc_rans_streams(C, a->groups_per_stream);
+    const uint64_t L = a->layers, T = a->tokens, C = a->channels, G = kvc_rans_streams(C, KVC_RANS_STREAM_GROUPS);
     gpu_stage_t s;
     rans_result_t *dres = NULL;
     kvc_status_t st = result_begin(b, &s, &dres);
@@ -237,19 +237,18 @@ static kvc_status_t rans_decode_on_device(kvc_backend_ctx_t *b, const struct kvc
     }
     if (st == KVC_OK) {
         gpuLaunch(decode_kernel, kvc_gpu_grid(b, L * G, RANS_THREADS), RANS_THREADS, 0)(
-            a->cum, a->bytes, a->ends, a->symbols, L, T, C, a->groups_per_stream, a->num_bins, &dres->bad_stream);
+            a->cum, a->bytes, a->ends, a->symbols, L, T, C, KVC_RANS_STREAM_GROUPS, a->num_bins, &dres->bad_stream);
         st = checks_done(b, &s, "rans_decode");
     }
     if (st == KVC_OK && h->bad_stream != RANS_NONE) {
         char why[192];
-        kvc_rans_corrupt_why((size_t)h->bad_stream, (size_t)G, (size_t)KVC_RANS_GROUP * a->groups_per_stream, (size_t)C, why, sizeof why);
+        kvc_rans_corrupt_why((size_t)h->bad_stream, (size_t)G, (size_t)KVC_RANS_GROUP * KVC_RANS_STREAM_GROUPS, (size_t)C, why, sizeof why);
         st = b->svc->set_error(KVC_ERR_CORRUPT, "%s", why);
     }
     return kvc_gpu_stage_end(b, &s, 0, st);
 }
 
-/* The slots: every data pointer checked and translated as cachegen.cu does. The core fills
- * layer_stride = tokens * channels for these calls (the codec's windows use the CPU backend). */
+/* The slots: every data pointer checked and translated as cachegen.cu does. */
 
 kvc_status_t kvc_gpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a_in)
 {
@@ -262,8 +261,6 @@ kvc_status_t kvc_gpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tab
 kvc_status_t kvc_gpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a_in)
 {
     struct kvc_rans_encode_args a = *a_in;
-    if (a.layer_stride != a.tokens * a.channels || a.windows > 1)
-        return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_encode: the GPU module codes whole [layers, tokens, channels] tensors");
     KVC_GPU_REACH(b, "rans_encode", a, cum);
     KVC_GPU_REACH(b, "rans_encode", a, symbols);
     KVC_GPU_REACH(b, "rans_encode", a, streams);
@@ -274,8 +271,6 @@ kvc_status_t kvc_gpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
 kvc_status_t kvc_gpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a_in)
 {
     struct kvc_rans_decode_args a = *a_in;
-    if (a.layer_stride != a.tokens * a.channels || a.windows != 1 || a.then_dequantise || a.before || !a.cum)
-        return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_decode: the GPU module decodes whole [layers, tokens, channels] tensors");
     KVC_GPU_REACH(b, "rans_decode", a, cum);
     KVC_GPU_REACH(b, "rans_decode", a, bytes);
     KVC_GPU_REACH(b, "rans_decode", a, ends);

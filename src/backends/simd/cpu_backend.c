@@ -11,6 +11,7 @@
 #include "cpu_memory.h"
 #include "cpu_transfer.h"
 #include "cpu_cachegen.h"
+#include "cpu_codec.h"
 #include "cpu_rans.h"
 
 static kvc_status_t cpu_probe(const kvc_backend_services_t *svc, int *ndevices, char *why, size_t whylen)
@@ -78,10 +79,17 @@ static kvc_status_t cpu_launch_host_callback(kvc_backend_ctx_t *b, kvc_stream_t 
 
 extern const kvc_backend_t kvc_cpu_backend;
 
-/* The rANS decode with this backend's dequantiser for then_dequantise (cpu_rans.h). */
+/* The rans_decode slot: one window, every check, no fusion (cpu_rans.h). */
 static kvc_status_t cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a)
 {
-    return kvc_cpu_rans_decode(b, a, cpu_dequantise_blocks);
+    return kvc_cpu_rans_decode_run(b, a, NULL, NULL, NULL);
+}
+
+/* The codec's decode (cpu_codec.h), with this backend's dequantiser for x->then_dequantise. */
+kvc_status_t kvc_cpu_rans_decode_windows(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a,
+                                         const struct kvc_cpu_windows *w, const struct kvc_cpu_decode_extras *x)
+{
+    return kvc_cpu_rans_decode_run(b, a, w, x, cpu_dequantise_blocks);
 }
 
 /* The ops in order, each through this backend's own slot (synchronous: each finishes first). */

@@ -8,6 +8,7 @@
 
 #include "common/half.h"
 #include "cpu_cachegen.h"
+#include "cpu_codec.h"
 
 static inline float load_value(kvc_dtype_t dt, const void *x, size_t i)
 {
@@ -106,15 +107,16 @@ kvc_status_t cpu_quantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
     return KVC_OK;
 }
 
-kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a)
+/* The dequantise slot (trusted 0) and the codec's kvc_cpu_dequantise_trusted (cpu_codec.h). */
+static kvc_status_t dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a, int trusted)
 {
     const size_t T = a->tokens, C = a->channels, rows = a->layers * T;
     const size_t tb = C >= CG_QUANT_BLOCK_VALUES ? 1 : CG_QUANT_BLOCK_VALUES / C, nb = (T + tb - 1) / tb;
-    const size_t tasks = a->layers * nb, checked = a->trusted ? 0 : tasks; /* blocks the scan below looks at */
+    const size_t tasks = a->layers * nb, checked = trusted ? 0 : tasks; /* blocks the scan below looks at */
     /* Validate everything first so nothing is written on error: a block's symbols in one scan
      * (they share the layer's bound), the exact index only when it finds one. Not when the core
      * vouches for the data (trusted: the codec's rANS decode, whose container parse checked every
-     * scale and every stream's symbol range; 3-9 % of that decode). */
+     * scale and every stream's symbol range). */
     size_t bad_scale = rows, bad_sym = rows * C;
 #pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : bad_scale, bad_sym) \
     if (checked && rows * C >= CG_PARALLEL_MIN)
@@ -152,6 +154,10 @@ kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a
     cpu_dequantise_blocks(b, a, NULL);
     return KVC_OK;
 }
+
+kvc_status_t cpu_dequantise(kvc_backend_ctx_t *b, const struct kvc_quant_args *a) { return dequantise(b, a, 0); }
+
+kvc_status_t kvc_cpu_dequantise_trusted(kvc_backend_ctx_t *b, const struct kvc_quant_args *a) { return dequantise(b, a, 1); }
 
 void cpu_dequantise_blocks(kvc_backend_ctx_t *b, const struct kvc_quant_args *a, const uint8_t *halves)
 {

@@ -17,6 +17,7 @@
 
 #include "cpu_backend.h"
 #include "cpu_cachegen.h" /* cg_check_symbols */
+#include "cpu_codec.h"
 #include "cpu_rans.h"
 
 
@@ -413,8 +414,9 @@ static kvc_status_t check_tables(kvc_backend_ctx_t *b, const char *op, kvc_statu
                              first % C, why);
 }
 
-/* Every symbol to encode has a frequency in its channel's table, else KVC_ERR_OUT_OF_RANGE naming
- * the first: one bit per symbol with a frequency, per channel. Run once a kernel has flagged one. */
+/* Every symbol to encode (a public call's [layers, tokens, channels]) has a frequency in its
+ * channel's table, else KVC_ERR_OUT_OF_RANGE naming the first: one bit per symbol with a
+ * frequency, per channel. Run once a kernel has flagged one. */
 static kvc_status_t check_encode_symbols(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
 {
     const size_t L = a->layers, T = a->tokens, C = a->channels, n = L * T * C;
@@ -429,7 +431,7 @@ static kvc_status_t check_encode_symbols(kvc_backend_ctx_t *b, const struct kvc_
     size_t first = n;
 #pragma omp parallel for schedule(static) num_threads(b->num_threads) reduction(min : first) if (n >= (1u << 15))
     for (size_t lt = 0; lt < L * T; lt++) {
-        const uint8_t *row = a->symbols + lt / T * a->layer_stride + lt % T * C;
+        const uint8_t *row = a->symbols + lt * C;
         const uint64_t *h = has + lt / T * C;
         for (size_t c = 0; c < C; c++)
             if (row[c] >= 64 || !(h[c] >> row[c] & 1)) {
@@ -441,7 +443,7 @@ static kvc_status_t check_encode_symbols(kvc_backend_ctx_t *b, const struct kvc_
     if (first == n) return KVC_OK;
     const size_t l = first / C / T, t = first / C % T, c = first % C;
     char why[256];
-    kvc_rans_symbol_why(first, l, t, c, a->symbols[l * a->layer_stride + t * C + c], B, why, sizeof why);
+    kvc_rans_symbol_why(first, l, t, c, a->symbols[first], B, why, sizeof why);
     return b->svc->set_error(KVC_ERR_OUT_OF_RANGE, "rans_encode: %s", why);
 }
 
@@ -531,10 +533,19 @@ static size_t even_tasks(size_t n, size_t max, int threads)
     return tasks < n ? tasks : n;
 }
 
-kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a)
+/* A public call is one window of [layers, tokens, channels] symbols, checked. */
+static struct kvc_cpu_windows one_window(size_t tokens, size_t channels)
 {
-    const size_t L = a->layers, tw = a->tokens, C = a->channels, cap = a->capacity, W = a->windows ? a->windows : 1;
-    const stream_split_t sp = stream_split(C, a->groups_per_stream);
+    return (struct kvc_cpu_windows){ .windows = 1, .window_stride = 0, .layer_stride = tokens * channels };
+}
+
+/* The encode of the slot (wins NULL: one window, checked) and of the codec (several, trusted). */
+static kvc_status_t rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a, const struct kvc_cpu_windows *wins)
+{
+    const int trusted = wins != NULL;
+    const struct kvc_cpu_windows wn = trusted ? *wins : one_window(a->tokens, a->channels);
+    const size_t L = a->layers, tw = a->tokens, C = a->channels, cap = a->capacity, W = wn.windows ? wn.windows : 1;
+    const stream_split_t sp = stream_split(C, KVC_RANS_STREAM_GROUPS);
     const size_t NS = W * L * sp.Q, P = (NS + 1) / 2, ntask = even_tasks(P, KVC_RANS_ENC_TASK, b->num_threads);
     const unsigned B = a->num_bins;
     const int isa = b->isa;
@@ -542,7 +553,7 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
      * frequency as they go (a check before them cost a quarter of an encode): the lengths wait in
      * scratch until every stream is good, and a failure is then located and named by a scan. */
     int32_t *lens = a->lengths, *scratch = NULL;
-    if (!a->trusted) {
+    if (!trusted) {
         kvc_status_t st = check_tables(b, "rans_encode", KVC_ERR_INVALID_ARG, a->cum, L, C, B);
         if (st != KVC_OK) return st;
         if (tw && !(lens = scratch = malloc(NS * sizeof *lens)))
@@ -564,7 +575,7 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
                 const size_t k = ks[i] = stream_of(&sp, L, W, 2 * u + i), w = k / (L * sp.Q);
                 size_t l, c0;
                 stream_at(&sp, C, k % (L * sp.Q), &l, &c0, &nch[i]);
-                sym[i] = tw ? a->symbols + w * a->window_stride + l * a->layer_stride + c0 : NULL; /* no tokens: may be NULL */
+                sym[i] = tw ? a->symbols + w * wn.window_stride + l * wn.layer_stride + c0 : NULL; /* no tokens: may be NULL */
                 cum[i] = a->cum + (l * C + c0) * (B + 1);
                 out[i] = a->streams + k * cap;
             }
@@ -577,34 +588,43 @@ kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_enc
     kvc_status_t st = KVC_OK;
     if (bad && !scratch) /* the codec's symbols always have a frequency (it counted them) */
         st = b->svc->set_error(KVC_ERR_BACKEND, "rans_encode: a symbol without a rANS frequency (internal error)");
-    for (size_t w = 0; bad && scratch && w < W && st == KVC_OK; w++) {
-        struct kvc_rans_encode_args aw = *a;
-        aw.symbols += w * a->window_stride;
-        st = check_encode_symbols(b, &aw);
-    }
+    if (bad && scratch) st = check_encode_symbols(b, a); /* a public call: one window */
     if (st == KVC_OK && bad) st = b->svc->set_error(KVC_ERR_BACKEND, "rans_encode: a stream failed with every symbol in its table");
     if (st == KVC_OK && scratch) memcpy(a->lengths, scratch, NS * sizeof *lens);
     free(scratch);
     return st;
 }
 
-kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a, kvc_cpu_then_fn then)
+kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a) { return rans_encode(b, a, NULL); }
+
+kvc_status_t kvc_cpu_rans_encode_windows(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a,
+                                         const struct kvc_cpu_windows *w)
 {
-    const size_t L = a->layers, tw = a->tokens, C = a->channels, W = a->windows ? a->windows : 1;
-    const stream_split_t sp = stream_split(C, a->groups_per_stream);
+    return rans_encode(b, a, w);
+}
+
+kvc_status_t kvc_cpu_rans_decode_run(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a, const struct kvc_cpu_windows *wins,
+                                     const struct kvc_cpu_decode_extras *x, kvc_cpu_then_fn then)
+{
+    static const struct kvc_cpu_decode_extras no_extras;
+    const int trusted = wins != NULL;
+    const struct kvc_cpu_windows wn = trusted ? *wins : one_window(a->tokens, a->channels);
+    if (!x) x = &no_extras;
+    const size_t L = a->layers, tw = a->tokens, C = a->channels, W = wn.windows ? wn.windows : 1;
+    const stream_split_t sp = stream_split(C, KVC_RANS_STREAM_GROUPS);
     const size_t NS = W * L * sp.Q, none = NS;
     const unsigned B = a->num_bins;
     const int isa = b->isa;
-    if (!a->trusted) {
+    if (!trusted) {
         kvc_status_t st = check_tables(b, "rans_decode", KVC_ERR_CORRUPT, a->cum, L, C, B);
         if (st == KVC_OK) st = check_ends(b, a->ends, NS, a->nbytes, sp.Q);
         if (st != KVC_OK) return st;
     }
-    if ((!a->cum && (!a->counts || !a->trusted)) || (a->before && !a->trusted))
-        return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: no tables, or a prologue with untrusted args (internal error)");
-    const struct kvc_quant_args *dq = a->then_dequantise;
+    if ((!a->cum && (!x->counts || !trusted)) || ((x->before || x->then_dequantise) && !trusted))
+        return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: no tables, or fusions with untrusted args (internal error)");
+    const struct kvc_quant_args *dq = x->then_dequantise;
     if (dq && !then) return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_decode: no dequantiser to run after it");
-    if (a->then_scales && (!dq || dq->dtype == KVC_DTYPE_F32))
+    if (x->then_scales && (!dq || dq->dtype == KVC_DTYPE_F32))
         return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: 2-byte scales without an fp16 / bf16 dequantise (internal error)");
     size_t first = none; /* the first damaged stream */
     int nomem = 0, stopped = 0;
@@ -616,7 +636,7 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
     const size_t rows = sp.span * (B + 1); /* a stream's tables, counts mode */
 #pragma omp parallel num_threads(b->num_threads)
     {
-        const int go = !a->before || a->before(a->before_arg); /* the same on every thread */
+        const int go = !x->before || x->before(x->before_arg); /* the same on every thread */
         /* counts mode: this thread's room for a task's tables (the heap: up to 50 KB) */
         uint16_t *own = a->cum || !go ? NULL : malloc(KVC_RANS_TASK * rows * sizeof *own);
 #pragma omp for schedule(static) reduction(min : first) reduction(| : nomem)
@@ -644,14 +664,14 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
                 else if (same < i) cum[i] = cum[same];
                 else { /* made here: in this core's cache, no team of their own */
                     uint16_t *t = own + i * rows;
-                    const uint32_t *cnt = a->counts + (l * C + c0) * B;
+                    const uint32_t *cnt = x->counts + (l * C + c0) * B;
                     for (unsigned ch = 0; ch < nch[i]; ch++) {
-                        if (a->freq) kvc_rans_cum_from_freq_table(cnt + ch * B, B, a->freq, t + ch * (B + 1));
-                        else kvc_rans_cum_from_counts(cnt + ch * B, B, a->count_total, t + ch * (B + 1));
+                        if (x->freq) kvc_rans_cum_from_freq_table(cnt + ch * B, B, x->freq, t + ch * (B + 1));
+                        else kvc_rans_cum_from_counts(cnt + ch * B, B, x->count_total, t + ch * (B + 1));
                     }
                     cum[i] = t;
                 }
-                sym[i] = tw ? a->symbols + w * a->window_stride + l * a->layer_stride + c0 : NULL;
+                sym[i] = tw ? a->symbols + w * wn.window_stride + l * wn.layer_stride + c0 : NULL;
                 in[i] = a->bytes + start;
                 len[i] = (size_t)a->ends[k] - start;
             }
@@ -662,12 +682,12 @@ kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_dec
                         first = ks[i];
         }
         /* past the loop's barrier: first and nomem reduced, every symbol written */
-        if (go && dq && first == none && !nomem) then(b, dq, a->then_scales);
+        if (go && dq && first == none && !nomem) then(b, dq, x->then_scales);
         free(own);
 #pragma omp master
         stopped = !go;
     }
-    if (stopped) return KVC_ERR_CORRUPT; /* the caller says why (before) */
+    if (stopped) return KVC_ERR_CORRUPT; /* the caller says why (x->before) */
     if (nomem) return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_decode: no memory for a thread's rANS tables (%zu bytes)",
                                         KVC_RANS_TASK * rows * sizeof(uint16_t));
     if (first == none) return KVC_OK;

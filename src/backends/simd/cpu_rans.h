@@ -14,15 +14,21 @@
 
 #include "common/rans.h"
 
-/* The backend's rans_tables / rans_encode / rans_decode slots (backend.h). */
+/* The backend's rans_tables / rans_encode slots (backend.h); the codec's encode of several windows
+ * is kvc_cpu_rans_encode_windows (cpu_codec.h), here too. */
 kvc_status_t kvc_cpu_rans_tables(kvc_backend_ctx_t *b, const struct kvc_rans_tables_args *a);
 kvc_status_t kvc_cpu_rans_encode(kvc_backend_ctx_t *b, const struct kvc_rans_encode_args *a);
-/* The rans_decode slot is kvc_cpu_rans_decode with the backend's dequantiser (cpu_backend.c): then,
- * when a->then_dequantise is set, runs in the decode's thread team once every stream decoded
- * (every thread calls it; its orphaned `omp for` shares the blocks). Passed in, so that this
- * file's copies in tests link without the quantiser. */
+/* The decode of the rans_decode slot (wins and x NULL: one window, every check) and of the codec's
+ * kvc_cpu_rans_decode_windows (cpu_codec.h: several windows, trusted, its fusions), which
+ * cpu_backend.c makes of it with the backend's dequantiser as `then`: run in the decode's thread
+ * team when x->then_dequantise is set, once every stream decoded (every thread calls it; its
+ * orphaned `omp for` shares the blocks). Passed in, so that this file's copies in tests link
+ * without the quantiser. */
+struct kvc_cpu_windows;
+struct kvc_cpu_decode_extras;
 typedef void (*kvc_cpu_then_fn)(kvc_backend_ctx_t *b, const struct kvc_quant_args *a, const uint8_t *halves);
-kvc_status_t kvc_cpu_rans_decode(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a, kvc_cpu_then_fn then);
+kvc_status_t kvc_cpu_rans_decode_run(kvc_backend_ctx_t *b, const struct kvc_rans_decode_args *a, const struct kvc_cpu_windows *wins,
+                                     const struct kvc_cpu_decode_extras *x, kvc_cpu_then_fn then);
 
 /* A stream codes nch channels (1 .. 8 * KVC_RANS_STREAM_GROUPS)
  * with min(8, nch) states: its groups of 8 channels one after another, state i coding channel
