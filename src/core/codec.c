@@ -291,15 +291,11 @@ static kvc_status_t rans_encode_windows(kvc_context_t *ctx, const uint8_t *sym, 
     return kvc_cpu_rans_encode_windows(cpu_backend(ctx), &a, &wn); /* trusted: cum counted from these symbols */
 }
 
-/* What the decode's team does besides the decode (kvc_cpu_decode_extras): the parse's rest before
- * it (before: the ends are then its, from LENGTHS, and nbytes STREAMS' size), the dequantiser
- * after it. */
+/* What the decode's team does after the decode (kvc_cpu_decode_extras): the dequantiser, with the
+ * container's 2-byte scales or none (already fp32). */
 typedef struct {
     const struct kvc_quant_args *dq;
     const uint8_t *dq_scales;
-    int (*before)(void *);
-    void *before_arg;
-    size_t nbytes;
 } team_extras_t;
 
 /* The inverse, for nw consecutive windows of tw tokens each in one call (more streams for the
@@ -310,16 +306,13 @@ static kvc_status_t rans_decode_windows(kvc_context_t *ctx, const uint8_t *bytes
                                         size_t L, size_t tw, size_t C, const uint32_t *counts, const uint16_t *freq,
                                         uint64_t total, unsigned B, uint8_t *sym, size_t stride, const team_extras_t *x)
 {
-    int64_t sum = (int64_t)x->nbytes;
-    if (!x->before) {
-        sum = 0;
-        for (size_t k = 0; k < nw * L * kvc_rans_streams(C, KVC_RANS_STREAM_GROUPS); k++) ends[k] = sum += wl[k];
-    }
+    int64_t sum = 0;
+    for (size_t k = 0; k < nw * L * kvc_rans_streams(C, KVC_RANS_STREAM_GROUPS); k++) ends[k] = sum += wl[k];
     const struct kvc_rans_decode_args a = { .bytes = bytes, .ends = ends, .symbols = sym, .layers = L, .tokens = tw,
                                             .channels = C, .num_bins = B, .nbytes = (size_t)sum };
     const struct kvc_cpu_windows wn = { .windows = nw, .window_stride = tw * C, .layer_stride = stride };
     const struct kvc_cpu_decode_extras e = { .counts = counts, .freq = freq, .count_total = total, .then_dequantise = x->dq,
-                                             .then_scales = x->dq_scales, .before = x->before, .before_arg = x->before_arg };
+                                             .then_scales = x->dq_scales };
     return kvc_cpu_rans_decode_windows(cpu_backend(ctx), &a, &wn, &e); /* trusted: the parsed counts, ends from the checked lengths */
 }
 
@@ -590,7 +583,7 @@ KVC_API kvc_status_t kvc_codec_inspect(const void *buf, size_t len, kvc_codec_in
     if (!buf || !info) return kvc_error(KVC_ERR_INVALID_ARG, "codec inspect: buf and info must not be NULL");
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "codec inspect: no memory");
-    kvc_status_t st = kvc_container_parse(buf, len, c);
+    kvc_status_t st = kvc_container_parse(buf, len, c, 1);
     if (st == KVC_OK) {
         fill_info(c, len, info);
         /* Section sizes: whatever is not header, META, SCALES or STREAMS is CDF + LENGTHS; split them
@@ -626,35 +619,8 @@ static kvc_status_t container_cdf(const kvc_container_t *c, size_t S, uint16_t *
     return KVC_OK;
 }
 
-/* The rest of a pending parse (the codec's decode when the decode's team cannot take it), before
- * any other status: those of the parse come first. */
-static kvc_status_t finish_parse(kvc_context_t *ctx, kvc_container_t *c, kvc_container_pending_t **pend, kvc_status_t other)
-{
-    if (!*pend) return other;
-    const kvc_status_t st = kvc_container_parse_finish(c, *pend, ctx->num_threads);
-    *pend = NULL;
-    return st != KVC_OK ? st : other;
-}
-
-/* The decode's team runs the parse's rest first (kvc_cpu_decode_extras.before). */
-typedef struct {
-    kvc_container_t *c;
-    kvc_container_pending_t *pend;
-    int64_t *ends;
-} parse_in_team_t;
-
-static int parse_in_team(void *arg)
-{
-    const parse_in_team_t *t = arg;
-    return kvc_container_parse_in_team(t->c, t->pend, t->ends);
-}
-
-/* Decode a parsed container into out; or, with pend, one whose parse is pending
- * (kvc_container_parse_begin): the rest of it then runs in the rANS decode's thread team when
- * the decode takes one call and dequantises in it, else here first. *team_parse_failed: the
- * team's parse failed (nothing decoded or written; the caller parses again in order). */
-static kvc_status_t decode_container(kvc_context_t *ctx, kvc_container_t *c, void *out, const kvc_codec_decode_params_t *p,
-                                     kvc_container_pending_t *pend, int *team_parse_failed)
+/* Decode a parsed container into out. */
+static kvc_status_t decode_container(kvc_context_t *ctx, kvc_container_t *c, void *out, const kvc_codec_decode_params_t *p)
 {
     const int report = p && (p->field_mask & KVC_CODEC_DECODE_PARAM_PROGRESS) && p->progress;
     const dims_t d = { c->kvs, (size_t)c->kvs * c->num_layers, c->num_tokens, (size_t)c->num_heads * c->head_size };
@@ -679,8 +645,7 @@ static kvc_status_t decode_container(kvc_context_t *ctx, kvc_container_t *c, voi
     }
     kvc_status_t st = KVC_OK;
     if (!sc || !symbols || (windowed && !win) || !prefsum || !scales || (!rans && !cdf)) {
-        st = finish_parse(ctx, c, &pend,
-                          kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C));
+        st = kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory for a %zu x %zu x %zu chunk", L, T, C);
         goto done;
     }
     uint32_t bins[2 * 4096];
@@ -693,21 +658,10 @@ static kvc_status_t decode_container(kvc_context_t *ctx, kvc_container_t *c, voi
         const kvc_quant_params_t q = { .dtype = (kvc_dtype_t)c->dtype, .values = out, .symbols = symbols, .scales = scales,
                                        .bins = bins, .layers = L, .tokens = T, .channels = C };
         kvc_route_t to;
-        if ((st = kvc_dequantise_route(ctx, &q, &then_dq, &to)) != KVC_OK) {
-            st = finish_parse(ctx, c, &pend, st);
-            goto done;
-        }
+        if ((st = kvc_dequantise_route(ctx, &q, &then_dq, &to)) != KVC_OK) goto done;
         if (to.b == cpu_backend(ctx)) then = &then_dq;
     }
-    parse_in_team_t pt = { c, pend, prefsum };
     team_extras_t x = { .dq = then };
-    if (pend && then && pend->ahead) { /* one call (whole windows, or one): the parse's rest in its team */
-        x.before = parse_in_team;
-        x.before_arg = &pt;
-        x.nbytes = pend->ahead_n;
-        c->streams = pend->ahead;
-    } else if ((st = finish_parse(ctx, c, &pend, KVC_OK)) != KVC_OK)
-        goto done;
     /* rANS: the backend's decode tasks make their own tables from the counts (no team for them) */
     if (rans) freq = kvc_rans_freq_make(T, S * c->cdf_bins, fbuf);
     else container_cdf_into(c, S, cdf);
@@ -722,12 +676,8 @@ static kvc_status_t decode_container(kvc_context_t *ctx, kvc_container_t *c, voi
         const size_t t0 = (size_t)w * W, tw = T - t0 < W ? T - t0 : W;
         if (rans) { /* the windows of W tokens in one call, then a shorter last one */
             const size_t nw = tw == W ? (T - t0) / W : 1;
-            st = rans_decode_windows(ctx, c->streams + off, x.before ? NULL : c->lengths + (size_t)w * NS, prefsum, nw, L, tw, C,
+            st = rans_decode_windows(ctx, c->streams + off, c->lengths + (size_t)w * NS, prefsum, nw, L, tw, C,
                                      c->counts, freq, T, c->cdf_bins, symbols + t0 * C, T * C, &x);
-            if (x.before && !kvc_container_parse_end(c, pend)) {
-                *team_parse_failed = 1;
-                goto done;
-            }
             if (st != KVC_OK) goto done;
             off += (size_t)prefsum[nw * NS - 1];
             for (size_t i = 1; report && i <= nw; i++) p->progress(p->progress_user, w + i, c->num_windows + 1u); /* a call a window */
@@ -769,23 +719,11 @@ KVC_API kvc_status_t kvc_codec_decode_ex(kvc_context_t *ctx, const void *buf, si
                          (unsigned long long)p->field_mask);
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "codec decode: no memory");
-    /* The parse's front here; its rest (counts, LENGTHS, checksum) in the rANS decode's team when
-     * it can take it (decode_container), else before the decode as usual. */
-    kvc_container_pending_t pend;
-    kvc_status_t st = kvc_container_parse_begin(buf, len, c, &pend);
+    kvc_status_t st = kvc_container_parse(buf, len, c, ctx->num_threads); /* a corrupt container says so first */
     if (st != KVC_OK) goto done;
-    if (out_bytes < chunk_bytes(c)) {
-        if ((st = kvc_container_parse_finish(c, &pend, ctx->num_threads)) == KVC_OK) /* a corrupt container says so first */
-            st = kvc_error(KVC_ERR_NO_SPACE, "codec decode: output of %zu bytes, the chunk needs %zu", out_bytes, chunk_bytes(c));
-        goto done;
-    }
-    int team_parse_failed = 0;
-    st = decode_container(ctx, c, out, p, &pend, &team_parse_failed);
-    if (team_parse_failed) { /* the status and message of the parse in order */
-        kvc_container_release(c);
-        if ((st = kvc_container_parse_mt(buf, len, c, ctx->num_threads)) == KVC_OK)
-            st = decode_container(ctx, c, out, p, NULL, &team_parse_failed);
-    }
+    if (out_bytes < chunk_bytes(c))
+        st = kvc_error(KVC_ERR_NO_SPACE, "codec decode: output of %zu bytes, the chunk needs %zu", out_bytes, chunk_bytes(c));
+    else st = decode_container(ctx, c, out, p);
     if (st == KVC_OK && info) fill_info(c, len, info);
 done:
     kvc_container_release(c);
@@ -818,7 +756,7 @@ KVC_API kvc_status_t kvc_codec_layer_stats(const void *buf, size_t len, kvc_code
     if (!buf || !stats) return kvc_error(KVC_ERR_INVALID_ARG, "codec stats: buf and stats must not be NULL");
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "codec stats: no memory");
-    kvc_status_t st = kvc_container_parse(buf, len, c);
+    kvc_status_t st = kvc_container_parse(buf, len, c, 1);
     if (st != KVC_OK) goto done;
     const size_t L = (size_t)c->kvs * c->num_layers, C = (size_t)c->num_heads * c->head_size, S = L * C, T = c->num_tokens;
     if (count < L) {

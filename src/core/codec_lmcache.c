@@ -242,7 +242,7 @@ KVC_API kvc_status_t kvc_codec_export_lmcache(const void *buf, size_t len, kvc_l
     if (!buf || !out || !storage) return kvc_error(KVC_ERR_INVALID_ARG, "lmcache export: buf, out and storage must not be NULL");
     kvc_container_t *c = calloc(1, sizeof(*c));
     if (!c) return kvc_error(KVC_ERR_NO_MEMORY, "lmcache export: no memory");
-    kvc_status_t st = kvc_container_parse(buf, len, c);
+    kvc_status_t st = kvc_container_parse(buf, len, c, 1);
     if (st != KVC_OK) goto done;
     char why[160];
     if (kvc_codec_lmcache_unreadable(c, why, sizeof(why))) {

@@ -4,9 +4,6 @@
 #include "config.h"
 
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include <stdlib.h>
 #include <string.h>
 #include "bitio.h"
@@ -386,7 +383,7 @@ static kvc_status_t write_planned(const kvc_container_t *c, const layout_t *Lp, 
 
 /* ---- parsing ---- */
 
-/* STREAMS sections from this size get their checksum on a second thread (kvc_container_parse_mt). */
+/* STREAMS sections from this size get their checksum on a second thread (kvc_container_parse with threads). */
 #define CRC_AHEAD_MIN (32u << 10)
 
 /* The smallest container: a header and five empty section headers (no valid one is that small). */
@@ -532,9 +529,9 @@ static kvc_status_t parse_meta(const uint8_t *m, size_t n, kvc_container_t *c)
     return KVC_OK;
 }
 
-kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_container_t *c)
+/* The header and META, in order. */
+static kvc_status_t parse_head(const uint8_t *buf, size_t len, kvc_container_t *c)
 {
-    if (!buf || !c) return kvc_error(KVC_ERR_INVALID_ARG, "container buffer and output must not be NULL");
     memset(c, 0, sizeof(*c));
     kvc_status_t st = parse_header(buf, len, c);
     if (st != KVC_OK) return st;
@@ -610,10 +607,23 @@ done:
     return st;
 }
 
+/* The coded counts' parts found by parse_front, and what threads share while parsing them. */
+typedef struct {
+    const uint8_t *ahead; /* STREAMS' payload, found ahead (NULL when a header on the way is out of bounds) */
+    size_t ahead_n;
+    /* part i of n: parts + at[i] .. parts + at[i + 1] (one part without the index; none for a raw CDF) */
+    const uint8_t *parts;
+    unsigned nparts;
+    int indexed;
+    uint64_t *at, one[2]; /* at: one, or owned */
+    unsigned char *bad;   /* [nparts]: a part that failed (threads) */
+    uint32_t sums[16];    /* STREAMS' checksum in pieces */
+} pending_t;
+
 /* SCALES and CDF, in order: the scales checked, a raw CDF checked, the coded counts' parts found
  * (the index read and checked) and their table allocated; the counts are parsed next
  * (parse_counts). */
-static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t *c, size_t *pos_io, kvc_container_pending_t *cp)
+static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t *c, size_t *pos_io, pending_t *cp)
 {
     kvc_status_t st;
     size_t pos = *pos_io, n;
@@ -691,7 +701,7 @@ static kvc_status_t parse_front(const uint8_t *buf, size_t len, kvc_container_t 
 }
 
 /* Count part i of the pending parse (say: set the error message). */
-static kvc_status_t count_part(kvc_container_t *c, const kvc_container_pending_t *pp, unsigned i, int say)
+static kvc_status_t count_part(kvc_container_t *c, const pending_t *pp, unsigned i, int say)
 {
     const uint64_t S = kvc_container_streams_per_window(c);
     return get_counts(pp->parts + pp->at[i], (size_t)(pp->at[i + 1] - pp->at[i]), c, piece_at(S, pp->nparts, i),
@@ -700,14 +710,14 @@ static kvc_status_t count_part(kvc_container_t *c, const kvc_container_pending_t
 
 /* The pieces STREAMS' look-ahead checksum is cut in for a team of `threads`: none below
  * CRC_AHEAD_MIN (one thread, in order), else one a thread up to 16. */
-static unsigned crc_pieces(const kvc_container_pending_t *pp, int threads)
+static unsigned crc_pieces(const pending_t *pp, int threads)
 {
     return threads > 1 && pp->ahead && pp->ahead_n >= CRC_AHEAD_MIN ? (threads < 16 ? (unsigned)threads : 16u) : 0;
 }
 
 /* Item i of a team's share of the parse: count part i (a failure flagged in pp->bad, nothing
  * said), else piece i - nparts of STREAMS' checksum cut in `pieces` (to pp->sums). */
-static void parse_item(kvc_container_t *c, kvc_container_pending_t *pp, unsigned i, unsigned pieces)
+static void parse_item(kvc_container_t *c, pending_t *pp, unsigned i, unsigned pieces)
 {
     if (i < pp->nparts) {
         pp->bad[i] = count_part(c, pp, i, 0) != KVC_OK;
@@ -722,7 +732,7 @@ static void parse_item(kvc_container_t *c, kvc_container_pending_t *pp, unsigned
  * beside them (its bytes are most of the container: ahead, found by section_ahead), compared
  * later where the parse in order would have. The status and message are those of the parse in
  * order: the first failing part is parsed again on this thread to say why. */
-static kvc_status_t parse_counts(kvc_container_t *c, kvc_container_pending_t *pp, int threads, uint32_t *ahead_crc, int *have_crc)
+static kvc_status_t parse_counts(kvc_container_t *c, pending_t *pp, int threads, uint32_t *ahead_crc, int *have_crc)
 {
     const unsigned n = pp->nparts, pieces = crc_pieces(pp, threads);
     if (threads <= 1 || n + pieces <= 1) {
@@ -791,7 +801,7 @@ static kvc_status_t parse_tail(const uint8_t *p, size_t n, uint64_t sum, size_t 
     return KVC_OK;
 }
 
-static void pending_done(kvc_container_pending_t *pp)
+static void pending_done(pending_t *pp)
 {
     if (pp->indexed) free(pp->at);
     free(pp->bad);
@@ -800,35 +810,25 @@ static void pending_done(kvc_container_pending_t *pp)
     pp->indexed = 0;
 }
 
-kvc_status_t kvc_container_parse_begin(const uint8_t *buf, size_t len, kvc_container_t *c, kvc_container_pending_t *pp)
+kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c, int threads)
 {
-    memset(pp, 0, sizeof *pp);
-    kvc_status_t st = kvc_container_parse_meta(buf, len, c);
+    if (!buf || !c) return kvc_error(KVC_ERR_INVALID_ARG, "container buffer and output must not be NULL");
+    pending_t pp;
+    memset(&pp, 0, sizeof pp);
+    kvc_status_t st = parse_head(buf, len, c);
     if (st != KVC_OK) return st;
-    pp->buf = buf;
-    pp->len = len;
-    pp->pos = KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + meta_bytes(c);
-    if (!section_ahead(buf, len, pp->pos, 3, &pp->ahead, &pp->ahead_n)) pp->ahead = NULL;
-    if ((st = parse_front(buf, len, c, &pp->pos, pp)) == KVC_OK && !(pp->bad = calloc(pp->nparts + 1u, 1)))
+    size_t pos = KVC_CONTAINER_HEADER_BYTES + KVC_CONTAINER_SECTION_BYTES + meta_bytes(c), n = 0;
+    if (!section_ahead(buf, len, pos, 3, &pp.ahead, &pp.ahead_n)) pp.ahead = NULL;
+    if ((st = parse_front(buf, len, c, &pos, &pp)) == KVC_OK && !(pp.bad = calloc(pp.nparts + 1u, 1)))
         st = kvc_error(KVC_ERR_NO_MEMORY, "no memory for the CDF parse");
-    if (st != KVC_OK) {
-        pending_done(pp);
-        kvc_container_release(c);
-    }
-    return st;
-}
-
-kvc_status_t kvc_container_parse_finish(kvc_container_t *c, kvc_container_pending_t *pp, int threads)
-{
     const uint8_t *p = NULL;
-    size_t pos = pp->pos, n = 0;
     uint64_t sum = 0;
     uint32_t ahead_crc = 0;
     int have_crc = 0;
-    kvc_status_t st = parse_counts(c, pp, threads, &ahead_crc, &have_crc);
-    if (st == KVC_OK) st = parse_back(pp->buf, pp->len, c, &pos, &p, &n, &sum);
-    if (st == KVC_OK) st = parse_tail(p, n, sum, pos, pp->len, have_crc && p == pp->ahead && n == pp->ahead_n ? ahead_crc : crc(p, n));
-    pending_done(pp);
+    if (st == KVC_OK) st = parse_counts(c, &pp, threads, &ahead_crc, &have_crc);
+    if (st == KVC_OK) st = parse_back(buf, len, c, &pos, &p, &n, &sum);
+    if (st == KVC_OK) st = parse_tail(p, n, sum, pos, len, have_crc && p == pp.ahead && n == pp.ahead_n ? ahead_crc : crc(p, n));
+    pending_done(&pp);
     if (st != KVC_OK) {
         kvc_container_release(c);
         return st;
@@ -837,59 +837,6 @@ kvc_status_t kvc_container_parse_finish(kvc_container_t *c, kvc_container_pendin
     c->streams_bytes = n;
     return KVC_OK;
 }
-
-kvc_status_t kvc_container_parse_mt(const uint8_t *buf, size_t len, kvc_container_t *c, int threads)
-{
-    kvc_container_pending_t pp;
-    const kvc_status_t st = kvc_container_parse_begin(buf, len, c, &pp);
-    return st != KVC_OK ? st : kvc_container_parse_finish(c, &pp, threads);
-}
-
-int kvc_container_parse_in_team(kvc_container_t *c, kvc_container_pending_t *pp, int64_t *ends)
-{
-#ifdef _OPENMP
-    const int team = omp_get_num_threads();
-#else
-    const int team = 1;
-#endif
-    const unsigned n = pp->nparts, pieces = crc_pieces(pp, team), chunks = pieces ? pieces : 1;
-    const int items = (int)(n + chunks + 1), was_quiet = kvc_error_quiet(1); /* a failure is said by the parse in order */
-#pragma omp for schedule(dynamic, 1)
-    for (int i = 0; i < items; i++) {
-        if ((unsigned)i < n + chunks) parse_item(c, pp, (unsigned)i, chunks);
-        else { /* LENGTHS, and the checks up to the checksum's (which needs the pieces) */
-            const uint8_t *p;
-            size_t pos = pp->pos, sn;
-            uint64_t sum;
-            pp->back_ok = parse_back(pp->buf, pp->len, c, &pos, &p, &sn, &sum) == KVC_OK && p == pp->ahead && sn == pp->ahead_n &&
-                          sum == sn && pos == pp->len;
-            int64_t e = 0;
-            for (uint64_t k = 0; pp->back_ok && k < kvc_container_coded_per_window(c) * c->num_windows; k++) ends[k] = e += c->lengths[k];
-        }
-    }
-    kvc_error_quiet(was_quiet);
-    /* past the loop's barrier: every thread judges the same results */
-    int ok = pp->back_ok && crc_of_pieces(pp->sums, chunks, pp->ahead_n) == get_u32(pp->ahead - KVC_CONTAINER_SECTION_BYTES + 4);
-    for (unsigned i = 0; ok && i < n; i++) ok = !pp->bad[i];
-#pragma omp single nowait
-    pp->ok = ok;
-    return ok;
-}
-
-int kvc_container_parse_end(kvc_container_t *c, kvc_container_pending_t *pp)
-{
-    const int ok = pp->ok;
-    pending_done(pp);
-    if (!ok) {
-        kvc_container_release(c);
-        return 0;
-    }
-    c->streams = pp->ahead;
-    c->streams_bytes = pp->ahead_n;
-    return 1;
-}
-
-kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c) { return kvc_container_parse_mt(buf, len, c, 1); }
 
 void kvc_container_release(kvc_container_t *c)
 {

@@ -88,49 +88,10 @@ kvc_status_t kvc_container_write(const kvc_container_t *c, uint8_t *out, size_t 
 kvc_status_t kvc_container_write_alloc(const kvc_container_t *c, uint8_t **out, size_t *written);
 /* Validate every field and checksum and fill c (counts/lengths are allocated; free with
  * kvc_container_release). KVC_ERR_CORRUPT for anything malformed or truncated, KVC_ERR_VERSION for
- * another major version. Never reads outside buf[0, len). */
-kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c);
-/* The same, with up to `threads` threads (the same statuses and messages, on the calling thread). */
-kvc_status_t kvc_container_parse_mt(const uint8_t *buf, size_t len, kvc_container_t *c, int threads);
+ * another major version. Never reads outside buf[0, len). With threads > 1 the CDF's count parts
+ * and STREAMS' checksum (in pieces) are read by up to `threads` threads at once; the statuses and
+ * messages are those of the parse in order, on the calling thread. */
+kvc_status_t kvc_container_parse(const uint8_t *buf, size_t len, kvc_container_t *c, int threads);
 void kvc_container_release(kvc_container_t *c);
-
-/* The parse in two steps, for a caller with a thread team of its own (the codec's rANS decode
- * runs the second step as the first step of its decode's team: one fork and join less).
- * kvc_container_parse_begin: header, META, SCALES and the CDF index, in order (the statuses
- * and messages of kvc_container_parse_mt). Then either kvc_container_parse_finish (the rest, as
- * kvc_container_parse_mt does it), or, by every thread of a team, kvc_container_parse_in_team
- * and after the team kvc_container_parse_end. */
-typedef struct kvc_container_pending {
-    const uint8_t *buf;
-    size_t len, pos;          /* pos: past the CDF section */
-    const uint8_t *ahead;     /* STREAMS' payload, found ahead (NULL when a header on the way is out of bounds) */
-    size_t ahead_n;
-    /* the coded counts' parts: p + at[i] .. p + at[i + 1] for part i of n (one part without the
-     * index; none for a raw CDF) */
-    const uint8_t *parts;
-    unsigned nparts;
-    int indexed;
-    uint64_t *at, one[2];     /* at: one, or owned */
-    /* kvc_container_parse_in_team's results, shared by the team */
-    unsigned char *bad;       /* [nparts]: a part that failed (threads) */
-    uint32_t sums[16];        /* STREAMS' checksum in pieces */
-    int back_ok;              /* LENGTHS and what follows it passed */
-    int ok;                   /* all of it passed */
-} kvc_container_pending_t;
-kvc_status_t kvc_container_parse_begin(const uint8_t *buf, size_t len, kvc_container_t *c, kvc_container_pending_t *pp);
-/* The rest of the parse on up to `threads` threads; pp is done with. */
-kvc_status_t kvc_container_parse_finish(kvc_container_t *c, kvc_container_pending_t *pp, int threads);
-/* The rest of the parse shared by the calling team (an orphaned `omp for`: every thread calls it,
- * or, outside a parallel region, the one thread does it all): the count parts, STREAMS' checksum
- * in pieces, and LENGTHS, whose running sums go to ends[] (the end offset of each stream in
- * STREAMS). Returns, the same on every thread, 1 when all of it passed; on 0 nothing is said:
- * parse again in order (kvc_container_parse_mt) for the status and message. Needs pp->ahead. */
-int kvc_container_parse_in_team(kvc_container_t *c, kvc_container_pending_t *pp, int64_t *ends);
-/* After the team: pp is done with. 1 when kvc_container_parse_in_team passed (c parsed), else 0
- * (it failed, or never ran; c released). */
-int kvc_container_parse_end(kvc_container_t *c, kvc_container_pending_t *pp);
-
-/* Parse only the header and META (cheap; for inspect). */
-kvc_status_t kvc_container_parse_meta(const uint8_t *buf, size_t len, kvc_container_t *c);
 
 #endif

@@ -17,14 +17,6 @@
 int kvc_log_level_g = KVC_LOG_OFF;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static _Thread_local char last_error[512];
-static _Thread_local int quiet;
-
-int kvc_error_quiet(int on)
-{
-    const int was = quiet;
-    quiet = on;
-    return was;
-}
 
 static const char *const level_names[] = { "off", "error", "warn", "info", "debug", "trace" };
 
@@ -61,7 +53,6 @@ void kvc_log_emit(int level, const char *component, const char *fmt, ...)
 
 kvc_status_t kvc_error(kvc_status_t status, const char *fmt, ...)
 {
-    if (quiet) return status;
     /* Format into a copy first: callers may pass kvc_last_error() itself as an argument (a
      * backend's reason wrapped with the core's context), which would overlap the output. */
     char msg[sizeof(last_error)];

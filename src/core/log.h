@@ -26,10 +26,6 @@ void kvc_log_emit(int level, const char *component, const char *fmt, ...) __attr
 /* Record the detailed message of an error (kvc_last_error) and log it at debug level; returns
  * status so call sites read `return kvc_error(KVC_ERR_OUT_OF_RANGE, "slot_mapping[%zu] = ...", ...)`. */
 kvc_status_t kvc_error(kvc_status_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* While on (this thread), kvc_error only returns its status: for a check whose failure is
- * reported again by the caller (the codec's parse in the decode's team, parsed again in order).
- * Returns the previous setting. */
-int kvc_error_quiet(int on);
 
 /* Map an errno value to a status (the one place that does it). */
 kvc_status_t kvc_status_from_errno(int err);

@@ -47,14 +47,6 @@ struct kvc_cpu_decode_extras {
      * (then_dequantise->dtype), little-endian, finite and >= 0, converted into
      * then_dequantise->scales block by block by the thread that dequantises the block. */
     const uint8_t *then_scales;
-    /* Called by every thread of the decode's team before its first task, with before_arg: the
-     * rest of the container's parse shared by the team (kvc_container_parse_in_team, an
-     * orphaned `omp for`, which writes the counts and the end offsets the call points to; only
-     * the sizes are read before it). It returns the same on every thread: nonzero to go on; on 0
-     * no stream is read, nothing is written, and the call returns KVC_ERR_CORRUPT with no
-     * message (the caller parses again in order to say why). */
-    int (*before)(void *arg);
-    void *before_arg;
 };
 
 /* rans_decode of several windows with the fusions above. a->ends: every window's streams' end

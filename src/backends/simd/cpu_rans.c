@@ -620,14 +620,14 @@ kvc_status_t kvc_cpu_rans_decode_run(kvc_backend_ctx_t *b, const struct kvc_rans
         if (st == KVC_OK) st = check_ends(b, a->ends, NS, a->nbytes, sp.Q);
         if (st != KVC_OK) return st;
     }
-    if ((!a->cum && (!x->counts || !trusted)) || ((x->before || x->then_dequantise) && !trusted))
+    if ((!a->cum && (!x->counts || !trusted)) || (x->then_dequantise && !trusted))
         return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: no tables, or fusions with untrusted args (internal error)");
     const struct kvc_quant_args *dq = x->then_dequantise;
     if (dq && !then) return b->svc->set_error(KVC_ERR_UNSUPPORTED, "rans_decode: no dequantiser to run after it");
     if (x->then_scales && (!dq || dq->dtype == KVC_DTYPE_F32))
         return b->svc->set_error(KVC_ERR_BACKEND, "rans_decode: 2-byte scales without an fp16 / bf16 dequantise (internal error)");
     size_t first = none; /* the first damaged stream */
-    int nomem = 0, stopped = 0;
+    int nomem = 0;
     /* Tasks of up to KVC_RANS_TASK streams in layer-major order (stream_of), spread evenly
      * (even_tasks), which the SIMD tiers decode a full group of all at once. A failing task's
      * streams are decoded again one by one to name the stream. Without tokens every stream must
@@ -636,11 +636,10 @@ kvc_status_t kvc_cpu_rans_decode_run(kvc_backend_ctx_t *b, const struct kvc_rans
     const size_t rows = sp.span * (B + 1); /* a stream's tables, counts mode */
 #pragma omp parallel num_threads(b->num_threads)
     {
-        const int go = !x->before || x->before(x->before_arg); /* the same on every thread */
         /* counts mode: this thread's room for a task's tables (the heap: up to 50 KB) */
-        uint16_t *own = a->cum || !go ? NULL : malloc(KVC_RANS_TASK * rows * sizeof *own);
+        uint16_t *own = a->cum ? NULL : malloc(KVC_RANS_TASK * rows * sizeof *own);
 #pragma omp for schedule(static) reduction(min : first) reduction(| : nomem)
-        for (size_t j = 0; j < (go ? ntask : 0); j++) {
+        for (size_t j = 0; j < ntask; j++) {
             if (!a->cum && !own) {
                 nomem = 1;
                 continue;
@@ -682,12 +681,9 @@ kvc_status_t kvc_cpu_rans_decode_run(kvc_backend_ctx_t *b, const struct kvc_rans
                         first = ks[i];
         }
         /* past the loop's barrier: first and nomem reduced, every symbol written */
-        if (go && dq && first == none && !nomem) then(b, dq, x->then_scales);
+        if (dq && first == none && !nomem) then(b, dq, x->then_scales);
         free(own);
-#pragma omp master
-        stopped = !go;
     }
-    if (stopped) return KVC_ERR_CORRUPT; /* the caller says why (x->before) */
     if (nomem) return b->svc->set_error(KVC_ERR_NO_MEMORY, "rans_decode: no memory for a thread's rANS tables (%zu bytes)",
                                         KVC_RANS_TASK * rows * sizeof(uint16_t));
     if (first == none) return KVC_OK;
