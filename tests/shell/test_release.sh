@@ -35,6 +35,8 @@ expect() {
 # version of VERSION unreleased (NEWS "(unreleased)", no RELEASES line for it).
 c=$tmp/clone
 git clone -q "$src" "$c" 2>"$tmp/out" || { not_ok "git clone of the checkout"; exit 1; }
+# Releases are cut from main; the checkout may be on another branch.
+git -C "$c" checkout -q -B main
 cp "$src/scripts/release.sh" "$src/scripts/recipe-checksums.sh" "$c/scripts/"
 v=$(sed -n 's/^version=//p' "$c/VERSION")
 sed -i "0,/^kvcore $v .*/s//kvcore $v (unreleased)/" "$c/NEWS"
