@@ -79,10 +79,10 @@ int main(int argc, char **argv)
             const double t0 = now();
             for (unsigned q = 0; q < used; q += n) {
                 kvc_status_t st;
-                if (mode < 6) st = kvc_rans_dec8xn_avx512(n, s + q, c + q, y + q, G, T, B);
-                else if (n == 2) st = kvc_rans_dec8x2_avx2(s + q, c + q, y + q, G, T, B);
-                else if (n == 4) st = kvc_rans_dec8x4_avx2(s + q, c + q, y + q, G, T, B);
-                else st = kvc_rans_dec8x6_avx2(s + q, c + q, y + q, G, T, B);
+                if (mode < 6) st = kvc_rans_dec_streams_avx512(n, s + q, c + q, y + q, G, T, B);
+                else if (n == 2) st = kvc_rans_dec_streams2_avx2(s + q, c + q, y + q, G, T, B);
+                else if (n == 4) st = kvc_rans_dec_streams4_avx2(s + q, c + q, y + q, G, T, B);
+                else st = kvc_rans_dec_streams6_avx2(s + q, c + q, y + q, G, T, B);
                 ok &= st == KVC_OK;
             }
             const double dt = now() - t0;

@@ -326,14 +326,14 @@ static unsigned dec_full_groups(int isa, unsigned nf, kvc_rans_dec_t *const *fs,
     if (isa >= KVC_ISA_AVX512)
         for (unsigned m; (m = (nf - f) & ~1u) != 0 && *status == KVC_OK; f += m) {
             if (m > 2 * KVC_RANS_DEC_REGS_AVX512) m = 2 * KVC_RANS_DEC_REGS_AVX512;
-            *status = kvc_rans_dec8xn_avx512(m, fs + f, fc + f, fy + f, stride, tokens, bins);
+            *status = kvc_rans_dec_streams_avx512(m, fs + f, fc + f, fy + f, stride, tokens, bins);
         }
     else if (isa >= KVC_ISA_AVX2) /* sixes, fours, a pair (10 = 6 + 4, 8 = 4 + 4) */
         for (unsigned m; (m = (nf - f) & ~1u) != 0 && *status == KVC_OK; f += m) {
             m = m == 8 || m == 4 ? 4 : m >= 6 ? 6 : 2;
-            *status = m == 6   ? kvc_rans_dec8x6_avx2(fs + f, fc + f, fy + f, stride, tokens, bins)
-                      : m == 4 ? kvc_rans_dec8x4_avx2(fs + f, fc + f, fy + f, stride, tokens, bins)
-                               : kvc_rans_dec8x2_avx2(fs + f, fc + f, fy + f, stride, tokens, bins);
+            *status = m == 6   ? kvc_rans_dec_streams6_avx2(fs + f, fc + f, fy + f, stride, tokens, bins)
+                      : m == 4 ? kvc_rans_dec_streams4_avx2(fs + f, fc + f, fy + f, stride, tokens, bins)
+                               : kvc_rans_dec_streams2_avx2(fs + f, fc + f, fy + f, stride, tokens, bins);
         }
     return f;
 }

@@ -205,21 +205,21 @@ static inline size_t kvc_rans_dec_run(const uint8_t *const *p, const uint8_t *co
 /* AVX2: a full group of two streams decoded together (s[j]: group tables cum[j], symbols to
  * sym[j]; bins <= 64), one register of 8 states each, the same lookup: what two
  * kvc_rans_dec_group calls with g = 8 do (KVC_ERR_CORRUPT when one runs out of words). */
-kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
-                                  size_t tokens, unsigned bins);
+kvc_status_t kvc_rans_dec_streams2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
+                                        size_t tokens, unsigned bins);
 /* AVX2: a full group of four (six) streams, the two (three) pairs' chains interleaved (one pair's
- * latency hides another's): what two (three) kvc_rans_dec8x2_avx2 calls do. */
-kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
-                                  size_t tokens, unsigned bins);
-kvc_status_t kvc_rans_dec8x6_avx2(kvc_rans_dec_t *const s[6], const uint16_t *const cum[6], uint8_t *const sym[6], size_t stride,
-                                  size_t tokens, unsigned bins);
+ * latency hides another's): what two (three) kvc_rans_dec_streams2_avx2 calls do. */
+kvc_status_t kvc_rans_dec_streams4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
+                                        size_t tokens, unsigned bins);
+kvc_status_t kvc_rans_dec_streams6_avx2(kvc_rans_dec_t *const s[6], const uint16_t *const cum[6], uint8_t *const sym[6], size_t stride,
+                                        size_t tokens, unsigned bins);
 
 /* AVX-512: a full group of n streams decoded together (n even, 2 .. 2 * KVC_RANS_DEC_REGS_AVX512),
  * a register of 16 lanes a pair, without slot tables: what n kvc_rans_dec_group calls with g = 8
- * do. One kernel (cpu_rans_avx512.c, dec8xn) compiled for each register count. */
+ * do. One kernel (cpu_rans_avx512.c, dec_regs) compiled for each register count. */
 #define KVC_RANS_DEC_REGS_AVX512 6
-kvc_status_t kvc_rans_dec8xn_avx512(unsigned n, kvc_rans_dec_t *const *s, const uint16_t *const *cum, uint8_t *const *sym,
-                                    size_t stride, size_t tokens, unsigned bins);
+kvc_status_t kvc_rans_dec_streams_avx512(unsigned n, kvc_rans_dec_t *const *s, const uint16_t *const *cum, uint8_t *const *sym,
+                                         size_t stride, size_t tokens, unsigned bins);
 
 /* NEON (AArch64, cpu_rans_neon.c): the portable decoder's fast path for a full group (rans_decode_fast8 in
  * cpu_rans.c, whose arguments it takes: the slot tables tab, 8 rows of 4096, and the entries cf,

@@ -271,7 +271,7 @@ static inline void dec_store8x2(uint8_t *ra, uint8_t *rb, __m256i ca, __m256i cb
  * pairs is unrolled: one with a variable bound (the last tokens' loop stopped at the first corrupt
  * pair) kept the states on the stack in the whole function, and the four ran at 1.22 ns where the
  * previous kernel took 1.07. */
-static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const *s, const uint16_t *const *cum,
+static inline __attribute__((always_inline)) kvc_status_t dec_pairs(kvc_rans_dec_t *const *s, const uint16_t *const *cum,
                                                                   uint8_t *const *sym, size_t stride, size_t tokens, unsigned bins,
                                                                   const int P)
 {
@@ -334,22 +334,22 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
 }
 
 KVC_RANS_KERNEL
-kvc_status_t kvc_rans_dec8x2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
-                                  size_t tokens, unsigned bins)
+kvc_status_t kvc_rans_dec_streams2_avx2(kvc_rans_dec_t *const s[2], const uint16_t *const cum[2], uint8_t *const sym[2], size_t stride,
+                                        size_t tokens, unsigned bins)
 {
-    return dec8xn(s, cum, sym, stride, tokens, bins, 1); /* reads [0, 2) of each array */
+    return dec_pairs(s, cum, sym, stride, tokens, bins, 1); /* reads [0, 2) of each array */
 }
 
 KVC_RANS_KERNEL
-kvc_status_t kvc_rans_dec8x4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
-                                  size_t tokens, unsigned bins)
+kvc_status_t kvc_rans_dec_streams4_avx2(kvc_rans_dec_t *const s[4], const uint16_t *const cum[4], uint8_t *const sym[4], size_t stride,
+                                        size_t tokens, unsigned bins)
 {
-    return dec8xn(s, cum, sym, stride, tokens, bins, 2);
+    return dec_pairs(s, cum, sym, stride, tokens, bins, 2);
 }
 
 KVC_RANS_KERNEL
-kvc_status_t kvc_rans_dec8x6_avx2(kvc_rans_dec_t *const s[6], const uint16_t *const cum[6], uint8_t *const sym[6], size_t stride,
-                                  size_t tokens, unsigned bins)
+kvc_status_t kvc_rans_dec_streams6_avx2(kvc_rans_dec_t *const s[6], const uint16_t *const cum[6], uint8_t *const sym[6], size_t stride,
+                                        size_t tokens, unsigned bins)
 {
-    return dec8xn(s, cum, sym, stride, tokens, bins, 3);
+    return dec_pairs(s, cum, sym, stride, tokens, bins, 3);
 }

@@ -274,7 +274,7 @@ static inline __attribute__((always_inline)) void dec_lookup(const uint32_t *con
  * multiply, renormalisation, the next words' load) overlap: one chain's latency bounds a token, and
  * a register more is nearly a register for free (per symbol, the real K/V's 31-symbol ranges:
  * 1.27 ns with one, 0.75 with two, 0.56 with four). */
-static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t *const *st, const uint16_t *const *cum,
+static inline __attribute__((always_inline)) kvc_status_t dec_regs(kvc_rans_dec_t *const *st, const uint16_t *const *cum,
                                                                   uint8_t *const *sym, size_t stride, size_t tokens, unsigned bins,
                                                                   const int R)
 {
@@ -324,11 +324,11 @@ static inline __attribute__((always_inline)) kvc_status_t dec8xn(kvc_rans_dec_t 
 }
 
 /* One kernel a register count, each on its own line (KVC_RANS_KERNEL). */
-#define DEC_KERNEL(R)                                                                                                          \
-    KVC_RANS_KERNEL static kvc_status_t dec8x##R##r(kvc_rans_dec_t *const *st, const uint16_t *const *cum, uint8_t *const *sym, \
-                                                     size_t stride, size_t tokens, unsigned bins)                              \
-    {                                                                                                                          \
-        return dec8xn(st, cum, sym, stride, tokens, bins, R);                                                                  \
+#define DEC_KERNEL(R)                                                                                                           \
+    KVC_RANS_KERNEL static kvc_status_t dec_regs##R(kvc_rans_dec_t *const *st, const uint16_t *const *cum, uint8_t *const *sym, \
+                                                     size_t stride, size_t tokens, unsigned bins)                               \
+    {                                                                                                                           \
+        return dec_regs(st, cum, sym, stride, tokens, bins, R);                                                                 \
     }
 DEC_KERNEL(1)
 DEC_KERNEL(2)
@@ -337,16 +337,16 @@ DEC_KERNEL(4)
 DEC_KERNEL(5)
 DEC_KERNEL(6)
 
-kvc_status_t kvc_rans_dec8xn_avx512(unsigned n, kvc_rans_dec_t *const *st, const uint16_t *const *cum, uint8_t *const *sym,
-                                    size_t stride, size_t tokens, unsigned bins)
+kvc_status_t kvc_rans_dec_streams_avx512(unsigned n, kvc_rans_dec_t *const *st, const uint16_t *const *cum, uint8_t *const *sym,
+                                         size_t stride, size_t tokens, unsigned bins)
 {
     switch (n) {
-    case 2: return dec8x1r(st, cum, sym, stride, tokens, bins);
-    case 4: return dec8x2r(st, cum, sym, stride, tokens, bins);
-    case 6: return dec8x3r(st, cum, sym, stride, tokens, bins);
-    case 8: return dec8x4r(st, cum, sym, stride, tokens, bins);
-    case 10: return dec8x5r(st, cum, sym, stride, tokens, bins);
-    case 12: return dec8x6r(st, cum, sym, stride, tokens, bins);
+    case 2: return dec_regs1(st, cum, sym, stride, tokens, bins);
+    case 4: return dec_regs2(st, cum, sym, stride, tokens, bins);
+    case 6: return dec_regs3(st, cum, sym, stride, tokens, bins);
+    case 8: return dec_regs4(st, cum, sym, stride, tokens, bins);
+    case 10: return dec_regs5(st, cum, sym, stride, tokens, bins);
+    case 12: return dec_regs6(st, cum, sym, stride, tokens, bins);
     default: return KVC_ERR_INVALID_ARG; /* the callers pass an even count <= 2 * KVC_RANS_DEC_REGS_AVX512 */
     }
 }
