@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* CacheGen codec: quantise -> counts/CDF -> windowed arithmetic coding -> .kvc container, and back.
- * All heavy lifting goes through the selected backend's ops (kvc_quantise, kvc_cg_encode,
- * kvc_cg_decode_packed, kvc_dequantise); this file only shapes the data and the container. */
+/* CacheGen codec: quantise -> counts -> windows of entropy-coded streams -> .kvc container, and
+ * back (docs/CACHEGEN.md, docs/FORMAT.md). Two coders: `ac`, LMCache's arithmetic coder over a
+ * 16-bit CDF (the default, the one LMCache reads), through the backend's ops (kvc_cg_encode,
+ * kvc_cg_decode_packed); and `rans`, 12-bit frequencies, whose windows run on the built-in CPU
+ * backend through the private calls of backends/simd/cpu_codec.h (several windows in place, the
+ * dequantiser in the decode's team). This file shapes the data, fits a rate target (the bins),
+ * and writes the container; container.c alone reads one. */
 #include "config.h"
 
 #include <math.h>
