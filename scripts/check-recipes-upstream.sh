@@ -14,10 +14,14 @@
 # EB_SOURCES       a folder with easybuild-framework, easybuild-easyblocks, easybuild-easyconfigs
 # BUILDDIR         a configured build tree of this source (default: .) for `make dist`
 # KVC_UPSTREAM_WORK a folder for Spack's install tree and stages (default: a temporary one, removed)
-# The Spack install builds kvcore +python from the `make dist` tarball against Debian's packages
-# (externals: gcc, gmake, pkgconf, hwloc, sleef, zlib, python, py-numpy, and /usr as the python-venv
-# that `extends("python")` brings: a venv of its own would not see Debian's numpy), with --test=root, then
-# runs its stand-alone tests (`spack test run`).
+# COMPILER_WRAPPER_TARBALL  Spack 1.x builds every package through its compiler-wrapper package,
+#                  whose source is a download (compiler-wrapper-1.1.0.tar.gz from
+#                  github.com/spack/compiler-wrapper/releases): give it here for an offline install
+# The Spack install builds kvcore +python ~libdeflate from the `make dist` tarball against Debian's
+# packages (externals: gcc, gmake, pkgconf, hwloc, sleef, zlib, python, py-numpy, and /usr as the
+# python-venv that `extends("python")` brings: a venv of its own would not see Debian's numpy;
+# ~libdeflate because this Spack cannot take Debian's libdeflate as an external), with --test=root,
+# then runs its stand-alone tests (`spack test run`) and imports kvcore after `spack load`.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-.}" && pwd)
@@ -116,12 +120,24 @@ packages:
   py-numpy: {buildable: false, externals: [{spec: py-numpy@$(dv python3-numpy), prefix: /usr}]}
   python-venv: {buildable: false, externals: [{spec: python-venv@1.0, prefix: /usr}]}
 EOF
-    step "spack: version and repositories" sh -c "'$SPACK_ROOT/bin/spack' --version && '$SPACK_ROOT/bin/spack' repo list"
+    step "spack: version and repositories" sh -c "'$SPACK_ROOT/bin/spack' --version && '$SPACK_ROOT/bin/spack' repo list && \
+echo spack-packages \$(git -C '$SPACK_PACKAGES' log -1 --format='%H %cs' 2>/dev/null || echo '(not a git checkout)')"
     step "spack: compiler find (Debian gcc)" spack compiler find
     step "spack audit packages kvcore" spack audit packages kvcore
-    # The style check of spack-packages: black, isort and flake8 with its configuration.
+    # The style check of the spack-packages given: ruff where its pyproject.toml configures ruff
+    # (current spack-packages), else black, isort and flake8 with its settings. Paths are absolute,
+    # so the result does not depend on the working directory.
     pkg="$src/contrib/spack/spack_repo/kvcore/packages/kvcore/package.py"
-    if command -v black >/dev/null && command -v isort >/dev/null && command -v flake8 >/dev/null; then
+    if grep -q '^\[tool\.ruff' "$SPACK_PACKAGES/pyproject.toml" 2>/dev/null; then
+        if command -v ruff >/dev/null; then
+            step "style: ruff check (spack-packages' config)" \
+                ruff check --no-fix --config "$SPACK_PACKAGES/pyproject.toml" "$pkg"
+            step "style: ruff format (spack-packages' config)" \
+                ruff format --check --diff --config "$SPACK_PACKAGES/pyproject.toml" "$pkg"
+        else
+            SKIP "style: this spack-packages lints with ruff (its pyproject.toml) and ruff is not installed (pip install ruff)"
+        fi
+    elif command -v black >/dev/null && command -v isort >/dev/null && command -v flake8 >/dev/null; then
         step "style: black (spack-packages' config, 99 columns)" \
             black --check --diff --config "$SPACK_PACKAGES/pyproject.toml" "$pkg"
         step "style: isort (spack-packages' config)" \
@@ -129,23 +145,30 @@ EOF
         # The settings of spack-packages' .flake8 (its output-format plugin lives in Spack's CI tree).
         step "style: flake8 (spack-packages' .flake8 settings)" \
             flake8 --isolated --max-line-length=99 --extend-ignore=E731,E203 \
-            --per-file-ignores='*/package.py:F403,F405,F821' "$pkg"
+            --per-file-ignores="$pkg:F403,F405,F821" "$pkg"
     else
         SKIP "style: black, isort or flake8 not found (Debian: apt-get install black isort flake8)"
     fi
     step "spack spec kvcore (CPU)" spack spec -I kvcore
-    if [ -n "$tarball" ]; then
+    step "spack spec kvcore ~libdeflate" spack spec -I kvcore ~libdeflate
+    cw=${COMPILER_WRAPPER_TARBALL:-}
+    if [ -n "$tarball" ] && [ -z "$cw" ]; then
+        SKIP "spack install: COMPILER_WRAPPER_TARBALL is not set (Spack's compiler-wrapper source; offline it cannot be downloaded)"
+    elif [ -n "$tarball" ]; then
         # The tarball through a local mirror, so that Spack checks it against the recorded sha256.
         sum=$(sha256sum "$tarball" | cut -d' ' -f1)
         mkdir -p "$work/mirror/_source-cache/archive/$(echo "$sum" | cut -c1-2)"
         cp "$tarball" "$work/mirror/_source-cache/archive/$(echo "$sum" | cut -c1-2)/$sum.tar.gz"
+        cwsum=$(sha256sum "$cw" | cut -d' ' -f1)
+        mkdir -p "$work/mirror/_source-cache/archive/$(echo "$cwsum" | cut -c1-2)"
+        cp "$cw" "$work/mirror/_source-cache/archive/$(echo "$cwsum" | cut -c1-2)/$cwsum.tar.gz"
         cat >"$cfg/mirrors.yaml" <<EOF
 mirrors:
   local: file://$work/mirror
 EOF
         f0=$fail
-        step "spack install --test=root kvcore +python (make dist tarball, Debian externals)" \
-            spack install --test=root --verbose kvcore +python
+        step "spack install --test=root kvcore +python ~libdeflate (make dist tarball, Debian externals)" \
+            spack install --test=root --verbose kvcore +python ~libdeflate
         if [ "$fail" = "$f0" ]; then
             # `spack test run` exits 0 whatever the tests did: its results must say PASSED, no FAILED.
             step "spack test run kvcore (stand-alone tests)" sh -c "'$SPACK_ROOT/bin/spack' test run --alias kvc kvcore; \
@@ -154,7 +177,12 @@ EOF
             prefix=$(spack location -i kvcore 2>/dev/null)
             step "installed kvcore: RPATH, demo, import" sh -c "readelf -d '$prefix/bin/kvcore' | grep -E 'R(UN)?PATH' && \
 '$prefix/bin/kvcore' --version && '$prefix/bin/kvcore' demo | tail -3 && \
-PYTHONPATH=\$(echo '$prefix'/lib/python3*/site-packages) /usr/bin/python3 -c 'import kvcore; print(kvcore.library_path)'"
+PYTHONPATH=\$(echo '$prefix'/lib/python3*/*-packages) /usr/bin/python3 -c 'import kvcore; print(kvcore.library_path)'"
+            # What a user does: `spack load`, then the site's python, no PYTHONPATH of one's own
+            # (Spack itself ran with clingo's on PYTHONPATH: the load script is made first).
+            spack load --sh kvcore >"$work/load.sh" 2>"$work/load.err"
+            step "spack load kvcore; /usr/bin/python3 -c 'import kvcore'" env -u PYTHONPATH sh -c \
+                ". '$work/load.sh' && /usr/bin/python3 -c 'import kvcore; print(kvcore.__file__)'"
         else
             FAIL "spack test run kvcore: kvcore is not installed"
         fi
@@ -171,6 +199,12 @@ PYTHONPATH=\$(echo '$prefix'/lib/python3*/site-packages) /usr/bin/python3 -c 'im
         grep 'cuda_arch' "$work/step.log" | sed 's/^/   /'; PASS "spack spec kvcore +cuda without cuda_arch is refused"
     else
         sed 's/^/   /' "$work/step.log"; FAIL "spack spec kvcore +cuda without cuda_arch is refused with the recipe's message"
+    fi
+    # Last, since it makes the installed kvcore an external of this configuration: `spack external
+    # find` detects it by its program.
+    if [ -n "${prefix:-}" ]; then
+        step "spack external find kvcore (the installed one on PATH)" sh -c "PATH='$prefix/bin':\$PATH \
+'$SPACK_ROOT/bin/spack' external find kvcore && '$SPACK_ROOT/bin/spack' config get packages | grep -A3 'kvcore:'"
     fi
 fi
 
@@ -191,7 +225,11 @@ if [ -n "$ebs" ]; then
     robot="--robot-paths=$ecs:$ebs/easybuild-easyconfigs/easybuild/easyconfigs"
     step "eb --version" eb --version
     step "eb --check-contrib" eb --check-contrib "$ecs"/*.eb
-    step "eb --check-style" eb --check-style "$ecs"/*.eb
+    if "${SPACK_PYTHON:-/usr/bin/python3}" -c 'import pycodestyle' 2>/dev/null; then
+        step "eb --check-style" eb --check-style "$ecs"/*.eb
+    else
+        SKIP "eb --check-style: needs pycodestyle (Debian: apt-get install python3-pycodestyle)"
+    fi
     step "eb --robot --dry-run (CPU)" eb "$robot" --robot --dry-run $(ls "$ecs/kvcore-$version-"*.eb | grep -v -- -CUDA-)
     step "eb --robot --dry-run --cuda-compute-capabilities=8.0,9.0 (CUDA)" \
         eb "$robot" --robot --dry-run --cuda-compute-capabilities=8.0,9.0 "$ecs/kvcore-$version-"*-CUDA-*.eb
@@ -209,7 +247,7 @@ if [ -n "$ebs" ]; then
         FAIL "eb -x with --cuda-compute-capabilities=8.0,9.0: configure gets --with-cuda-arch=\"80;90\""
     fi
     out=
-    pre=$(grep -o 'case "[^"]*" in ""|\*cuda_cc\*) echo "[^"]*" >&2; exit 1;; esac' "$work/x-nocc.log" | head -1)
+    pre=$(grep -o 'case "[^"]*" in ""|00|\*cuda_cc\*) echo "[^"]*" >&2; exit 1;; esac' "$work/x-nocc.log" | head -1)
     echo "   $pre"
     if [ -n "$pre" ] && out=$(sh -c "$pre && echo configure-would-run" 2>&1); [ $? -ne 0 ] \
         && printf '%s' "$out" | grep -q 'no CUDA compute capabilities: run eb with --cuda-compute-capabilities'; then

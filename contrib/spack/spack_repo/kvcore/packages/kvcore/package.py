@@ -4,11 +4,19 @@
 #   spack install kvcore +cuda cuda_arch=90      (or +rocm amdgpu_target=gfx942, +python)
 # docs/PACKAGING.md says how the release checksum is made and how the recipe is checked.
 
+import glob
+import os
+import re
+
 from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
 from spack_repo.builtin.build_systems.cuda import CudaPackage
 from spack_repo.builtin.build_systems.rocm import ROCmPackage
 
 from spack.package import *
+
+# PLACEHOLDER: kvcore has no public address yet. This is the one line a site changes: the address
+# of its mirror, which holds releases/kvcore-X.Y.Z.tar.gz (`make dist`) and kvcore.git.
+SITE = "https://example.invalid/kvcore"
 
 
 class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
@@ -18,13 +26,15 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     into libkvcore; the CUDA and HIP backends are modules loaded at run time, so one install
     serves CPU-only and GPU nodes."""
 
-    # kvcore has no public address yet: these name the release tarball (`make dist`) and the
-    # repository at your site's mirror (or run `spack develop kvcore@main` in a checkout).
-    homepage = "https://example.invalid/kvcore"
-    url = "https://example.invalid/kvcore/releases/kvcore-0.1.0.tar.gz"
-    git = "https://example.invalid/kvcore.git"
+    homepage = SITE
+    url = f"{SITE}/releases/kvcore-0.1.0.tar.gz"
+    git = f"{SITE}.git"
 
+    # PLACEHOLDER: the GitHub account of whoever maintains this recipe at your site.
     maintainers("kvcore-dev")
+
+    # `spack external find kvcore`: an installed kvcore is found by its program.
+    executables = [r"^kvcore$"]
 
     license("BSD-3-Clause")
 
@@ -33,6 +43,11 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
+    variant(
+        "libdeflate",
+        default=True,
+        description="The container's CRC-32 by libdeflate (faster); without it, by zlib",
+    )
 
     depends_on("c", type="build")
     # configure probes a C++ compiler: nvcc and hipcc use it as their host compiler.
@@ -50,7 +65,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     depends_on("sleef")
     depends_on("zlib-api")
     # The container's CRC-32 (zlib's checksum, computed with carry-less multiplies).
-    depends_on("libdeflate")
+    depends_on("libdeflate", when="+libdeflate")
 
     with when("+python"):
         extends("python")
@@ -63,7 +78,8 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
         spec = self.spec
         # The C test suite needs Criterion (no Spack package) and `make fuzz` needs clang's
         # libFuzzer: neither is a dependency, so configure must not pick them up from the system.
-        args = ["--without-criterion", "--disable-fuzzers", "--with-libdeflate"]
+        args = ["--without-criterion", "--disable-fuzzers"]
+        args.extend(self.with_or_without("libdeflate"))
         args.extend(self.enable_or_disable("openmp"))
         args.extend(self.enable_or_disable("python"))
         if spec.satisfies("+python"):
@@ -80,6 +96,25 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
         else:
             args.append("--without-hip")
         return args
+
+    @classmethod
+    def determine_version(cls, exe):
+        out = Executable(exe)("--version", output=str, error=str)
+        match = re.match(r"kvcore (\d+\.\d+\.\d+)", out)
+        return match.group(1) if match else None
+
+    def python_sites(self):
+        """The directories under the prefix where `make install` put the Python package (automake
+        picks lib/pythonX.Y/site-packages or dist-packages after the interpreter's scheme)."""
+        pattern = join_path(self.prefix.lib, "python*", "*-packages", "kvcore")
+        return sorted(os.path.dirname(d) for d in glob.glob(pattern))
+
+    def setup_run_environment(self, env):
+        # `spack load` and the generated modules: the site's python (Debian's /usr/bin/python3
+        # included) does not search this prefix by itself.
+        if self.spec.satisfies("+python"):
+            for site in self.python_sites():
+                env.prepend_path("PYTHONPATH", site)
 
     def check(self):
         """Build-time test (`spack install --test=root`): `make check` needs Criterion, so run the
@@ -101,9 +136,6 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
         """import kvcore from the installed Python package"""
         if not self.spec.satisfies("+python"):
             raise SkipTest("kvcore was built without +python")
+        # No PYTHONPATH of its own: the run environment (setup_run_environment) must provide it.
         python = self.spec["python"].command
-        # configure installs the package under the prefix's lib/pythonX.Y/site-packages; an
-        # external python (/usr) does not have it on its path in the test environment.
-        pyver = self.spec["python"].version.up_to(2)
-        site = join_path(self.prefix.lib, f"python{pyver}", "site-packages")
-        python("-c", "import kvcore; print(kvcore.library_path)", extra_env={"PYTHONPATH": site})
+        python("-c", "import kvcore; print(kvcore.library_path)")
