@@ -212,7 +212,7 @@ int bench_coder_dev_run(const bench_opts_t *o)
 {
     coder_dev_t b = { .L = o->quick ? 4 : 32, .T = 256, .C = 1024, .B = 32 };
     b.cap = kvc_cg_encode_bound(b.T);
-    b.G = (b.C + 7) / 8;
+    b.G = (b.C + 31) / 32; /* rANS streams a layer: one per 32 channels (cachegen.h, Q) */
     b.rcap = kvc_rans_encode_bound(b.T);
     const size_t n = b.L * b.T * b.C;
     const int reps = o->quick ? 2 : 5;
