@@ -58,7 +58,7 @@ typedef enum kvc_isa {
     KVC_ISA_SCALAR = 0,
     KVC_ISA_NEON = 1,   /* aarch64 */
     KVC_ISA_AVX2 = 2,   /* AVX2 + FMA + F16C, OS saves YMM */
-    KVC_ISA_AVX512 = 3, /* AVX-512 F/BW/DQ/VL, OS saves ZMM and opmask */
+    KVC_ISA_AVX512 = 3, /* AVX-512 F/BW/DQ/VL/CD, OS saves ZMM and opmask */
 } kvc_isa_t;
 
 /* ---------------------------------------------------------------- copies (memory.h) */

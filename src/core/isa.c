@@ -33,11 +33,12 @@ kvc_isa_t kvc_isa_detect(void)
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return KVC_ISA_SCALAR;
     const int avx2 = (b >> 5) & 1, bmi1 = (b >> 3) & 1, bmi2 = (b >> 8) & 1;
     const int avx512f = (b >> 16) & 1, avx512dq = (b >> 17) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
+    const int avx512cd = (b >> 28) & 1; /* vplzcntd: the lane-parallel arithmetic decoder */
     unsigned ea, eb, ec, ed;
     const int lzcnt = __get_cpuid(0x80000001u, &ea, &eb, &ec, &ed) && ((ec >> 5) & 1);
     /* The avx2 tier's kernels are compiled with all of these (KVC_AVX2_FLAGS in Makefile.am). */
     if (!(avx2 && fma && f16c && bmi1 && bmi2 && popcnt && lzcnt)) return KVC_ISA_SCALAR;
-    if (avx512f && avx512dq && avx512bw && avx512vl && (xcr0 & 0xe0) == 0xe0) return KVC_ISA_AVX512;
+    if (avx512f && avx512cd && avx512dq && avx512bw && avx512vl && (xcr0 & 0xe0) == 0xe0) return KVC_ISA_AVX512;
     return KVC_ISA_AVX2;
 }
 #elif defined(__aarch64__)

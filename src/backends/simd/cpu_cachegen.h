@@ -36,6 +36,9 @@ void cpu_dequantise_blocks(kvc_backend_ctx_t *b, const struct kvc_quant_args *a,
  * latency chains (multiply, divide, count-leading-zeros) overlap. */
 #define CG_GROUP 4
 
+/* Rows of symbols the coder kernels prefetch ahead (rows are `channels` bytes apart). */
+#define CG_PREFETCH_ROWS 16
+
 /* Calls smaller than this (symbols or values) run on the calling thread: waking a team costs more. */
 #define CG_PARALLEL_MIN (1u << 15)
 
@@ -105,7 +108,8 @@ typedef struct cg_kernels {
 extern const cg_kernels_t cg_kernels_scalar;
 #ifdef KVC_HAVE_X86_SIMD
 extern const cg_kernels_t cg_kernels_avx2; /* cpu_cachegen_avx2.c, the avx2 tier's flags */
-extern const cg_kernels_t cg_kernels_avx512; /* the AVX2 coder, and the quantiser rows of cpu_cachegen_avx512.c: */
+extern const cg_kernels_t cg_kernels_avx512; /* the AVX2 encoder, and cpu_cachegen_avx512.c's: */
+void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
 void cg_quantise_rows_avx512(kvc_dtype_t dtype, const cg_quant_rows_t *r);
 void cg_dequantise_rows_avx512(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The AVX-512 tier's quantiser and dequantiser rows (the tier's coder is the AVX2 one,
- * cpu_cachegen_avx2.c): 16 values a step, a row's last values through masked loads and stores
- * instead of the scalar tail. The same operations as the scalar rows (cpu_cachegen_quant.c): the
+/* The AVX-512 tier's arithmetic decoder, 16 streams in the lanes of a register (docs/CACHEGEN.md,
+ * "Lane-parallel decoder"), and its quantiser and dequantiser rows: 16 values a step, a row's
+ * last values through masked loads and stores instead of the scalar tail. The same operations as the scalar rows (cpu_cachegen_quant.c): the
  * scale is the largest finite |x|, a symbol x * f * (M / (scale * f)) clamped to [-M, M] and
  * rounded to nearest even, plus M; a value (q - M) * step * (1 / f) in fp32, rounded to nearest
  * even into the dtype. */
@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "cpu_cachegen.h"
+#include "cpu_cachegen_lanes.h"
 
 #define ROW_INLINE static inline __attribute__((always_inline))
 
@@ -116,4 +117,154 @@ void cg_dequantise_rows_avx512(kvc_dtype_t dt, const cg_dequant_rows_t *r)
     case KVC_DTYPE_BF16: dequantise_t(KVC_DTYPE_BF16, r); break;
     default: dequantise_t(KVC_DTYPE_F32, r); break;
     }
+}
+
+/* ------------------------------------------------------------------ lane-parallel decoder */
+
+#define LANES 16
+/* Bit positions (32 + at most 18 bits a token) stay below 2^32. */
+#define LANE_MAX_TOKENS (1u << 27)
+/* Longer streams go to the scalar kernel: 8 * (len + 4) stays below 2^31. */
+#define LANE_MAX_LEN (1u << 27)
+
+/* Stream k's first byte (offset from the job's base) and its length. */
+static void lane_stream(const cg_dec_job_t *j, size_t k, size_t *start, size_t *len)
+{
+    if (j->prefsum) {
+        *start = k ? (size_t)j->prefsum[k - 1] : 0;
+        *len = (size_t)j->prefsum[k] - *start;
+    } else {
+        *start = k * j->stride;
+        *len = (size_t)j->lengths[k];
+    }
+}
+
+/* The streams of channels c .. c + 16 NV - 1 of layer l, NV registers of 16 lanes advanced token
+ * by token (the registers' dependency chains overlap). Every lane does what cg_dec_run does for
+ * its stream; returns 0, having written nothing, when the streams do not fit 32-bit gather
+ * offsets, so that the caller decodes them with the scalar kernel. */
+ROW_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int NV)
+{
+    /* Per register: entry s of its 16 channels, cdf[s] << 16 | (cdf[s + 1] - 1) (65535 for the
+     * last symbol), increasing in s; and the last bytes of each stream, zero padded. */
+    uint32_t ent[2][KVC_CG_MAX_BINS][LANES] __attribute__((aligned(64)));
+    uint8_t tail[2][LANES][16] __attribute__((aligned(64)));
+    int32_t off[2][LANES], lenm4[2][LANES], tbeg[2][LANES];
+    uint32_t d0[2][LANES];
+    size_t start[2 * LANES], len[2 * LANES];
+    const size_t C = j->channels, B = j->num_bins;
+    const unsigned max_sym = (unsigned)B - 1;
+    for (int i = 0; i < NV * LANES; i++) lane_stream(j, l * C + c + (size_t)i, &start[i], &len[i]);
+    const size_t first = start[0];
+    for (int i = 0; i < NV * LANES; i++)
+        if (len[i] > LANE_MAX_LEN || start[i] - first + len[i] > (size_t)INT32_MAX) return 0;
+    const uint8_t *base = j->base ? j->base + first : NULL; /* NULL only when every stream is empty */
+    for (int v = 0; v < NV; v++)
+        for (int i = 0; i < LANES; i++) {
+            const size_t k = l * C + c + (size_t)(v * LANES + i), n = len[v * LANES + i];
+            const uint16_t *cdf = j->cdf + k * (B + 1);
+            for (unsigned s = 0; s <= max_sym; s++)
+                ent[v][s][i] = (uint32_t)cdf[s] << 16 | ((s < max_sym ? cdf[s + 1] : 65536u) - 1);
+            const uint8_t *p = n ? base + (start[v * LANES + i] - first) : NULL;
+            const size_t tb = n >= 8 ? n - 8 : 0;
+            memset(tail[v][i], 0, 16);
+            if (n) memcpy(tail[v][i], p + tb, n - tb);
+            uint32_t w = 0;
+            for (size_t b = 0; b < 4; b++) w = w << 8 | (b < n ? p[b] : 0u);
+            d0[v][i] = w;
+            off[v][i] = (int32_t)(start[v * LANES + i] - first);
+            lenm4[v][i] = (int32_t)n - 4;
+            tbeg[v][i] = (int32_t)tb;
+        }
+
+    const __m512i ffff = _mm512_set1_epi32(0xFFFF), one = _mm512_set1_epi32(1), ones = _mm512_set1_epi32(-1);
+    const __m512i k31 = _mm512_set1_epi32(0x7FFFFFFF), k32 = _mm512_set1_epi32(32), twelve = _mm512_set1_epi32(12);
+    const __m512i seven = _mm512_set1_epi32(7);
+    const __m512i lane16 = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(16));
+    const __m512i bswap = _mm512_broadcast_i32x4(_mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12));
+    __m512i low[2], r1[2], d[2], bp[2], vo[2], vl4[2], vtb[2];
+#pragma GCC unroll 2
+    for (int v = 0; v < NV; v++) {
+        low[v] = _mm512_setzero_si512();
+        r1[v] = ones; /* high - low */
+        d[v] = _mm512_loadu_si512(d0[v]);
+        bp[v] = k32;
+        vo[v] = _mm512_loadu_si512(off[v]);
+        vl4[v] = _mm512_loadu_si512(lenm4[v]);
+        vtb[v] = _mm512_loadu_si512(tbeg[v]);
+    }
+    uint8_t *row = j->symbols + l * j->tokens * C + c;
+    for (size_t t = 0; t < j->tokens; t++, row += C) {
+        __builtin_prefetch(row + CG_PREFETCH_ROWS * C, 1);
+        __m512i key[2], bits[2], cnt[2], acc[2];
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) {
+            key[v] = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(cg_lane_quotient(d[v], r1[v]), ffff), 16), ffff);
+            /* The 4 bytes at the lane's byte position, from its stream while they lie inside it,
+             * else from its zero-padded last bytes; the top 25 bits after the shift are the next
+             * bits of the stream (a symbol takes at most 18). */
+            const __m512i at = _mm512_srli_epi32(bp[v], 3);
+            const __mmask16 inside = _mm512_cmple_epi32_mask(at, vl4[v]);
+            __m512i w = _mm512_setzero_si512();
+            if (inside) w = _mm512_mask_i32gather_epi32(w, inside, _mm512_add_epi32(vo[v], at), base, 1);
+            if (inside != 0xFFFF) {
+                const __m512i ti = _mm512_add_epi32(lane16, _mm512_min_epu32(_mm512_sub_epi32(at, vtb[v]), twelve));
+                w = _mm512_mask_i32gather_epi32(w, (__mmask16)~inside, ti, tail[v], 1);
+            }
+            bits[v] = _mm512_sllv_epi32(_mm512_shuffle_epi8(w, bswap), _mm512_and_si512(bp[v], seven));
+            cnt[v] = _mm512_setzero_si512();
+            acc[v] = _mm512_load_si512(ent[v][0]);
+        }
+        /* The symbol: how many of cdf[1 .. max_sym] are <= count, and the largest such entry,
+         * which carries the symbol's bounds. */
+        for (unsigned s = 1; s <= max_sym; s++)
+#pragma GCC unroll 2
+            for (int v = 0; v < NV; v++) {
+                const __m512i e = _mm512_load_si512(ent[v][s]);
+                const __mmask16 le = _mm512_cmple_epu32_mask(e, key[v]);
+                cnt[v] = _mm512_mask_sub_epi32(cnt[v], le, cnt[v], ones);
+                acc[v] = _mm512_mask_max_epu32(acc[v], le, acc[v], e);
+            }
+#pragma GCC unroll 2
+        for (int v = 0; v < NV; v++) {
+            _mm_storeu_si128((__m128i *)(void *)(row + v * LANES), _mm512_cvtepi32_epi8(cnt[v]));
+            /* range * cdf >> 16 in 32-bit lanes: range = a * 2^16 + b (a up to 2^16 for the full
+             * range, whose products wrap as the scalar's 64-bit ones truncated to 32 bits do). */
+            const __m512i lo_c = _mm512_srli_epi32(acc[v], 16), hi_c = _mm512_add_epi32(_mm512_and_si512(acc[v], ffff), one);
+            const __m512i b = _mm512_and_si512(_mm512_add_epi32(r1[v], one), ffff);
+            const __m512i a0 = _mm512_srli_epi32(r1[v], 16);
+            const __m512i a = _mm512_mask_add_epi32(a0, _mm512_testn_epi32_mask(b, b), a0, one);
+            const __m512i lo_off = _mm512_add_epi32(_mm512_mullo_epi32(a, lo_c), _mm512_srli_epi32(_mm512_mullo_epi32(b, lo_c), 16));
+            const __m512i hi_off = _mm512_add_epi32(_mm512_mullo_epi32(a, hi_c), _mm512_srli_epi32(_mm512_mullo_epi32(b, hi_c), 16));
+            const __m512i lo = _mm512_add_epi32(low[v], lo_off), hi = _mm512_sub_epi32(_mm512_add_epi32(low[v], hi_off), one);
+            /* Bulk renormalisation as in cpu_cachegen_coder.h: n1 common leading bits, n3
+             * underflow steps, one shift by n = n1 + n3. */
+            const __m512i n1 = _mm512_lzcnt_epi32(_mm512_xor_si512(lo, hi));
+            const __m512i u = _mm512_sllv_epi32(_mm512_andnot_si512(hi, lo), _mm512_add_epi32(n1, one));
+            const __m512i n = _mm512_add_epi32(n1, _mm512_lzcnt_epi32(_mm512_xor_si512(u, ones)));
+            low[v] = _mm512_and_si512(_mm512_sllv_epi32(lo, n), k31);
+            const __m512i high = _mm512_or_si512(_mm512_or_si512(_mm512_sllv_epi32(hi, n), _mm512_andnot_si512(_mm512_sllv_epi32(ones, n), ones)),
+                                                 _mm512_set1_epi32((int)0x80000000u));
+            r1[v] = _mm512_sub_epi32(high, low[v]);
+            d[v] = _mm512_or_si512(_mm512_sllv_epi32(_mm512_sub_epi32(d[v], lo_off), n), _mm512_srlv_epi32(bits[v], _mm512_sub_epi32(k32, n)));
+            bp[v] = _mm512_add_epi32(bp[v], n);
+        }
+    }
+    return 1;
+}
+
+/* Groups of 32 and 16 channels through the lanes, the rest (and streams the lanes cannot take)
+ * through the AVX2 tier's interleaved scalar kernel. */
+void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t l, size_t c0, size_t n)
+{
+    size_t c = c0;
+    const size_t end = c0 + n;
+    if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
+        while (end - c >= LANES) {
+            const int two = end - c >= 2 * LANES;
+            if (!(two ? lane_decode(j, l, c, 2) : lane_decode(j, l, c, 1))) break;
+            c += two ? 2 * LANES : LANES;
+        }
+    if (c < end) cg_kernels_avx2.decode(j, l, c, end - c);
 }

@@ -27,7 +27,6 @@
 #include <string.h>
 
 #define CG_INLINE static inline __attribute__((always_inline))
-#define CG_PREFETCH_ROWS 16
 
 /* ------------------------------------------------------------------ encoder */
 
