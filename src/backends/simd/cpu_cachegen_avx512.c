@@ -122,6 +122,7 @@ void cg_dequantise_rows_avx512(kvc_dtype_t dt, const cg_dequant_rows_t *r)
 /* ------------------------------------------------------------------ lane-parallel decoder */
 
 #define LANES 16
+#define LANE_INLINE static inline __attribute__((always_inline))
 /* Bit positions (32 + at most 18 bits a token) stay below 2^32. */
 #define LANE_MAX_TOKENS (1u << 27)
 /* Longer streams go to the scalar kernel: 8 * (len + 4) stays below 2^31. */
@@ -139,19 +140,31 @@ static void lane_stream(const cg_dec_job_t *j, size_t k, size_t *start, size_t *
     }
 }
 
+LANE_INLINE void lane_search(const uint32_t (*ent)[KVC_CG_MAX_BINS][LANES], unsigned max_sym, const int NV,
+                             const __m512i *key, __m512i *cnt, __m512i *acc)
+{
+    for (unsigned s = 1; s <= max_sym; s++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            const __m512i e = _mm512_load_si512(ent[v][s]);
+            cnt[v] = _mm512_sub_epi32(cnt[v], _mm512_movm_epi32(_mm512_cmple_epu32_mask(e, key[v])));
+            acc[v] = _mm512_min_epu32(acc[v], _mm512_sub_epi32(key[v], e));
+        }
+}
+
 /* The streams of channels c .. c + 16 NV - 1 of layer l, NV registers of 16 lanes advanced token
  * by token (the registers' dependency chains overlap). Every lane does what cg_dec_run does for
  * its stream; returns 0, having written nothing, when the streams do not fit 32-bit gather
  * offsets, so that the caller decodes them with the scalar kernel. */
-ROW_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int NV)
+LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int NV)
 {
     /* Per register: entry s of its 16 channels, cdf[s] << 16 | (cdf[s + 1] - 1) (65535 for the
      * last symbol), increasing in s; and the last bytes of each stream, zero padded. */
-    uint32_t ent[2][KVC_CG_MAX_BINS][LANES] __attribute__((aligned(64)));
-    uint8_t tail[2][LANES][16] __attribute__((aligned(64)));
-    int32_t off[2][LANES], lenm4[2][LANES], tbeg[2][LANES];
-    uint32_t d0[2][LANES];
-    size_t start[2 * LANES], len[2 * LANES];
+    uint32_t ent[4][KVC_CG_MAX_BINS][LANES] __attribute__((aligned(64)));
+    uint8_t tail[4][LANES][16] __attribute__((aligned(64)));
+    int32_t off[4][LANES], lenm4[4][LANES], tbeg[4][LANES];
+    uint32_t d0[4][LANES];
+    size_t start[4 * LANES], len[4 * LANES];
     const size_t C = j->channels, B = j->num_bins;
     const unsigned max_sym = (unsigned)B - 1;
     for (int i = 0; i < NV * LANES; i++) lane_stream(j, l * C + c + (size_t)i, &start[i], &len[i]);
@@ -183,9 +196,10 @@ ROW_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int 
     const __m512i lane16 = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               _mm512_set1_epi32(16));
     const __m512i bswap = _mm512_broadcast_i32x4(_mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12));
-    __m512i low[2], r1[2], d[2], bp[2], vo[2], vl4[2], vtb[2];
-#pragma GCC unroll 2
+    __m512i low[4], r1[4], d[4], bp[4], vo[4], vl4[4], vtb[4], e0[4];
+#pragma GCC unroll 4
     for (int v = 0; v < NV; v++) {
+        e0[v] = _mm512_load_si512(ent[v][0]);
         low[v] = _mm512_setzero_si512();
         r1[v] = ones; /* high - low */
         d[v] = _mm512_loadu_si512(d0[v]);
@@ -197,8 +211,8 @@ ROW_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int 
     uint8_t *row = j->symbols + l * j->tokens * C + c;
     for (size_t t = 0; t < j->tokens; t++, row += C) {
         __builtin_prefetch(row + CG_PREFETCH_ROWS * C, 1);
-        __m512i key[2], bits[2], cnt[2], acc[2];
-#pragma GCC unroll 2
+        __m512i key[4], bits[4], cnt[4], acc[4];
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
             key[v] = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(cg_lane_quotient(d[v], r1[v]), ffff), 16), ffff);
             /* The 4 bytes at the lane's byte position, from its stream while they lie inside it,
@@ -214,24 +228,19 @@ ROW_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int 
             }
             bits[v] = _mm512_sllv_epi32(_mm512_shuffle_epi8(w, bswap), _mm512_and_si512(bp[v], seven));
             cnt[v] = _mm512_setzero_si512();
-            acc[v] = _mm512_load_si512(ent[v][0]);
+            acc[v] = _mm512_sub_epi32(key[v], _mm512_and_si512(e0[v], ffff)); /* entry 0 as if cdf[0] were 0 */
         }
-        /* The symbol: how many of cdf[1 .. max_sym] are <= count, and the largest such entry,
-         * which carries the symbol's bounds. */
-        for (unsigned s = 1; s <= max_sym; s++)
-#pragma GCC unroll 2
-            for (int v = 0; v < NV; v++) {
-                const __m512i e = _mm512_load_si512(ent[v][s]);
-                const __mmask16 le = _mm512_cmple_epu32_mask(e, key[v]);
-                cnt[v] = _mm512_mask_sub_epi32(cnt[v], le, cnt[v], ones);
-                acc[v] = _mm512_mask_max_epu32(acc[v], le, acc[v], e);
-            }
-#pragma GCC unroll 2
+        /* The symbol: how many of cdf[1 .. max_sym] are <= count, and the largest entry <= key as
+         * key - min(key - e): an entry above the key wraps to more than key. */
+        lane_search(ent, max_sym, NV, key, cnt, acc);
+#pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
             _mm_storeu_si128((__m128i *)(void *)(row + v * LANES), _mm512_cvtepi32_epi8(cnt[v]));
+            acc[v] = _mm512_sub_epi32(key[v], acc[v]);
             /* range * cdf >> 16 in 32-bit lanes: range = a * 2^16 + b (a up to 2^16 for the full
              * range, whose products wrap as the scalar's 64-bit ones truncated to 32 bits do). */
-            const __m512i lo_c = _mm512_srli_epi32(acc[v], 16), hi_c = _mm512_add_epi32(_mm512_and_si512(acc[v], ffff), one);
+            const __m512i lo_c = _mm512_max_epu32(_mm512_srli_epi32(acc[v], 16), _mm512_srli_epi32(e0[v], 16)); /* cdf[0] back */
+            const __m512i hi_c = _mm512_add_epi32(_mm512_and_si512(acc[v], ffff), one);
             const __m512i b = _mm512_and_si512(_mm512_add_epi32(r1[v], one), ffff);
             const __m512i a0 = _mm512_srli_epi32(r1[v], 16);
             const __m512i a = _mm512_mask_add_epi32(a0, _mm512_testn_epi32_mask(b, b), a0, one);
@@ -262,9 +271,9 @@ void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t l, size_t c0, size_t
     const size_t end = c0 + n;
     if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
         while (end - c >= LANES) {
-            const int two = end - c >= 2 * LANES;
-            if (!(two ? lane_decode(j, l, c, 2) : lane_decode(j, l, c, 1))) break;
-            c += two ? 2 * LANES : LANES;
+            const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;
+            if (!(nv == 4 ? lane_decode(j, l, c, 4) : nv == 2 ? lane_decode(j, l, c, 2) : lane_decode(j, l, c, 1))) break;
+            c += (size_t)nv * LANES;
         }
     if (c < end) cg_kernels_avx2.decode(j, l, c, end - c);
 }
