@@ -371,3 +371,103 @@ Test(cachegen_lanes, corrupt_metadata)
     }
     destroy_tiers(ctx, nt);
 }
+
+/* ------------------------------------------------------------------ encoder limits */
+
+/* Capacities from none to the full length: the encoder's status (KVC_ERR_NO_SPACE exactly when a
+ * stream does not fit), full lengths, *needed, each slot's prefix equal to the oracle's stream,
+ * nothing written after it in the slot or past the buffer. */
+Test(cachegen_lanes, capacity_limits)
+{
+    enum { T = 300, C = 80, B = 32, GUARD = 64 };
+    uint64_t rng = 4806;
+    uint8_t *sym = xmalloc(T * C);
+    mixed_symbols(&rng, sym, 1, T, C, B);
+    uint16_t cdf[C * (B + 1)];
+    ref_cg_cdf(sym, 1, T, C, B, cdf);
+    const size_t big = kvc_cg_encode_bound(T);
+    uint8_t *want = calloc(C * big, 1);
+    cr_assert_not_null(want);
+    int32_t wlen[C];
+    ref_cg_encode(cdf, B, sym, 1, T, C, want, big, wlen);
+    size_t longest = 0;
+    for (size_t k = 0; k < C; k++) longest = (size_t)wlen[k] > longest ? (size_t)wlen[k] : longest;
+    const size_t caps[] = { 0, 1, 2, 3, 4, 5, 7, 8, 9, 33, 100, longest - 1, longest, big };
+    kvc_context_t *ctx[3];
+    const int nt = tiers(ctx);
+    for (int i = 0; i < nt; i++)
+        for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++) {
+            const size_t cap = caps[ci];
+            uint8_t *buf = xmalloc(C * cap + GUARD);
+            memset(buf, 0x5A, C * cap + GUARD);
+            int32_t len[C];
+            size_t needed = 0;
+            kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = cap ? buf : NULL, .lengths = len,
+                                          .layers = 1, .tokens = T, .channels = C, .capacity = cap, .num_bins = B,
+                                          .needed = &needed };
+            const kvc_status_t st = kvc_cg_encode(ctx[i], &ea);
+            cr_assert_eq(st, longest > cap ? KVC_ERR_NO_SPACE : KVC_OK, "cap %zu %s: %d", cap, kvc_context_isa(ctx[i]), st);
+            cr_assert_eq(needed, longest, "cap %zu %s", cap, kvc_context_isa(ctx[i]));
+            ASSERT_SAME(len, wlen, sizeof len, "lengths cap %zu %s", cap, kvc_context_isa(ctx[i]));
+            for (size_t k = 0; k < C; k++) {
+                const size_t n = (size_t)wlen[k] < cap ? (size_t)wlen[k] : cap;
+                ASSERT_SAME(buf + k * cap, want + k * big, n, "stream %zu cap %zu %s", k, cap, kvc_context_isa(ctx[i]));
+                for (size_t b = n; b < cap; b++)
+                    cr_assert_eq(buf[k * cap + b], 0x5A, "stream %zu byte %zu written, cap %zu %s", k, b, cap,
+                                 kvc_context_isa(ctx[i]));
+            }
+            for (size_t b = 0; b < GUARD; b++) cr_assert_eq(buf[C * cap + b], 0x5A, "wrote past the buffer");
+            free(buf);
+        }
+    destroy_tiers(ctx, nt);
+    free(sym);
+    free(want);
+}
+
+/* A middle symbol from about 1/4 to 3/4 straddles the midpoint: every repeat is an underflow step,
+ * so runs of it owe hundreds of bits, which leave after the next decided bit or in the flush
+ * (the lanes' lane_emit path), among channels of ordinary symbols. */
+Test(cachegen_lanes, long_underflow_runs)
+{
+    enum { C = 48 };
+    static const size_t Ts[] = { 40, 1000 };
+    kvc_context_t *ctx[3];
+    const int nt = tiers(ctx);
+    uint64_t rng = 4807;
+    for (int i = 0; i < nt; i++)
+        for (unsigned B = 3; B <= 5; B++)
+            for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
+                const size_t T = Ts[ti], ns = C, cap = kvc_cg_encode_bound(T);
+                uint16_t *cdf = xmalloc(ns * (B + 1) * 2);
+                uint8_t *sym = xmalloc(T * C);
+                random_cdf(&rng, cdf, ns, B);
+                for (size_t c = 0; c < C; c++)
+                    if (c % 3) { /* symbol 1 in [16385, 49151): its interval straddles the midpoint */
+                        uint16_t *row = cdf + c * (B + 1);
+                        row[0] = 0;
+                        row[1] = 16385;
+                        for (unsigned s = 2; s < B; s++) row[s] = (uint16_t)(49151 + (s - 2) * 100);
+                    }
+                for (size_t c = 0; c < C; c++)
+                    for (size_t t = 0, run = 0; t < T; t++) {
+                        if (!run) run = 1 + rng_next(&rng) % (c % 2 ? 300 : 40);
+                        const uint64_t r = rng_next(&rng);
+                        sym[t * C + c] = (uint8_t)(--run && c % 3 ? 1 : r % B);
+                    }
+                uint8_t *want = calloc(ns * cap, 1), *got = calloc(ns * cap, 1);
+                cr_assert(want && got);
+                int32_t wlen[C], glen[C];
+                ref_cg_encode(cdf, B, sym, 1, T, C, want, cap, wlen);
+                kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = got, .lengths = glen, .layers = 1,
+                                              .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
+                cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK, "%s", kvc_last_error());
+                ASSERT_SAME(glen, wlen, sizeof glen, "lengths T%zu B%u %s", T, B, kvc_context_isa(ctx[i]));
+                ASSERT_SAME(got, want, ns * cap, "streams T%zu B%u %s", T, B, kvc_context_isa(ctx[i]));
+                decode_like_oracle(ctx[i], cdf, B, want, cap, wlen, 1, T, C, "underflow runs");
+                free(cdf);
+                free(sym);
+                free(want);
+                free(got);
+            }
+    destroy_tiers(ctx, nt);
+}

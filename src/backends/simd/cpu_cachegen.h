@@ -108,7 +108,8 @@ typedef struct cg_kernels {
 extern const cg_kernels_t cg_kernels_scalar;
 #ifdef KVC_HAVE_X86_SIMD
 extern const cg_kernels_t cg_kernels_avx2; /* cpu_cachegen_avx2.c, the avx2 tier's flags */
-extern const cg_kernels_t cg_kernels_avx512; /* the AVX2 encoder, and cpu_cachegen_avx512.c's: */
+extern const cg_kernels_t cg_kernels_avx512; /* cpu_cachegen_avx512.c's kernels: */
+void cg_encode_streams_avx512(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
 void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
 void cg_quantise_rows_avx512(kvc_dtype_t dtype, const cg_quant_rows_t *r);
 void cg_dequantise_rows_avx512(kvc_dtype_t dtype, const cg_dequant_rows_t *r);

@@ -189,10 +189,10 @@ const cg_kernels_t cg_kernels_avx2 = {
     .halves_to_f32 = halves_to_f32_avx2,
 };
 
-/* The AVX-512 tier: this encoder, the lane-parallel decoder, and 16-lane quantiser rows with
- * masked tails. */
+/* The AVX-512 tier: the lane-parallel coder (this one for channels left over), and 16-lane
+ * quantiser rows with masked tails. */
 const cg_kernels_t cg_kernels_avx512 = {
-    .encode = cg_encode_streams_avx2,
+    .encode = cg_encode_streams_avx512,
     .decode = cg_decode_streams_avx512,
     .quantise_rows = cg_quantise_rows_avx512,
     .dequantise_rows = cg_dequantise_rows_avx512,

@@ -277,3 +277,185 @@ void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t l, size_t c0, size_t
         }
     if (c < end) cg_kernels_avx2.decode(j, l, c, end - c);
 }
+
+/* ------------------------------------------------------------------ lane-parallel encoder */
+
+/* A lane's output: bits not yet in a word (nbits < 32 of them, right-aligned in acc) and the
+ * bytes produced, counted past the capacity (the scalar kernel's cg_put and capacity rules). */
+typedef struct lane_out {
+    uint32_t acc, nbits, pos;
+    uint8_t *out;
+} lane_out_t;
+
+static void lane_store(lane_out_t *o, size_t cap, uint32_t w)
+{
+    if (o->pos + (size_t)4 <= cap) {
+        const uint32_t be = __builtin_bswap32(w);
+        memcpy(o->out + o->pos, &be, 4);
+    } else {
+        for (size_t i = 0; i < 4; i++)
+            if (o->pos + i < cap) o->out[o->pos + i] = (uint8_t)(w >> (24 - 8 * i));
+    }
+    o->pos += 4;
+}
+
+/* Append the n <= 32 low bits of bits. */
+static void lane_put(lane_out_t *o, size_t cap, uint32_t bits, unsigned n)
+{
+    uint64_t a = (uint64_t)o->acc << n | bits;
+    unsigned t = o->nbits + n;
+    if (t >= 32) {
+        t -= 32;
+        lane_store(o, cap, (uint32_t)(a >> t));
+        a &= ((uint64_t)1 << t) - 1;
+    }
+    o->acc = (uint32_t)a;
+    o->nbits = t;
+}
+
+/* The first decided bit b (top bit of the n1 >= 1 bits of top), `pending` copies of !b, the rest:
+ * cg_emit's bits, for the lanes whose run does not fit one 32-bit append and for the flush. */
+static void lane_emit(lane_out_t *o, size_t cap, uint32_t top, unsigned n1, uint32_t pending)
+{
+    const uint32_t b = top >> (n1 - 1);
+    lane_put(o, cap, b, 1);
+    for (uint32_t left = pending; left;) {
+        const unsigned k = left >= 32 ? 32 : left;
+        lane_put(o, cap, b ? 0u : (uint32_t)(0xFFFFFFFFull >> (32 - k)), k);
+        left -= k;
+    }
+    lane_put(o, cap, top & ((1u << (n1 - 1)) - 1), n1 - 1);
+}
+
+/* The streams of channels c .. c + 16 NV - 1 of layer l, the symbols' bounds by a gather from
+ * each register's transposed table, the arithmetic as in the decoder, and the output bits
+ * appended in the lanes: a lane whose accumulator fills stores its word by a scalar store (a
+ * lane fills one every 32 / (bits a symbol) tokens), one whose underflow run does not fit one
+ * append goes through lane_emit. */
+LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const int NV)
+{
+    /* Entry s of each channel: cdf[s] | (cdf[s + 1] - 1) << 16 (65535 for the last symbol). */
+    uint32_t ent[4][KVC_CG_MAX_BINS][LANES] __attribute__((aligned(64)));
+    uint32_t vacc[LANES], vnb[LANES], vword[LANES], vtop[LANES], vn1[LANES], vpend[LANES];
+    lane_out_t o[4][LANES];
+    const size_t C = j->channels, B = j->num_bins, cap = j->capacity;
+    for (int v = 0; v < NV; v++)
+        for (int i = 0; i < LANES; i++) {
+            const size_t k = l * C + c + (size_t)(v * LANES + i);
+            const uint16_t *cdf = j->cdf + k * (B + 1);
+            for (size_t s = 0; s < B; s++) ent[v][s][i] = cdf[s] | ((s + 1 < B ? cdf[s + 1] : 65536u) - 1) << 16;
+            o[v][i] = (lane_out_t){ .out = j->streams ? j->streams + k * cap : NULL };
+        }
+    const __m512i ffff = _mm512_set1_epi32(0xFFFF), one = _mm512_set1_epi32(1), ones = _mm512_set1_epi32(-1);
+    const __m512i k31 = _mm512_set1_epi32(0x7FFFFFFF), k32 = _mm512_set1_epi32(32);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i low[4], r1[4], pend[4], acc[4], nb[4];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+        low[v] = _mm512_setzero_si512();
+        r1[v] = ones;
+        pend[v] = acc[v] = nb[v] = _mm512_setzero_si512();
+    }
+    const uint8_t *row = j->symbols + l * j->tokens * C + c;
+    for (size_t t = 0; t < j->tokens; t++, row += C) {
+        __builtin_prefetch(row + CG_PREFETCH_ROWS * C);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            const __m512i sym = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + v * LANES)));
+            const __m512i e = _mm512_i32gather_epi32(_mm512_add_epi32(_mm512_slli_epi32(sym, 4), lane), ent[v], 4);
+            const __m512i lo_c = _mm512_and_si512(e, ffff), hi_c = _mm512_add_epi32(_mm512_srli_epi32(e, 16), one);
+            const __m512i b = _mm512_and_si512(_mm512_add_epi32(r1[v], one), ffff);
+            const __m512i a0 = _mm512_srli_epi32(r1[v], 16);
+            const __m512i a = _mm512_mask_add_epi32(a0, _mm512_testn_epi32_mask(b, b), a0, one);
+            const __m512i lo = _mm512_add_epi32(low[v], _mm512_add_epi32(_mm512_mullo_epi32(a, lo_c),
+                                                                          _mm512_srli_epi32(_mm512_mullo_epi32(b, lo_c), 16)));
+            const __m512i hi = _mm512_sub_epi32(_mm512_add_epi32(low[v], _mm512_add_epi32(_mm512_mullo_epi32(a, hi_c),
+                                                                                           _mm512_srli_epi32(_mm512_mullo_epi32(b, hi_c), 16))),
+                                                one);
+            const __m512i n1 = _mm512_lzcnt_epi32(_mm512_xor_si512(lo, hi));
+            const __m512i u = _mm512_sllv_epi32(_mm512_andnot_si512(hi, lo), _mm512_add_epi32(n1, one));
+            const __m512i n3 = _mm512_lzcnt_epi32(_mm512_xor_si512(u, ones)), n = _mm512_add_epi32(n1, n3);
+            /* n1 decided bits (top): b, `pend` copies of !b (2^p - 1 + b over p + 1 bits), the
+             * other n1 - 1; shift counts of 32 or more give 0 where n1 = 0. */
+            const __mmask16 nz = _mm512_test_epi32_mask(n1, n1);
+            const __m512i top = _mm512_srlv_epi32(lo, _mm512_sub_epi32(k32, n1));
+            const __m512i n1m = _mm512_sub_epi32(n1, one);
+            const __m512i first = _mm512_add_epi32(_mm512_sub_epi32(_mm512_sllv_epi32(one, pend[v]), one), _mm512_srlv_epi32(top, n1m));
+            const __m512i w = _mm512_maskz_or_epi32(nz, _mm512_sllv_epi32(first, n1m), _mm512_andnot_si512(_mm512_sllv_epi32(ones, n1m), top));
+            const __m512i k = _mm512_maskz_add_epi32(nz, pend[v], n1);
+            const __mmask16 lng = _mm512_mask_cmpgt_epu32_mask(nz, k, k32);
+            const __m512i total = _mm512_add_epi32(nb[v], k), r = _mm512_sub_epi32(total, k32);
+            const __mmask16 full = _mm512_mask_cmpge_epu32_mask((__mmask16)~lng, total, k32);
+            const __m512i word = _mm512_or_si512(_mm512_sllv_epi32(acc[v], _mm512_sub_epi32(k32, nb[v])), _mm512_srlv_epi32(w, r));
+            __m512i nacc = _mm512_or_si512(_mm512_sllv_epi32(acc[v], k), w);
+            nacc = _mm512_mask_andnot_epi32(nacc, full, _mm512_sllv_epi32(ones, r), w);
+            const __m512i nnb = _mm512_mask_mov_epi32(total, full, r);
+            if (lng) { /* the old accumulator, the run, through lane_emit */
+                _mm512_storeu_si512(vacc, acc[v]);
+                _mm512_storeu_si512(vnb, nb[v]);
+                _mm512_storeu_si512(vtop, top);
+                _mm512_storeu_si512(vn1, n1);
+                _mm512_storeu_si512(vpend, pend[v]);
+            }
+            acc[v] = _mm512_mask_mov_epi32(acc[v], (__mmask16)~lng, nacc);
+            nb[v] = _mm512_mask_mov_epi32(nb[v], (__mmask16)~lng, nnb);
+            pend[v] = _mm512_mask_mov_epi32(_mm512_add_epi32(pend[v], n3), nz, n3);
+            low[v] = _mm512_and_si512(_mm512_sllv_epi32(lo, n), k31);
+            const __m512i high = _mm512_or_si512(_mm512_or_si512(_mm512_sllv_epi32(hi, n), _mm512_andnot_si512(_mm512_sllv_epi32(ones, n), ones)),
+                                                 _mm512_set1_epi32((int)0x80000000u));
+            r1[v] = _mm512_sub_epi32(high, low[v]);
+            if (full) {
+                _mm512_storeu_si512(vword, word);
+                for (unsigned m = full; m; m &= m - 1) lane_store(&o[v][__builtin_ctz(m)], cap, vword[__builtin_ctz(m)]);
+            }
+            if (lng) {
+                for (unsigned m = lng; m; m &= m - 1) {
+                    const int i = __builtin_ctz(m);
+                    o[v][i].acc = vacc[i];
+                    o[v][i].nbits = vnb[i];
+                    lane_emit(&o[v][i], cap, vtop[i], vn1[i], vpend[i]);
+                    vacc[i] = o[v][i].acc;
+                    vnb[i] = o[v][i].nbits;
+                }
+                acc[v] = _mm512_mask_loadu_epi32(acc[v], lng, vacc);
+                nb[v] = _mm512_mask_loadu_epi32(nb[v], lng, vnb);
+            }
+        }
+    }
+    /* The flush (cg_enc_finish): pending + 1 bits after the bit that picks a point inside
+     * [low, high], zero padding to a byte. */
+    for (int v = 0; v < NV; v++) {
+        uint32_t lw[LANES];
+        _mm512_storeu_si512(lw, low[v]);
+        _mm512_storeu_si512(vacc, acc[v]);
+        _mm512_storeu_si512(vnb, nb[v]);
+        _mm512_storeu_si512(vpend, pend[v]);
+        for (int i = 0; i < LANES; i++) {
+            lane_out_t *e = &o[v][i];
+            e->acc = vacc[i];
+            e->nbits = vnb[i];
+            lane_emit(e, cap, lw[i] >= 0x40000000u, 1, vpend[i] + 1);
+            const unsigned nbytes = (e->nbits + 7) / 8;
+            const uint32_t last = (uint32_t)((uint64_t)e->acc << (32 - e->nbits));
+            for (unsigned b = 0; b < nbytes; b++)
+                if (e->pos + b < cap) e->out[e->pos + b] = (uint8_t)(last >> (24 - 8 * b));
+            j->lengths[l * C + c + (size_t)(v * LANES + i)] = (int32_t)(e->pos + nbytes);
+        }
+    }
+}
+
+/* Groups of 64, 32 and 16 channels through the lanes, the rest through the AVX2 tier's kernel. */
+void cg_encode_streams_avx512(const cg_enc_job_t *j, size_t l, size_t c0, size_t n)
+{
+    size_t c = c0;
+    const size_t end = c0 + n;
+    if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
+        while (end - c >= LANES) {
+            const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;
+            if (nv == 4) lane_encode(j, l, c, 4);
+            else if (nv == 2) lane_encode(j, l, c, 2);
+            else lane_encode(j, l, c, 1);
+            c += (size_t)nv * LANES;
+        }
+    if (c < end) cg_kernels_avx2.encode(j, l, c, end - c);
+}
