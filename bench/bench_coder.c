@@ -6,6 +6,12 @@
  * synthetic KV-like values (log-normal per-channel scales, a few 2x outlier channels) with
  * kvc_quantise: about 3.5 bits/symbol, like LMCache's golden vectors and the real KV in tests/data.
  *
+ * Rows tier_<isa>_<op> time encode / decode / decode_packed on each CPU ISA tier the machine has
+ * (up to the context's: KVCORE_ISA caps it) next to memcpy of the symbols' bytes with the same
+ * threads (a symbol is a byte: Msym/s against MB/s); rows lanes_<op> put the avx512 tier's
+ * lane-parallel kernels next to the avx2 tier's interleaved scalar kernel, the scalar coder, timed
+ * alternately with them (ratio = the lanes' speed-up).
+ *
  * Next to the wall-clock value each line carries "msym_per_cpu_s": symbols per second of process
  * CPU time (all threads), i.e. the throughput of one busy thread, which stays meaningful when the
  * machine is shared (wall-clock figures then mostly measure the other tenants). */
@@ -36,24 +42,31 @@ static double cpu_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* fn and its reference alternately, after one warm-up of each (the reference writes the same
+/* fn(arg) and ref(rarg) alternately, after one warm-up of each (the reference writes the same
  * bytes into its first layers as kvcore does, so the two can share the buffers): best wall-clock
  * and best process CPU seconds of each over reps runs. */
-static void time_pair(void (*fn)(void *), void (*ref)(void *), void *arg, int reps, double wall[2], double cpu[2])
+static void time_pair2(void (*fn)(void *), void *arg, void (*ref)(void *), void *rarg, int reps, double wall[2],
+                       double cpu[2])
 {
     void (*const f[2])(void *) = { fn, ref };
+    void *const a[2] = { arg, rarg };
     for (int k = 0; k < 2; k++) {
-        f[k](arg);
+        f[k](a[k]);
         wall[k] = cpu[k] = 1e30;
     }
     for (int i = 0; i < reps; i++)
         for (int k = 0; k < 2; k++) {
             const double w0 = bench_now(), c0 = cpu_seconds();
-            f[k](arg);
+            f[k](a[k]);
             const double w = bench_now() - w0, c = cpu_seconds() - c0;
             wall[k] = w < wall[k] ? w : wall[k];
             cpu[k] = c < cpu[k] ? c : cpu[k];
         }
+}
+
+static void time_pair(void (*fn)(void *), void (*ref)(void *), void *arg, int reps, double wall[2], double cpu[2])
+{
+    time_pair2(fn, arg, ref, arg, reps, wall, cpu);
 }
 
 static void run_cdf(void *p)
@@ -181,6 +194,106 @@ static void report(const bench_opts_t *o, const char *name, double n, double nre
     bench_report(o, &r);
 }
 
+/* One of kvcore's ops on the context of one ISA tier. */
+typedef struct tier_job {
+    coder_bench_t *b;
+    kvc_context_t *ctx;
+    void (*op)(void *);
+} tier_job_t;
+
+static void run_tier(void *p)
+{
+    tier_job_t *t = p;
+    kvc_context_t *const keep = t->b->ctx;
+    t->b->ctx = t->ctx;
+    t->op(t->b);
+    t->b->ctx = keep;
+}
+
+static void report_vs(const bench_opts_t *o, const char *name, const char *baseline, double n, const double wall[2],
+                      const double cpu[2], int threads, const coder_bench_t *b)
+{
+    char params[384];
+    snprintf(params, sizeof(params),
+             "\"msym_per_cpu_s\":%.1f,\"baseline_cpu_msym_s\":%.1f,\"layers\":%zu,\"tokens\":%zu,\"channels\":%zu,"
+             "\"bins\":%u",
+             n / cpu[0] / 1e6, n / cpu[1] / 1e6, b->L, b->T, b->C, b->B);
+    const bench_result_t r = { .suite = "coder", .name = name, .value = n / wall[0] / 1e6, .unit = "Msym/s",
+                               .baseline_name = baseline, .baseline_value = n / wall[1] / 1e6, .threads = threads,
+                               .params = params };
+    bench_report(o, &r);
+}
+
+#define NTIERS 4
+static const char *const tier_names[NTIERS] = { "scalar", "neon", "avx2", "avx512" };
+
+/* Contexts with th threads on each tier this machine has, up to the default context's (whose
+ * KVCORE_ISA cap is respected); ctx[i] NULL where tier_names[i] is not available. */
+static void tier_contexts(int th, kvc_context_t *ctx[NTIERS])
+{
+    kvc_context_params_t p = { .field_mask = KVC_CONTEXT_PARAM_NUM_THREADS, .num_threads = th };
+    kvc_context_t *def = NULL;
+    const char *top = kvc_context_create(&p, &def) == KVC_OK ? kvc_context_isa(def) : "scalar";
+    const char *cap = getenv("KVCORE_ISA");
+    char *saved = cap ? strdup(cap) : NULL;
+    int past = 0;
+    for (int i = 0; i < NTIERS; i++) {
+        ctx[i] = NULL;
+        if (past) continue;
+        setenv("KVCORE_ISA", tier_names[i], 1);
+        if (kvc_context_create(&p, &ctx[i]) == KVC_OK && strcmp(kvc_context_isa(ctx[i]), tier_names[i]) != 0) {
+            kvc_context_destroy(ctx[i]);
+            ctx[i] = NULL;
+        }
+        past = strcmp(tier_names[i], top) == 0;
+    }
+    if (saved) setenv("KVCORE_ISA", saved, 1);
+    else unsetenv("KVCORE_ISA");
+    free(saved);
+    kvc_context_destroy(def);
+}
+
+/* tier_<isa>_<op> rows against memcpy, and lanes_<op> against the avx2 tier. */
+static int tier_rows(const bench_opts_t *o, coder_bench_t *b, int th, int reps)
+{
+    static const char *const op_names[3] = { "encode", "decode", "decode_packed" };
+    void (*const ops[3])(void *) = { run_encode, run_decode, run_decode_packed };
+    const size_t n = b->L * b->T * b->C;
+    kvc_context_t *ctx[NTIERS];
+    tier_contexts(th, ctx);
+    bench_memcpy_job_t mj = { .dst = b->out, .src = b->sym, .bytes = n, .threads = th };
+    int rc = 0;
+    for (int i = 0; i < NTIERS && !rc; i++) {
+        if (!ctx[i]) continue;
+        for (int k = 0; k < 3 && !rc; k++) {
+            char name[64];
+            snprintf(name, sizeof(name), "tier_%s_%s", tier_names[i], op_names[k]);
+            if (!bench_case_wanted(o, name)) continue;
+            tier_job_t t = { b, ctx[i], ops[k] };
+            double wall[2], cpu[2];
+            time_pair2(run_tier, &t, bench_memcpy_run, &mj, reps, wall, cpu);
+            run_tier(&t); /* the last call must be the op: memcpy left the symbols in out */
+            if (k && memcmp(b->out, b->sym, n) != 0) {
+                fprintf(stderr, "bench coder: %s mismatch\n", name);
+                rc = 1;
+            }
+            report_vs(o, name, "memcpy", (double)n, wall, cpu, th, b);
+        }
+    }
+    if (ctx[3] && ctx[2])
+        for (int k = 0; k < 3 && !rc; k++) {
+            char name[64];
+            snprintf(name, sizeof(name), "lanes_%s", op_names[k]);
+            if (!bench_case_wanted(o, name)) continue;
+            tier_job_t lanes = { b, ctx[3], ops[k] }, scalar = { b, ctx[2], ops[k] };
+            double wall[2], cpu[2];
+            time_pair2(run_tier, &lanes, run_tier, &scalar, reps, wall, cpu);
+            report_vs(o, name, "scalar_coder", (double)n, wall, cpu, th, b);
+        }
+    for (int i = 0; i < NTIERS; i++) kvc_context_destroy(ctx[i]);
+    return rc;
+}
+
 int bench_coder_run(const bench_opts_t *o)
 {
     coder_bench_t b = { .L = o->quick ? 4 : 32, .T = 256, .C = 1024, .B = 32 };
@@ -251,6 +364,8 @@ int bench_coder_run(const bench_opts_t *o)
             bench_report(o, &r);
         }
         kvc_context_destroy(b.ctx);
+        b.ctx = o->ctx;
+        if (tier_rows(o, &b, th, reps)) return 1;
     }
     bench_free(b.sym, n);
     bench_free(b.out, n);
