@@ -298,8 +298,35 @@ Test(cachegen_lanes, empty_and_one_byte_streams)
     destroy_tiers(ctx, nt);
 }
 
-/* Valid streams cut at random lengths (some to nothing), with single bit flips, appended bytes,
- * or replaced by random bytes: every tier decodes them as the oracle does, status KVC_OK. */
+/* Valid streams of T tokens on C channels cut at random lengths (some to nothing), with single bit
+ * flips, appended bytes, or replaced by random bytes (how 0-3): every tier decodes them as the
+ * oracle does, status KVC_OK. */
+static void damaged_round(kvc_context_t *ctx[3], int nt, uint64_t *rng, size_t C, size_t T, unsigned B, int how)
+{
+    const size_t cap = kvc_cg_encode_bound(T) + 8;
+    uint8_t *sym = xmalloc(T * C), *streams = xmalloc(C * cap);
+    uint16_t *cdf = xmalloc(C * (B + 1) * 2);
+    int32_t *len = xmalloc(C * 4);
+    mixed_symbols(rng, sym, 1, T, C, B);
+    random_cdf(rng, cdf, C, B);
+    for (size_t b = 0; b < C * cap; b++) streams[b] = (uint8_t)rng_next(rng);
+    if (how != 3) ref_cg_encode(cdf, B, sym, 1, T, C, streams, cap, len);
+    for (size_t k = 0; k < C; k++) {
+        const uint64_t r = rng_next(rng);
+        switch (how) {
+        case 0: len[k] = (int32_t)(r % ((uint64_t)len[k] + 1)); break; /* cut */
+        case 1: if (len[k]) streams[k * cap + r % (uint64_t)len[k]] ^= (uint8_t)(1u << (r >> 32) % 8); break; /* flip */
+        case 2: len[k] += (int32_t)(r % 9); break; /* appended */
+        default: len[k] = (int32_t)(r % (cap + 1)); break; /* random */
+        }
+    }
+    for (int i = 0; i < nt; i++) decode_like_oracle(ctx[i], cdf, B, streams, cap, len, 1, T, C, "damaged");
+    free(sym);
+    free(streams);
+    free(cdf);
+    free(len);
+}
+
 Test(cachegen_lanes, damaged_streams)
 {
     kvc_context_t *ctx[3];
@@ -307,31 +334,24 @@ Test(cachegen_lanes, damaged_streams)
     uint64_t rng = 4804;
     for (int round = 0; round < 80; round++) {
         const size_t C = 16 + rng_next(&rng) % 70, T = 1 + rng_next(&rng) % 400;
-        const unsigned B = 1 + (unsigned)(rng_next(&rng) % 64);
-        const size_t cap = kvc_cg_encode_bound(T) + 8;
-        uint8_t *sym = xmalloc(T * C), *streams = xmalloc(C * cap);
-        uint16_t *cdf = xmalloc(C * (B + 1) * 2);
-        int32_t *len = xmalloc(C * 4);
-        mixed_symbols(&rng, sym, 1, T, C, B);
-        random_cdf(&rng, cdf, C, B);
-        for (size_t b = 0; b < C * cap; b++) streams[b] = (uint8_t)rng_next(&rng);
-        const int how = round % 4;
-        if (how != 3) ref_cg_encode(cdf, B, sym, 1, T, C, streams, cap, len);
-        for (size_t k = 0; k < C; k++) {
-            const uint64_t r = rng_next(&rng);
-            switch (how) {
-            case 0: len[k] = (int32_t)(r % ((uint64_t)len[k] + 1)); break;                        /* cut */
-            case 1: if (len[k]) streams[k * cap + r % (uint64_t)len[k]] ^= (uint8_t)(1u << (r >> 32) % 8); break; /* flip */
-            case 2: len[k] += (int32_t)(r % 9); break;                                             /* appended */
-            default: len[k] = (int32_t)(r % (cap + 1)); break;                                     /* random */
-            }
-        }
-        for (int i = 0; i < nt; i++) decode_like_oracle(ctx[i], cdf, B, streams, cap, len, 1, T, C, "damaged");
-        free(sym);
-        free(streams);
-        free(cdf);
-        free(len);
+        damaged_round(ctx, nt, &rng, C, T, 1 + (unsigned)(rng_next(&rng) % 64), round % 4);
     }
+    destroy_tiers(ctx, nt);
+}
+
+/* Streams too long to be copied side by side (more than 48 KiB for a group: 64 streams of 3000
+ * or 6000 tokens) are read in place; the group of 16 after them is copied. Valid and damaged. */
+Test(cachegen_lanes, long_streams_read_in_place)
+{
+    kvc_context_t *ctx[3];
+    const int nt = tiers(ctx);
+    uint64_t rng = 4808;
+    for (int i = 0; i < nt; i++)
+        for (size_t T = 3000; T <= 6000; T += 3000) {
+            round_trip(ctx[i], &rng, 1, T, 80, 16, 1);
+            round_trip(ctx[i], &rng, 1, T, 80, 64, 0);
+        }
+    for (int how = 0; how < 4; how++) damaged_round(ctx, nt, &rng, 80, 3000, 40, how);
     destroy_tiers(ctx, nt);
 }
 
