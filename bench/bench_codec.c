@@ -9,6 +9,9 @@
  * share of the coder's speed that survives quantisation, CDF and container work. Rows rans_* code the
  * same chunk with the rANS coder (--coder rans): against memcpy, against the same codec with the
  * arithmetic coder (ratio = rANS / ac throughput), and the two container sizes (rans_size_vs_ac).
+ * Rows lanes_encode / lanes_decode (where the machine has the avx512 tier and KVCORE_ISA allows
+ * it) put the codec with the avx512 tier's lane-parallel arithmetic coder next to the same codec
+ * on the avx2 tier (its interleaved scalar coder), same threads (ratio = the lanes' speed-up).
  * Every row is timed alternately with its
  * baseline (bench_pair). Data: synth_kv.c (per-channel
  * scales, outlier key channels, smooth keys), so the coder sees realistic symbol statistics. */
@@ -227,6 +230,55 @@ done:
     return rc;
 }
 
+/* A context on CPU ISA tier isa with `threads` threads, or NULL where the tier is not available
+ * (or above the KVCORE_ISA cap, which `top`, the default context's tier, reflects). */
+static kvc_context_t *tier_context(const char *isa, int threads, const char *top)
+{
+    if (strcmp(top, "avx512") != 0 && strcmp(isa, "avx512") == 0) return NULL;
+    const char *cap = getenv("KVCORE_ISA");
+    char *saved = cap ? strdup(cap) : NULL;
+    setenv("KVCORE_ISA", isa, 1);
+    kvc_context_params_t cp = { .field_mask = KVC_CONTEXT_PARAM_NUM_THREADS, .num_threads = threads };
+    kvc_context_t *ctx = NULL;
+    if (kvc_context_create(&cp, &ctx) == KVC_OK && strcmp(kvc_context_isa(ctx), isa) != 0) {
+        kvc_context_destroy(ctx);
+        ctx = NULL;
+    }
+    if (saved) setenv("KVCORE_ISA", saved, 1);
+    else unsetenv("KVCORE_ISA");
+    free(saved);
+    return ctx;
+}
+
+/* lanes_encode / lanes_decode: the codec on the avx512 tier next to the avx2 tier's. */
+static int lanes_rows(const bench_opts_t *o, kvc_context_t *ctx, int threads, const codec_job_t *j, size_t bytes,
+                      int reps, const char *params)
+{
+    kvc_context_t *lanes = tier_context("avx512", threads, kvc_context_isa(ctx));
+    kvc_context_t *scalar = lanes ? tier_context("avx2", threads, "avx512") : NULL;
+    int rc = 0;
+    if (lanes && scalar) {
+        codec_job_t jl = *j, js = *j;
+        jl.ctx = lanes;
+        js.ctx = scalar;
+        bench_stat_t enc, enc_base, dec, dec_base;
+        bench_pair(encode_job, &jl, encode_job, &js, reps, 0, &enc, &enc_base);
+        bench_pair(decode_job, &jl, decode_job, &js, reps, 0, &dec, &dec_base);
+        rc = jl.status != KVC_OK || js.status != KVC_OK;
+        if (rc) fprintf(stderr, "bench codec: %s\n", kvc_last_error());
+        bench_result_t r = { .suite = "codec", .name = "lanes_encode", .unit = "GB/s", .baseline_name = "scalar_coder",
+                             .threads = threads, .params = params };
+        bench_set_rates(&r, (double)bytes / 1e9, &enc, &enc_base);
+        if (!rc) bench_report(o, &r);
+        r.name = "lanes_decode";
+        bench_set_rates(&r, (double)bytes / 1e9, &dec, &dec_base);
+        if (!rc) bench_report(o, &r);
+    }
+    kvc_context_destroy(lanes);
+    kvc_context_destroy(scalar);
+    return rc;
+}
+
 static int run_threads(const bench_opts_t *o, int threads, const kvc_codec_params_t *p, const uint16_t *kv, size_t bytes,
                        int reps, int report_size)
 {
@@ -271,6 +323,7 @@ static int run_threads(const bench_opts_t *o, int threads, const kvc_codec_param
     /* More rounds than the other rows: the ratio is the figure of merit and shared machines are noisy. */
     if (coder_rows(o, ctx, threads, &j, p, bytes, o->quick ? reps : 2 * reps, params)) goto done;
     if (rans_rows(o, ctx, threads, &j, p, bytes, reps, params, report_size)) goto done;
+    if (lanes_rows(o, ctx, threads, &j, bytes, reps, params)) goto done;
 
     if (report_size) {
         /* Sizes: ratio = container / baseline (smaller is better). */
