@@ -143,16 +143,35 @@ static void lane_stream(const cg_dec_job_t *j, size_t k, size_t *start, size_t *
     }
 }
 
-LANE_INLINE void lane_search(const uint32_t (*ent)[KVC_CG_MAX_BINS][LANES], unsigned max_sym, const int NV,
-                             const __m512i *key, __m512i *cnt, __m512i *acc)
+/* The symbol of 32 lanes (registers 2p and 2p + 1 of a group, as 16-bit lanes): the count of
+ * cdf[1 .. max_sym] that are <= key (LMCache's binary search), and, the matches being a prefix,
+ * the largest cdf[s] and cdf[s + 1] - 1 among them (entry 0 when none). */
+LANE_INLINE void lane_search(const uint16_t (*lo)[KVC_CG_MAX_BINS][2 * LANES],
+                             const uint16_t (*hm)[KVC_CG_MAX_BINS][2 * LANES], unsigned max_sym, const int NP,
+                             const __m512i *key, __m512i *cnt, __m512i *sym_lo, __m512i *sym_hm)
 {
+    const __m512i ones = _mm512_set1_epi16(-1);
+#pragma GCC unroll 2
+    for (int p = 0; p < NP; p++) {
+        cnt[p] = _mm512_setzero_si512();
+        sym_lo[p] = _mm512_load_si512(lo[p][0]);
+        sym_hm[p] = _mm512_load_si512(hm[p][0]);
+    }
     for (unsigned s = 1; s <= max_sym; s++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            const __m512i e = _mm512_load_si512(ent[v][s]);
-            cnt[v] = _mm512_sub_epi32(cnt[v], _mm512_movm_epi32(_mm512_cmple_epu32_mask(e, key[v])));
-            acc[v] = _mm512_min_epu32(acc[v], _mm512_sub_epi32(key[v], e));
+#pragma GCC unroll 2
+        for (int p = 0; p < NP; p++) {
+            const __m512i e = _mm512_load_si512(lo[p][s]);
+            const __mmask32 le = _mm512_cmple_epu16_mask(e, key[p]);
+            cnt[p] = _mm512_mask_sub_epi16(cnt[p], le, cnt[p], ones);
+            sym_lo[p] = _mm512_mask_max_epu16(sym_lo[p], le, sym_lo[p], e);
+            sym_hm[p] = _mm512_mask_max_epu16(sym_hm[p], le, sym_hm[p], _mm512_load_si512(hm[p][s]));
         }
+}
+
+/* The 16-bit lanes 16 h .. 16 h + 15 of x as 32-bit lanes. */
+LANE_INLINE __m512i lane_half(__m512i x, int h)
+{
+    return _mm512_cvtepu16_epi32(h ? _mm512_extracti64x4_epi64(x, 1) : _mm512_castsi512_si256(x));
 }
 
 /* The streams of channels c .. c + 16 NV - 1 of layer l, NV registers of 16 lanes advanced token
@@ -161,9 +180,10 @@ LANE_INLINE void lane_search(const uint32_t (*ent)[KVC_CG_MAX_BINS][LANES], unsi
  * offsets, so that the caller decodes them with the scalar kernel. */
 LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int NV)
 {
-    /* Per register: entry s of its 16 channels, cdf[s] << 16 | (cdf[s + 1] - 1) (65535 for the
-     * last symbol), increasing in s; and the last bytes of each stream, zero padded. */
-    uint32_t ent[4][KVC_CG_MAX_BINS][LANES] __attribute__((aligned(64)));
+    /* Per pair of registers: cdf[s] and cdf[s + 1] - 1 (65535 for the last symbol) of its 32
+     * channels, both increasing in s; and the last bytes of each stream, zero padded. */
+    uint16_t tlo[2][KVC_CG_MAX_BINS][2 * LANES] __attribute__((aligned(64)));
+    uint16_t thm[2][KVC_CG_MAX_BINS][2 * LANES] __attribute__((aligned(64)));
     uint8_t tail[4][LANES][16] __attribute__((aligned(64)));
     uint8_t copy[LANE_COPY_MAX] __attribute__((aligned(64)));
     int32_t off[4][LANES], lim[4][LANES], tbeg[4][LANES];
@@ -197,8 +217,11 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
         for (int i = 0; i < LANES; i++) {
             const size_t k = l * C + c + (size_t)(v * LANES + i), n = len[v * LANES + i];
             const uint16_t *cdf = j->cdf + k * (B + 1);
-            for (unsigned s = 0; s <= max_sym; s++)
-                ent[v][s][i] = (uint32_t)cdf[s] << 16 | ((s < max_sym ? cdf[s + 1] : 65536u) - 1);
+            for (unsigned s = 0; s <= max_sym; s++) {
+                tlo[v / 2][s][v % 2 * LANES + i] = cdf[s];
+                thm[v / 2][s][v % 2 * LANES + i] = (uint16_t)((s < max_sym ? cdf[s + 1] : 65536u) - 1);
+                if (NV == 1) tlo[0][s][LANES + i] = thm[0][s][LANES + i] = 0; /* an unused half */
+            }
             const uint8_t *p = n ? j->base + start[v * LANES + i] : NULL;
             const size_t tb = n >= 8 ? n - 8 : 0;
             memset(tail[v][i], 0, 16);
@@ -226,10 +249,9 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
     const __m512i lane16 = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               _mm512_set1_epi32(16));
     const __m512i bswap = _mm512_broadcast_i32x4(_mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12));
-    __m512i low[4], r1[4], d[4], bp[4], vo[4], vlim[4], vtb[4], e0[4];
+    __m512i low[4], r1[4], d[4], bp[4], vo[4], vlim[4], vtb[4];
 #pragma GCC unroll 4
     for (int v = 0; v < NV; v++) {
-        e0[v] = _mm512_load_si512(ent[v][0]);
         low[v] = _mm512_setzero_si512();
         r1[v] = ones; /* high - low */
         d[v] = _mm512_loadu_si512(d0[v]);
@@ -241,13 +263,15 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
     uint8_t *row = j->symbols + l * j->tokens * C + c;
     for (size_t t = 0; t < j->tokens; t++, row += C) {
         __builtin_prefetch(row + CG_PREFETCH_ROWS * C, 1);
-        __m512i key[4], bits[4], cnt[4], acc[4];
+        __m256i count[4];
+        __m512i bits[4], key[2], cnt[2], sym_lo[2], sym_hm[2];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            key[v] = _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(cg_lane_quotient(d[v], r1[v]), ffff), 16), ffff);
+            count[v] = _mm512_cvtepi32_epi16(cg_lane_quotient(d[v], r1[v])); /* & 0xFFFF, as the scalar */
             /* The 4 bytes at the lane's byte position, from its stream (or the copy) while they
-             * lie inside it (or the zeros after the copy), else from its zero-padded last bytes; the top 25 bits after the shift are the next
-             * bits of the stream (a symbol takes at most 18). */
+             * lie inside it (or the zeros after the copy), else from its zero-padded last bytes;
+             * the top 25 bits after the shift are the next bits of the stream (a symbol takes at
+             * most 18). */
             const __m512i at = _mm512_srli_epi32(bp[v], 3);
             const __mmask16 inside = _mm512_cmple_epi32_mask(at, vlim[v]);
             __m512i w = _mm512_setzero_si512();
@@ -257,20 +281,22 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
                 w = _mm512_mask_i32gather_epi32(w, (__mmask16)~inside, ti, tail[v], 1);
             }
             bits[v] = _mm512_sllv_epi32(_mm512_shuffle_epi8(w, bswap), _mm512_and_si512(bp[v], seven));
-            cnt[v] = _mm512_setzero_si512();
-            acc[v] = _mm512_sub_epi32(key[v], _mm512_and_si512(e0[v], ffff)); /* entry 0 as if cdf[0] were 0 */
         }
-        /* The symbol: how many of cdf[1 .. max_sym] are <= count, and the largest entry <= key as
-         * key - min(key - e): an entry above the key wraps to more than key. */
-        lane_search(ent, max_sym, NV, key, cnt, acc);
+#pragma GCC unroll 2
+        for (int p = 0; p < (NV + 1) / 2; p++)
+            key[p] = _mm512_inserti64x4(_mm512_castsi256_si512(count[2 * p]),
+                                        2 * p + 1 < NV ? count[2 * p + 1] : _mm256_setzero_si256(), 1);
+        lane_search(tlo, thm, max_sym, (NV + 1) / 2, key, cnt, sym_lo, sym_hm);
+        if (NV == 1) _mm_storeu_si128((__m128i *)(void *)row, _mm256_castsi256_si128(_mm512_cvtepi16_epi8(cnt[0])));
+#pragma GCC unroll 2
+        for (int p = 0; p < NV / 2; p++)
+            _mm256_storeu_si256((__m256i *)(void *)(row + 2 * p * LANES), _mm512_cvtepi16_epi8(cnt[p]));
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            _mm_storeu_si128((__m128i *)(void *)(row + v * LANES), _mm512_cvtepi32_epi8(cnt[v]));
-            acc[v] = _mm512_sub_epi32(key[v], acc[v]);
             /* range * cdf >> 16 in 32-bit lanes: range = a * 2^16 + b (a up to 2^16 for the full
              * range, whose products wrap as the scalar's 64-bit ones truncated to 32 bits do). */
-            const __m512i lo_c = _mm512_max_epu32(_mm512_srli_epi32(acc[v], 16), _mm512_srli_epi32(e0[v], 16)); /* cdf[0] back */
-            const __m512i hi_c = _mm512_add_epi32(_mm512_and_si512(acc[v], ffff), one);
+            const __m512i lo_c = lane_half(sym_lo[v / 2], v % 2);
+            const __m512i hi_c = _mm512_add_epi32(lane_half(sym_hm[v / 2], v % 2), one);
             const __m512i b = _mm512_and_si512(_mm512_add_epi32(r1[v], one), ffff);
             const __m512i a0 = _mm512_srli_epi32(r1[v], 16);
             const __m512i a = _mm512_mask_add_epi32(a0, _mm512_testn_epi32_mask(b, b), a0, one);
