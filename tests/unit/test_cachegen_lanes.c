@@ -339,7 +339,7 @@ Test(cachegen_lanes, damaged_streams)
     destroy_tiers(ctx, nt);
 }
 
-/* Streams too long to be copied side by side (more than 48 KiB for a group: 64 streams of 3000
+/* Streams too long to be copied side by side (more than 32 KiB for a group: 64 streams of 3000
  * or 6000 tokens) are read in place; the group of 16 after them is copied. Valid and damaged. */
 Test(cachegen_lanes, long_streams_read_in_place)
 {

@@ -128,7 +128,7 @@ void cg_dequantise_rows_avx512(kvc_dtype_t dt, const cg_dequant_rows_t *r)
 /* Longer streams go to the scalar kernel: 8 * (len + 4) stays below 2^31. */
 #define LANE_MAX_LEN (1u << 27)
 /* Streams of a group copied side by side up to this many bytes, each followed by LANE_PAD zeros. */
-#define LANE_COPY_MAX (48u << 10)
+#define LANE_COPY_MAX (32u << 10) /* on the stack, with 16 KiB of tables */
 #define LANE_PAD 8
 
 /* Stream k's first byte (offset from the job's base) and its length. */
