@@ -174,6 +174,39 @@ LANE_INLINE __m512i lane_half(__m512i x, int h)
     return _mm512_cvtepu16_epi32(h ? _mm512_extracti64x4_epi64(x, 1) : _mm512_castsi512_si256(x));
 }
 
+/* range * cdf >> 16 in 32-bit lanes for range = r1 + 1 = a * 2^16 + b: a * cdf + (b * cdf >> 16),
+ * a up to 2^16 for the full range, whose products wrap as the scalar kernel's 64-bit ones
+ * truncated to 32 bits do. */
+LANE_INLINE void lane_range(__m512i r1, __m512i *a, __m512i *b)
+{
+    const __m512i one = _mm512_set1_epi32(1);
+    *b = _mm512_and_si512(_mm512_add_epi32(r1, one), _mm512_set1_epi32(0xFFFF));
+    const __m512i a0 = _mm512_srli_epi32(r1, 16);
+    *a = _mm512_mask_add_epi32(a0, _mm512_testn_epi32_mask(*b, *b), a0, one);
+}
+
+LANE_INLINE __m512i lane_scale(__m512i a, __m512i b, __m512i cdf)
+{
+    return _mm512_add_epi32(_mm512_mullo_epi32(a, cdf), _mm512_srli_epi32(_mm512_mullo_epi32(b, cdf), 16));
+}
+
+/* Bulk renormalisation as in cpu_cachegen_coder.h: n1 common leading bits of lo and hi, n3
+ * underflow steps after them; the state moves by one shift of n = n1 + n3. */
+LANE_INLINE void lane_shifts(__m512i lo, __m512i hi, __m512i *n1, __m512i *n3)
+{
+    *n1 = _mm512_lzcnt_epi32(_mm512_xor_si512(lo, hi));
+    const __m512i u = _mm512_sllv_epi32(_mm512_andnot_si512(hi, lo), _mm512_add_epi32(*n1, _mm512_set1_epi32(1)));
+    *n3 = _mm512_lzcnt_epi32(_mm512_xor_si512(u, _mm512_set1_epi32(-1)));
+}
+
+/* high after the shift by n: hi << n with n ones shifted in, top bit set. */
+LANE_INLINE __m512i lane_high(__m512i hi, __m512i n)
+{
+    const __m512i ones = _mm512_set1_epi32(-1);
+    return _mm512_or_si512(_mm512_or_si512(_mm512_sllv_epi32(hi, n), _mm512_andnot_si512(_mm512_sllv_epi32(ones, n), ones)),
+                           _mm512_set1_epi32((int)0x80000000u));
+}
+
 /* The streams of channels c .. c + 16 NV - 1 of layer l, NV registers of 16 lanes advanced token
  * by token (the registers' dependency chains overlap). Every lane does what cg_dec_run does for
  * its stream; returns 0, having written nothing, when the streams do not fit 32-bit gather
@@ -207,10 +240,9 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
         }
     for (int i = 0; i < NV * LANES; i++)
         if (len[i] > LANE_MAX_LEN || start[i] - first + len[i] > (size_t)INT32_MAX) return 0;
-    /* Streams in separate slots are usually copied next to each other, each followed by zeros:
-     * slots a power of two (or nearly) apart put every lane's line into the same few L1 sets
-     * (per-stream decode ran at 75 % of packed), and the copy is sequential where the slots
-     * are out of the hardware prefetcher's reach. */
+    /* The group's streams are copied next to each other when they fit, each followed by zeros:
+     * slots a power of two (or nearly) apart put every lane's line into the same few L1 sets,
+     * and the copy reads sequentially where 64 slots are out of the hardware prefetcher's reach. */
     const int copied = j->base && total <= LANE_COPY_MAX;
     const uint8_t *base = j->base ? copied ? copy : j->base + first : NULL; /* NULL: every stream is empty */
     for (int v = 0, pos = 0; v < NV; v++)
@@ -243,9 +275,8 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
             }
         }
 
-    const __m512i ffff = _mm512_set1_epi32(0xFFFF), one = _mm512_set1_epi32(1), ones = _mm512_set1_epi32(-1);
-    const __m512i k31 = _mm512_set1_epi32(0x7FFFFFFF), k32 = _mm512_set1_epi32(32), twelve = _mm512_set1_epi32(12);
-    const __m512i seven = _mm512_set1_epi32(7);
+    const __m512i one = _mm512_set1_epi32(1), ones = _mm512_set1_epi32(-1), k31 = _mm512_set1_epi32(0x7FFFFFFF);
+    const __m512i k32 = _mm512_set1_epi32(32), twelve = _mm512_set1_epi32(12), seven = _mm512_set1_epi32(7);
     const __m512i lane16 = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                               _mm512_set1_epi32(16));
     const __m512i bswap = _mm512_broadcast_i32x4(_mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12));
@@ -293,34 +324,26 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
             _mm256_storeu_si256((__m256i *)(void *)(row + 2 * p * LANES), _mm512_cvtepi16_epi8(cnt[p]));
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
-            /* range * cdf >> 16 in 32-bit lanes: range = a * 2^16 + b (a up to 2^16 for the full
-             * range, whose products wrap as the scalar's 64-bit ones truncated to 32 bits do). */
-            const __m512i lo_c = lane_half(sym_lo[v / 2], v % 2);
-            const __m512i hi_c = _mm512_add_epi32(lane_half(sym_hm[v / 2], v % 2), one);
-            const __m512i b = _mm512_and_si512(_mm512_add_epi32(r1[v], one), ffff);
-            const __m512i a0 = _mm512_srli_epi32(r1[v], 16);
-            const __m512i a = _mm512_mask_add_epi32(a0, _mm512_testn_epi32_mask(b, b), a0, one);
-            const __m512i lo_off = _mm512_add_epi32(_mm512_mullo_epi32(a, lo_c), _mm512_srli_epi32(_mm512_mullo_epi32(b, lo_c), 16));
-            const __m512i hi_off = _mm512_add_epi32(_mm512_mullo_epi32(a, hi_c), _mm512_srli_epi32(_mm512_mullo_epi32(b, hi_c), 16));
+            __m512i a, b, n1, n3;
+            lane_range(r1[v], &a, &b);
+            const __m512i lo_off = lane_scale(a, b, lane_half(sym_lo[v / 2], v % 2));
+            const __m512i hi_off = lane_scale(a, b, _mm512_add_epi32(lane_half(sym_hm[v / 2], v % 2), one));
             const __m512i lo = _mm512_add_epi32(low[v], lo_off), hi = _mm512_sub_epi32(_mm512_add_epi32(low[v], hi_off), one);
-            /* Bulk renormalisation as in cpu_cachegen_coder.h: n1 common leading bits, n3
-             * underflow steps, one shift by n = n1 + n3. */
-            const __m512i n1 = _mm512_lzcnt_epi32(_mm512_xor_si512(lo, hi));
-            const __m512i u = _mm512_sllv_epi32(_mm512_andnot_si512(hi, lo), _mm512_add_epi32(n1, one));
-            const __m512i n = _mm512_add_epi32(n1, _mm512_lzcnt_epi32(_mm512_xor_si512(u, ones)));
+            lane_shifts(lo, hi, &n1, &n3);
+            const __m512i n = _mm512_add_epi32(n1, n3);
             low[v] = _mm512_and_si512(_mm512_sllv_epi32(lo, n), k31);
-            const __m512i high = _mm512_or_si512(_mm512_or_si512(_mm512_sllv_epi32(hi, n), _mm512_andnot_si512(_mm512_sllv_epi32(ones, n), ones)),
-                                                 _mm512_set1_epi32((int)0x80000000u));
-            r1[v] = _mm512_sub_epi32(high, low[v]);
-            d[v] = _mm512_or_si512(_mm512_sllv_epi32(_mm512_sub_epi32(d[v], lo_off), n), _mm512_srlv_epi32(bits[v], _mm512_sub_epi32(k32, n)));
+            r1[v] = _mm512_sub_epi32(lane_high(hi, n), low[v]);
+            /* d - lo_off, shifted by n, with the stream's next n bits below */
+            d[v] = _mm512_or_si512(_mm512_sllv_epi32(_mm512_sub_epi32(d[v], lo_off), n),
+                                   _mm512_srlv_epi32(bits[v], _mm512_sub_epi32(k32, n)));
             bp[v] = _mm512_add_epi32(bp[v], n);
         }
     }
     return 1;
 }
 
-/* Groups of 32 and 16 channels through the lanes, the rest (and streams the lanes cannot take)
- * through the AVX2 tier's interleaved scalar kernel. */
+/* Groups of 64, 32 and 16 channels through the lanes, the rest (and streams the lanes cannot
+ * take) through the AVX2 tier's interleaved scalar kernel. */
 void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t l, size_t c0, size_t n)
 {
     size_t c = c0;
@@ -420,29 +443,27 @@ LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const in
             const __m512i sym = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + v * LANES)));
             const __m512i e = _mm512_i32gather_epi32(_mm512_add_epi32(_mm512_slli_epi32(sym, 4), lane), ent[v], 4);
             const __m512i lo_c = _mm512_and_si512(e, ffff), hi_c = _mm512_add_epi32(_mm512_srli_epi32(e, 16), one);
-            const __m512i b = _mm512_and_si512(_mm512_add_epi32(r1[v], one), ffff);
-            const __m512i a0 = _mm512_srli_epi32(r1[v], 16);
-            const __m512i a = _mm512_mask_add_epi32(a0, _mm512_testn_epi32_mask(b, b), a0, one);
-            const __m512i lo = _mm512_add_epi32(low[v], _mm512_add_epi32(_mm512_mullo_epi32(a, lo_c),
-                                                                          _mm512_srli_epi32(_mm512_mullo_epi32(b, lo_c), 16)));
-            const __m512i hi = _mm512_sub_epi32(_mm512_add_epi32(low[v], _mm512_add_epi32(_mm512_mullo_epi32(a, hi_c),
-                                                                                           _mm512_srli_epi32(_mm512_mullo_epi32(b, hi_c), 16))),
-                                                one);
-            const __m512i n1 = _mm512_lzcnt_epi32(_mm512_xor_si512(lo, hi));
-            const __m512i u = _mm512_sllv_epi32(_mm512_andnot_si512(hi, lo), _mm512_add_epi32(n1, one));
-            const __m512i n3 = _mm512_lzcnt_epi32(_mm512_xor_si512(u, ones)), n = _mm512_add_epi32(n1, n3);
+            __m512i a, b, n1, n3;
+            lane_range(r1[v], &a, &b);
+            const __m512i lo = _mm512_add_epi32(low[v], lane_scale(a, b, lo_c));
+            const __m512i hi = _mm512_sub_epi32(_mm512_add_epi32(low[v], lane_scale(a, b, hi_c)), one);
+            lane_shifts(lo, hi, &n1, &n3);
+            const __m512i n = _mm512_add_epi32(n1, n3);
             /* n1 decided bits (top): b, `pend` copies of !b (2^p - 1 + b over p + 1 bits), the
              * other n1 - 1; shift counts of 32 or more give 0 where n1 = 0. */
             const __mmask16 nz = _mm512_test_epi32_mask(n1, n1);
             const __m512i top = _mm512_srlv_epi32(lo, _mm512_sub_epi32(k32, n1));
             const __m512i n1m = _mm512_sub_epi32(n1, one);
-            const __m512i first = _mm512_add_epi32(_mm512_sub_epi32(_mm512_sllv_epi32(one, pend[v]), one), _mm512_srlv_epi32(top, n1m));
-            const __m512i w = _mm512_maskz_or_epi32(nz, _mm512_sllv_epi32(first, n1m), _mm512_andnot_si512(_mm512_sllv_epi32(ones, n1m), top));
+            const __m512i first = _mm512_add_epi32(_mm512_sub_epi32(_mm512_sllv_epi32(one, pend[v]), one),
+                                                   _mm512_srlv_epi32(top, n1m));
+            const __m512i w = _mm512_maskz_or_epi32(nz, _mm512_sllv_epi32(first, n1m),
+                                                    _mm512_andnot_si512(_mm512_sllv_epi32(ones, n1m), top));
             const __m512i k = _mm512_maskz_add_epi32(nz, pend[v], n1);
             const __mmask16 lng = _mm512_mask_cmpgt_epu32_mask(nz, k, k32);
             const __m512i total = _mm512_add_epi32(nb[v], k), r = _mm512_sub_epi32(total, k32);
             const __mmask16 full = _mm512_mask_cmpge_epu32_mask((__mmask16)~lng, total, k32);
-            const __m512i word = _mm512_or_si512(_mm512_sllv_epi32(acc[v], _mm512_sub_epi32(k32, nb[v])), _mm512_srlv_epi32(w, r));
+            const __m512i word = _mm512_or_si512(_mm512_sllv_epi32(acc[v], _mm512_sub_epi32(k32, nb[v])),
+                                                 _mm512_srlv_epi32(w, r));
             __m512i nacc = _mm512_or_si512(_mm512_sllv_epi32(acc[v], k), w);
             nacc = _mm512_mask_andnot_epi32(nacc, full, _mm512_sllv_epi32(ones, r), w);
             const __m512i nnb = _mm512_mask_mov_epi32(total, full, r);
@@ -457,9 +478,7 @@ LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const in
             nb[v] = _mm512_mask_mov_epi32(nb[v], (__mmask16)~lng, nnb);
             pend[v] = _mm512_mask_mov_epi32(_mm512_add_epi32(pend[v], n3), nz, n3);
             low[v] = _mm512_and_si512(_mm512_sllv_epi32(lo, n), k31);
-            const __m512i high = _mm512_or_si512(_mm512_or_si512(_mm512_sllv_epi32(hi, n), _mm512_andnot_si512(_mm512_sllv_epi32(ones, n), ones)),
-                                                 _mm512_set1_epi32((int)0x80000000u));
-            r1[v] = _mm512_sub_epi32(high, low[v]);
+            r1[v] = _mm512_sub_epi32(lane_high(hi, n), low[v]);
             if (full) {
                 _mm512_storeu_si512(vword, word);
                 for (unsigned m = full; m; m &= m - 1) lane_store(&o[v][__builtin_ctz(m)], cap, vword[__builtin_ctz(m)]);
