@@ -41,6 +41,7 @@ cp "$src/scripts/release.sh" "$src/scripts/recipe-checksums.sh" "$c/scripts/"
 v=$(sed -n 's/^version=//p' "$c/VERSION")
 sed -i "0,/^kvcore $v .*/s//kvcore $v (unreleased)/" "$c/NEWS"
 [ -f "$c/RELEASES" ] && sed -i "/^$v /d" "$c/RELEASES"
+git -C "$c" tag -d "v$v" >/dev/null 2>&1 || true   # the clone has the real release's tag
 git -C "$c" add -A && git -C "$c" commit -q -m "test: $v unreleased" || true
 r="sh $c/scripts/release.sh"
 
