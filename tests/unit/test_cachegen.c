@@ -17,69 +17,7 @@
 
 /* ------------------------------------------------------------------ helpers */
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1p-53; }
-
-static kvc_context_t *ctx_isa(const char *isa)
-{
-    setenv("KVCORE_ISA", isa, 1);
-    kvc_context_t *ctx = kvc_test_cpu_context();
-    unsetenv("KVCORE_ISA");
-    return ctx;
-}
-
-/* One context per CPU ISA tier this machine has (scalar always; avx2, avx512 when present), so
- * every kernel variant is checked. Returns the count (at most 3). */
-static int tiers(kvc_context_t *out[3])
-{
-    static const char *const names[] = { "scalar", "avx2", "avx512" };
-    int n = 0;
-    for (int i = 0; i < 3; i++) {
-        kvc_context_t *c = ctx_isa(names[i]);
-        if (strcmp(kvc_context_isa(c), names[i]) != 0) { /* capped to a lower tier: not available */
-            kvc_context_destroy(c);
-            continue;
-        }
-        out[n++] = c;
-    }
-    cr_assert_geq(n, 1);
-    return n;
-}
-
-static void destroy_tiers(kvc_context_t *c[3], int n)
-{
-    for (int i = 0; i < n; i++) kvc_context_destroy(c[i]);
-}
-
-static size_t first_diff(const void *a, const void *b, size_t n)
-{
-    const uint8_t *x = a, *y = b;
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != y[i]) return i;
-    return n;
-}
-
-/* The caller's message (format and arguments) as given; the offset in a line of its own. */
-#define ASSERT_SAME(a, b, n, ...)                                                                          \
-    do {                                                                                                   \
-        const size_t at_ = first_diff((a), (b), (n));                                                      \
-        if (at_ != (size_t)(n)) cr_log_error("differ at byte %zu of %zu", at_, (size_t)(n));               \
-        cr_assert_eq(at_, (size_t)(n), __VA_ARGS__);                                                       \
-    } while (0)
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    cr_assert_not_null(p);
-    return p;
-}
+static double rng_unit(uint64_t *s) { return (double)(kvc_test_rng_next(s) >> 11) * 0x1p-53; }
 
 static void *xcalloc(size_t n)
 {
@@ -94,7 +32,7 @@ static size_t pack_streams(const uint8_t *streams, size_t cap, const int32_t *le
 {
     size_t total = 0;
     for (size_t k = 0; k < n; k++) total += (size_t)lengths[k];
-    uint8_t *p = xmalloc(total);
+    uint8_t *p = kvc_test_xmalloc(total);
     size_t at = 0;
     for (size_t k = 0; k < n; k++) {
         memcpy(p + at, streams + k * cap, (size_t)lengths[k]);
@@ -159,25 +97,25 @@ static void golden_check(const char *name)
     const size_t nsym = g.L * g.T * g.C, ns = g.L * g.C;
     const int32_t *glen = g.lengths.data;
     /* The reference agrees with LMCache first (so the oracle itself is checked). */
-    uint16_t *cdf = xmalloc(g.cdf.count * 2);
+    uint16_t *cdf = kvc_test_xmalloc(g.cdf.count * 2);
     ref_cg_cdf(g.symbols.data, g.L, g.T, g.C, g.B, cdf);
-    ASSERT_SAME(cdf, g.cdf.data, g.cdf.count * 2, "%s: reference cdf", name);
+    KVC_TEST_ASSERT_SAME(cdf, g.cdf.data, g.cdf.count * 2, "%s: reference cdf", name);
     uint8_t *streams = xcalloc(ns * g.cap);
-    int32_t *len = xmalloc(ns * 4);
+    int32_t *len = kvc_test_xmalloc(ns * 4);
     ref_cg_encode(g.cdf.data, g.B, g.symbols.data, g.L, g.T, g.C, streams, g.cap, len);
-    ASSERT_SAME(len, glen, ns * 4, "%s: reference lengths", name);
-    ASSERT_SAME(streams, g.buffer.data, ns * g.cap, "%s: reference streams", name);
+    KVC_TEST_ASSERT_SAME(len, glen, ns * 4, "%s: reference lengths", name);
+    KVC_TEST_ASSERT_SAME(streams, g.buffer.data, ns * g.cap, "%s: reference streams", name);
     cr_assert_eq((size_t)((int64_t *)g.prefsum.data)[ns - 1], g.packed.count);
 
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         const char *isa = kvc_context_isa(ctx[i]);
         memset(cdf, 0xAB, g.cdf.count * 2);
         kvc_cg_cdf_params_t ca = { .symbols = g.symbols.data, .cdf = cdf, .layers = g.L, .tokens = g.T, .channels = g.C,
                               .num_bins = g.B };
         cr_assert_eq(kvc_cg_cdf(ctx[i], &ca), KVC_OK, "%s", kvc_last_error());
-        ASSERT_SAME(cdf, g.cdf.data, g.cdf.count * 2, "%s/%s: cdf", name, isa);
+        KVC_TEST_ASSERT_SAME(cdf, g.cdf.data, g.cdf.count * 2, "%s/%s: cdf", name, isa);
 
         memset(streams, 0, ns * g.cap);
         memset(len, 0xFF, ns * 4);
@@ -186,28 +124,28 @@ static void golden_check(const char *name)
                                  .layers = g.L, .tokens = g.T, .channels = g.C, .capacity = g.cap, .num_bins = g.B,
                                  .needed = &needed };
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK, "%s", kvc_last_error());
-        ASSERT_SAME(len, glen, ns * 4, "%s/%s: lengths", name, isa);
-        ASSERT_SAME(streams, g.buffer.data, ns * g.cap, "%s/%s: streams", name, isa);
+        KVC_TEST_ASSERT_SAME(len, glen, ns * 4, "%s/%s: lengths", name, isa);
+        KVC_TEST_ASSERT_SAME(streams, g.buffer.data, ns * g.cap, "%s/%s: streams", name, isa);
         int32_t longest = 0;
         for (size_t k = 0; k < ns; k++) longest = glen[k] > longest ? glen[k] : longest;
         cr_assert_eq(needed, (size_t)longest);
 
-        uint8_t *out = xmalloc(nsym);
+        uint8_t *out = kvc_test_xmalloc(nsym);
         memset(out, 0xEE, nsym);
         kvc_cg_decode_params_t da = { .cdf = g.cdf.data, .streams = g.buffer.data, .lengths = glen, .symbols = out,
                                  .layers = g.L, .tokens = g.T, .channels = g.C, .capacity = g.cap, .num_bins = g.B };
         cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK, "%s", kvc_last_error());
-        ASSERT_SAME(out, g.symbols.data, nsym, "%s/%s: decode", name, isa);
+        KVC_TEST_ASSERT_SAME(out, g.symbols.data, nsym, "%s/%s: decode", name, isa);
 
         memset(out, 0xEE, nsym);
         kvc_cg_decode_packed_params_t pa = { .cdf = g.cdf.data, .bytes = g.packed.data, .nbytes = g.packed.count,
                                         .prefsum = g.prefsum.data, .symbols = out, .layers = g.L, .tokens = g.T,
                                         .channels = g.C, .num_bins = g.B };
         cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK, "%s", kvc_last_error());
-        ASSERT_SAME(out, g.symbols.data, nsym, "%s/%s: decode_packed", name, isa);
+        KVC_TEST_ASSERT_SAME(out, g.symbols.data, nsym, "%s/%s: decode_packed", name, isa);
         free(out);
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
     free(cdf);
     free(streams);
     free(len);
@@ -227,13 +165,13 @@ Test(cachegen_appendix, cdf_0013)
     const uint16_t want[5] = { 0, 32766, 49150, 49151, 65535 };
     uint16_t cdf[5];
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         kvc_cg_cdf_params_t a = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = 4, .channels = 1, .num_bins = 4 };
         cr_assert_eq(kvc_cg_cdf(ctx[i], &a), KVC_OK);
-        ASSERT_SAME(cdf, want, sizeof(want), "cdf");
+        KVC_TEST_ASSERT_SAME(cdf, want, sizeof(want), "cdf");
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 Test(cachegen_appendix, three_byte_stream)
@@ -242,36 +180,36 @@ Test(cachegen_appendix, three_byte_stream)
     const uint16_t want_cdf[5] = { 0, 16383, 27306, 38229, 65535 };
     const uint8_t want[3] = { 0x16, 0x26, 0x8b };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         uint16_t cdf[5];
         kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = 12, .channels = 1, .num_bins = 4 };
         cr_assert_eq(kvc_cg_cdf(ctx[i], &ca), KVC_OK);
-        ASSERT_SAME(cdf, want_cdf, sizeof(want_cdf), "cdf");
+        KVC_TEST_ASSERT_SAME(cdf, want_cdf, sizeof(want_cdf), "cdf");
         uint8_t buf[8] = { 0 };
         int32_t len = 0;
         kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = &len, .layers = 1,
                                  .tokens = 12, .channels = 1, .capacity = sizeof(buf), .num_bins = 4 };
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK);
         cr_assert_eq(len, 3);
-        ASSERT_SAME(buf, want, 3, "stream");
+        KVC_TEST_ASSERT_SAME(buf, want, 3, "stream");
         /* Exactly 3 bytes on the heap: the 4-byte initial window must read the 4th as zero (ASan). */
-        uint8_t *exact = xmalloc(3);
+        uint8_t *exact = kvc_test_xmalloc(3);
         memcpy(exact, want, 3);
         uint8_t out[12];
         int64_t ps = 3;
         kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = exact, .nbytes = 3, .prefsum = &ps, .symbols = out,
                                         .layers = 1, .tokens = 12, .channels = 1, .num_bins = 4 };
         cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK);
-        ASSERT_SAME(out, sym, 12, "decode_packed");
+        KVC_TEST_ASSERT_SAME(out, sym, 12, "decode_packed");
         kvc_cg_decode_params_t da = { .cdf = cdf, .streams = exact, .lengths = &len, .symbols = out, .layers = 1,
                                  .tokens = 12, .channels = 1, .capacity = 3, .num_bins = 4 };
         memset(out, 0xEE, sizeof(out));
         cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK);
-        ASSERT_SAME(out, sym, 12, "decode");
+        KVC_TEST_ASSERT_SAME(out, sym, 12, "decode");
         free(exact);
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* The cross-backend fixture: L 2, C 4, T 128, Lp 16, un-normalised CDF 0, 6, ..., 90, symbols
@@ -289,7 +227,7 @@ Test(cachegen_appendix, cross_backend_202_bytes)
     uint8_t want[CAP] = { 0 };
     cr_assert_eq(ref_cg_encode_stream(cdf, B, sym, T, C, want, CAP), 202u);
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         uint8_t *streams = xcalloc(L * C * CAP);
         int32_t len[L * C];
@@ -298,16 +236,16 @@ Test(cachegen_appendix, cross_backend_202_bytes)
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK);
         for (size_t k = 0; k < L * C; k++) {
             cr_assert_eq(len[k], 202);
-            ASSERT_SAME(streams + k * CAP, want, CAP, "stream %zu", k);
+            KVC_TEST_ASSERT_SAME(streams + k * CAP, want, CAP, "stream %zu", k);
         }
         uint8_t out[L * T * C];
         kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = out, .layers = L,
                                  .tokens = T, .channels = C, .capacity = CAP, .num_bins = B };
         cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK);
-        ASSERT_SAME(out, sym, sizeof(sym), "decode");
+        KVC_TEST_ASSERT_SAME(out, sym, sizeof(sym), "decode");
         free(streams);
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* ------------------------------------------------------------------ against the reference coder */
@@ -320,7 +258,7 @@ static void gen_symbols(uint64_t *rng, uint8_t *s, size_t L, size_t T, size_t C,
     for (size_t l = 0; l < L; l++)
         for (size_t c = 0; c < C; c++) {
             const double centre = rng_unit(rng) * (B - 1), width = 0.02 + rng_unit(rng) * 0.3 * B;
-            const unsigned k = (unsigned)(rng_next(rng) % B);
+            const unsigned k = (unsigned)(kvc_test_rng_next(rng) % B);
             for (size_t t = 0; t < T; t++) {
                 unsigned v;
                 switch (d) {
@@ -332,8 +270,8 @@ static void gen_symbols(uint64_t *rng, uint8_t *s, size_t L, size_t T, size_t C,
                     break;
                 }
                 case D_CONSTANT: v = k; break;
-                case D_TWO: v = rng_next(rng) & 1 ? B - 1 : 0; break;
-                default: v = (unsigned)(rng_next(rng) % B); break;
+                case D_TWO: v = kvc_test_rng_next(rng) & 1 ? B - 1 : 0; break;
+                default: v = (unsigned)(kvc_test_rng_next(rng) % B); break;
                 }
                 s[(l * T + t) * C + c] = (uint8_t)v;
             }
@@ -346,14 +284,14 @@ static void random_cdf(uint64_t *rng, uint16_t *cdf, size_t n, unsigned B)
 {
     for (size_t k = 0; k < n; k++) {
         uint16_t *row = cdf + k * (B + 1);
-        unsigned at = (unsigned)(rng_next(rng) % 200);
+        unsigned at = (unsigned)(kvc_test_rng_next(rng) % 200);
         const unsigned room = (65535 - at) / B;
         for (unsigned i = 0; i < B; i++) {
             row[i] = (uint16_t)at;
-            const uint64_t r = rng_next(rng);
+            const uint64_t r = kvc_test_rng_next(rng);
             at += 1 + (unsigned)(r % 4 == 0 ? 0 : (r >> 8) % room);
         }
-        row[B] = (uint16_t)rng_next(rng);
+        row[B] = (uint16_t)kvc_test_rng_next(rng);
     }
 }
 
@@ -361,42 +299,42 @@ static void random_cdf(uint64_t *rng, uint16_t *cdf, size_t n, unsigned B)
 static void check_vs_ref(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, size_t C, unsigned B, enum dist d)
 {
     const size_t nsym = L * T * C, ns = L * C, cap = kvc_cg_encode_bound(T);
-    uint8_t *sym = xmalloc(nsym), *out = xmalloc(nsym);
-    uint16_t *cdf = xmalloc(ns * (B + 1) * 2);
+    uint8_t *sym = kvc_test_xmalloc(nsym), *out = kvc_test_xmalloc(nsym);
+    uint16_t *cdf = kvc_test_xmalloc(ns * (B + 1) * 2);
     gen_symbols(rng, sym, L, T, C, B, d);
     if (d == D_RANDOM_CDF) random_cdf(rng, cdf, ns, B);
     else ref_cg_cdf(sym, L, T, C, B, cdf);
     uint8_t *want = xcalloc(ns * cap), *got = xcalloc(ns * cap);
-    int32_t *wlen = xmalloc(ns * 4), *glen = xmalloc(ns * 4);
+    int32_t *wlen = kvc_test_xmalloc(ns * 4), *glen = kvc_test_xmalloc(ns * 4);
     ref_cg_encode(cdf, B, sym, L, T, C, want, cap, wlen);
     if (d != D_RANDOM_CDF) {
-        uint16_t *fcdf = xmalloc(ns * (B + 1) * 2);
+        uint16_t *fcdf = kvc_test_xmalloc(ns * (B + 1) * 2);
         kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = fcdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
         cr_assert_eq(kvc_cg_cdf(ctx, &ca), KVC_OK);
-        ASSERT_SAME(fcdf, cdf, ns * (B + 1) * 2, "cdf L%zu T%zu C%zu B%u %s", L, T, C, B, dist_name[d]);
+        KVC_TEST_ASSERT_SAME(fcdf, cdf, ns * (B + 1) * 2, "cdf L%zu T%zu C%zu B%u %s", L, T, C, B, dist_name[d]);
         free(fcdf);
     }
     kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = got, .lengths = glen, .layers = L, .tokens = T,
                              .channels = C, .capacity = cap, .num_bins = B };
     cr_assert_eq(kvc_cg_encode(ctx, &ea), KVC_OK, "%s", kvc_last_error());
-    ASSERT_SAME(glen, wlen, ns * 4, "lengths L%zu T%zu C%zu B%u %s %s", L, T, C, B, dist_name[d], kvc_context_isa(ctx));
-    ASSERT_SAME(got, want, ns * cap, "streams L%zu T%zu C%zu B%u %s %s", L, T, C, B, dist_name[d], kvc_context_isa(ctx));
+    KVC_TEST_ASSERT_SAME(glen, wlen, ns * 4, "lengths L%zu T%zu C%zu B%u %s %s", L, T, C, B, dist_name[d], kvc_context_isa(ctx));
+    KVC_TEST_ASSERT_SAME(got, want, ns * cap, "streams L%zu T%zu C%zu B%u %s %s", L, T, C, B, dist_name[d], kvc_context_isa(ctx));
     for (size_t k = 0; k < ns; k++) cr_assert_leq((size_t)glen[k], cap);
 
     kvc_cg_decode_params_t da = { .cdf = cdf, .streams = got, .lengths = glen, .symbols = out, .layers = L, .tokens = T,
                              .channels = C, .capacity = cap, .num_bins = B };
     memset(out, 0xEE, nsym);
     cr_assert_eq(kvc_cg_decode(ctx, &da), KVC_OK, "%s", kvc_last_error());
-    ASSERT_SAME(out, sym, nsym, "decode L%zu T%zu C%zu B%u %s %s", L, T, C, B, dist_name[d], kvc_context_isa(ctx));
+    KVC_TEST_ASSERT_SAME(out, sym, nsym, "decode L%zu T%zu C%zu B%u %s %s", L, T, C, B, dist_name[d], kvc_context_isa(ctx));
 
-    int64_t *ps = xmalloc(ns * 8);
+    int64_t *ps = kvc_test_xmalloc(ns * 8);
     uint8_t *packed;
     const size_t nb = pack_streams(got, cap, glen, ns, &packed, ps);
     kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = packed, .nbytes = nb, .prefsum = ps, .symbols = out,
                                     .layers = L, .tokens = T, .channels = C, .num_bins = B };
     memset(out, 0xEE, nsym);
     cr_assert_eq(kvc_cg_decode_packed(ctx, &pa), KVC_OK, "%s", kvc_last_error());
-    ASSERT_SAME(out, sym, nsym, "decode_packed L%zu T%zu C%zu B%u %s", L, T, C, B, dist_name[d]);
+    KVC_TEST_ASSERT_SAME(out, sym, nsym, "decode_packed L%zu T%zu C%zu B%u %s", L, T, C, B, dist_name[d]);
     free(packed);
     free(ps);
     free(sym);
@@ -411,12 +349,12 @@ static void check_vs_ref(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, 
 Test(cachegen_ref, bins_1_to_64_all_distributions)
 {
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 42;
     for (int i = 0; i < nt; i++)
         for (unsigned B = 1; B <= 64; B++)
             for (int d = 0; d < D_COUNT; d++) check_vs_ref(ctx[i], &rng, 2, 37 + B * 3, 6, B, (enum dist)d);
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 Test(cachegen_ref, token_counts_0_to_5000)
@@ -424,14 +362,14 @@ Test(cachegen_ref, token_counts_0_to_5000)
     static const size_t Ts[] = { 0, 1, 2, 3, 4, 5, 7, 8, 31, 255, 256, 257, 1000, 4096, 5000 };
     static const unsigned Bs[] = { 2, 16, 32, 33, 64 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 7;
     for (int i = 0; i < nt; i++)
         for (size_t ti = 0; ti < sizeof(Ts) / sizeof(Ts[0]); ti++)
             for (size_t bi = 0; bi < sizeof(Bs) / sizeof(Bs[0]); bi++)
                 for (int d = 0; d < D_COUNT; d++)
                     check_vs_ref(ctx[i], &rng, 1, Ts[ti], Ts[ti] > 1000 ? 5 : 9, Bs[bi], (enum dist)d);
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* Channel counts around the interleave group and block sizes (tails, single channels). */
@@ -439,14 +377,14 @@ Test(cachegen_ref, channel_counts)
 {
     static const size_t Cs[] = { 1, 2, 3, 4, 5, 63, 64, 65, 131 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 99;
     for (int i = 0; i < nt; i++)
         for (size_t ci = 0; ci < sizeof(Cs) / sizeof(Cs[0]); ci++) {
             check_vs_ref(ctx[i], &rng, 3, 50, Cs[ci], 32, D_SKEWED);
             check_vs_ref(ctx[i], &rng, 2, 20, Cs[ci], 47, D_RANDOM_CDF);
         }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* T = 0: cdf[i] = i (LMCache fallback), streams are the bare flush byte 0x40, decoding is a no-op. */
@@ -477,7 +415,7 @@ Test(cachegen_ref, empty_input)
 Test(cachegen_ref, long_input_counts)
 {
     enum { T = 70000 + 3 };
-    uint8_t *sym = xmalloc(T);
+    uint8_t *sym = kvc_test_xmalloc(T);
     memset(sym, 1, T);
     sym[0] = 0;
     sym[1] = 2;
@@ -487,7 +425,7 @@ Test(cachegen_ref, long_input_counts)
     kvc_context_t *ctx = kvc_test_cpu_context();
     kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = 1, .tokens = T, .channels = 1, .num_bins = 4 };
     cr_assert_eq(kvc_cg_cdf(ctx, &ca), KVC_OK);
-    ASSERT_SAME(cdf, want, sizeof(cdf), "cdf");
+    KVC_TEST_ASSERT_SAME(cdf, want, sizeof(cdf), "cdf");
     cr_assert_eq(cdf[1], (uint16_t)((65535 - 4) * 1ull / T + 1));
     cr_assert_eq(cdf[2], (uint16_t)((65535 - 4) * 70001ull / T + 2));
     kvc_context_destroy(ctx);
@@ -500,14 +438,14 @@ Test(cachegen_ref, encode_bound_worst_case)
     enum { T = 5000, B = 64 };
     uint16_t cdf[B + 1];
     for (unsigned i = 0; i <= B; i++) cdf[i] = (uint16_t)i;
-    uint8_t *sym = xmalloc(T);
+    uint8_t *sym = kvc_test_xmalloc(T);
     uint64_t rng = 5;
-    for (size_t t = 0; t < T; t++) sym[t] = (uint8_t)(rng_next(&rng) % (B - 1));
+    for (size_t t = 0; t < T; t++) sym[t] = (uint8_t)(kvc_test_rng_next(&rng) % (B - 1));
     const size_t bound = kvc_cg_encode_bound(T);
-    uint8_t *buf = xmalloc(bound);
+    uint8_t *buf = kvc_test_xmalloc(bound);
     int32_t len;
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = buf, .lengths = &len, .layers = 1,
                                  .tokens = T, .channels = 1, .capacity = bound, .num_bins = B };
@@ -518,7 +456,7 @@ Test(cachegen_ref, encode_bound_worst_case)
     cr_assert_eq(kvc_cg_encode_bound(0), 4u);
     cr_assert_eq(kvc_cg_encode_bound((size_t)KVC_CG_MAX_TOKENS + 1), 0u);
     cr_assert_leq(kvc_cg_encode_bound(KVC_CG_MAX_TOKENS), (size_t)INT32_MAX);
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
     free(sym);
     free(buf);
 }
@@ -528,9 +466,9 @@ Test(cachegen_ref, threads_deterministic)
 {
     enum { L = 3, T = 300, C = 70, B = 32 };
     uint64_t rng = 11;
-    uint8_t *sym = xmalloc(L * T * C);
+    uint8_t *sym = kvc_test_xmalloc(L * T * C);
     gen_symbols(&rng, sym, L, T, C, B, D_SKEWED);
-    uint16_t *cdf = xmalloc(L * C * (B + 1) * 2);
+    uint16_t *cdf = kvc_test_xmalloc(L * C * (B + 1) * 2);
     ref_cg_cdf(sym, L, T, C, B, cdf);
     const size_t cap = kvc_cg_encode_bound(T);
     uint8_t *s1 = xcalloc(L * C * cap), *s2 = xcalloc(L * C * cap);
@@ -546,8 +484,8 @@ Test(cachegen_ref, threads_deterministic)
         cr_assert_eq(kvc_cg_encode(ctx, &ea), KVC_OK);
         kvc_context_destroy(ctx);
     }
-    ASSERT_SAME(l1, l2, sizeof(l1), "lengths");
-    ASSERT_SAME(s1, s2, L * C * cap, "streams");
+    KVC_TEST_ASSERT_SAME(l1, l2, sizeof(l1), "lengths");
+    KVC_TEST_ASSERT_SAME(s1, s2, L * C * cap, "streams");
     free(sym);
     free(cdf);
     free(s1);
@@ -574,9 +512,9 @@ Test(cachegen_capacity, no_space_reports_needed_and_stops_writing)
     cr_assert_gt(longest, (size_t)CAP);
     cr_assert_leq((size_t)wlen[0], (size_t)CAP);
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
-        uint8_t *buf = xmalloc(L * C * CAP + GUARD);
+        uint8_t *buf = kvc_test_xmalloc(L * C * CAP + GUARD);
         memset(buf, 0x5A, L * C * CAP + GUARD);
         int32_t len[L * C];
         size_t needed = 0;
@@ -585,10 +523,10 @@ Test(cachegen_capacity, no_space_reports_needed_and_stops_writing)
         cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_ERR_NO_SPACE);
         cr_assert(strstr(kvc_last_error(), "needs"), "%s", kvc_last_error());
         cr_assert_eq(needed, longest);
-        ASSERT_SAME(len, wlen, sizeof(len), "full lengths are reported");
+        KVC_TEST_ASSERT_SAME(len, wlen, sizeof(len), "full lengths are reported");
         for (size_t k = 0; k < L * C; k++) {
             const size_t n = (size_t)wlen[k] < CAP ? (size_t)wlen[k] : CAP;
-            ASSERT_SAME(buf + k * CAP, want + k * big, n, "stream %zu prefix", k);
+            KVC_TEST_ASSERT_SAME(buf + k * CAP, want + k * big, n, "stream %zu prefix", k);
             for (size_t b = n; b < CAP; b++) cr_assert_eq(buf[k * CAP + b], 0x5A, "stream %zu byte %zu written", k, b);
         }
         for (size_t b = 0; b < GUARD; b++) cr_assert_eq(buf[L * C * CAP + b], 0x5A, "wrote past the buffer");
@@ -610,10 +548,10 @@ Test(cachegen_capacity, no_space_reports_needed_and_stops_writing)
         ma.needed = &mneeded;
         cr_assert_eq(kvc_cg_encode(ctx[i], &ma), KVC_ERR_NO_SPACE);
         cr_assert_eq(mneeded, longest);
-        ASSERT_SAME(mlen, wlen, sizeof(mlen), "measured lengths");
+        KVC_TEST_ASSERT_SAME(mlen, wlen, sizeof(mlen), "measured lengths");
         free(buf);
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
     free(want);
 }
 
@@ -645,7 +583,7 @@ static void fixture(coder_fixture_t *f)
 Test(cachegen_errors, cdf_symbol_out_of_range)
 {
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         coder_fixture_t f;
         fixture(&f);
@@ -662,13 +600,13 @@ Test(cachegen_errors, cdf_symbol_out_of_range)
         cr_assert_eq(kvc_cg_cdf(ctx[i], &a), KVC_ERR_OUT_OF_RANGE);
         cr_assert(strstr(kvc_last_error(), "symbols[7]"), "the first bad index: %s", kvc_last_error());
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 Test(cachegen_errors, encode_rejects_before_writing)
 {
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         coder_fixture_t f;
         fixture(&f);
@@ -697,7 +635,7 @@ Test(cachegen_errors, encode_rejects_before_writing)
         a.cdf = f.cdf;
         cr_assert_eq(kvc_cg_encode(ctx[i], &a), KVC_OK, "%s", kvc_last_error());
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 static void assert_untouched(const uint8_t *p, size_t n)
@@ -708,7 +646,7 @@ static void assert_untouched(const uint8_t *p, size_t n)
 Test(cachegen_errors, decode_rejects_corrupt_metadata)
 {
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         coder_fixture_t f;
         fixture(&f);
@@ -753,7 +691,7 @@ Test(cachegen_errors, decode_rejects_corrupt_metadata)
         cr_assert_eq(kvc_cg_decode_packed(ctx[i], &p), KVC_OK, "%s", kvc_last_error());
         free(packed);
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 Test(cachegen_errors, invalid_arguments)
@@ -856,48 +794,48 @@ Test(cachegen_errors, invalid_arguments)
 Test(cachegen_fuzz, random_and_truncated_streams)
 {
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 2024;
     for (int round = 0; round < 60; round++) {
-        const size_t L = 1 + rng_next(&rng) % 2, C = 1 + rng_next(&rng) % 9, T = 1 + rng_next(&rng) % 300;
-        const unsigned B = 1 + (unsigned)(rng_next(&rng) % 64);
-        const size_t ns = L * C, cap = 1 + rng_next(&rng) % 64;
-        uint16_t *cdf = xmalloc(ns * (B + 1) * 2);
+        const size_t L = 1 + kvc_test_rng_next(&rng) % 2, C = 1 + kvc_test_rng_next(&rng) % 9, T = 1 + kvc_test_rng_next(&rng) % 300;
+        const unsigned B = 1 + (unsigned)(kvc_test_rng_next(&rng) % 64);
+        const size_t ns = L * C, cap = 1 + kvc_test_rng_next(&rng) % 64;
+        uint16_t *cdf = kvc_test_xmalloc(ns * (B + 1) * 2);
         random_cdf(&rng, cdf, ns, B);
-        uint8_t *streams = xmalloc(ns * cap);
-        for (size_t i = 0; i < ns * cap; i++) streams[i] = (uint8_t)rng_next(&rng);
-        int32_t *len = xmalloc(ns * 4);
-        for (size_t k = 0; k < ns; k++) len[k] = (int32_t)(rng_next(&rng) % (cap + 1));
+        uint8_t *streams = kvc_test_xmalloc(ns * cap);
+        for (size_t i = 0; i < ns * cap; i++) streams[i] = (uint8_t)kvc_test_rng_next(&rng);
+        int32_t *len = kvc_test_xmalloc(ns * 4);
+        for (size_t k = 0; k < ns; k++) len[k] = (int32_t)(kvc_test_rng_next(&rng) % (cap + 1));
         if (round % 3 == 0) { /* truncated valid streams instead of random bytes */
-            uint8_t *sym = xmalloc(L * T * C);
+            uint8_t *sym = kvc_test_xmalloc(L * T * C);
             gen_symbols(&rng, sym, L, T, C, B, D_UNIFORM);
             uint8_t *full = xcalloc(ns * kvc_cg_encode_bound(T));
-            int32_t *flen = xmalloc(ns * 4);
+            int32_t *flen = kvc_test_xmalloc(ns * 4);
             ref_cg_encode(cdf, B, sym, L, T, C, full, kvc_cg_encode_bound(T), flen);
             for (size_t k = 0; k < ns; k++) {
                 const size_t keep = (size_t)flen[k] < cap ? (size_t)flen[k] : cap;
                 memcpy(streams + k * cap, full + k * kvc_cg_encode_bound(T), keep);
-                len[k] = (int32_t)(rng_next(&rng) % (keep + 1));
+                len[k] = (int32_t)(kvc_test_rng_next(&rng) % (keep + 1));
             }
             free(sym);
             free(full);
             free(flen);
         }
-        uint8_t *want = xmalloc(L * T * C), *got = xmalloc(L * T * C);
+        uint8_t *want = kvc_test_xmalloc(L * T * C), *got = kvc_test_xmalloc(L * T * C);
         ref_cg_decode(cdf, B, streams, cap, len, L, T, C, want);
         for (int i = 0; i < nt; i++) {
             kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = got, .layers = L,
                                      .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
             cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK, "%s", kvc_last_error());
-            ASSERT_SAME(got, want, L * T * C, "round %d decode %s", round, kvc_context_isa(ctx[i]));
-            int64_t *ps = xmalloc(ns * 8);
+            KVC_TEST_ASSERT_SAME(got, want, L * T * C, "round %d decode %s", round, kvc_context_isa(ctx[i]));
+            int64_t *ps = kvc_test_xmalloc(ns * 8);
             uint8_t *packed;
             const size_t nb = pack_streams(streams, cap, len, ns, &packed, ps);
             kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = nb ? packed : NULL, .nbytes = nb, .prefsum = ps,
                                             .symbols = got, .layers = L, .tokens = T, .channels = C, .num_bins = B };
             memset(got, 0, L * T * C);
             cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK, "%s", kvc_last_error());
-            ASSERT_SAME(got, want, L * T * C, "round %d decode_packed %s", round, kvc_context_isa(ctx[i]));
+            KVC_TEST_ASSERT_SAME(got, want, L * T * C, "round %d decode_packed %s", round, kvc_context_isa(ctx[i]));
             free(packed);
             free(ps);
         }
@@ -907,7 +845,7 @@ Test(cachegen_fuzz, random_and_truncated_streams)
         free(want);
         free(got);
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* ------------------------------------------------------------------ quantiser */
@@ -946,9 +884,9 @@ static void check_quant(kvc_context_t *ctx, kvc_dtype_t dt, const void *x, size_
     const kvc_quant_params_t a = { .dtype = dt, .values = (void *)x, .symbols = sym_out, .scales = scale_out,
                                  .bins = bins, .layers = L, .tokens = T, .channels = C };
     cr_assert_eq(kvc_quantise(ctx, &a), KVC_OK, "%s", kvc_last_error());
-    float *row = xmalloc(C * 4);
-    double *y = xmalloc(C * 8);
-    uint8_t *q = xmalloc(C);
+    float *row = kvc_test_xmalloc(C * 4);
+    double *y = kvc_test_xmalloc(C * 8);
+    uint8_t *q = kvc_test_xmalloc(C);
     for (size_t l = 0; l < L; l++)
         for (size_t t = 0; t < T; t++) {
             const size_t r = l * T + t;
@@ -1026,27 +964,27 @@ Test(cachegen_quant, against_reference_all_dtypes)
     enum { L = 5, T = 18 };
     const uint32_t bins[L] = { 4, 5, 16, 32, 64 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 77;
     for (size_t di = 0; di < 3; di++)
         for (size_t ci = 0; ci < sizeof(Cs) / sizeof(Cs[0]); ci++) {
             const kvc_dtype_t dt = dts[di];
             const size_t C = Cs[ci], n = L * T * C;
-            void *x = xmalloc(n * esize(dt));
+            void *x = kvc_test_xmalloc(n * esize(dt));
             fill_values(&rng, dt, x, L, T, C);
             uint8_t *sym[3];
             float *sc[3];
             void *xh[3];
             for (int i = 0; i < nt; i++) {
-                sym[i] = xmalloc(n);
-                sc[i] = xmalloc(L * T * 4);
-                xh[i] = xmalloc(n * esize(dt));
+                sym[i] = kvc_test_xmalloc(n);
+                sc[i] = kvc_test_xmalloc(L * T * 4);
+                xh[i] = kvc_test_xmalloc(n * esize(dt));
                 check_quant(ctx[i], dt, x, L, T, C, bins, sym[i], sc[i], xh[i]);
             }
             for (int i = 1; i < nt; i++) { /* tiers agree bit for bit, ties included */
-                ASSERT_SAME(sym[0], sym[i], n, "symbols scalar vs %s, dtype %d C %zu", kvc_context_isa(ctx[i]), dt, C);
-                ASSERT_SAME(sc[0], sc[i], L * T * 4, "scales");
-                ASSERT_SAME(xh[0], xh[i], n * esize(dt), "dequantised values");
+                KVC_TEST_ASSERT_SAME(sym[0], sym[i], n, "symbols scalar vs %s, dtype %d C %zu", kvc_context_isa(ctx[i]), dt, C);
+                KVC_TEST_ASSERT_SAME(sc[0], sc[i], L * T * 4, "scales");
+                KVC_TEST_ASSERT_SAME(xh[0], xh[i], n * esize(dt), "dequantised values");
             }
             for (int i = 0; i < nt; i++) {
                 free(sym[i]);
@@ -1055,7 +993,7 @@ Test(cachegen_quant, against_reference_all_dtypes)
             }
             free(x);
         }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* Every fp16 bit pattern through the scale path: rows of 9 copies (8 in the SIMD body, 1 in the
@@ -1063,13 +1001,13 @@ Test(cachegen_quant, against_reference_all_dtypes)
 Test(cachegen_quant, all_f16_values)
 {
     enum { N = 65536, C = 9 };
-    uint16_t *x = xmalloc(N * C * 2);
+    uint16_t *x = kvc_test_xmalloc(N * C * 2);
     for (size_t i = 0; i < N * C; i++) x[i] = (uint16_t)(i / C);
-    uint8_t *q = xmalloc(N * C);
-    float *s = xmalloc(N * 4);
+    uint8_t *q = kvc_test_xmalloc(N * C);
+    float *s = kvc_test_xmalloc(N * 4);
     const uint32_t bins = 32;
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++) {
         kvc_quant_params_t a = { .dtype = KVC_DTYPE_F16, .values = x, .symbols = q, .scales = s, .bins = &bins,
                                .layers = 1, .tokens = N, .channels = C };
@@ -1081,7 +1019,7 @@ Test(cachegen_quant, all_f16_values)
                 cr_assert_eq(q[h * C + c], isnan(v) || isinf(v) || v == 0 ? 15 : v > 0 ? 30 : 0, "fp16 0x%04zx", h);
         }
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
     free(x);
     free(q);
     free(s);
@@ -1093,20 +1031,20 @@ Test(cachegen_quant, dequantise_rounding)
 {
     enum { R = 4000, C = 11 };
     uint64_t rng = 123;
-    float *scales = xmalloc(R * 4);
-    uint8_t *q = xmalloc(R * C);
+    float *scales = kvc_test_xmalloc(R * 4);
+    uint8_t *q = kvc_test_xmalloc(R * C);
     for (size_t r = 0; r < R; r++) {
-        uint32_t u = (uint32_t)rng_next(&rng) & 0x7F7FFFFFu;  /* finite, positive */
+        uint32_t u = (uint32_t)kvc_test_rng_next(&rng) & 0x7F7FFFFFu;  /* finite, positive */
         if (r % 4 == 0) u = (u & 0xFFFFE000u) | (1u << 12);  /* fp16 ties at q - M = 15 */
         if (r % 4 == 1) u = (u & 0x07FFFFFFu) | 0x30000000u; /* around the fp16 subnormal range */
         memcpy(&scales[r], &u, 4);
-        for (size_t c = 0; c < C; c++) q[r * C + c] = (uint8_t)(c == 0 ? 30 : rng_next(&rng) % 31);
+        for (size_t c = 0; c < C; c++) q[r * C + c] = (uint8_t)(c == 0 ? 30 : kvc_test_rng_next(&rng) % 31);
     }
     const uint32_t bins = 32;
     static const kvc_dtype_t dts[] = { KVC_DTYPE_F16, KVC_DTYPE_BF16 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
-    uint16_t *out = xmalloc(R * C * 2);
+    const int nt = kvc_test_tiers(ctx);
+    uint16_t *out = kvc_test_xmalloc(R * C * 2);
     for (int i = 0; i < nt; i++)
         for (int di = 0; di < 2; di++) {
             kvc_quant_params_t a = { .dtype = dts[di], .values = out, .symbols = q, .scales = scales, .bins = &bins,
@@ -1120,7 +1058,7 @@ Test(cachegen_quant, dequantise_rounding)
                              v, out[k], want);
             }
         }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
     free(scales);
     free(q);
     free(out);
@@ -1188,14 +1126,14 @@ Test(cachegen_quant, dequantise_in_blocks_reports_the_first_bad_value)
     enum { L = 3, T = 700, C = 37, N = L * T * C };
     const uint32_t bins[L] = { 16, 5, 64 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 5;
     for (size_t di = 0; di < 3; di++)
         for (int i = 0; i < nt; i++) {
             const kvc_dtype_t dt = dts[di];
-            void *x = xmalloc(N * esize(dt)), *xh = xmalloc(N * esize(dt));
-            uint8_t *sym = xmalloc(N);
-            float *sc = xmalloc(L * T * 4);
+            void *x = kvc_test_xmalloc(N * esize(dt)), *xh = kvc_test_xmalloc(N * esize(dt));
+            uint8_t *sym = kvc_test_xmalloc(N);
+            float *sc = kvc_test_xmalloc(L * T * 4);
             fill_values(&rng, dt, x, L, T, C);
             check_quant(ctx[i], dt, x, L, T, C, bins, sym, sc, xh);
             const kvc_quant_params_t d = { .dtype = dt, .values = xh, .symbols = sym, .scales = sc, .bins = bins,
@@ -1242,7 +1180,7 @@ Test(cachegen_quant, dequantise_in_blocks_reports_the_first_bad_value)
             free(sym);
             free(sc);
         }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 Test(cachegen_quant, default_bins)
@@ -1268,24 +1206,24 @@ Test(cachegen_kvdata, round_trip)
     cr_assert_str_eq(k.descr, "<f2");
     const size_t NL = k.shape[0], T = k.shape[1], C = k.shape[2] * k.shape[3], L = 2 * NL;
     /* [2NL, T, C] as LMCache's encode_input */
-    uint16_t *kv = xmalloc(L * T * C * 2);
+    uint16_t *kv = kvc_test_xmalloc(L * T * C * 2);
     memcpy(kv, k.data, NL * T * C * 2);
     memcpy(kv + NL * T * C, v.data, NL * T * C * 2);
-    uint32_t *bins = xmalloc(L * 4);
+    uint32_t *bins = kvc_test_xmalloc(L * 4);
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int variant = 0; variant < 2; variant++) {
         cr_assert_eq(kvc_cg_default_bins(NL, bins), KVC_OK);
         if (variant == 1)
             for (size_t l = 0; l < L; l++) bins[l] = l % 3 ? 16 : 32;
         const unsigned B = 32; /* CDF bins: max over layers, as LMCache */
-        uint8_t *sym = xmalloc(L * T * C), *dec = xmalloc(L * T * C);
-        float *scales = xmalloc(L * T * 4);
-        uint16_t *xh = xmalloc(L * T * C * 2);
-        uint16_t *cdf = xmalloc(L * C * (B + 1) * 2);
+        uint8_t *sym = kvc_test_xmalloc(L * T * C), *dec = kvc_test_xmalloc(L * T * C);
+        float *scales = kvc_test_xmalloc(L * T * 4);
+        uint16_t *xh = kvc_test_xmalloc(L * T * C * 2);
+        uint16_t *cdf = kvc_test_xmalloc(L * C * (B + 1) * 2);
         const size_t cap = kvc_cg_encode_bound(T);
         uint8_t *streams = xcalloc(L * C * cap), *want = xcalloc(L * C * cap);
-        int32_t *len = xmalloc(L * C * 4), *wlen = xmalloc(L * C * 4);
+        int32_t *len = kvc_test_xmalloc(L * C * 4), *wlen = kvc_test_xmalloc(L * C * 4);
         for (int i = 0; i < nt; i++) {
             check_quant(ctx[i], KVC_DTYPE_F16, kv, L, T, C, bins, sym, scales, xh);
             kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = L, .tokens = T, .channels = C, .num_bins = B };
@@ -1294,23 +1232,23 @@ Test(cachegen_kvdata, round_trip)
                                      .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
             cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK, "%s", kvc_last_error());
             ref_cg_encode(cdf, B, sym, L, T, C, want, cap, wlen);
-            ASSERT_SAME(len, wlen, L * C * 4, "lengths");
-            ASSERT_SAME(streams, want, L * C * cap, "streams");
+            KVC_TEST_ASSERT_SAME(len, wlen, L * C * 4, "lengths");
+            KVC_TEST_ASSERT_SAME(streams, want, L * C * cap, "streams");
             size_t total = 0;
             for (size_t s = 0; s < L * C; s++) total += (size_t)len[s];
             cr_assert_lt(total * 8.0 / (L * T * C), 5.0, "real KV codes below 5 bits/symbol");
             kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = dec, .layers = L,
                                      .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
             cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_OK);
-            ASSERT_SAME(dec, sym, L * T * C, "decode");
-            int64_t *ps = xmalloc(L * C * 8);
+            KVC_TEST_ASSERT_SAME(dec, sym, L * T * C, "decode");
+            int64_t *ps = kvc_test_xmalloc(L * C * 8);
             uint8_t *packed;
             const size_t nb = pack_streams(streams, cap, len, L * C, &packed, ps);
             kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = packed, .nbytes = nb, .prefsum = ps, .symbols = dec,
                                             .layers = L, .tokens = T, .channels = C, .num_bins = B };
             memset(dec, 0, L * T * C);
             cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK);
-            ASSERT_SAME(dec, sym, L * T * C, "decode_packed");
+            KVC_TEST_ASSERT_SAME(dec, sym, L * T * C, "decode_packed");
             free(packed);
             free(ps);
         }
@@ -1324,7 +1262,7 @@ Test(cachegen_kvdata, round_trip)
         free(len);
         free(wlen);
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
     free(kv);
     free(bins);
     test_npy_free(&k);

@@ -20,78 +20,15 @@
 void cg_lanes_probe_quotient(const uint32_t d[16], const uint32_t r1[16], uint32_t q[16]); /* cachegen_lanes_probe.c */
 #endif
 
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static kvc_context_t *ctx_isa(const char *isa)
-{
-    setenv("KVCORE_ISA", isa, 1);
-    kvc_context_t *ctx = kvc_test_cpu_context();
-    unsetenv("KVCORE_ISA");
-    return ctx;
-}
-
-static int has_tier(const char *isa)
-{
-    kvc_context_t *c = ctx_isa(isa);
-    const int ok = strcmp(kvc_context_isa(c), isa) == 0;
-    kvc_context_destroy(c);
-    return ok;
-}
-
-/* One context per tier the machine has; returns the count. */
-static int tiers(kvc_context_t *out[3])
-{
-    static const char *const names[] = { "scalar", "avx2", "avx512" };
-    int n = 0;
-    for (int i = 0; i < 3; i++)
-        if (has_tier(names[i])) out[n++] = ctx_isa(names[i]);
-    cr_assert_geq(n, 1);
-    return n;
-}
-
-static void destroy_tiers(kvc_context_t *c[3], int n)
-{
-    for (int i = 0; i < n; i++) kvc_context_destroy(c[i]);
-}
-
-static size_t first_diff(const void *a, const void *b, size_t n)
-{
-    const uint8_t *x = a, *y = b;
-    for (size_t i = 0; i < n; i++)
-        if (x[i] != y[i]) return i;
-    return n;
-}
-
-/* The caller's message (format and arguments) as given; the offset in a line of its own. */
-#define ASSERT_SAME(a, b, n, ...)                                                                          \
-    do {                                                                                                   \
-        const size_t at_ = first_diff((a), (b), (n));                                                      \
-        if (at_ != (size_t)(n)) cr_log_error("differ at byte %zu of %zu", at_, (size_t)(n));               \
-        cr_assert_eq(at_, (size_t)(n), __VA_ARGS__);                                                       \
-    } while (0)
-
-static void *xmalloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    cr_assert_not_null(p);
-    return p;
-}
-
 /* Per channel a different source, so that the streams of one lane group have very different
  * lengths: constant (a byte or two), two symbols, a narrow and a wide rounded peak, uniform. */
 static void mixed_symbols(uint64_t *rng, uint8_t *s, size_t L, size_t T, size_t C, unsigned B)
 {
     for (size_t l = 0; l < L; l++)
         for (size_t c = 0; c < C; c++) {
-            const unsigned kind = (unsigned)(rng_next(rng) % 5), k = (unsigned)(rng_next(rng) % B);
+            const unsigned kind = (unsigned)(kvc_test_rng_next(rng) % 5), k = (unsigned)(kvc_test_rng_next(rng) % B);
             for (size_t t = 0; t < T; t++) {
-                const uint64_t r = rng_next(rng);
+                const uint64_t r = kvc_test_rng_next(rng);
                 unsigned v;
                 switch (kind) {
                 case 0: v = k; break;
@@ -110,14 +47,14 @@ static void random_cdf(uint64_t *rng, uint16_t *cdf, size_t n, unsigned B)
 {
     for (size_t k = 0; k < n; k++) {
         uint16_t *row = cdf + k * (B + 1);
-        unsigned at = (unsigned)(rng_next(rng) % 200);
+        unsigned at = (unsigned)(kvc_test_rng_next(rng) % 200);
         const unsigned room = (65535 - at) / B;
         for (unsigned i = 0; i < B; i++) {
             row[i] = (uint16_t)at;
-            const uint64_t r = rng_next(rng);
+            const uint64_t r = kvc_test_rng_next(rng);
             at += 1 + (unsigned)(r % 4 == 0 ? 0 : (r >> 8) % room);
         }
-        row[B] = (uint16_t)rng_next(rng);
+        row[B] = (uint16_t)kvc_test_rng_next(rng);
     }
 }
 
@@ -128,18 +65,18 @@ static void decode_like_oracle(kvc_context_t *ctx, const uint16_t *cdf, unsigned
                                const int32_t *len, size_t L, size_t T, size_t C, const char *what)
 {
     const size_t ns = L * C, nsym = L * T * C;
-    uint8_t *want = xmalloc(nsym), *got = xmalloc(nsym);
+    uint8_t *want = kvc_test_xmalloc(nsym), *got = kvc_test_xmalloc(nsym);
     ref_cg_decode(cdf, B, streams, cap, len, L, T, C, want);
     kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = got, .layers = L,
                                   .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
     memset(got, 0xEE, nsym);
     cr_assert_eq(kvc_cg_decode(ctx, &da), KVC_OK, "%s", kvc_last_error());
-    ASSERT_SAME(got, want, nsym, "%s: decode T%zu C%zu B%u %s", what, T, C, B, kvc_context_isa(ctx));
+    KVC_TEST_ASSERT_SAME(got, want, nsym, "%s: decode T%zu C%zu B%u %s", what, T, C, B, kvc_context_isa(ctx));
 
     size_t nb = 0;
     for (size_t k = 0; k < ns; k++) nb += (size_t)len[k];
-    uint8_t *packed = nb ? xmalloc(nb) : NULL;
-    int64_t *ps = xmalloc(ns * 8);
+    uint8_t *packed = nb ? kvc_test_xmalloc(nb) : NULL;
+    int64_t *ps = kvc_test_xmalloc(ns * 8);
     for (size_t k = 0, at = 0; k < ns; k++) {
         if (len[k]) memcpy(packed + at, streams + k * cap, (size_t)len[k]);
         at += (size_t)len[k];
@@ -149,7 +86,7 @@ static void decode_like_oracle(kvc_context_t *ctx, const uint16_t *cdf, unsigned
                                          .layers = L, .tokens = T, .channels = C, .num_bins = B };
     memset(got, 0xEE, nsym);
     cr_assert_eq(kvc_cg_decode_packed(ctx, &pa), KVC_OK, "%s", kvc_last_error());
-    ASSERT_SAME(got, want, nsym, "%s: decode_packed T%zu C%zu B%u %s", what, T, C, B, kvc_context_isa(ctx));
+    KVC_TEST_ASSERT_SAME(got, want, nsym, "%s: decode_packed T%zu C%zu B%u %s", what, T, C, B, kvc_context_isa(ctx));
     free(packed);
     free(ps);
     free(want);
@@ -160,26 +97,26 @@ static void decode_like_oracle(kvc_context_t *ctx, const uint16_t *cdf, unsigned
 static void round_trip(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, size_t C, unsigned B, int data_cdf)
 {
     const size_t nsym = L * T * C, ns = L * C, cap = kvc_cg_encode_bound(T);
-    uint8_t *sym = xmalloc(nsym);
-    uint16_t *cdf = xmalloc(ns * (B + 1) * 2);
+    uint8_t *sym = kvc_test_xmalloc(nsym);
+    uint16_t *cdf = kvc_test_xmalloc(ns * (B + 1) * 2);
     mixed_symbols(rng, sym, L, T, C, B);
     if (data_cdf) ref_cg_cdf(sym, L, T, C, B, cdf);
     else random_cdf(rng, cdf, ns, B);
     uint8_t *want = calloc(ns * cap, 1), *got = calloc(ns * cap, 1);
     cr_assert(want && got);
-    int32_t *wlen = xmalloc(ns * 4), *glen = xmalloc(ns * 4);
+    int32_t *wlen = kvc_test_xmalloc(ns * 4), *glen = kvc_test_xmalloc(ns * 4);
     ref_cg_encode(cdf, B, sym, L, T, C, want, cap, wlen);
     kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = got, .lengths = glen, .layers = L,
                                   .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
     cr_assert_eq(kvc_cg_encode(ctx, &ea), KVC_OK, "%s", kvc_last_error());
-    ASSERT_SAME(glen, wlen, ns * 4, "lengths T%zu C%zu B%u %s", T, C, B, kvc_context_isa(ctx));
-    ASSERT_SAME(got, want, ns * cap, "streams T%zu C%zu B%u %s", T, C, B, kvc_context_isa(ctx));
+    KVC_TEST_ASSERT_SAME(glen, wlen, ns * 4, "lengths T%zu C%zu B%u %s", T, C, B, kvc_context_isa(ctx));
+    KVC_TEST_ASSERT_SAME(got, want, ns * cap, "streams T%zu C%zu B%u %s", T, C, B, kvc_context_isa(ctx));
     decode_like_oracle(ctx, cdf, B, want, cap, wlen, L, T, C, "valid");
-    uint8_t *out = xmalloc(nsym);
+    uint8_t *out = kvc_test_xmalloc(nsym);
     kvc_cg_decode_params_t da = { .cdf = cdf, .streams = want, .lengths = wlen, .symbols = out, .layers = L,
                                   .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
     cr_assert_eq(kvc_cg_decode(ctx, &da), KVC_OK, "%s", kvc_last_error());
-    ASSERT_SAME(out, sym, nsym, "symbols back T%zu C%zu B%u %s", T, C, B, kvc_context_isa(ctx));
+    KVC_TEST_ASSERT_SAME(out, sym, nsym, "symbols back T%zu C%zu B%u %s", T, C, B, kvc_context_isa(ctx));
     free(out);
     free(sym);
     free(cdf);
@@ -194,7 +131,7 @@ static void round_trip(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, si
 Test(cachegen_lanes, quotient_is_exact)
 {
 #ifdef KVC_HAVE_X86_SIMD
-    if (!has_tier("avx512")) cr_skip_test("no avx512 tier on this CPU");
+    if (!kvc_test_has_isa("avx512")) cr_skip_test("no avx512 tier on this CPU");
     /* The decoder's divisors r1 + 1 lie in (2^30, 2^32]; edge divisors, divisors 65536 m whose
      * quotients sit just below an integer (d = q m - 1: the numerator is one short of q (r1 + 1)),
      * and random pairs. */
@@ -206,7 +143,7 @@ Test(cachegen_lanes, quotient_is_exact)
     size_t checked = 0;
     for (int round = 0; round < 200000; round++) {
         for (int i = 0; i < 16; i++) {
-            const uint64_t x = rng_next(&rng);
+            const uint64_t x = kvc_test_rng_next(&rng);
             switch ((round + i) % 4) {
             case 0: { /* edge divisor, edge or random numerator */
                 r1[i] = r_edge[x % (sizeof r_edge / sizeof r_edge[0])];
@@ -247,13 +184,13 @@ Test(cachegen_lanes, bins_and_token_counts)
 {
     static const size_t Ts[] = { 1, 2, 255, 256, 257, 1000 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4801;
     for (int i = 0; i < nt; i++)
         for (unsigned B = 1; B <= 64; B++)
             for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) /* 48 channels: a group of 32, one of 16 */
                 round_trip(ctx[i], &rng, 1, Ts[ti], 48, B, (B + ti) % 2);
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* Channel counts around the lane groups (32, 16) and the 64-channel blocks: scalar leftovers of
@@ -262,14 +199,14 @@ Test(cachegen_lanes, channel_counts)
 {
     static const size_t Cs[] = { 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 80, 96, 131 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4802;
     for (int i = 0; i < nt; i++)
         for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++) {
             round_trip(ctx[i], &rng, 2, 300, Cs[ci], 32, 1);
             round_trip(ctx[i], &rng, 1, 77, Cs[ci], 61, 0);
         }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* ------------------------------------------------------------------ empty and damaged streams */
@@ -279,23 +216,23 @@ Test(cachegen_lanes, empty_and_one_byte_streams)
 {
     enum { C = 48, CAP = 4 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4803;
     for (int i = 0; i < nt; i++)
         for (unsigned B = 1; B <= 64; B += 9)
             for (size_t T = 1; T <= 300; T += 299) {
-                uint16_t *cdf = xmalloc(C * (B + 1) * 2);
+                uint16_t *cdf = kvc_test_xmalloc(C * (B + 1) * 2);
                 random_cdf(&rng, cdf, C, B);
                 uint8_t streams[C * CAP];
                 int32_t len[C];
                 for (size_t k = 0; k < C; k++) {
-                    len[k] = (int32_t)(rng_next(&rng) % 3 == 0 ? 1 : 0);
-                    for (size_t b = 0; b < CAP; b++) streams[k * CAP + b] = (uint8_t)rng_next(&rng);
+                    len[k] = (int32_t)(kvc_test_rng_next(&rng) % 3 == 0 ? 1 : 0);
+                    for (size_t b = 0; b < CAP; b++) streams[k * CAP + b] = (uint8_t)kvc_test_rng_next(&rng);
                 }
                 decode_like_oracle(ctx[i], cdf, B, streams, CAP, len, 1, T, C, "empty");
                 free(cdf);
             }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* Valid streams of T tokens on C channels cut at random lengths (some to nothing), with single bit
@@ -304,15 +241,15 @@ Test(cachegen_lanes, empty_and_one_byte_streams)
 static void damaged_round(kvc_context_t *ctx[3], int nt, uint64_t *rng, size_t C, size_t T, unsigned B, int how)
 {
     const size_t cap = kvc_cg_encode_bound(T) + 8;
-    uint8_t *sym = xmalloc(T * C), *streams = xmalloc(C * cap);
-    uint16_t *cdf = xmalloc(C * (B + 1) * 2);
-    int32_t *len = xmalloc(C * 4);
+    uint8_t *sym = kvc_test_xmalloc(T * C), *streams = kvc_test_xmalloc(C * cap);
+    uint16_t *cdf = kvc_test_xmalloc(C * (B + 1) * 2);
+    int32_t *len = kvc_test_xmalloc(C * 4);
     mixed_symbols(rng, sym, 1, T, C, B);
     random_cdf(rng, cdf, C, B);
-    for (size_t b = 0; b < C * cap; b++) streams[b] = (uint8_t)rng_next(rng);
+    for (size_t b = 0; b < C * cap; b++) streams[b] = (uint8_t)kvc_test_rng_next(rng);
     if (how != 3) ref_cg_encode(cdf, B, sym, 1, T, C, streams, cap, len);
     for (size_t k = 0; k < C; k++) {
-        const uint64_t r = rng_next(rng);
+        const uint64_t r = kvc_test_rng_next(rng);
         switch (how) {
         case 0: len[k] = (int32_t)(r % ((uint64_t)len[k] + 1)); break; /* cut */
         case 1: if (len[k]) streams[k * cap + r % (uint64_t)len[k]] ^= (uint8_t)(1u << (r >> 32) % 8); break; /* flip */
@@ -330,13 +267,13 @@ static void damaged_round(kvc_context_t *ctx[3], int nt, uint64_t *rng, size_t C
 Test(cachegen_lanes, damaged_streams)
 {
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4804;
     for (int round = 0; round < 80; round++) {
-        const size_t C = 16 + rng_next(&rng) % 70, T = 1 + rng_next(&rng) % 400;
-        damaged_round(ctx, nt, &rng, C, T, 1 + (unsigned)(rng_next(&rng) % 64), round % 4);
+        const size_t C = 16 + kvc_test_rng_next(&rng) % 70, T = 1 + kvc_test_rng_next(&rng) % 400;
+        damaged_round(ctx, nt, &rng, C, T, 1 + (unsigned)(kvc_test_rng_next(&rng) % 64), round % 4);
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* Streams too long to be copied side by side (more than 32 KiB for a group: 64 streams of 3000
@@ -344,7 +281,7 @@ Test(cachegen_lanes, damaged_streams)
 Test(cachegen_lanes, long_streams_read_in_place)
 {
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4808;
     for (int i = 0; i < nt; i++)
         for (size_t T = 3000; T <= 6000; T += 3000) {
@@ -352,7 +289,7 @@ Test(cachegen_lanes, long_streams_read_in_place)
             round_trip(ctx[i], &rng, 1, T, 80, 64, 0);
         }
     for (int how = 0; how < 4; how++) damaged_round(ctx, nt, &rng, 80, 3000, 40, how);
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* Lengths and prefix sums that cannot be an encoding: KVC_ERR_CORRUPT on every tier, no symbol
@@ -361,12 +298,12 @@ Test(cachegen_lanes, corrupt_metadata)
 {
     enum { C = 32, T = 40, B = 16, CAP = 64 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4805;
     uint16_t cdf[C * (B + 1)];
     random_cdf(&rng, cdf, C, B);
     uint8_t streams[C * CAP], out[T * C], guard[T * C];
-    for (size_t b = 0; b < sizeof streams; b++) streams[b] = (uint8_t)rng_next(&rng);
+    for (size_t b = 0; b < sizeof streams; b++) streams[b] = (uint8_t)kvc_test_rng_next(&rng);
     memset(guard, 0x5A, sizeof guard);
     int32_t len[C];
     int64_t ps[C];
@@ -380,16 +317,16 @@ Test(cachegen_lanes, corrupt_metadata)
         kvc_cg_decode_params_t da = { .cdf = cdf, .streams = streams, .lengths = len, .symbols = out, .layers = 1,
                                       .tokens = T, .channels = C, .capacity = CAP, .num_bins = B };
         cr_assert_eq(kvc_cg_decode(ctx[i], &da), KVC_ERR_CORRUPT, "%s", kvc_context_isa(ctx[i]));
-        ASSERT_SAME(out, guard, sizeof out, "length past capacity %s", kvc_context_isa(ctx[i]));
+        KVC_TEST_ASSERT_SAME(out, guard, sizeof out, "length past capacity %s", kvc_context_isa(ctx[i]));
         len[17] = 17;
         ps[20] = 2;
         kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = streams, .nbytes = sizeof streams, .prefsum = ps,
                                              .symbols = out, .layers = 1, .tokens = T, .channels = C, .num_bins = B };
         cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_ERR_CORRUPT, "%s", kvc_context_isa(ctx[i]));
-        ASSERT_SAME(out, guard, sizeof out, "decreasing prefix sum %s", kvc_context_isa(ctx[i]));
+        KVC_TEST_ASSERT_SAME(out, guard, sizeof out, "decreasing prefix sum %s", kvc_context_isa(ctx[i]));
         ps[20] = 60;
     }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }
 
 /* ------------------------------------------------------------------ encoder limits */
@@ -401,7 +338,7 @@ Test(cachegen_lanes, capacity_limits)
 {
     enum { T = 300, C = 80, B = 32, GUARD = 64 };
     uint64_t rng = 4806;
-    uint8_t *sym = xmalloc(T * C);
+    uint8_t *sym = kvc_test_xmalloc(T * C);
     mixed_symbols(&rng, sym, 1, T, C, B);
     uint16_t cdf[C * (B + 1)];
     ref_cg_cdf(sym, 1, T, C, B, cdf);
@@ -414,11 +351,11 @@ Test(cachegen_lanes, capacity_limits)
     for (size_t k = 0; k < C; k++) longest = (size_t)wlen[k] > longest ? (size_t)wlen[k] : longest;
     const size_t caps[] = { 0, 1, 2, 3, 4, 5, 7, 8, 9, 33, 100, longest - 1, longest, big };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     for (int i = 0; i < nt; i++)
         for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++) {
             const size_t cap = caps[ci];
-            uint8_t *buf = xmalloc(C * cap + GUARD);
+            uint8_t *buf = kvc_test_xmalloc(C * cap + GUARD);
             memset(buf, 0x5A, C * cap + GUARD);
             int32_t len[C];
             size_t needed = 0;
@@ -428,10 +365,10 @@ Test(cachegen_lanes, capacity_limits)
             const kvc_status_t st = kvc_cg_encode(ctx[i], &ea);
             cr_assert_eq(st, longest > cap ? KVC_ERR_NO_SPACE : KVC_OK, "cap %zu %s: %d", cap, kvc_context_isa(ctx[i]), st);
             cr_assert_eq(needed, longest, "cap %zu %s", cap, kvc_context_isa(ctx[i]));
-            ASSERT_SAME(len, wlen, sizeof len, "lengths cap %zu %s", cap, kvc_context_isa(ctx[i]));
+            KVC_TEST_ASSERT_SAME(len, wlen, sizeof len, "lengths cap %zu %s", cap, kvc_context_isa(ctx[i]));
             for (size_t k = 0; k < C; k++) {
                 const size_t n = (size_t)wlen[k] < cap ? (size_t)wlen[k] : cap;
-                ASSERT_SAME(buf + k * cap, want + k * big, n, "stream %zu cap %zu %s", k, cap, kvc_context_isa(ctx[i]));
+                KVC_TEST_ASSERT_SAME(buf + k * cap, want + k * big, n, "stream %zu cap %zu %s", k, cap, kvc_context_isa(ctx[i]));
                 for (size_t b = n; b < cap; b++)
                     cr_assert_eq(buf[k * cap + b], 0x5A, "stream %zu byte %zu written, cap %zu %s", k, b, cap,
                                  kvc_context_isa(ctx[i]));
@@ -439,7 +376,7 @@ Test(cachegen_lanes, capacity_limits)
             for (size_t b = 0; b < GUARD; b++) cr_assert_eq(buf[C * cap + b], 0x5A, "wrote past the buffer");
             free(buf);
         }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
     free(sym);
     free(want);
 }
@@ -452,14 +389,14 @@ Test(cachegen_lanes, long_underflow_runs)
     enum { C = 48 };
     static const size_t Ts[] = { 40, 1000 };
     kvc_context_t *ctx[3];
-    const int nt = tiers(ctx);
+    const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4807;
     for (int i = 0; i < nt; i++)
         for (unsigned B = 3; B <= 5; B++)
             for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
                 const size_t T = Ts[ti], ns = C, cap = kvc_cg_encode_bound(T);
-                uint16_t *cdf = xmalloc(ns * (B + 1) * 2);
-                uint8_t *sym = xmalloc(T * C);
+                uint16_t *cdf = kvc_test_xmalloc(ns * (B + 1) * 2);
+                uint8_t *sym = kvc_test_xmalloc(T * C);
                 random_cdf(&rng, cdf, ns, B);
                 for (size_t c = 0; c < C; c++)
                     if (c % 3) { /* symbol 1 in [16385, 49151): its interval straddles the midpoint */
@@ -470,8 +407,8 @@ Test(cachegen_lanes, long_underflow_runs)
                     }
                 for (size_t c = 0; c < C; c++)
                     for (size_t t = 0, run = 0; t < T; t++) {
-                        if (!run) run = 1 + rng_next(&rng) % (c % 2 ? 300 : 40);
-                        const uint64_t r = rng_next(&rng);
+                        if (!run) run = 1 + kvc_test_rng_next(&rng) % (c % 2 ? 300 : 40);
+                        const uint64_t r = kvc_test_rng_next(&rng);
                         sym[t * C + c] = (uint8_t)(--run && c % 3 ? 1 : r % B);
                     }
                 uint8_t *want = calloc(ns * cap, 1), *got = calloc(ns * cap, 1);
@@ -481,13 +418,13 @@ Test(cachegen_lanes, long_underflow_runs)
                 kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = got, .lengths = glen, .layers = 1,
                                               .tokens = T, .channels = C, .capacity = cap, .num_bins = B };
                 cr_assert_eq(kvc_cg_encode(ctx[i], &ea), KVC_OK, "%s", kvc_last_error());
-                ASSERT_SAME(glen, wlen, sizeof glen, "lengths T%zu B%u %s", T, B, kvc_context_isa(ctx[i]));
-                ASSERT_SAME(got, want, ns * cap, "streams T%zu B%u %s", T, B, kvc_context_isa(ctx[i]));
+                KVC_TEST_ASSERT_SAME(glen, wlen, sizeof glen, "lengths T%zu B%u %s", T, B, kvc_context_isa(ctx[i]));
+                KVC_TEST_ASSERT_SAME(got, want, ns * cap, "streams T%zu B%u %s", T, B, kvc_context_isa(ctx[i]));
                 decode_like_oracle(ctx[i], cdf, B, want, cap, wlen, 1, T, C, "underflow runs");
                 free(cdf);
                 free(sym);
                 free(want);
                 free(got);
             }
-    destroy_tiers(ctx, nt);
+    kvc_test_destroy_tiers(ctx, nt);
 }

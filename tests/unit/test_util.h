@@ -4,6 +4,7 @@
 #define KVC_TEST_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <kvcore.h>
 
 /* RoPE options asking for pair style s. */
@@ -17,5 +18,28 @@ const char *kvc_test_build(const char *rel);
 const char *kvc_test_module_dir(const char *module_so, const char *as);
 /* A context on the CPU backend (or on $KVC_TEST_BACKEND when set); fails the test if none. */
 kvc_context_t *kvc_test_cpu_context(void);
+/* kvc_test_cpu_context with its ISA tier capped at `isa` (KVCORE_ISA) while it is made. */
+kvc_context_t *kvc_test_isa_context(const char *isa);
+/* Whether the machine has tier `isa` (a context asked for it gets it, not a lower one). */
+int kvc_test_has_isa(const char *isa);
+/* One context per CPU ISA tier this machine has (scalar always; avx2, avx512 when present), so
+ * every kernel variant is checked. Returns the count (at most 3). */
+int kvc_test_tiers(kvc_context_t *out[3]);
+void kvc_test_destroy_tiers(kvc_context_t *c[3], int n);
+/* splitmix64: the next value of the state *s. */
+uint64_t kvc_test_rng_next(uint64_t *s);
+/* malloc that fails the test on NULL (n = 0 gives a 1-byte block). */
+void *kvc_test_xmalloc(size_t n);
+/* The offset of the first byte where a and b differ, or n. */
+size_t kvc_test_first_diff(const void *a, const void *b, size_t n);
+
+/* a and b equal over n bytes, else the caller's message (format and arguments) as given and the
+ * offset in a line of its own (a Criterion assertion: include criterion/criterion.h). */
+#define KVC_TEST_ASSERT_SAME(a, b, n, ...)                                                                 \
+    do {                                                                                                   \
+        const size_t at_ = kvc_test_first_diff((a), (b), (n));                                             \
+        if (at_ != (size_t)(n)) cr_log_error("differ at byte %zu of %zu", at_, (size_t)(n));               \
+        cr_assert_eq(at_, (size_t)(n), __VA_ARGS__);                                                       \
+    } while (0)
 
 #endif
