@@ -80,7 +80,7 @@ do_cut() {
     echo "$v $commit $sum $date" >>RELEASES
     sh scripts/recipe-checksums.sh update "$t"
     git add RELEASES contrib
-    git commit -q -m "Record release $v: sha256 $sum" -m "kvcore-$v.tar.gz, made by make dist from $commit (tag v$v), is recorded in RELEASES and in the Spack and EasyBuild recipes."
+    git commit -q -m "Record release $v" -m "kvcore-$v.tar.gz, made by make dist from $commit (tag v$v), sha256 $sum, is recorded in RELEASES and in the Spack and EasyBuild recipes."
     git tag -a "v$v" -m "kvcore $v" "$commit"
     echo "release: kvcore $v is $commit (tag v$v), kvcore-$v.tar.gz sha256 $sum; push main and the tag"
 }
