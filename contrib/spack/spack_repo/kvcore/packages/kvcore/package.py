@@ -39,7 +39,7 @@ class Kvcore(AutotoolsPackage, CudaPackage, ROCmPackage):
     license("BSD-3-Clause")
 
     version("main", branch="main")
-    version("0.1.0", sha256="def3a8fae6fb0230816d4fcc9e12d49b676c9771999d1ab8c69adef4fc4a9a87")
+    version("0.1.0", sha256="df6501e05e515345e4062426280f73b5ac9330956fde2216863db25209ce472b")
 
     variant("openmp", default=True, description="Multi-threaded CPU backend (OpenMP)")
     variant("python", default=False, description="Install the Python package (ctypes, numpy)")
