@@ -122,49 +122,28 @@ void cg_dequantise_rows_avx512(kvc_dtype_t dt, const cg_dequant_rows_t *r)
 /* ------------------------------------------------------------------ lane-parallel decoder */
 
 #define LANES 16
-#define LANE_INLINE static inline __attribute__((always_inline))
-/* Bit positions (32 + at most 18 bits a token) stay below 2^32. */
-#define LANE_MAX_TOKENS (1u << 27)
-/* Longer streams go to the scalar kernel: 8 * (len + 4) stays below 2^31. */
-#define LANE_MAX_LEN (1u << 27)
-/* Streams of a group copied side by side up to this many bytes, each followed by LANE_PAD zeros. */
-#define LANE_COPY_MAX (32u << 10) /* on the stack, with 16 KiB of tables */
-#define LANE_PAD 8
-
-/* Stream k's first byte (offset from the job's base) and its length. */
-static void lane_stream(const cg_dec_job_t *j, size_t k, size_t *start, size_t *len)
-{
-    if (j->prefsum) {
-        *start = k ? (size_t)j->prefsum[k - 1] : 0;
-        *len = (size_t)j->prefsum[k] - *start;
-    } else {
-        *start = k * j->stride;
-        *len = (size_t)j->lengths[k];
-    }
-}
 
 /* The symbol of 32 lanes (registers 2p and 2p + 1 of a group, as 16-bit lanes): the count of
  * cdf[1 .. max_sym] that are <= key (LMCache's binary search), and, the matches being a prefix,
  * the largest cdf[s] and cdf[s + 1] - 1 among them (entry 0 when none). */
-LANE_INLINE void lane_search(const uint16_t (*lo)[KVC_CG_MAX_BINS][2 * LANES],
-                             const uint16_t (*hm)[KVC_CG_MAX_BINS][2 * LANES], unsigned max_sym, const int NP,
+LANE_INLINE void lane_search(const uint16_t *lo, const uint16_t *hm, unsigned max_sym, const int NP,
                              const __m512i *key, __m512i *cnt, __m512i *sym_lo, __m512i *sym_hm)
 {
     const __m512i ones = _mm512_set1_epi16(-1);
 #pragma GCC unroll 2
     for (int p = 0; p < NP; p++) {
         cnt[p] = _mm512_setzero_si512();
-        sym_lo[p] = _mm512_load_si512(lo[p][0]);
-        sym_hm[p] = _mm512_load_si512(hm[p][0]);
+        sym_lo[p] = _mm512_load_si512(lo + (size_t)p * KVC_CG_MAX_BINS * 2 * LANES);
+        sym_hm[p] = _mm512_load_si512(hm + (size_t)p * KVC_CG_MAX_BINS * 2 * LANES);
     }
     for (unsigned s = 1; s <= max_sym; s++)
 #pragma GCC unroll 2
         for (int p = 0; p < NP; p++) {
-            const __m512i e = _mm512_load_si512(lo[p][s]);
+            const __m512i e = _mm512_load_si512(lo + ((size_t)p * KVC_CG_MAX_BINS + s) * 2 * LANES);
             const __mmask32 le = _mm512_cmple_epu16_mask(e, key[p]);
             cnt[p] = _mm512_mask_sub_epi16(cnt[p], le, cnt[p], ones);
             sym_lo[p] = _mm512_mask_max_epu16(sym_lo[p], le, sym_lo[p], e);
-            sym_hm[p] = _mm512_mask_max_epu16(sym_hm[p], le, sym_hm[p], _mm512_load_si512(hm[p][s]));
+            sym_hm[p] = _mm512_mask_max_epu16(sym_hm[p], le, sym_hm[p], _mm512_load_si512(hm + ((size_t)p * KVC_CG_MAX_BINS + s) * 2 * LANES));
         }
 }
 
@@ -213,68 +192,11 @@ LANE_INLINE __m512i lane_high(__m512i hi, __m512i n)
  * offsets, so that the caller decodes them with the scalar kernel. */
 LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int NV)
 {
-    /* Per pair of registers: cdf[s] and cdf[s + 1] - 1 (65535 for the last symbol) of its 32
-     * channels, both increasing in s; and the last bytes of each stream, zero padded. */
-    uint16_t tlo[2][KVC_CG_MAX_BINS][2 * LANES] __attribute__((aligned(64)));
-    uint16_t thm[2][KVC_CG_MAX_BINS][2 * LANES] __attribute__((aligned(64)));
-    uint8_t tail[4][LANES][16] __attribute__((aligned(64)));
-    uint8_t copy[LANE_COPY_MAX] __attribute__((aligned(64)));
-    int32_t off[4][LANES], lim[4][LANES], tbeg[4][LANES];
-    uint32_t d0[4][LANES];
-    size_t start[4 * LANES], len[4 * LANES];
-    const size_t C = j->channels, B = j->num_bins;
-    const unsigned max_sym = (unsigned)B - 1;
-    size_t total = 0;
-    for (int i = 0; i < NV * LANES; i++) {
-        lane_stream(j, l * C + c + (size_t)i, &start[i], &len[i]);
-        total += len[i] + LANE_PAD;
-    }
-    const size_t first = start[0];
-    /* The next group's streams in this layer, while this one decodes: copying streams from
-     * slots apart waits on memory where packed streams are prefetched by the hardware. */
-    if (j->base)
-        for (size_t k = c + (size_t)NV * LANES; k < c + (size_t)(2 * NV * LANES) && k < C; k++) {
-            size_t s0, n0;
-            lane_stream(j, l * C + k, &s0, &n0);
-            for (size_t b = 0; b < n0 && b < LANE_COPY_MAX; b += 64) __builtin_prefetch(j->base + s0 + b);
-        }
-    for (int i = 0; i < NV * LANES; i++)
-        if (len[i] > LANE_MAX_LEN || start[i] - first + len[i] > (size_t)INT32_MAX) return 0;
-    /* The group's streams are copied next to each other when they fit, each followed by zeros:
-     * slots a power of two (or nearly) apart put every lane's line into the same few L1 sets,
-     * and the copy reads sequentially where 64 slots are out of the hardware prefetcher's reach. */
-    const int copied = j->base && total <= LANE_COPY_MAX;
-    const uint8_t *base = j->base ? copied ? copy : j->base + first : NULL; /* NULL: every stream is empty */
-    for (int v = 0, pos = 0; v < NV; v++)
-        for (int i = 0; i < LANES; i++) {
-            const size_t k = l * C + c + (size_t)(v * LANES + i), n = len[v * LANES + i];
-            const uint16_t *cdf = j->cdf + k * (B + 1);
-            for (unsigned s = 0; s <= max_sym; s++) {
-                tlo[v / 2][s][v % 2 * LANES + i] = cdf[s];
-                thm[v / 2][s][v % 2 * LANES + i] = (uint16_t)((s < max_sym ? cdf[s + 1] : 65536u) - 1);
-                if (NV == 1) tlo[0][s][LANES + i] = thm[0][s][LANES + i] = 0; /* an unused half */
-            }
-            const uint8_t *p = n ? j->base + start[v * LANES + i] : NULL;
-            const size_t tb = n >= 8 ? n - 8 : 0;
-            memset(tail[v][i], 0, 16);
-            if (n) memcpy(tail[v][i], p + tb, n - tb);
-            uint32_t w = 0;
-            for (size_t b = 0; b < 4; b++) w = w << 8 | (b < n ? p[b] : 0u);
-            d0[v][i] = w;
-            tbeg[v][i] = (int32_t)tb;
-            if (copied) { /* 4-byte reads from up to n + 4 stay inside the zeros after the stream */
-                if (n) memcpy(copy + pos, p, n);
-                memset(copy + pos + n, 0, LANE_PAD);
-                off[v][i] = pos;
-                lim[v][i] = (int32_t)n + 4;
-                pos += (int)(n + LANE_PAD);
-            } else {
-                for (size_t b = 64; b < n; b += 64) __builtin_prefetch(p + b);
-                off[v][i] = (int32_t)(start[v * LANES + i] - first);
-                lim[v][i] = (int32_t)n - 4;
-            }
-        }
-
+    lane_dec_group_t g;
+    if (!lane_dec_load(j, l, c, NV * LANES, LANES, &g)) return 0;
+    const size_t C = j->channels;
+    const unsigned max_sym = j->num_bins - 1;
+    const uint8_t *base = g.base;
     const __m512i one = _mm512_set1_epi32(1), ones = _mm512_set1_epi32(-1), k31 = _mm512_set1_epi32(0x7FFFFFFF);
     const __m512i k32 = _mm512_set1_epi32(32), twelve = _mm512_set1_epi32(12), seven = _mm512_set1_epi32(7);
     const __m512i lane16 = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -285,11 +207,11 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
     for (int v = 0; v < NV; v++) {
         low[v] = _mm512_setzero_si512();
         r1[v] = ones; /* high - low */
-        d[v] = _mm512_loadu_si512(d0[v]);
+        d[v] = _mm512_loadu_si512(g.d0 + v * LANES);
         bp[v] = k32;
-        vo[v] = _mm512_loadu_si512(off[v]);
-        vlim[v] = _mm512_loadu_si512(lim[v]);
-        vtb[v] = _mm512_loadu_si512(tbeg[v]);
+        vo[v] = _mm512_loadu_si512(g.off + v * LANES);
+        vlim[v] = _mm512_loadu_si512(g.lim + v * LANES);
+        vtb[v] = _mm512_loadu_si512(g.tbeg + v * LANES);
     }
     uint8_t *row = j->symbols + l * j->tokens * C + c;
     for (size_t t = 0; t < j->tokens; t++, row += C) {
@@ -309,7 +231,7 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
             if (inside) w = _mm512_mask_i32gather_epi32(w, inside, _mm512_add_epi32(vo[v], at), base, 1);
             if (inside != 0xFFFF) {
                 const __m512i ti = _mm512_add_epi32(lane16, _mm512_min_epu32(_mm512_sub_epi32(at, vtb[v]), twelve));
-                w = _mm512_mask_i32gather_epi32(w, (__mmask16)~inside, ti, tail[v], 1);
+                w = _mm512_mask_i32gather_epi32(w, (__mmask16)~inside, ti, g.tail[v * LANES], 1);
             }
             bits[v] = _mm512_sllv_epi32(_mm512_shuffle_epi8(w, bswap), _mm512_and_si512(bp[v], seven));
         }
@@ -317,7 +239,7 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
         for (int p = 0; p < (NV + 1) / 2; p++)
             key[p] = _mm512_inserti64x4(_mm512_castsi256_si512(count[2 * p]),
                                         2 * p + 1 < NV ? count[2 * p + 1] : _mm256_setzero_si256(), 1);
-        lane_search(tlo, thm, max_sym, (NV + 1) / 2, key, cnt, sym_lo, sym_hm);
+        lane_search(g.lo, g.hm, max_sym, (NV + 1) / 2, key, cnt, sym_lo, sym_hm);
         if (NV == 1) _mm_storeu_si128((__m128i *)(void *)row, _mm256_castsi256_si128(_mm512_cvtepi16_epi8(cnt[0])));
 #pragma GCC unroll 2
         for (int p = 0; p < NV / 2; p++)
@@ -359,53 +281,6 @@ void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t l, size_t c0, size_t
 
 /* ------------------------------------------------------------------ lane-parallel encoder */
 
-/* A lane's output: bits not yet in a word (nbits < 32 of them, right-aligned in acc) and the
- * bytes produced, counted past the capacity (the scalar kernel's cg_put and capacity rules). */
-typedef struct lane_out {
-    uint32_t acc, nbits, pos;
-    uint8_t *out;
-} lane_out_t;
-
-static void lane_store(lane_out_t *o, size_t cap, uint32_t w)
-{
-    if (o->pos + (size_t)4 <= cap) {
-        const uint32_t be = __builtin_bswap32(w);
-        memcpy(o->out + o->pos, &be, 4);
-    } else {
-        for (size_t i = 0; i < 4; i++)
-            if (o->pos + i < cap) o->out[o->pos + i] = (uint8_t)(w >> (24 - 8 * i));
-    }
-    o->pos += 4;
-}
-
-/* Append the n <= 32 low bits of bits. */
-static void lane_put(lane_out_t *o, size_t cap, uint32_t bits, unsigned n)
-{
-    uint64_t a = (uint64_t)o->acc << n | bits;
-    unsigned t = o->nbits + n;
-    if (t >= 32) {
-        t -= 32;
-        lane_store(o, cap, (uint32_t)(a >> t));
-        a &= ((uint64_t)1 << t) - 1;
-    }
-    o->acc = (uint32_t)a;
-    o->nbits = t;
-}
-
-/* The first decided bit b (top bit of the n1 >= 1 bits of top), `pending` copies of !b, the rest:
- * cg_emit's bits, for the lanes whose run does not fit one 32-bit append and for the flush. */
-static void lane_emit(lane_out_t *o, size_t cap, uint32_t top, unsigned n1, uint32_t pending)
-{
-    const uint32_t b = top >> (n1 - 1);
-    lane_put(o, cap, b, 1);
-    for (uint32_t left = pending; left;) {
-        const unsigned k = left >= 32 ? 32 : left;
-        lane_put(o, cap, b ? 0u : (uint32_t)(0xFFFFFFFFull >> (32 - k)), k);
-        left -= k;
-    }
-    lane_put(o, cap, top & ((1u << (n1 - 1)) - 1), n1 - 1);
-}
-
 /* The streams of channels c .. c + 16 NV - 1 of layer l, the symbols' bounds by a gather from
  * each register's transposed table, the arithmetic as in the decoder, and the output bits
  * appended in the lanes: a lane whose accumulator fills stores its word by a scalar store (a
@@ -413,18 +288,11 @@ static void lane_emit(lane_out_t *o, size_t cap, uint32_t top, unsigned n1, uint
  * append goes through lane_emit. */
 LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const int NV)
 {
-    /* Entry s of each channel: cdf[s] | (cdf[s + 1] - 1) << 16 (65535 for the last symbol). */
-    uint32_t ent[4][KVC_CG_MAX_BINS][LANES] __attribute__((aligned(64)));
+    lane_enc_table_t tab;
     uint32_t vacc[LANES], vnb[LANES], vword[LANES], vtop[LANES], vn1[LANES], vpend[LANES];
-    lane_out_t o[4][LANES];
-    const size_t C = j->channels, B = j->num_bins, cap = j->capacity;
-    for (int v = 0; v < NV; v++)
-        for (int i = 0; i < LANES; i++) {
-            const size_t k = l * C + c + (size_t)(v * LANES + i);
-            const uint16_t *cdf = j->cdf + k * (B + 1);
-            for (size_t s = 0; s < B; s++) ent[v][s][i] = cdf[s] | ((s + 1 < B ? cdf[s + 1] : 65536u) - 1) << 16;
-            o[v][i] = (lane_out_t){ .out = j->streams ? j->streams + k * cap : NULL };
-        }
+    lane_out_t o[4 * LANES];
+    const size_t C = j->channels, cap = j->capacity;
+    lane_enc_load(j, l, c, NV * LANES, LANES, &tab, o);
     const __m512i ffff = _mm512_set1_epi32(0xFFFF), one = _mm512_set1_epi32(1), ones = _mm512_set1_epi32(-1);
     const __m512i k31 = _mm512_set1_epi32(0x7FFFFFFF), k32 = _mm512_set1_epi32(32);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -441,7 +309,8 @@ LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const in
 #pragma GCC unroll 4
         for (int v = 0; v < NV; v++) {
             const __m512i sym = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + v * LANES)));
-            const __m512i e = _mm512_i32gather_epi32(_mm512_add_epi32(_mm512_slli_epi32(sym, 4), lane), ent[v], 4);
+            const __m512i e = _mm512_i32gather_epi32(_mm512_add_epi32(_mm512_slli_epi32(sym, 4), lane),
+                                                   tab.ent + v * KVC_CG_MAX_BINS * LANES, 4);
             const __m512i lo_c = _mm512_and_si512(e, ffff), hi_c = _mm512_add_epi32(_mm512_srli_epi32(e, 16), one);
             __m512i a, b, n1, n3;
             lane_range(r1[v], &a, &b);
@@ -481,41 +350,22 @@ LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const in
             r1[v] = _mm512_sub_epi32(lane_high(hi, n), low[v]);
             if (full) {
                 _mm512_storeu_si512(vword, word);
-                for (unsigned m = full; m; m &= m - 1) lane_store(&o[v][__builtin_ctz(m)], cap, vword[__builtin_ctz(m)]);
+                lane_store_words(o + v * LANES, cap, full, vword);
             }
             if (lng) {
-                for (unsigned m = lng; m; m &= m - 1) {
-                    const int i = __builtin_ctz(m);
-                    o[v][i].acc = vacc[i];
-                    o[v][i].nbits = vnb[i];
-                    lane_emit(&o[v][i], cap, vtop[i], vn1[i], vpend[i]);
-                    vacc[i] = o[v][i].acc;
-                    vnb[i] = o[v][i].nbits;
-                }
+                lane_emit_runs(o + v * LANES, cap, lng, vacc, vnb, vtop, vn1, vpend);
                 acc[v] = _mm512_mask_loadu_epi32(acc[v], lng, vacc);
                 nb[v] = _mm512_mask_loadu_epi32(nb[v], lng, vnb);
             }
         }
     }
-    /* The flush (cg_enc_finish): pending + 1 bits after the bit that picks a point inside
-     * [low, high], zero padding to a byte. */
     for (int v = 0; v < NV; v++) {
         uint32_t lw[LANES];
         _mm512_storeu_si512(lw, low[v]);
         _mm512_storeu_si512(vacc, acc[v]);
         _mm512_storeu_si512(vnb, nb[v]);
         _mm512_storeu_si512(vpend, pend[v]);
-        for (int i = 0; i < LANES; i++) {
-            lane_out_t *e = &o[v][i];
-            e->acc = vacc[i];
-            e->nbits = vnb[i];
-            lane_emit(e, cap, lw[i] >= 0x40000000u, 1, vpend[i] + 1);
-            const unsigned nbytes = (e->nbits + 7) / 8;
-            const uint32_t last = (uint32_t)((uint64_t)e->acc << (32 - e->nbits));
-            for (unsigned b = 0; b < nbytes; b++)
-                if (e->pos + b < cap) e->out[e->pos + b] = (uint8_t)(last >> (24 - 8 * b));
-            j->lengths[l * C + c + (size_t)(v * LANES + i)] = (int32_t)(e->pos + nbytes);
-        }
+        lane_flush(j, l * C + c + (size_t)(v * LANES), o + v * LANES, LANES, lw, vacc, vnb, vpend);
     }
 }
 
