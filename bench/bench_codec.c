@@ -9,9 +9,9 @@
  * share of the coder's speed that survives quantisation, CDF and container work. Rows rans_* code the
  * same chunk with the rANS coder (--coder rans): against memcpy, against the same codec with the
  * arithmetic coder (ratio = rANS / ac throughput), and the two container sizes (rans_size_vs_ac).
- * Rows lanes_encode / lanes_decode (where the machine has the avx512 tier and KVCORE_ISA allows
- * it) put the codec with the avx512 tier's lane-parallel arithmetic coder next to the same codec
- * on the avx2 tier (its interleaved scalar coder), same threads (ratio = the lanes' speed-up).
+ * Rows lanes_<isa>_encode / lanes_<isa>_decode (for the avx2 and avx512 tiers the machine has
+ * and KVCORE_ISA allows) put the codec on that tier, with its lane-parallel arithmetic coder, next
+ * to the same codec on the scalar tier (its per-stream coder and scalar quantiser), same threads.
  * Every row is timed alternately with its
  * baseline (bench_pair). Data: synth_kv.c (per-channel
  * scales, outlier key channels, smooth keys), so the coder sees realistic symbol statistics. */
@@ -230,11 +230,13 @@ done:
     return rc;
 }
 
+static int tier_rank(const char *isa) { return !strcmp(isa, "avx512") ? 2 : !strcmp(isa, "avx2") ? 1 : 0; }
+
 /* A context on CPU ISA tier isa with `threads` threads, or NULL where the tier is not available
  * (or above the KVCORE_ISA cap, which `top`, the default context's tier, reflects). */
 static kvc_context_t *tier_context(const char *isa, int threads, const char *top)
 {
-    if (strcmp(top, "avx512") != 0 && strcmp(isa, "avx512") == 0) return NULL;
+    if (tier_rank(isa) > tier_rank(top)) return NULL;
     const char *cap = getenv("KVCORE_ISA");
     char *saved = cap ? strdup(cap) : NULL;
     setenv("KVCORE_ISA", isa, 1);
@@ -250,14 +252,19 @@ static kvc_context_t *tier_context(const char *isa, int threads, const char *top
     return ctx;
 }
 
-/* lanes_encode / lanes_decode: the codec on the avx512 tier next to the avx2 tier's. */
+/* lanes_<isa>_encode / _decode: the codec on the avx2 and avx512 tiers next to the scalar tier's. */
 static int lanes_rows(const bench_opts_t *o, kvc_context_t *ctx, int threads, const codec_job_t *j, size_t bytes,
                       int reps, const char *params)
 {
-    kvc_context_t *lanes = tier_context("avx512", threads, kvc_context_isa(ctx));
-    kvc_context_t *scalar = lanes ? tier_context("avx2", threads, "avx512") : NULL;
+    static const char *const tiers[2] = { "avx2", "avx512" };
+    kvc_context_t *scalar = tier_context("scalar", threads, kvc_context_isa(ctx));
     int rc = 0;
-    if (lanes && scalar) {
+    for (int t = 0; t < 2 && scalar && !rc; t++) {
+        kvc_context_t *lanes = tier_context(tiers[t], threads, kvc_context_isa(ctx));
+        if (!lanes) continue;
+        char enc_name[32], dec_name[32];
+        snprintf(enc_name, sizeof enc_name, "lanes_%s_encode", tiers[t]);
+        snprintf(dec_name, sizeof dec_name, "lanes_%s_decode", tiers[t]);
         codec_job_t jl = *j, js = *j;
         jl.ctx = lanes;
         js.ctx = scalar;
@@ -266,15 +273,15 @@ static int lanes_rows(const bench_opts_t *o, kvc_context_t *ctx, int threads, co
         bench_pair(decode_job, &jl, decode_job, &js, reps, 0, &dec, &dec_base);
         rc = jl.status != KVC_OK || js.status != KVC_OK;
         if (rc) fprintf(stderr, "bench codec: %s\n", kvc_last_error());
-        bench_result_t r = { .suite = "codec", .name = "lanes_encode", .unit = "GB/s", .baseline_name = "scalar_coder",
+        bench_result_t r = { .suite = "codec", .name = enc_name, .unit = "GB/s", .baseline_name = "scalar_tier",
                              .threads = threads, .params = params };
         bench_set_rates(&r, (double)bytes / 1e9, &enc, &enc_base);
         if (!rc) bench_report(o, &r);
-        r.name = "lanes_decode";
+        r.name = dec_name;
         bench_set_rates(&r, (double)bytes / 1e9, &dec, &dec_base);
         if (!rc) bench_report(o, &r);
+        kvc_context_destroy(lanes);
     }
-    kvc_context_destroy(lanes);
     kvc_context_destroy(scalar);
     return rc;
 }

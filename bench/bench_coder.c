@@ -8,9 +8,9 @@
  *
  * Rows tier_<isa>_<op> time encode / decode / decode_packed on each CPU ISA tier the machine has
  * (up to the context's: KVCORE_ISA caps it) next to memcpy of the symbols' bytes with the same
- * threads (a symbol is a byte: Msym/s against MB/s); rows lanes_<op> put the avx512 tier's
- * lane-parallel kernels next to the avx2 tier's interleaved scalar kernel, the scalar coder, timed
- * alternately with them (ratio = the lanes' speed-up).
+ * threads (a symbol is a byte: Msym/s against MB/s); rows lanes_<isa>_<op> put the lane-parallel
+ * kernels of the avx2 (8 lanes) and avx512 (16 lanes) tiers next to the scalar tier's per-stream
+ * coder, timed alternately with them (ratio = the lanes' speed-up).
  *
  * Next to the wall-clock value each line carries "msym_per_cpu_s": symbols per second of process
  * CPU time (all threads), i.e. the throughput of one busy thread, which stays meaningful when the
@@ -253,7 +253,8 @@ static void tier_contexts(int th, kvc_context_t *ctx[NTIERS])
     kvc_context_destroy(def);
 }
 
-/* tier_<isa>_<op> rows against memcpy, and lanes_<op> against the avx2 tier. */
+/* tier_<isa>_<op> rows against memcpy, and lanes_<isa>_<op> (the lane-parallel coder of the avx2
+ * and avx512 tiers) against the scalar tier's per-stream coder. */
 static int tier_rows(const bench_opts_t *o, coder_bench_t *b, int th, int reps)
 {
     static const char *const op_names[3] = { "encode", "decode", "decode_packed" };
@@ -280,15 +281,15 @@ static int tier_rows(const bench_opts_t *o, coder_bench_t *b, int th, int reps)
             report_vs(o, name, "memcpy", (double)n, wall, cpu, th, b);
         }
     }
-    if (ctx[3] && ctx[2])
-        for (int k = 0; k < 3 && !rc; k++) {
+    for (int i = 2; i < NTIERS && ctx[0] && !rc; i++) /* the lane-parallel tiers, avx2 and avx512 */
+        for (int k = 0; k < 3 && ctx[i] && !rc; k++) {
             char name[64];
-            snprintf(name, sizeof(name), "lanes_%s", op_names[k]);
+            snprintf(name, sizeof(name), "lanes_%s_%s", tier_names[i], op_names[k]);
             if (!bench_case_wanted(o, name)) continue;
-            tier_job_t lanes = { b, ctx[3], ops[k] }, scalar = { b, ctx[2], ops[k] };
+            tier_job_t lanes = { b, ctx[i], ops[k] }, scalar = { b, ctx[0], ops[k] };
             double wall[2], cpu[2];
             time_pair2(run_tier, &lanes, run_tier, &scalar, reps, wall, cpu);
-            report_vs(o, name, "scalar_coder", (double)n, wall, cpu, th, b);
+            report_vs(o, name, "scalar_tier", (double)n, wall, cpu, th, b);
         }
     for (int i = 0; i < NTIERS; i++) kvc_context_destroy(ctx[i]);
     return rc;

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The lane-parallel arithmetic coder kernels (the avx512 tier, cpu_cachegen_avx512.c) against the
- * scalar reference coder (bench/ref_coder.c) symbol for symbol and byte for byte, on every CPU ISA
- * tier the machine has: channel counts that fill lane groups of 32 and 16 and leave scalar
- * leftovers, streams of very different lengths in one group, 1 to 1000 tokens, bins 1-64, empty,
- * truncated and damaged streams, and the exactness of the lanes' divide. */
+/* The lane-parallel arithmetic coder kernels (16 lanes on the avx512 tier, cpu_cachegen_avx512.c;
+ * 8 on the avx2 tier, cpu_cachegen_avx2.c) against the scalar reference coder (bench/ref_coder.c)
+ * symbol for symbol and byte for byte, on every CPU ISA tier the machine has: channel counts that
+ * fill lane groups of 64 to 8 and leave scalar leftovers, streams of very different lengths in one
+ * group, 1 to 1000 tokens, bins 1-64, empty, truncated and damaged streams, and the exactness of
+ * the lanes' divide and (avx2) leading-zero count. */
 #include "config.h"
 
 #include <stdio.h>
@@ -17,7 +18,10 @@
 #include "test_util.h"
 
 #ifdef KVC_HAVE_X86_SIMD
-void cg_lanes_probe_quotient(const uint32_t d[16], const uint32_t r1[16], uint32_t q[16]); /* cachegen_lanes_probe.c */
+/* cachegen_lanes_probe.c */
+void cg_lanes_probe_quotient(const uint32_t d[16], const uint32_t r1[16], uint32_t q[16]);
+void cg_lanes_probe_quotient_avx2(const uint32_t d[8], const uint32_t r1[8], uint32_t q[8]);
+void cg_lanes_probe_lzcnt_avx2(const uint32_t x[8], uint32_t n[8]);
 #endif
 
 /* Per channel a different source, so that the streams of one lane group have very different
@@ -128,21 +132,21 @@ static void round_trip(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, si
 
 /* ------------------------------------------------------------------ the divide */
 
-Test(cachegen_lanes, quotient_is_exact)
-{
 #ifdef KVC_HAVE_X86_SIMD
-    if (!kvc_test_has_isa("avx512")) cr_skip_test("no avx512 tier on this CPU");
-    /* The decoder's divisors r1 + 1 lie in (2^30, 2^32]; edge divisors, divisors 65536 m whose
-     * quotients sit just below an integer (d = q m - 1: the numerator is one short of q (r1 + 1)),
-     * and random pairs. */
+/* Every divide of the lanes against integer division: `rounds` rounds of 16 (avx512) or 8 (avx2)
+ * lanes. The decoder's divisors r1 + 1 lie in (2^30, 2^32]; edge divisors, divisors 65536 m whose
+ * quotients sit just below an integer (d = q m - 1: the numerator is one short of q (r1 + 1)),
+ * and random pairs. */
+static void check_quotients(int lanes, int rounds, uint64_t seed)
+{
     static const uint32_t r_edge[] = { 0x40000000u, 0x40000001u, 0x4000FFFFu, 0x7FFFFFFFu, 0x80000000u,
                                        0x80000001u, 0xBFFFFFFFu, 0xFFFEFFFFu, 0xFFFF0000u, 0xFFFFFFFEu,
                                        0xFFFFFFFFu };
-    uint64_t rng = 48;
+    uint64_t rng = seed;
     uint32_t d[16], r1[16], q[16];
     size_t checked = 0;
-    for (int round = 0; round < 200000; round++) {
-        for (int i = 0; i < 16; i++) {
+    for (int round = 0; round < rounds; round++) {
+        for (int i = 0; i < lanes; i++) {
             const uint64_t x = kvc_test_rng_next(&rng);
             switch ((round + i) % 4) {
             case 0: { /* edge divisor, edge or random numerator */
@@ -165,14 +169,59 @@ Test(cachegen_lanes, quotient_is_exact)
                 break;
             }
         }
-        cg_lanes_probe_quotient(d, r1, q);
-        for (int i = 0; i < 16; i++) {
+        if (lanes == 16) cg_lanes_probe_quotient(d, r1, q);
+        else cg_lanes_probe_quotient_avx2(d, r1, q);
+        for (int i = 0; i < lanes; i++) {
             const uint64_t want = (((uint64_t)d[i] << 16) | 0xFFFF) / ((uint64_t)r1[i] + 1);
-            cr_assert_eq(q[i], want, "d %#x r1 %#x: %u, want %llu", d[i], r1[i], q[i], (unsigned long long)want);
+            cr_assert_eq(q[i], want, "%d lanes: d %#x r1 %#x: %u, want %llu", lanes, d[i], r1[i], q[i],
+                         (unsigned long long)want);
             checked++;
         }
     }
-    cr_assert_eq(checked, 3200000u);
+    cr_assert_eq(checked, (size_t)rounds * (size_t)lanes);
+}
+#endif
+
+Test(cachegen_lanes, quotient_is_exact)
+{
+#ifdef KVC_HAVE_X86_SIMD
+    if (!kvc_test_has_isa("avx2")) cr_skip_test("no avx2 tier on this CPU");
+    check_quotients(8, 400000, 47);
+    if (!kvc_test_has_isa("avx512")) cr_skip_test("no avx512 tier on this CPU (the avx2 lanes' divide passed)");
+    check_quotients(16, 200000, 48);
+#else
+    cr_skip_test("no x86 SIMD tiers in this build");
+#endif
+}
+
+/* The avx2 lanes' leading-zero count (no vplzcntd) against __builtin_clz: every single bit, every
+ * run of ones from bit 31 down and from bit k down, and random values of each length. */
+Test(cachegen_lanes, avx2_lzcnt_is_exact)
+{
+#ifdef KVC_HAVE_X86_SIMD
+    if (!kvc_test_has_isa("avx2")) cr_skip_test("no avx2 tier on this CPU");
+    uint32_t x[8], n[8];
+    uint64_t rng = 49;
+    size_t checked = 0;
+    for (int round = 0; round < 20000; round++) {
+        for (int i = 0; i < 8; i++) {
+            const uint64_t r = kvc_test_rng_next(&rng);
+            const unsigned k = (unsigned)((round * 8 + i) % 33), top = k ? 1u << (k - 1) : 0u;
+            switch (round % 4) {
+            case 0: x[i] = top; break;
+            case 1: x[i] = k ? (uint32_t)(0xFFFFFFFFull >> (33 - k)) | top : 0; break; /* all ones below the top */
+            case 2: x[i] = ~(uint32_t)(0xFFFFFFFFull >> k); break;                       /* k ones from bit 31 */
+            default: x[i] = k ? top | ((uint32_t)r & (top - 1)) : 0; break;
+            }
+        }
+        cg_lanes_probe_lzcnt_avx2(x, n);
+        for (int i = 0; i < 8; i++) {
+            const unsigned want = x[i] ? (unsigned)__builtin_clz(x[i]) : 32u;
+            cr_assert_eq(n[i], want, "lzcnt(%#x) = %u, want %u", x[i], n[i], want);
+            checked++;
+        }
+    }
+    cr_assert_eq(checked, 160000u);
 #else
     cr_skip_test("no x86 SIMD tiers in this build");
 #endif
@@ -193,11 +242,11 @@ Test(cachegen_lanes, bins_and_token_counts)
     kvc_test_destroy_tiers(ctx, nt);
 }
 
-/* Channel counts around the lane groups (32, 16) and the 64-channel blocks: scalar leftovers of
- * 1 to 15 channels, blocks that end in a group of 16. */
+/* Channel counts around the lane groups (64 to 16 on avx512, 32 to 8 on avx2) and the 64-channel
+ * blocks: scalar leftovers of 1 to 15 channels, blocks that end in a group of 16 or 8. */
 Test(cachegen_lanes, channel_counts)
 {
-    static const size_t Cs[] = { 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 80, 96, 131 };
+    static const size_t Cs[] = { 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 47, 63, 64, 65, 80, 96, 131 };
     kvc_context_t *ctx[3];
     const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4802;

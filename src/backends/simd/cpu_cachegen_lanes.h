@@ -268,6 +268,18 @@ LANE_INLINE __m256i cg_lane_quotient(__m256i d, __m256i r1)
     const __m128i q0 = _mm256_cvttpd_epi32(_mm256_div_pd(n0, r0)), q1 = _mm256_cvttpd_epi32(_mm256_div_pd(n1, rh));
     return _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
 }
+
+/* Leading zeros of 8 lanes (AVX2 has no vplzcntd): y = x & ~(x >> 1) keeps x's top bit k and
+ * clears the one below, so y < 1.5 * 2^k and its conversion to fp32 (24 bits, any rounding) has
+ * exponent k: 158 - (127 + k) = 31 - k zeros; 0 gives exponent field 0 (capped to 32), and a lane
+ * with bit 31 set converts negative, its sign making the field 256 + k (floored to 0). */
+LANE_INLINE __m256i cg_lane_lzcnt(__m256i x)
+{
+    const __m256i y = _mm256_andnot_si256(_mm256_srli_epi32(x, 1), x);
+    const __m256i e = _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(y)), 23);
+    const __m256i z = _mm256_sub_epi32(_mm256_set1_epi32(158), e);
+    return _mm256_min_epi32(_mm256_max_epi32(z, _mm256_setzero_si256()), _mm256_set1_epi32(32));
+}
 #endif
 
 #endif
