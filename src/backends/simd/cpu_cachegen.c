@@ -41,6 +41,8 @@ const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b)
 #ifdef KVC_HAVE_X86_SIMD
     if (b->isa >= KVC_ISA_AVX512) return &cg_kernels_avx512;
     if (b->isa >= KVC_ISA_AVX2) return &cg_kernels_avx2;
+#elif defined(KVC_CG_HAVE_NEON)
+    if (b->isa >= KVC_ISA_NEON) return &cg_kernels_neon;
 #else
     (void)b;
 #endif

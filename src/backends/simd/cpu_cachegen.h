@@ -114,6 +114,10 @@ void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t layer, size_t c0, si
 void cg_quantise_rows_avx512(kvc_dtype_t dtype, const cg_quant_rows_t *r);
 void cg_dequantise_rows_avx512(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 #endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define KVC_CG_HAVE_NEON 1
+extern const cg_kernels_t cg_kernels_neon; /* cpu_cachegen_neon.c: the lane-parallel coder */
+#endif
 
 /* The kernels for the context's ISA tier. */
 const cg_kernels_t *cg_kernels_for(const kvc_backend_ctx_t *b);

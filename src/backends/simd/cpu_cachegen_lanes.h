@@ -2,15 +2,19 @@
 /* The lane-parallel arithmetic coder's pieces that do not depend on the vector width (docs/
  * CACHEGEN.md, "Lane-parallel coder"): loading a group of streams for the decoder, the encoder's
  * tables, and the per-lane scalar output (words, long underflow runs, the flush), shared by the
- * avx512 (16 lanes) and avx2 (8 lanes) kernels; and each tier's exact lane divide, which a test
- * checks on its own. Include only from code built with a tier's flags. */
+ * avx512 (16 lanes), avx2 (8) and neon (4) kernels; and each tier's exact lane divide, which a
+ * test checks on its own. Include only from code built with a tier's flags. */
 #ifndef KVC_CPU_CACHEGEN_LANES_H
 #define KVC_CPU_CACHEGEN_LANES_H
 
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include "cpu_cachegen.h"
 
@@ -279,6 +283,16 @@ LANE_INLINE __m256i cg_lane_lzcnt(__m256i x)
     const __m256i e = _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(y)), 23);
     const __m256i z = _mm256_sub_epi32(_mm256_set1_epi32(158), e);
     return _mm256_min_epi32(_mm256_max_epi32(z, _mm256_setzero_si256()), _mm256_set1_epi32(32));
+}
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+LANE_INLINE uint32x4_t cg_lane_quotient(uint32x4_t d, uint32x4_t r1)
+{
+    const uint64x2_t kff = vdupq_n_u64(0xFFFF), one = vdupq_n_u64(1);
+    const float64x2_t n0 = vcvtq_f64_u64(vorrq_u64(vshll_n_u32(vget_low_u32(d), 16), kff));
+    const float64x2_t n1 = vcvtq_f64_u64(vorrq_u64(vshll_high_n_u32(d, 16), kff));
+    const float64x2_t r0 = vcvtq_f64_u64(vaddq_u64(vmovl_u32(vget_low_u32(r1)), one));
+    const float64x2_t rh = vcvtq_f64_u64(vaddq_u64(vmovl_high_u32(r1), one));
+    return vcombine_u32(vmovn_u64(vcvtq_u64_f64(vdivq_f64(n0, r0))), vmovn_u64(vcvtq_u64_f64(vdivq_f64(n1, rh))));
 }
 #endif
 
