@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* CacheGen decoders (kvc_cg_decode, kvc_cg_decode_packed) on arbitrary CDFs, lengths, prefix sums
  * and bytes, every array in a buffer of exactly its documented size. Invariants: no access outside
- * the buffers; the scalar and the best-ISA kernels agree (status and symbols); decoded symbols are
+ * the buffers; the scalar, avx2 and best-ISA kernels agree (status and symbols; the avx2 and avx512
+ * tiers run the lane-parallel coder, capped to a lower tier where the CPU lacks one); decoded symbols are
  * below num_bins; in round-trip mode, encode -> decode (both forms) gives the symbols back.
  *
  * Input: flags, layers, channels, tokens (u16), num_bins, then the arrays the flags ask for:
@@ -12,7 +13,8 @@
  * and the rest of the input is the stream bytes. */
 #include "fuzz.h"
 
-static kvc_context_t *ctx_scalar, *ctx_best;
+/* The tiers compared: scalar (the reference), avx2, best. */
+static kvc_context_t *ctx[3];
 
 /* docs/LMCACHE.md normalisation (as kvc_cg_cdf): strictly increasing whatever the counts. */
 static void cdf_from_counts(const uint8_t *cnt, unsigned bins, uint16_t *cdf)
@@ -53,7 +55,8 @@ static void check_symbols(const dims_t *d, const uint8_t *sym, size_t n)
         FUZZ_CHECK(sym[i] < d->B, "decoded symbol %u at %zu with num_bins %u", sym[i], i, d->B);
 }
 
-/* Encode symbols, then decode them back in both forms on both contexts. */
+/* Encode symbols on every context (the same lengths and bytes), then decode them back in both
+ * forms on every context. */
 static void round_trip(const dims_t *d, fuzz_input_t *in)
 {
     const size_t n = d->L * d->T * d->C, S = d->L * d->C;
@@ -62,7 +65,7 @@ static void round_trip(const dims_t *d, fuzz_input_t *in)
     uint16_t *cdf = malloc(S * (d->B + 1) * sizeof(uint16_t));
     const kvc_cg_cdf_params_t ca = { .symbols = sym, .cdf = cdf, .layers = d->L, .tokens = d->T, .channels = d->C,
                                 .num_bins = d->B };
-    FUZZ_CHECK(kvc_cg_cdf(ctx_best, &ca) == KVC_OK, "kvc_cg_cdf failed");
+    FUZZ_CHECK(kvc_cg_cdf(ctx[2], &ca) == KVC_OK, "kvc_cg_cdf failed");
     const size_t cap = kvc_cg_encode_bound(d->T);
     uint8_t *streams = malloc(S * cap);
     memset(streams, 0xA5, S * cap); /* a decoder reading past a stream's length would see these, not zeros */
@@ -71,8 +74,21 @@ static void round_trip(const dims_t *d, fuzz_input_t *in)
     const kvc_cg_encode_params_t ea = { .cdf = cdf, .symbols = sym, .streams = streams, .lengths = lengths,
                                    .layers = d->L, .tokens = d->T, .channels = d->C, .capacity = cap,
                                    .num_bins = d->B, .needed = &needed };
-    FUZZ_CHECK(kvc_cg_encode(ctx_best, &ea) == KVC_OK, "encode within kvc_cg_encode_bound failed");
+    FUZZ_CHECK(kvc_cg_encode(ctx[0], &ea) == KVC_OK, "encode within kvc_cg_encode_bound failed");
     FUZZ_CHECK(needed <= cap, "needed %zu above the bound %zu", needed, cap);
+    uint8_t *again = malloc(S * cap);
+    int32_t *again_len = malloc(S * sizeof(int32_t));
+    for (int k = 1; k < 3; k++) {
+        memset(again, 0xA5, S * cap);
+        kvc_cg_encode_params_t ek = ea;
+        ek.streams = again;
+        ek.lengths = again_len;
+        FUZZ_CHECK(kvc_cg_encode(ctx[k], &ek) == KVC_OK, "encode on %s failed", kvc_context_isa(ctx[k]));
+        FUZZ_CHECK(!memcmp(again_len, lengths, S * sizeof(int32_t)) && !memcmp(again, streams, S * cap),
+                   "the %s encoder's streams differ from the scalar one's", kvc_context_isa(ctx[k]));
+    }
+    free(again);
+    free(again_len);
 
     int64_t *prefsum = malloc(S * sizeof(int64_t));
     size_t total = 0;
@@ -81,13 +97,12 @@ static void round_trip(const dims_t *d, fuzz_input_t *in)
     for (size_t s = 0, off = 0; s < S; off += (size_t)lengths[s], s++) memcpy(packed + off, streams + s * cap, (size_t)lengths[s]);
 
     uint8_t *out = malloc(n ? n : 1);
-    kvc_context_t *ctxs[2] = { ctx_scalar, ctx_best };
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         memset(out, 0xEE, n);
-        FUZZ_CHECK(decode_streams(ctxs[c], d, cdf, streams, lengths, cap, out) == KVC_OK, "decode failed");
+        FUZZ_CHECK(decode_streams(ctx[c], d, cdf, streams, lengths, cap, out) == KVC_OK, "decode failed");
         FUZZ_CHECK(!memcmp(out, sym, n), "per-stream round trip differs (context %d)", c);
         memset(out, 0xEE, n);
-        FUZZ_CHECK(decode_packed(ctxs[c], d, cdf, packed, total, prefsum, out) == KVC_OK, "decode_packed failed");
+        FUZZ_CHECK(decode_packed(ctx[c], d, cdf, packed, total, prefsum, out) == KVC_OK, "decode_packed failed");
         FUZZ_CHECK(!memcmp(out, sym, n), "packed round trip differs (context %d)", c);
     }
     free(sym);
@@ -101,9 +116,10 @@ static void round_trip(const dims_t *d, fuzz_input_t *in)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (!ctx_scalar) {
-        ctx_scalar = fuzz_cpu_context("scalar");
-        ctx_best = fuzz_cpu_context("best");
+    if (!ctx[0]) {
+        ctx[0] = fuzz_cpu_context("scalar");
+        ctx[1] = fuzz_cpu_context("avx2");
+        ctx[2] = fuzz_cpu_context("best");
     }
     fuzz_input_t in = { data, size };
     const unsigned flags = fuzz_u8(&in);
@@ -133,10 +149,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 0; i < S * width; i++) cdf[i] = (uint16_t)fuzz_uint(&in, 2);
     }
 
-    uint8_t *out_scalar = malloc(n ? n : 1), *out_best = malloc(n ? n : 1);
-    memset(out_scalar, 0xEE, n);
-    memset(out_best, 0xEE, n);
-    kvc_status_t st_scalar, st_best;
+    uint8_t *out[3];
+    kvc_status_t st[3];
+    for (int k = 0; k < 3; k++) {
+        out[k] = malloc(n ? n : 1);
+        memset(out[k], 0xEE, n);
+    }
     if (flags & 1) {
         int64_t *prefsum = malloc(S * sizeof(int64_t));
         int64_t sum = 0;
@@ -144,8 +162,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             prefsum[s] = (flags & 8) ? (sum += (int64_t)fuzz_uint(&in, 2) % 64) : (int64_t)fuzz_uint(&in, 8);
         size_t nbytes = 0;
         uint8_t *bytes = fuzz_take(&in, in.n, &nbytes);
-        st_scalar = decode_packed(ctx_scalar, &d, cdf, bytes, nbytes, prefsum, out_scalar);
-        st_best = decode_packed(ctx_best, &d, cdf, bytes, nbytes, prefsum, out_best);
+        for (int k = 0; k < 3; k++) st[k] = decode_packed(ctx[k], &d, cdf, bytes, nbytes, prefsum, out[k]);
         free(prefsum);
         free(bytes);
     } else {
@@ -154,21 +171,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t s = 0; s < S; s++)
             lengths[s] = (flags & 8) ? (int32_t)(fuzz_uint(&in, 2) % (capacity + 1)) : (int32_t)fuzz_uint(&in, 4);
         uint8_t *streams = fuzz_take(&in, S * capacity, NULL);
-        st_scalar = decode_streams(ctx_scalar, &d, cdf, streams, lengths, capacity, out_scalar);
-        st_best = decode_streams(ctx_best, &d, cdf, streams, lengths, capacity, out_best);
+        for (int k = 0; k < 3; k++) st[k] = decode_streams(ctx[k], &d, cdf, streams, lengths, capacity, out[k]);
         free(lengths);
         free(streams);
     }
-    FUZZ_CHECK(st_scalar == st_best, "scalar kernel returned %s, best-ISA kernel %s", kvc_status_name(st_scalar),
-               kvc_status_name(st_best));
-    if (st_scalar == KVC_OK) {
-        FUZZ_CHECK(!memcmp(out_scalar, out_best, n), "scalar and best-ISA kernels decode different symbols");
-        check_symbols(&d, out_best, n);
-    } else {
-        for (size_t i = 0; i < n; i++) FUZZ_CHECK(out_best[i] == 0xEE, "failed decode wrote symbol %zu", i);
+    for (int k = 1; k < 3; k++) {
+        FUZZ_CHECK(st[0] == st[k], "scalar kernel returned %s, %s kernel %s", kvc_status_name(st[0]),
+                   kvc_context_isa(ctx[k]), kvc_status_name(st[k]));
+        if (st[0] == KVC_OK) {
+            FUZZ_CHECK(!memcmp(out[0], out[k], n), "scalar and %s kernels decode different symbols", kvc_context_isa(ctx[k]));
+            check_symbols(&d, out[k], n);
+        } else {
+            for (size_t i = 0; i < n; i++) FUZZ_CHECK(out[k][i] == 0xEE, "failed decode wrote symbol %zu", i);
+        }
     }
     free(cdf);
-    free(out_scalar);
-    free(out_best);
+    for (int k = 0; k < 3; k++) free(out[k]);
     return 0;
 }

@@ -39,6 +39,9 @@ git clone -q "$src" "$c" 2>"$tmp/out" || { not_ok "git clone of the checkout"; e
 git -C "$c" checkout -q -B main
 cp "$src/scripts/release.sh" "$src/scripts/recipe-checksums.sh" "$c/scripts/"
 v=$(sed -n 's/^version=//p' "$c/VERSION")
+# NEWS as at v's cut: entries of later, unreleased versions above v's removed.
+awk -v v="$v" '$1 == "kvcore" && $3 == "(unreleased)" && $2 != v { skip = 1 } $1 == "kvcore" && $2 == v { skip = 0 } !skip' \
+    "$c/NEWS" >"$tmp/news" && cp "$tmp/news" "$c/NEWS"
 sed -i "0,/^kvcore $v .*/s//kvcore $v (unreleased)/" "$c/NEWS"
 [ -f "$c/RELEASES" ] && sed -i "/^$v /d" "$c/RELEASES"
 git -C "$c" tag -d "v$v" >/dev/null 2>&1 || true   # the clone has the real release's tag

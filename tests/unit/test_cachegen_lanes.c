@@ -477,3 +477,51 @@ Test(cachegen_lanes, long_underflow_runs)
             }
     kvc_test_destroy_tiers(ctx, nt);
 }
+
+/* ------------------------------------------------------------------ streams the lanes do not take */
+
+/* A packed stream longer than the lanes take (LANE_MAX_LEN, 2^27 bytes: a lane's byte offsets
+ * must stay 32-bit) sends its lane group to the per-stream kernel on every tier: stream 0 of 24
+ * claims 2^27 + 1 bytes, a real encoding followed by zeros (calloc: the untouched pages cost
+ * nothing), the others are real streams after it. Every symbol equals the oracle's (the test sees
+ * the result, not which kernel ran: the lanes would decode these bytes alike). */
+Test(cachegen_lanes, oversized_stream_goes_per_stream)
+{
+    enum { T = 50, C = 24, B = 16 };
+    const size_t big = ((size_t)1 << 27) + 1, cap = kvc_cg_encode_bound(T);
+    uint64_t rng = 4809;
+    uint8_t sym[T * C], want[T * C], got[T * C];
+    uint16_t cdf[C * (B + 1)];
+    mixed_symbols(&rng, sym, 1, T, C, B);
+    ref_cg_cdf(sym, 1, T, C, B, cdf);
+    uint8_t *slots = kvc_test_xmalloc(C * cap);
+    int32_t len[C];
+    ref_cg_encode(cdf, B, sym, 1, T, C, slots, cap, len);
+    size_t nbytes = big;
+    for (size_t k = 1; k < C; k++) nbytes += (size_t)len[k];
+    uint8_t *bytes = calloc(nbytes, 1);
+    cr_assert_not_null(bytes);
+    int64_t ps[C];
+    memcpy(bytes, slots, (size_t)len[0]);
+    ps[0] = (int64_t)big;
+    for (size_t k = 1; k < C; k++) {
+        memcpy(bytes + ps[k - 1], slots + k * cap, (size_t)len[k]);
+        ps[k] = ps[k - 1] + len[k];
+    }
+    for (size_t k = 0; k < C; k++)
+        ref_cg_decode_stream(cdf + k * (B + 1), B, bytes + (k ? ps[k - 1] : 0), (size_t)(ps[k] - (k ? ps[k - 1] : 0)), T,
+                             want + k, C);
+    KVC_TEST_ASSERT_SAME(want, sym, sizeof sym, "the oracle decodes the padded stream");
+    kvc_context_t *ctx[3];
+    const int nt = kvc_test_tiers(ctx);
+    for (int i = 0; i < nt; i++) {
+        kvc_cg_decode_packed_params_t pa = { .cdf = cdf, .bytes = bytes, .nbytes = nbytes, .prefsum = ps, .symbols = got,
+                                             .layers = 1, .tokens = T, .channels = C, .num_bins = B };
+        memset(got, 0xEE, sizeof got);
+        cr_assert_eq(kvc_cg_decode_packed(ctx[i], &pa), KVC_OK, "%s", kvc_last_error());
+        KVC_TEST_ASSERT_SAME(got, want, sizeof got, "oversized stream %s", kvc_context_isa(ctx[i]));
+    }
+    kvc_test_destroy_tiers(ctx, nt);
+    free(bytes);
+    free(slots);
+}
