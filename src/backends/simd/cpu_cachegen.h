@@ -109,14 +109,18 @@ extern const cg_kernels_t cg_kernels_scalar;
 #ifdef KVC_HAVE_X86_SIMD
 extern const cg_kernels_t cg_kernels_avx2; /* cpu_cachegen_avx2.c, the avx2 tier's flags */
 extern const cg_kernels_t cg_kernels_avx512; /* cpu_cachegen_avx512.c's kernels: */
-void cg_encode_streams_avx512(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
-void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
+void cg_encode_lanes_avx2(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
+void cg_decode_lanes_avx2(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
+void cg_encode_lanes_avx512(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
+void cg_decode_lanes_avx512(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
 void cg_quantise_rows_avx512(kvc_dtype_t dtype, const cg_quant_rows_t *r);
 void cg_dequantise_rows_avx512(kvc_dtype_t dtype, const cg_dequant_rows_t *r);
 #endif
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #define KVC_CG_HAVE_NEON 1
 extern const cg_kernels_t cg_kernels_neon; /* cpu_cachegen_neon.c: the lane-parallel coder */
+void cg_encode_lanes_neon(const cg_enc_job_t *j, size_t layer, size_t c0, size_t n);
+void cg_decode_lanes_neon(const cg_dec_job_t *j, size_t layer, size_t c0, size_t n);
 #endif
 
 /* The kernels for the context's ISA tier. */

@@ -329,21 +329,6 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
     return 1;
 }
 
-/* Groups of 32, 16 and 8 channels through the lanes, the rest (and streams the lanes cannot
- * take) through the interleaved scalar kernel. */
-static void decode_lanes_avx2(const cg_dec_job_t *j, size_t l, size_t c0, size_t n)
-{
-    size_t c = c0;
-    const size_t end = c0 + n;
-    if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
-        while (end - c >= LANES) {
-            const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;
-            if (!(nv == 4 ? lane_decode(j, l, c, 4) : nv == 2 ? lane_decode(j, l, c, 2) : lane_decode(j, l, c, 1))) break;
-            c += (size_t)nv * LANES;
-        }
-    if (c < end) cg_decode_streams_avx2(j, l, c, end - c);
-}
-
 /* The streams of channels c .. c + 8 NV - 1 of layer l (lane_encode of the avx512 tier). */
 LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const int NV)
 {
@@ -429,24 +414,11 @@ LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const in
 }
 
 /* Groups of 32, 16 and 8 channels through the lanes, the rest through the interleaved kernel. */
-static void encode_lanes_avx2(const cg_enc_job_t *j, size_t l, size_t c0, size_t n)
-{
-    size_t c = c0;
-    const size_t end = c0 + n;
-    if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
-        while (end - c >= LANES) {
-            const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;
-            if (nv == 4) lane_encode(j, l, c, 4);
-            else if (nv == 2) lane_encode(j, l, c, 2);
-            else lane_encode(j, l, c, 1);
-            c += (size_t)nv * LANES;
-        }
-    if (c < end) cg_encode_streams_avx2(j, l, c, end - c);
-}
+LANE_DEFINE_DRIVERS(avx2, cg_encode_streams_avx2, cg_decode_streams_avx2)
 
 const cg_kernels_t cg_kernels_avx2 = {
-    .encode = encode_lanes_avx2,
-    .decode = decode_lanes_avx2,
+    .encode = cg_encode_lanes_avx2,
+    .decode = cg_decode_lanes_avx2,
     .quantise_rows = quantise_rows_avx2,
     .dequantise_rows = dequantise_rows_avx2,
     .halves_to_f32 = halves_to_f32_avx2,
@@ -455,8 +427,8 @@ const cg_kernels_t cg_kernels_avx2 = {
 /* The AVX-512 tier: the lane-parallel coder (this one for channels left over), and 16-lane
  * quantiser rows with masked tails. */
 const cg_kernels_t cg_kernels_avx512 = {
-    .encode = cg_encode_streams_avx512,
-    .decode = cg_decode_streams_avx512,
+    .encode = cg_encode_lanes_avx512,
+    .decode = cg_decode_lanes_avx512,
     .quantise_rows = cg_quantise_rows_avx512,
     .dequantise_rows = cg_dequantise_rows_avx512,
     .halves_to_f32 = halves_to_f32_avx2,

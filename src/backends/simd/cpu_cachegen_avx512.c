@@ -264,21 +264,6 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
     return 1;
 }
 
-/* Groups of 64, 32 and 16 channels through the lanes, the rest (and streams the lanes cannot
- * take) through the AVX2 tier's interleaved scalar kernel. */
-void cg_decode_streams_avx512(const cg_dec_job_t *j, size_t l, size_t c0, size_t n)
-{
-    size_t c = c0;
-    const size_t end = c0 + n;
-    if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
-        while (end - c >= LANES) {
-            const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;
-            if (!(nv == 4 ? lane_decode(j, l, c, 4) : nv == 2 ? lane_decode(j, l, c, 2) : lane_decode(j, l, c, 1))) break;
-            c += (size_t)nv * LANES;
-        }
-    if (c < end) cg_kernels_avx2.decode(j, l, c, end - c);
-}
-
 /* ------------------------------------------------------------------ lane-parallel encoder */
 
 /* The streams of channels c .. c + 16 NV - 1 of layer l, the symbols' bounds by a gather from
@@ -369,18 +354,5 @@ LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const in
     }
 }
 
-/* Groups of 64, 32 and 16 channels through the lanes, the rest through the AVX2 tier's kernel. */
-void cg_encode_streams_avx512(const cg_enc_job_t *j, size_t l, size_t c0, size_t n)
-{
-    size_t c = c0;
-    const size_t end = c0 + n;
-    if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
-        while (end - c >= LANES) {
-            const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;
-            if (nv == 4) lane_encode(j, l, c, 4);
-            else if (nv == 2) lane_encode(j, l, c, 2);
-            else lane_encode(j, l, c, 1);
-            c += (size_t)nv * LANES;
-        }
-    if (c < end) cg_kernels_avx2.encode(j, l, c, end - c);
-}
+/* Groups of 64, 32 and 16 channels through the lanes, the rest through the avx2 tier's lanes. */
+LANE_DEFINE_DRIVERS(avx512, cg_kernels_avx2.encode, cg_kernels_avx2.decode)

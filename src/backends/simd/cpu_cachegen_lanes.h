@@ -233,6 +233,44 @@ static inline void lane_flush(const cg_enc_job_t *j, size_t first, lane_out_t *o
     }
 }
 
+/* ------------------------------------------------------------------ the drivers */
+
+/* A tier's kernel-table entries cg_decode_lanes_<suffix> and cg_encode_lanes_<suffix> (declared in
+ * cpu_cachegen.h), for the file's
+ * LANES, lane_decode and lane_encode: groups of 4, 2 and 1 registers (NV a constant in each call,
+ * so that the kernels' loops unroll); the channels left over, and a group lane_decode refuses
+ * (offsets past 32 bits), through rest_decode / rest_encode. */
+#define LANE_DEFINE_DRIVERS(suffix, rest_encode, rest_decode)                                              \
+    void cg_decode_lanes_##suffix(const cg_dec_job_t *j, size_t l, size_t c0, size_t n)                \
+    {                                                                                                      \
+        size_t c = c0;                                                                                     \
+        const size_t end = c0 + n;                                                                         \
+        if (j->tokens && j->tokens <= LANE_MAX_TOKENS)                                                     \
+            while (end - c >= LANES) {                                                                     \
+                const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;                    \
+                if (!(nv == 4   ? lane_decode(j, l, c, 4)                                                  \
+                      : nv == 2 ? lane_decode(j, l, c, 2)                                                  \
+                                : lane_decode(j, l, c, 1)))                                                \
+                    break;                                                                                 \
+                c += (size_t)nv * LANES;                                                                   \
+            }                                                                                              \
+        if (c < end) rest_decode(j, l, c, end - c);                                                        \
+    }                                                                                                      \
+    void cg_encode_lanes_##suffix(const cg_enc_job_t *j, size_t l, size_t c0, size_t n)                \
+    {                                                                                                      \
+        size_t c = c0;                                                                                     \
+        const size_t end = c0 + n;                                                                         \
+        if (j->tokens && j->tokens <= LANE_MAX_TOKENS)                                                     \
+            while (end - c >= LANES) {                                                                     \
+                const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;                    \
+                if (nv == 4) lane_encode(j, l, c, 4);                                                      \
+                else if (nv == 2) lane_encode(j, l, c, 2);                                                 \
+                else lane_encode(j, l, c, 1);                                                              \
+                c += (size_t)nv * LANES;                                                                   \
+            }                                                                                              \
+        if (c < end) rest_encode(j, l, c, end - c);                                                        \
+    }
+
 /* ------------------------------------------------------------------ the divide */
 
 /* floor(((d << 16) | 0xFFFF) / (r1 + 1)) per lane, for r1 + 1 in (2^30, 2^32] (the decoder's

@@ -148,20 +148,6 @@ LANE_INLINE int lane_decode(const cg_dec_job_t *j, size_t l, size_t c, const int
     return 1;
 }
 
-/* Groups of 16, 8 and 4 channels through the lanes, the rest through the scalar tier's kernel. */
-static void decode_lanes_neon(const cg_dec_job_t *j, size_t l, size_t c0, size_t n)
-{
-    size_t c = c0;
-    const size_t end = c0 + n;
-    if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
-        while (end - c >= LANES) {
-            const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;
-            if (!(nv == 4 ? lane_decode(j, l, c, 4) : nv == 2 ? lane_decode(j, l, c, 2) : lane_decode(j, l, c, 1))) break;
-            c += (size_t)nv * LANES;
-        }
-    if (c < end) cg_kernels_scalar.decode(j, l, c, end - c);
-}
-
 /* The streams of channels c .. c + 4 NV - 1 of layer l (the x86 kernels' lane_encode). */
 LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const int NV)
 {
@@ -243,25 +229,12 @@ LANE_INLINE void lane_encode(const cg_enc_job_t *j, size_t l, size_t c, const in
 }
 
 /* Groups of 16, 8 and 4 channels through the lanes, the rest through the scalar tier's kernel. */
-static void encode_lanes_neon(const cg_enc_job_t *j, size_t l, size_t c0, size_t n)
-{
-    size_t c = c0;
-    const size_t end = c0 + n;
-    if (j->tokens && j->tokens <= LANE_MAX_TOKENS)
-        while (end - c >= LANES) {
-            const int nv = end - c >= 4 * LANES ? 4 : end - c >= 2 * LANES ? 2 : 1;
-            if (nv == 4) lane_encode(j, l, c, 4);
-            else if (nv == 2) lane_encode(j, l, c, 2);
-            else lane_encode(j, l, c, 1);
-            c += (size_t)nv * LANES;
-        }
-    if (c < end) cg_kernels_scalar.encode(j, l, c, end - c);
-}
+LANE_DEFINE_DRIVERS(neon, cg_kernels_scalar.encode, cg_kernels_scalar.decode)
 
 /* The scalar tier's quantiser rows (the lanes are the coder only). */
 const cg_kernels_t cg_kernels_neon = {
-    .encode = encode_lanes_neon,
-    .decode = decode_lanes_neon,
+    .encode = cg_encode_lanes_neon,
+    .decode = cg_decode_lanes_neon,
     .quantise_rows = cg_quantise_rows_scalar,
     .dequantise_rows = cg_dequantise_rows_scalar,
     .halves_to_f32 = kvc_halfs_to_f32,
