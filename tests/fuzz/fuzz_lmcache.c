@@ -93,8 +93,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kvc_lmcache_chunk_t ex;
         void *storage = NULL;
         const kvc_status_t se = kvc_codec_export_lmcache(buf, len, &ex, &storage);
-        FUZZ_CHECK(se == KVC_OK || (se == KVC_ERR_UNSUPPORTED && info.window_tokens > 256), "export returned %s",
-                   kvc_status_name(se));
+        /* Refused exactly when inspect says LMCache cannot read it (windows, CDF size, stream bytes). */
+        FUZZ_CHECK(info.lmcache_readable ? se == KVC_OK : se == KVC_ERR_UNSUPPORTED,
+                   "export returned %s for a container inspect calls %sreadable by LMCache", kvc_status_name(se),
+                   info.lmcache_readable ? "" : "not ");
         if (se == KVC_OK) {
             FUZZ_CHECK(memcmp(ex.cdf, cdf, S * (B + 1) * 2) == 0, "exported CDF differs from the imported one");
             uint8_t *again = NULL;
