@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* AVX2 CacheGen kernels: the coder with a SIMD compare-and-count symbol search, and the quantiser
- * rows with in-register fp16/bf16 conversion. Compiled with the avx2 tier's flags (Makefile.am,
+/* AVX2 CacheGen kernels: the lane-parallel coder in 8 lanes, the interleaved per-stream coder with a
+ * SIMD compare-and-count symbol search for the channels it leaves, and the quantiser rows with
+ * in-register fp16/bf16 conversion. Compiled with the avx2 tier's flags (Makefile.am,
  * KVC_AVX2_FLAGS: AVX2, FMA, F16C, BMI1/2, LZCNT, POPCNT, which the tier requires) and used for the
  * avx2 and avx512 tiers. Every result equals the scalar kernels' bit for bit. */
 #include "config.h"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* The AVX-512 tier's arithmetic decoder, 16 streams in the lanes of a register (docs/CACHEGEN.md,
- * "Lane-parallel decoder"), and its quantiser and dequantiser rows: 16 values a step, a row's
- * last values through masked loads and stores instead of the scalar tail. The same operations as the scalar rows (cpu_cachegen_quant.c): the
+/* The AVX-512 tier's arithmetic encoder and decoder, 16 streams in the lanes of a register
+ * (docs/CACHEGEN.md, "Lane-parallel coder"), and its quantiser and dequantiser rows: 16 values a
+ * step, a row's last values through masked loads and stores instead of the scalar tail. The same
+ * operations as the scalar rows (cpu_cachegen_quant.c): the
  * scale is the largest finite |x|, a symbol x * f * (M / (scale * f)) clamped to [-M, M] and
  * rounded to nearest even, plus M; a value (q - M) * step * (1 / f) in fp32, rounded to nearest
  * even into the dtype. */
