@@ -278,23 +278,6 @@ static void gen_symbols(uint64_t *rng, uint8_t *s, size_t L, size_t T, size_t C,
         }
 }
 
-/* A CDF not derived from the data: random strictly increasing cdf[0..B-1] (cdf[0] may be above 0,
- * some symbols as narrow as 1/65536), and garbage in the unread cdf[B]. */
-static void random_cdf(uint64_t *rng, uint16_t *cdf, size_t n, unsigned B)
-{
-    for (size_t k = 0; k < n; k++) {
-        uint16_t *row = cdf + k * (B + 1);
-        unsigned at = (unsigned)(kvc_test_rng_next(rng) % 200);
-        const unsigned room = (65535 - at) / B;
-        for (unsigned i = 0; i < B; i++) {
-            row[i] = (uint16_t)at;
-            const uint64_t r = kvc_test_rng_next(rng);
-            at += 1 + (unsigned)(r % 4 == 0 ? 0 : (r >> 8) % room);
-        }
-        row[B] = (uint16_t)kvc_test_rng_next(rng);
-    }
-}
-
 /* Fast coder == reference coder (lengths, every byte), both decoders give the symbols back. */
 static void check_vs_ref(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, size_t C, unsigned B, enum dist d)
 {
@@ -302,7 +285,7 @@ static void check_vs_ref(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, 
     uint8_t *sym = kvc_test_xmalloc(nsym), *out = kvc_test_xmalloc(nsym);
     uint16_t *cdf = kvc_test_xmalloc(ns * (B + 1) * 2);
     gen_symbols(rng, sym, L, T, C, B, d);
-    if (d == D_RANDOM_CDF) random_cdf(rng, cdf, ns, B);
+    if (d == D_RANDOM_CDF) kvc_test_random_cdf(rng, cdf, ns, B);
     else ref_cg_cdf(sym, L, T, C, B, cdf);
     uint8_t *want = xcalloc(ns * cap), *got = xcalloc(ns * cap);
     int32_t *wlen = kvc_test_xmalloc(ns * 4), *glen = kvc_test_xmalloc(ns * 4);
@@ -801,7 +784,7 @@ Test(cachegen_fuzz, random_and_truncated_streams)
         const unsigned B = 1 + (unsigned)(kvc_test_rng_next(&rng) % 64);
         const size_t ns = L * C, cap = 1 + kvc_test_rng_next(&rng) % 64;
         uint16_t *cdf = kvc_test_xmalloc(ns * (B + 1) * 2);
-        random_cdf(&rng, cdf, ns, B);
+        kvc_test_random_cdf(&rng, cdf, ns, B);
         uint8_t *streams = kvc_test_xmalloc(ns * cap);
         for (size_t i = 0; i < ns * cap; i++) streams[i] = (uint8_t)kvc_test_rng_next(&rng);
         int32_t *len = kvc_test_xmalloc(ns * 4);

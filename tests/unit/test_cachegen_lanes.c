@@ -46,22 +46,6 @@ static void mixed_symbols(uint64_t *rng, uint8_t *s, size_t L, size_t T, size_t 
         }
 }
 
-/* Random strictly increasing cdf[0..B-1] (cdf[0] may be above 0, symbols as narrow as 1/65536). */
-static void random_cdf(uint64_t *rng, uint16_t *cdf, size_t n, unsigned B)
-{
-    for (size_t k = 0; k < n; k++) {
-        uint16_t *row = cdf + k * (B + 1);
-        unsigned at = (unsigned)(kvc_test_rng_next(rng) % 200);
-        const unsigned room = (65535 - at) / B;
-        for (unsigned i = 0; i < B; i++) {
-            row[i] = (uint16_t)at;
-            const uint64_t r = kvc_test_rng_next(rng);
-            at += 1 + (unsigned)(r % 4 == 0 ? 0 : (r >> 8) % room);
-        }
-        row[B] = (uint16_t)kvc_test_rng_next(rng);
-    }
-}
-
 /* Both decoders of ctx on streams [ns, cap] with lengths len give the oracle's symbols: per-stream
  * slots, and the streams packed into a buffer of exactly their bytes (ASan sees a read past the
  * last one; a read into a neighbour shows as a difference, the oracle reading zeros there). */
@@ -105,7 +89,7 @@ static void round_trip(kvc_context_t *ctx, uint64_t *rng, size_t L, size_t T, si
     uint16_t *cdf = kvc_test_xmalloc(ns * (B + 1) * 2);
     mixed_symbols(rng, sym, L, T, C, B);
     if (data_cdf) ref_cg_cdf(sym, L, T, C, B, cdf);
-    else random_cdf(rng, cdf, ns, B);
+    else kvc_test_random_cdf(rng, cdf, ns, B);
     uint8_t *want = calloc(ns * cap, 1), *got = calloc(ns * cap, 1);
     cr_assert(want && got);
     int32_t *wlen = kvc_test_xmalloc(ns * 4), *glen = kvc_test_xmalloc(ns * 4);
@@ -271,7 +255,7 @@ Test(cachegen_lanes, empty_and_one_byte_streams)
         for (unsigned B = 1; B <= 64; B += 9)
             for (size_t T = 1; T <= 300; T += 299) {
                 uint16_t *cdf = kvc_test_xmalloc(C * (B + 1) * 2);
-                random_cdf(&rng, cdf, C, B);
+                kvc_test_random_cdf(&rng, cdf, C, B);
                 uint8_t streams[C * CAP];
                 int32_t len[C];
                 for (size_t k = 0; k < C; k++) {
@@ -294,7 +278,7 @@ static void damaged_round(kvc_context_t *ctx[3], int nt, uint64_t *rng, size_t C
     uint16_t *cdf = kvc_test_xmalloc(C * (B + 1) * 2);
     int32_t *len = kvc_test_xmalloc(C * 4);
     mixed_symbols(rng, sym, 1, T, C, B);
-    random_cdf(rng, cdf, C, B);
+    kvc_test_random_cdf(rng, cdf, C, B);
     for (size_t b = 0; b < C * cap; b++) streams[b] = (uint8_t)kvc_test_rng_next(rng);
     if (how != 3) ref_cg_encode(cdf, B, sym, 1, T, C, streams, cap, len);
     for (size_t k = 0; k < C; k++) {
@@ -350,7 +334,7 @@ Test(cachegen_lanes, corrupt_metadata)
     const int nt = kvc_test_tiers(ctx);
     uint64_t rng = 4805;
     uint16_t cdf[C * (B + 1)];
-    random_cdf(&rng, cdf, C, B);
+    kvc_test_random_cdf(&rng, cdf, C, B);
     uint8_t streams[C * CAP], out[T * C], guard[T * C];
     for (size_t b = 0; b < sizeof streams; b++) streams[b] = (uint8_t)kvc_test_rng_next(&rng);
     memset(guard, 0x5A, sizeof guard);
@@ -446,7 +430,7 @@ Test(cachegen_lanes, long_underflow_runs)
                 const size_t T = Ts[ti], ns = C, cap = kvc_cg_encode_bound(T);
                 uint16_t *cdf = kvc_test_xmalloc(ns * (B + 1) * 2);
                 uint8_t *sym = kvc_test_xmalloc(T * C);
-                random_cdf(&rng, cdf, ns, B);
+                kvc_test_random_cdf(&rng, cdf, ns, B);
                 for (size_t c = 0; c < C; c++)
                     if (c % 3) { /* symbol 1 in [16385, 49151): its interval straddles the midpoint */
                         uint16_t *row = cdf + c * (B + 1);

@@ -92,6 +92,21 @@ uint64_t kvc_test_rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+void kvc_test_random_cdf(uint64_t *rng, uint16_t *cdf, size_t n, unsigned B)
+{
+    for (size_t k = 0; k < n; k++) {
+        uint16_t *row = cdf + k * (B + 1);
+        unsigned at = (unsigned)(kvc_test_rng_next(rng) % 200);
+        const unsigned room = (65535 - at) / B;
+        for (unsigned i = 0; i < B; i++) {
+            row[i] = (uint16_t)at;
+            const uint64_t r = kvc_test_rng_next(rng);
+            at += 1 + (unsigned)(r % 4 == 0 ? 0 : (r >> 8) % room);
+        }
+        row[B] = (uint16_t)kvc_test_rng_next(rng);
+    }
+}
+
 void *kvc_test_xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);

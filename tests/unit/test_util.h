@@ -28,6 +28,10 @@ int kvc_test_tiers(kvc_context_t *out[3]);
 void kvc_test_destroy_tiers(kvc_context_t *c[3], int n);
 /* splitmix64: the next value of the state *s. */
 uint64_t kvc_test_rng_next(uint64_t *s);
+/* n CacheGen CDF rows of B + 1 entries not derived from any data: cdf[0..B-1] random and strictly
+ * increasing (cdf[0] may be above 0, some symbols as narrow as 1/65536), garbage in the unread
+ * cdf[B]. */
+void kvc_test_random_cdf(uint64_t *rng, uint16_t *cdf, size_t n, unsigned B);
 /* malloc that fails the test on NULL (n = 0 gives a 1-byte block). */
 void *kvc_test_xmalloc(size_t n);
 /* The offset of the first byte where a and b differ, or n. */
